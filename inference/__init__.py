@@ -1,0 +1,23 @@
+"""LLM inference in plain PyTorch, readable end to end, for the explorer and on its own.
+
+    from inference import load_engine, SamplingParams
+    engine = load_engine()
+    for step in engine.generate("The cat sat", SamplingParams(temperature=0.8, seed=0)):
+        print(step.text, end="")
+
+The package never imports streamlit or plotly.
+"""
+from .config import ModelConfig, UnsupportedModelError
+from .engine import Candidate, Completion, Engine, PromptError, StepRecord
+from .gguf_loader import ModelLoadError
+from .kv_cache import CacheFullError, KVCache
+from .loader import load_engine
+from .sampling import SampleResult, SamplingError, SamplingParams, sample
+from .tokenizer import TokenizerError
+from .trace import ForwardTrace, LayerTrace
+
+__all__ = [
+    "load_engine", "SamplingParams", "SamplingError", "SampleResult", "sample", "Engine", "StepRecord",
+    "Candidate", "Completion", "ModelConfig", "KVCache", "CacheFullError", "ForwardTrace", "LayerTrace",
+    "PromptError", "ModelLoadError", "TokenizerError", "UnsupportedModelError",
+]

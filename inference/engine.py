@@ -1,0 +1,207 @@
+"""The engine: one loaded model plus tokenizer, and the generation loop around them.
+
+Owns prompt checks, ``prefill`` / ``decode_step`` (one forward each, through an
+explicit per-request ``KVCache``), the step-by-step ``generate`` generator, and the
+traced forward the explorer reads. It holds weights only: every request brings its
+own cache and its own random generator, so many users can share one engine.
+Sampling rules live in ``sampling.py``; text handling in ``tokenizer.py``.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .config import ModelConfig
+from .kv_cache import KVCache
+from .model import Transformer
+from .sampling import SampleResult, SamplingParams, sample
+from .tokenizer import StreamDecoder, Tokenizer, TokenizerError
+from .trace import ForwardTrace
+
+
+class PromptError(ValueError):
+    """The prompt cannot be run: empty, or longer than the model's context."""
+
+
+@dataclass
+class Candidate:
+    token_id: int
+    text: str
+    probability: float  # softmax of the model's logits at T = 1
+
+
+@dataclass
+class StepRecord:
+    """One generated token and how it came about."""
+
+    index: int  # 0 for the token produced by the prefill
+    phase: str  # "prefill" or "decode"
+    token_id: int
+    token_text: str  # this token's own text
+    text: str  # what this step adds to the streamed output (UTF-8 safe)
+    probability: float  # of the chosen token after all sampling stages
+    top: list[Candidate]
+    cache_len: int  # positions in the KV cache after this step (0 without a cache)
+    seconds: float  # forward + sampling time of this step
+    finish_reason: str | None = None  # "eos", "length" or "context" on the last step
+    sample: SampleResult | None = field(default=None, repr=False)
+
+
+class Engine:
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, folder: Path | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config: ModelConfig = model.config
+        self.folder = folder
+        first = next(model.parameters())
+        self.device, self.dtype = first.device, first.dtype
+        eos = set(self.config.eos_token_ids)
+        if tokenizer.hf.eos_token_id is not None:
+            eos.add(tokenizer.hf.eos_token_id)
+        self.eos_ids = frozenset(eos)
+
+    # -- prompts -----------------------------------------------------------------
+    def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:
+        if isinstance(prompt, str):
+            if not prompt.strip():
+                raise PromptError("the prompt is empty: type some text")
+            text = self.tokenizer.apply_chat(prompt) if chat else prompt
+            ids = self.tokenizer.encode(text)
+        else:
+            ids = [int(i) for i in prompt]
+        if not ids:
+            raise PromptError("the prompt has no tokens")
+        bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
+        if bad:
+            raise PromptError(f"token ids {bad[:5]} are outside the vocabulary (0..{self.config.vocab_size - 1})")
+        if len(ids) >= self.config.max_seq_len:
+            raise PromptError(
+                f"the prompt is {len(ids)} tokens but the model's context holds {self.config.max_seq_len} "
+                f"(and one more is needed for the answer): shorten it"
+            )
+        return ids
+
+    def _ids_tensor(self, ids: list[int]) -> torch.Tensor:
+        return torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
+
+    # -- forward passes ------------------------------------------------------------
+    def forward_logits(self, token_ids: list[int]) -> torch.Tensor:
+        """Logits (T, V) for every position, float32 on the CPU; full recompute, no cache."""
+        ids = self.encode_prompt(token_ids)
+        return self.model(self._ids_tensor(ids))[0].float().cpu()
+
+    def traced_forward(self, token_ids: list[int]) -> tuple[torch.Tensor, ForwardTrace]:
+        """Logits (T, V) and every recorded internal of one full forward."""
+        ids = self.encode_prompt(token_ids)
+        trace = ForwardTrace()
+        logits = self.model(self._ids_tensor(ids), trace=trace)[0].float().cpu()
+        return logits, trace
+
+    def unembed(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits (…, V) for residual-stream vectors (…, D): final norm, then the output matrix.
+
+        Applied to the stream after each block, this is the logit lens.
+        """
+        with torch.inference_mode():
+            x = hidden.to(self.device, self.dtype)
+            return self.model.lm_head(self.model.final_norm(x)).float().cpu()
+
+    def new_cache(self, capacity: int, batch_size: int = 1) -> KVCache:
+        return KVCache(self.config, capacity, batch_size, self.device, self.dtype)
+
+    def prefill(self, ids: list[int], kv_cache: KVCache, trace: ForwardTrace | None = None) -> torch.Tensor:
+        """Run the prompt in one pass, filling the cache; logits (V,) of the last position."""
+        return self.model(self._ids_tensor(ids), kv_cache=kv_cache, last_only=True, trace=trace)[0, -1].float().cpu()
+
+    def decode_step(self, token_id: int, kv_cache: KVCache, trace: ForwardTrace | None = None) -> torch.Tensor:
+        """Feed one new token, appending its K/V to the cache; logits (V,) for the next one."""
+        return self.model(self._ids_tensor([token_id]), kv_cache=kv_cache, trace=trace)[0, -1].float().cpu()
+
+    def _recompute(self, ids: list[int]) -> torch.Tensor:
+        """The no-cache path: the whole sequence again, logits (V,) of the last position."""
+        return self.model(self._ids_tensor(ids), last_only=True)[0, -1].float().cpu()
+
+    # -- generation ----------------------------------------------------------------
+    def generate(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        use_cache: bool = True,
+        chat: bool = False,
+        record_sampling: bool = False,
+        top_n: int = 5,
+    ) -> Iterator[StepRecord]:
+        """Yield one ``StepRecord`` per generated token until EOS, max tokens or the context end."""
+        params = params or SamplingParams()
+        ids = self.encode_prompt(prompt, chat=chat)
+        generator = params.make_generator()
+        decoder = StreamDecoder(self.tokenizer)
+        capacity = min(len(ids) + params.max_new_tokens, self.config.max_seq_len)
+        kv_cache = self.new_cache(capacity) if use_cache else None
+
+        next_input: int | None = None
+        for index in range(params.max_new_tokens):
+            started = time.perf_counter()
+            # 1. forward: the prompt once (prefill), then one token per step (decode)
+            if kv_cache is None:
+                logits = self._recompute(ids)
+            elif next_input is None:
+                logits = self.prefill(ids, kv_cache)
+            else:
+                logits = self.decode_step(next_input, kv_cache)
+            # 2. sample the next token with this request's own generator
+            choice = sample(logits, params, generator, previous_ids=ids, record=record_sampling)
+            seconds = time.perf_counter() - started
+            ids.append(choice.token_id)
+            next_input = choice.token_id
+            # 3. why (and whether) to stop
+            finish = None
+            if params.stop_on_eos and choice.token_id in self.eos_ids:
+                finish = "eos"
+            elif index + 1 == params.max_new_tokens:
+                finish = "length"
+            elif len(ids) >= self.config.max_seq_len:
+                finish = "context"
+            text = decoder.push(choice.token_id) if finish is None else decoder.push(choice.token_id) + decoder.flush()
+            yield StepRecord(
+                index=index, phase="prefill" if index == 0 else "decode", token_id=choice.token_id,
+                token_text=self.tokenizer.decode([choice.token_id]), text=text, probability=choice.probability,
+                top=self._top(logits, top_n), cache_len=kv_cache.length if kv_cache else 0,
+                seconds=seconds, finish_reason=finish, sample=choice if record_sampling else None,
+            )
+            if finish is not None:
+                return
+
+    def _top(self, logits: torch.Tensor, n: int) -> list[Candidate]:
+        probs = logits.softmax(-1)
+        values, indices = probs.topk(min(n, probs.numel()))
+        return [Candidate(int(i), self.tokenizer.decode([int(i)]), float(p)) for p, i in zip(values, indices)]
+
+    def complete(self, prompt: str | list[int], params: SamplingParams | None = None, **kwargs) -> "Completion":
+        """Run ``generate`` to the end and gather the result."""
+        steps = list(self.generate(prompt, params, **kwargs))
+        return Completion(steps)
+
+
+@dataclass
+class Completion:
+    steps: list[StepRecord]
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [s.token_id for s in self.steps]
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.steps)
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.steps[-1].finish_reason if self.steps else None
+
+
+__all__ = ["Engine", "StepRecord", "Candidate", "Completion", "PromptError", "TokenizerError"]

@@ -1,0 +1,114 @@
+"""The KV cache: keys and values of past positions, owned by one request (or one batch).
+
+A ``KVCache`` is created per request, preallocated to a capacity, and passed into
+``Transformer.forward``. The shared model never holds one, so two users of the
+same loaded model can never see each other's cache. All rows of a batch share one
+write position (left padding keeps them aligned); padded positions are hidden by
+``key_padding_mask``.
+"""
+from __future__ import annotations
+
+import torch
+
+from .config import ModelConfig
+
+
+class CacheFullError(RuntimeError):
+    """Writing would go past the cache's preallocated capacity."""
+
+
+class KVCache:
+    def __init__(
+        self,
+        config: ModelConfig,
+        capacity: int,
+        batch_size: int = 1,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"KV cache capacity must be >= 1, got {capacity}")
+        shape = (config.n_layers, batch_size, config.n_kv_heads, capacity, config.head_dim)
+        self.keys = torch.zeros(shape, device=device, dtype=dtype)  # (L, B, n_kv, cap, hd)
+        self.values = torch.zeros(shape, device=device, dtype=dtype)  # (L, B, n_kv, cap, hd)
+        self.key_padding_mask: torch.Tensor | None = None  # (B, cap) True = real token
+        self.capacity = capacity
+        self.batch_size = batch_size
+        self.length = 0  # positions committed so far (same for every row)
+        self._pending = 0  # positions written by the forward in progress
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes actually allocated for K and V (the full capacity)."""
+        return self.keys.nbytes + self.values.nbytes
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes holding committed positions."""
+        return self.nbytes * self.length // self.capacity
+
+    def set_padding(self, key_padding_mask: torch.Tensor) -> None:
+        """Record which of the positions about to be written are real tokens (B, T)."""
+        batch, steps = key_padding_mask.shape
+        if self.key_padding_mask is None:
+            self.key_padding_mask = torch.ones(
+                self.batch_size, self.capacity, dtype=torch.bool, device=self.keys.device
+            )
+        self.key_padding_mask[:batch, self.length : self.length + steps] = key_padding_mask
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this step's K/V for ``layer`` and return the views of all positions so far."""
+        steps = k.shape[2]  # k: (B, n_kv, T, hd)
+        end = self.length + steps
+        if end > self.capacity:
+            raise CacheFullError(
+                f"KV cache holds {self.capacity} positions; writing {steps} more after "
+                f"{self.length} would overflow it"
+            )
+        self.keys[layer, :, :, self.length : end] = k
+        self.values[layer, :, :, self.length : end] = v
+        self._pending = steps
+        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]  # (B, n_kv, S, hd)
+
+    def commit(self) -> None:
+        """Make the positions written by the last forward part of the cache."""
+        self.length += self._pending
+        self._pending = 0
+
+    def truncate(self, length: int) -> None:
+        """Forget every position from ``length`` on (rewind, or branch from an earlier step)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a cache of length {self.length} to {length}")
+        self.length = length
+
+    def layer_views(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of the committed positions for one layer, each (B, n_kv, length, hd)."""
+        return (
+            self.keys[layer, :, :, : self.length],
+            self.values[layer, :, :, : self.length],
+        )
+
+    def attention_mask(self, query_len: int) -> torch.Tensor | None:
+        """Boolean mask (B, 1, T, S) for the forward in progress, or ``None`` without padding."""
+        if self.key_padding_mask is None:
+            return None
+        return causal_padding_mask(self.key_padding_mask[:, : self.length + query_len], self.length)
+
+
+def causal_padding_mask(key_ok: torch.Tensor, query_start: int) -> torch.Tensor:
+    """Causal mask that also hides padded keys: (B, S) real-token flags -> (B, 1, T, S).
+
+    The queries are the last ``T = S - query_start`` positions. A padded query row would
+    otherwise see no key at all (softmax of nothing is NaN), so every position always
+    sees itself; the output at a padded position is never used.
+    """
+    total = key_ok.shape[1]
+    query_pos = torch.arange(query_start, total, device=key_ok.device)  # (T,)
+    key_pos = torch.arange(total, device=key_ok.device)  # (S,)
+    causal = key_pos[None, :] <= query_pos[:, None]  # (T, S)
+    diagonal = key_pos[None, :] == query_pos[:, None]  # (T, S)
+    mask = (causal[None, :, :] & key_ok[:, None, :]) | diagonal[None, :, :]  # (B, T, S)
+    return mask[:, None, :, :]  # (B, 1, T, S)

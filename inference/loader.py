@@ -1,0 +1,151 @@
+"""Finding, reading and placing a model: ``load_engine`` and its helpers.
+
+Owns model resolution (the embedded default GGUF, a ``.gguf`` path, a local Hugging
+Face folder, or a hub id when a hub is reachable), safetensors-only weight reading
+(no pickle, never ``trust_remote_code``), and the device/dtype choice: CUDA in
+bfloat16 if present, else Apple MPS, else CPU in float32, each overridable.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from .config import ModelConfig
+from .engine import Engine
+from .gguf_loader import ModelLoadError, converted_folder, default_gguf_path
+from .model import RotaryEmbedding, Transformer
+from .tokenizer import Tokenizer
+from .weights import to_engine_state_dict
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    if device is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but no CUDA GPU is available")
+    if resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was asked for but Apple MPS is not available")
+    return resolved
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[str(dtype).lower()]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(DTYPES)}") from None
+
+
+def default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def model_folder(model: str | Path | None) -> Path:
+    """A local HF-format folder for ``model``: converting a GGUF or downloading a hub id if needed."""
+    if model is None:
+        return converted_folder(default_gguf_path())
+    text = str(model)
+    path = Path(text).expanduser()
+    if path.suffix == ".gguf":
+        return converted_folder(path)
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise ModelLoadError(f"{text} is a file, not a model folder or a .gguf file")
+    looks_like_hub_id = text.count("/") == 1 and not text.startswith((".", "/", "~"))
+    if not looks_like_hub_id:
+        raise ModelLoadError(f"model path not found: {text}")
+    return _download(text)
+
+
+def _download(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id, allow_patterns=HUB_PATTERNS))
+    except Exception as exc:  # offline, unknown id, gated repo...
+        raise ModelLoadError(f"could not fetch {repo_id!r} from the model hub: {exc}") from exc
+
+
+def read_folder(folder: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """The config and the (HF-named) tensors of a local folder, from safetensors only."""
+    from safetensors.torch import load_file
+
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ModelLoadError(f"{folder} has no config.json")
+    config = ModelConfig.from_hf_dict(json.loads(config_path.read_text()), name=folder.name)
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        pickles = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
+        extra = f" (found {pickles}: pickle checkpoints are never loaded)" if pickles else ""
+        raise ModelLoadError(f"{folder} has no .safetensors weights{extra}")
+    tensors: dict[str, torch.Tensor] = {}
+    for file in files:
+        try:
+            tensors.update(load_file(str(file)))
+        except Exception as exc:
+            raise ModelLoadError(f"could not read {file}: {exc}") from exc
+    return config, tensors
+
+
+def build_model(config: ModelConfig, hf_tensors: dict[str, torch.Tensor], device: torch.device,
+                dtype: torch.dtype) -> Transformer:
+    with torch.device("meta"):
+        model = Transformer(config)
+    state = to_engine_state_dict(hf_tensors, config)
+    model.load_state_dict(state, strict=False, assign=True)
+    if config.tie_embeddings:
+        model.lm_head.weight = model.embed.weight
+    missing = [n for n, p in model.named_parameters() if p.is_meta]
+    if missing:
+        raise ModelLoadError(f"checkpoint is missing weights for {missing[:5]}")
+    if model.rope is not None:  # tables stay float32 whatever the weights' dtype
+        model.rope = RotaryEmbedding(config.head_dim, config.rope_theta, config.max_seq_len)
+    model.to(device=device, dtype=dtype)
+    if model.rope is not None:
+        model.rope.float()
+    return model.eval()
+
+
+def load_engine(
+    model: str | Path | None = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    threads: int | None = None,
+) -> Engine:
+    """Load a model for inference: the embedded SmolLM2-135M-Instruct by default."""
+    resolved_device = resolve_device(device)
+    resolved_dtype = resolve_dtype(dtype, resolved_device)
+    if resolved_device.type == "cpu":
+        torch.set_num_threads(threads or default_threads())
+    folder = model_folder(model)
+    config, tensors = read_folder(folder)
+    if model is None:
+        config = _with_name(config, "SmolLM2-135M-Instruct")
+    transformer = build_model(config, tensors, resolved_device, resolved_dtype)
+    return Engine(transformer, Tokenizer.from_folder(folder), folder=folder)
+
+
+def _with_name(config: ModelConfig, name: str) -> ModelConfig:
+    from dataclasses import replace
+
+    return replace(config, name=name)

@@ -1,0 +1,185 @@
+"""Choosing the next token from logits: the sampler and its per-request settings.
+
+Owns ``SamplingParams`` (validated on construction) and ``sample``. The stages are
+always applied in this order, everywhere (the same order as transformers'
+``generate``):
+
+1. repetition penalty on tokens already in the sequence (divide positive logits,
+   multiply negative ones);
+2. temperature: logits / T (T == 0 means greedy: take the argmax, no draw);
+3. top-k: keep the k highest;
+4. top-p: keep the smallest set, by descending probability, whose mass reaches p
+   (the token that crosses p is kept);
+5. min-p: drop tokens whose probability is below min_p × p_max;
+6. renormalise, lay the survivors end to end on [0, 1) in descending order of
+   probability (the cumulative ranges), draw u ~ U[0, 1) from the request's own
+   seeded ``torch.Generator``, and take the token whose range holds u.
+
+With ``record=True`` the result carries the probability vector after each stage,
+the ranges, u and the choice: the exact numbers used, for the explorer to show.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+
+class SamplingError(ValueError):
+    """A sampling setting is out of its valid range."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+    min_p: float = 0.0  # 0.0 = off
+    repetition_penalty: float = 1.0  # 1.0 = off
+    max_new_tokens: int = 32
+    seed: int | None = 0
+    stop_on_eos: bool = True
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+               and self.temperature >= 0,
+               f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
+        _check(_is_int(self.top_k) and self.top_k >= 0, f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        _check(isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1,
+               f"top_p must be in (0, 1], got {self.top_p!r}")
+        _check(isinstance(self.min_p, (int, float)) and 0 <= self.min_p <= 1,
+               f"min_p must be in [0, 1], got {self.min_p!r}")
+        _check(isinstance(self.repetition_penalty, (int, float)) and math.isfinite(self.repetition_penalty)
+               and self.repetition_penalty > 0,
+               f"repetition_penalty must be a finite number > 0 (1.0 = off), got {self.repetition_penalty!r}")
+        _check(_is_int(self.max_new_tokens) and self.max_new_tokens >= 1,
+               f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        _check(self.seed is None or (_is_int(self.seed) and 0 <= self.seed < 2**63),
+               f"seed must be an integer in [0, 2**63) or None, got {self.seed!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def make_generator(self) -> torch.Generator:
+        """The request's own random stream; draws happen on the CPU so every device agrees."""
+        generator = torch.Generator(device="cpu")
+        if self.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(self.seed)
+        return generator
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise SamplingError(message)
+
+
+@dataclass
+class SampleResult:
+    token_id: int
+    probability: float  # of the chosen token, in the final renormalised distribution
+    u: float | None = None  # the uniform draw; None for greedy
+    # Recorded only with record=True, all float32 CPU tensors of shape (V,):
+    stage_probs: dict[str, torch.Tensor] = field(default_factory=dict)
+    range_token_ids: torch.Tensor | None = None  # (K,) survivors, descending probability
+    range_starts: torch.Tensor | None = None  # (K,) each survivor's range is [start, end)
+    range_ends: torch.Tensor | None = None  # (K,)
+
+
+def apply_repetition_penalty(logits: torch.Tensor, previous_ids: list[int], penalty: float) -> torch.Tensor:
+    if penalty == 1.0 or not previous_ids:
+        return logits
+    ids = torch.tensor(sorted(set(previous_ids)), dtype=torch.long)
+    picked = logits[ids]
+    logits = logits.clone()
+    logits[ids] = torch.where(picked > 0, picked / penalty, picked * penalty)
+    return logits
+
+
+def top_k_mask(probs: torch.Tensor, k: int) -> torch.Tensor:
+    """True for the k most probable tokens (all when k == 0 or k >= V)."""
+    if k == 0 or k >= probs.numel():
+        return torch.ones_like(probs, dtype=torch.bool)
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[torch.topk(probs, k).indices] = True
+    return keep
+
+
+def top_p_mask(probs: torch.Tensor, p: float) -> torch.Tensor:
+    """True for the smallest descending-probability set whose mass reaches p."""
+    if p >= 1.0:
+        return probs > 0
+    sorted_probs, order = probs.sort(descending=True, stable=True)
+    mass_before = sorted_probs.cumsum(0) - sorted_probs  # mass of the strictly more probable tokens
+    keep_sorted = mass_before < p  # the token that crosses p is kept
+    keep_sorted[0] = True
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    keep[order] = keep_sorted
+    return keep & (probs > 0)
+
+
+def min_p_mask(probs: torch.Tensor, min_p: float) -> torch.Tensor:
+    if min_p == 0:
+        return probs > 0
+    return probs >= min_p * probs.max()
+
+
+def _renormalise(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    kept = torch.where(keep, probs, torch.zeros_like(probs))
+    return kept / kept.sum()
+
+
+def sample(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    generator: torch.Generator | None = None,
+    previous_ids: list[int] | None = None,
+    record: bool = False,
+) -> SampleResult:
+    """Pick the next token from ``logits`` (V,) following the stages in the module docstring."""
+    logits = logits.detach().to("cpu", torch.float32)
+    logits = apply_repetition_penalty(logits, previous_ids or [], params.repetition_penalty)
+    stages: dict[str, torch.Tensor] = {}
+    if record:
+        stages["softmax"] = logits.softmax(-1)
+    if params.greedy:
+        token = int(logits.argmax())
+        if record:
+            stages["final"] = torch.zeros_like(logits).index_fill_(0, torch.tensor([token]), 1.0)
+        return SampleResult(token_id=token, probability=1.0, stage_probs=stages)
+
+    probs = (logits / params.temperature).softmax(-1)  # (V,)
+    if record:
+        stages["temperature"] = probs
+    for name, keep in (
+        ("top_k", lambda p: top_k_mask(p, params.top_k)),
+        ("top_p", lambda p: top_p_mask(p, params.top_p)),
+        ("min_p", lambda p: min_p_mask(p, params.min_p)),
+    ):
+        probs = _renormalise(probs, keep(probs))
+        if record:
+            stages[name] = probs
+    if record:
+        stages["final"] = probs
+
+    # Lay the survivors end to end on [0, 1), most probable first, and see where u lands.
+    survivors = (probs > 0).sum()
+    sorted_probs, order = probs.sort(descending=True, stable=True)
+    sorted_probs, order = sorted_probs[:survivors], order[:survivors]  # (K,)
+    ends = sorted_probs.cumsum(0)  # (K,)
+    ends[-1] = 1.0  # float rounding must not leave a gap at the top of [0, 1)
+    starts = torch.cat([ends.new_zeros(1), ends[:-1]])  # (K,) ranges tile [0, 1) exactly
+    generator = generator if generator is not None else params.make_generator()
+    u = float(torch.rand((), generator=generator))
+    slot = min(int(torch.searchsorted(ends, torch.tensor(u), right=True)), int(survivors) - 1)
+    result = SampleResult(token_id=int(order[slot]), probability=float(sorted_probs[slot]), u=u, stage_probs=stages)
+    if record:
+        result.range_token_ids, result.range_starts, result.range_ends = order, starts, ends
+    return result

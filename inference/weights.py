@@ -1,0 +1,76 @@
+"""Renaming checkpoint tensors into the engine's own layout.
+
+Owns the name maps from Hugging Face Llama and GPT-2 state dicts to ``Transformer``'s
+parameters, fusing Q/K/V (and the SwiGLU gate/up) into single matrices on the way.
+Reading files is not its concern (``loader.py`` and ``gguf_loader.py`` do that).
+"""
+from __future__ import annotations
+
+import torch
+
+from .config import ModelConfig
+
+
+class WeightsError(ValueError):
+    """A checkpoint is missing tensors or has tensors of the wrong shape."""
+
+
+def to_engine_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    if config.family == "llama":
+        return _llama(hf, config)
+    return _gpt2(hf, config)
+
+
+def _take(hf: dict[str, torch.Tensor], name: str) -> torch.Tensor:
+    try:
+        return hf[name]
+    except KeyError:
+        raise WeightsError(f"checkpoint has no tensor {name!r}") from None
+
+
+def _llama(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    hf = {name.removeprefix("model."): tensor for name, tensor in hf.items()}
+    out = {"embed.weight": _take(hf, "embed_tokens.weight"), "final_norm.weight": _take(hf, "norm.weight")}
+    if not config.tie_embeddings:
+        out["lm_head.weight"] = _take(hf, "lm_head.weight")
+    for i in range(config.n_layers):
+        src, dst = f"layers.{i}.", f"layers.{i}."
+        attn = src + "self_attn."
+        out[dst + "attn_norm.weight"] = _take(hf, src + "input_layernorm.weight")
+        out[dst + "mlp_norm.weight"] = _take(hf, src + "post_attention_layernorm.weight")
+        out[dst + "attn.qkv.weight"] = torch.cat([_take(hf, attn + f"{p}_proj.weight") for p in "qkv"])
+        out[dst + "attn.out.weight"] = _take(hf, attn + "o_proj.weight")
+        if config.attention_bias:
+            out[dst + "attn.qkv.bias"] = torch.cat([_take(hf, attn + f"{p}_proj.bias") for p in "qkv"])
+            out[dst + "attn.out.bias"] = _take(hf, attn + "o_proj.bias")
+        mlp = src + "mlp."
+        out[dst + "mlp.gate_up.weight"] = torch.cat(
+            [_take(hf, mlp + "gate_proj.weight"), _take(hf, mlp + "up_proj.weight")]
+        )
+        out[dst + "mlp.down.weight"] = _take(hf, mlp + "down_proj.weight")
+        if config.mlp_bias:
+            out[dst + "mlp.gate_up.bias"] = torch.cat([_take(hf, mlp + "gate_proj.bias"), _take(hf, mlp + "up_proj.bias")])
+            out[dst + "mlp.down.bias"] = _take(hf, mlp + "down_proj.bias")
+    return out
+
+
+def _gpt2(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    hf = {name.removeprefix("transformer."): tensor for name, tensor in hf.items()}
+    out = {
+        "embed.weight": _take(hf, "wte.weight"),
+        "pos_embed.weight": _take(hf, "wpe.weight"),
+        "final_norm.weight": _take(hf, "ln_f.weight"),
+        "final_norm.bias": _take(hf, "ln_f.bias"),
+    }
+    # GPT-2 stores its linear layers as Conv1D with weight (in, out): transpose to (out, in).
+    renames = {"attn_norm": "ln_1", "mlp_norm": "ln_2"}
+    linears = {"attn.qkv": "attn.c_attn", "attn.out": "attn.c_proj", "mlp.up": "mlp.c_fc", "mlp.down": "mlp.c_proj"}
+    for i in range(config.n_layers):
+        src, dst = f"h.{i}.", f"layers.{i}."
+        for ours, theirs in renames.items():
+            out[dst + ours + ".weight"] = _take(hf, src + theirs + ".weight")
+            out[dst + ours + ".bias"] = _take(hf, src + theirs + ".bias")
+        for ours, theirs in linears.items():
+            out[dst + ours + ".weight"] = _take(hf, src + theirs + ".weight").t().contiguous()
+            out[dst + ours + ".bias"] = _take(hf, src + theirs + ".bias")
+    return out
