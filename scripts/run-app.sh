@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Set everything up, then start the explorer on the embedded SmolLM2-135M-Instruct.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/python -m streamlit run app.py "$@"
