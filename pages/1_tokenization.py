@@ -1,0 +1,9 @@
+"""Tokenization page (stub)."""
+import streamlit as st
+
+from ui.navigation import redirect_legacy_run
+
+redirect_legacy_run()
+
+st.title("Tokenization")
+st.write("coming")

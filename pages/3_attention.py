@@ -1,0 +1,9 @@
+"""Attention page (stub)."""
+import streamlit as st
+
+from ui.navigation import redirect_legacy_run
+
+redirect_legacy_run()
+
+st.title("Attention")
+st.write("coming")

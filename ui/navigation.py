@@ -1,0 +1,68 @@
+"""The page registry, in story order, and the one ``st.navigation`` call built from it.
+
+To add a page, append a ``PageSpec`` to ``PAGES`` at its place in the story
+(Tokenization → Embeddings → Attention → Transformer block & logit lens → Logits &
+temperature → Sampling → Generation & KV cache → Batching). ``url_path`` is the deep
+link (``/attention``); it must equal the file name without its number prefix and
+``.py`` (see ``redirect_legacy_run`` for why).
+"""
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import streamlit as st
+from streamlit.navigation.page import StreamlitPage
+
+ROOT_TITLE = "LLM inference explorer"
+
+# True while app.py runs a page; False when Streamlit ran a page script on its own.
+_in_app: ContextVar[bool] = ContextVar("in_app", default=False)
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    script: str  # path from the repository root, e.g. "pages/3_attention.py"
+    title: str
+    url_path: str  # deep link, e.g. "attention" -> http://localhost:8501/attention
+    icon: str
+
+
+PAGES: list[PageSpec] = [
+    PageSpec("pages/1_tokenization.py", "Tokenization", "tokenization", "🔤"),
+    PageSpec("pages/2_embeddings.py", "Embeddings", "embeddings", "🧭"),
+    PageSpec("pages/3_attention.py", "Attention", "attention", "👀"),
+]
+
+
+def build() -> StreamlitPage:
+    """Register every page (the first is the default) and return the one to run."""
+    pages = [
+        st.Page(spec.script, title=spec.title, url_path=spec.url_path, icon=spec.icon, default=(i == 0))
+        for i, spec in enumerate(PAGES)
+    ]
+    return st.navigation(pages, position="sidebar")
+
+
+def run(page: StreamlitPage) -> None:
+    """Run the chosen page from ``app.py`` (marks the run as going through the app shell)."""
+    token = _in_app.set(True)
+    try:
+        page.run()
+    finally:
+        _in_app.reset(token)
+
+
+def redirect_legacy_run() -> None:
+    """First call of every page script: make sure ``app.py`` (sidebar, state, navigation) ran.
+
+    A freshly started server that finds a ``pages/`` folder runs its first request in
+    Streamlit's legacy multipage mode: a deep link such as ``/attention`` executes
+    ``pages/3_attention.py`` directly, with a file-name navigation and without
+    ``app.py``. Calling ``st.navigation`` switches that mode off for the server; the
+    rerun then goes through ``app.py`` and lands on the same page, because a page is
+    identified by its url path (hence ``url_path`` must match the file name).
+    """
+    if not _in_app.get():
+        build()
+        st.rerun()
