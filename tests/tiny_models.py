@@ -1,0 +1,42 @@
+"""Small randomly initialised Llama and GPT-2 checkpoints, written as local HF folders.
+
+Nothing is downloaded: the configs are built here, the weights are random, and the
+tokenizer files are copied from the embedded model's converted folder (any fast
+tokenizer will do for id-level tests).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+VOCAB = 49152  # matches the copied tokenizer
+
+
+def tiny_llama(**overrides) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    settings = dict(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, eos_token_id=2, bos_token_id=1,
+    )
+    config = LlamaConfig(**{**settings, **overrides})
+    return LlamaForCausalLM(config).eval()
+
+
+def tiny_gpt2(**overrides) -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    settings = dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256, eos_token_id=2, bos_token_id=1)
+    config = GPT2Config(**{**settings, **overrides})
+    return GPT2LMHeadModel(config).eval()
+
+
+def save_folder(model, folder: Path, tokenizer_source: Path) -> Path:
+    """Write ``model`` as config.json + model.safetensors, plus a tokenizer, into ``folder``."""
+    model.save_pretrained(str(folder), safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (tokenizer_source / name).exists():
+            shutil.copy(tokenizer_source / name, folder / name)
+    return folder
