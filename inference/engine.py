@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,6 +22,9 @@ from .model import Transformer
 from .sampling import SampleResult, SamplingParams, sample
 from .tokenizer import StreamDecoder, Tokenizer, TokenizerError
 from .trace import ForwardTrace
+
+if TYPE_CHECKING:
+    from .batching import BatchResult
 
 
 class PromptError(ValueError):
@@ -185,6 +189,18 @@ class Engine:
         """Run ``generate`` to the end and gather the result."""
         steps = list(self.generate(prompt, params, **kwargs))
         return Completion(steps)
+
+    def generate_batch(
+        self,
+        prompts: list[str | list[int]],
+        params_list: list[SamplingParams | None] | None = None,
+        mode: str = "static",
+        **options,
+    ) -> list[BatchResult]:
+        """One ``BatchResult`` per prompt, in order, batched ("static" or "continuous"); see ``batching.py``."""
+        from .batching import generate_batch
+
+        return generate_batch(self, prompts, params_list, mode=mode, **options)
 
 
 @dataclass

@@ -1,0 +1,161 @@
+"""Continuous batching: requests join and leave the batch at every step.
+
+Owns ``ContinuousBatcher``, the runner that ties a ``Scheduler`` (who runs) to a
+``SlotKVCache`` (where their keys and values live) and the shared model (the
+forward). Its ``step()`` is the nano-vllm loop, one forward per call:
+
+1. schedule: the scheduler picks a prefill of newly admitted requests, or a decode
+   of every running one (pure bookkeeping, no tensors);
+2. run: one forward over those rows, each reading and writing only its own slot;
+3. postprocess: sample each row with its own settings and seeded generator, hand
+   the token ids back to the scheduler, which retires the finished requests and
+   frees their slots for the next step's admissions.
+
+Each step returns a ``BatchStep`` record (rows, tokens fed per request, padding,
+slots and positions in use); each request's ``BatchResult`` carries its time to
+first token and time per output token. ``run_continuous`` serves a fixed list of
+prompts this way, for ``generate_batch`` and the benchmark; ``server.py`` drives
+the same runner from a background thread for many callers.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from .batching import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each
+from .sampling import SamplingParams, sample
+from .scheduler import ScheduledStep, Scheduler, Sequence
+from .slot_cache import SlotKVCache, SlotWrite
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+DEFAULT_SLOT_CAPACITY = 512
+
+
+class ContinuousBatcher:
+    def __init__(
+        self,
+        engine: "Engine",
+        n_slots: int = 8,
+        slot_capacity: int = DEFAULT_SLOT_CAPACITY,
+        max_prefill_tokens: int = 4096,
+        keep_logits: bool = False,
+    ) -> None:
+        self.engine = engine
+        self.cache = SlotKVCache(engine.config, n_slots, slot_capacity, engine.device, engine.dtype)
+        self.scheduler = Scheduler(n_slots, slot_capacity, engine.config.max_seq_len, engine.eos_ids,
+                                   max_prefill_tokens)
+        self.keep_logits = keep_logits
+        self.logits: dict[int, list[torch.Tensor]] = {}  # request -> (V,) per token, with keep_logits
+        self.steps_done = 0
+
+    def add(self, prompt_ids: list[int], params: SamplingParams | None = None,
+            request_id: int | None = None) -> Sequence:
+        """Queue an encoded prompt; it joins the batch at the next step with a free slot."""
+        params = params or SamplingParams()
+        seq = Sequence(list(prompt_ids), params, params.make_generator())
+        if request_id is not None:
+            seq.request_id = request_id
+        self.scheduler.add(seq)
+        return seq
+
+    def cancel(self, request_id: int) -> Sequence | None:
+        return self.scheduler.cancel(request_id)
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def step(self) -> BatchStep | None:
+        """Schedule, run, postprocess; the record of what happened, or None when idle."""
+        scheduled = self.scheduler.schedule()
+        if scheduled is None:
+            return None
+        tick = time.perf_counter()
+        fed = {seq.request_id: n for seq, n in zip(scheduled.sequences, scheduled.new_token_counts)}
+        logits = self._run(scheduled)  # (B, V)
+        token_ids = [self._sample(seq, logits[row]) for row, seq in enumerate(scheduled.sequences)]
+        finished = self.scheduler.postprocess(scheduled, token_ids)
+        record = self._record(scheduled, fed, token_ids, finished, time.perf_counter() - tick)
+        self.steps_done += 1
+        return record
+
+    def _run(self, scheduled: ScheduledStep) -> torch.Tensor:
+        """One forward over the scheduled rows (left-padded within the step); last-position logits (B, V)."""
+        pending = [seq.pending_ids for seq in scheduled.sequences]
+        width = max(len(ids) for ids in pending)
+        ids = torch.tensor([[0] * (width - len(row)) + row for row in pending], device=self.engine.device)  # (B, T)
+        rows = [SlotWrite(seq.slot, seq.cached, len(p)) for seq, p in zip(scheduled.sequences, pending)]
+        positions = self.cache.begin_step(rows)  # (B, T)
+        logits = self.engine.model(ids, kv_cache=self.cache, positions=positions, last_only=True)
+        return logits[:, -1].float().cpu()  # (B, V)
+
+    def _sample(self, seq: Sequence, logits: torch.Tensor) -> int:
+        if self.keep_logits:
+            self.logits.setdefault(seq.request_id, []).append(logits.clone())
+        return sample(logits, seq.params, seq.generator, previous_ids=seq.all_ids).token_id
+
+    def _record(self, scheduled: ScheduledStep, fed: dict[int, int], token_ids: list[int],
+                finished: list[Sequence], seconds: float) -> BatchStep:
+        width = max(fed.values())
+        scheduler = self.scheduler
+        return BatchStep(
+            index=self.steps_done, phase=scheduled.phase,
+            request_ids=[seq.request_id for seq in scheduled.sequences], new_tokens=fed,
+            sampled={seq.request_id: t for seq, t in zip(scheduled.sequences, token_ids)},
+            batch_positions=width * len(fed), wasted_positions=width * len(fed) - sum(fed.values()),
+            cache_slots_in_use=scheduler.slots_in_use, cache_slots_total=self.cache.n_slots,
+            cache_positions_in_use=scheduler.positions_in_use,
+            cache_positions_reserved=scheduler.slots_in_use * self.cache.capacity,
+            finished=[seq.request_id for seq in finished], seconds=seconds,
+        )
+
+    def result(self, seq: Sequence, index: int) -> BatchResult:
+        """A finished (or cancelled) sequence as a ``BatchResult``."""
+        return BatchResult(
+            index=index, prompt_ids=seq.prompt_ids, token_ids=list(seq.output_ids),
+            text=self.engine.tokenizer.decode(seq.output_ids), finish_reason=seq.finish_reason,
+            time_to_first_token=seq.time_to_first_token, time_per_output_token=seq.time_per_output_token,
+            logits=self.logits.pop(seq.request_id, []) if self.keep_logits else None,
+        )
+
+
+def run_continuous(
+    engine: "Engine",
+    prompts: list[str | list[int]],
+    params_list: list[SamplingParams | None] | None = None,
+    n_slots: int | None = None,
+    slot_capacity: int | None = None,
+    chat: bool = False,
+    keep_logits: bool = False,
+) -> BatchRun:
+    """Serve a fixed list of prompts by continuous batching (all arrive at once).
+
+    ``n_slots`` (default: one per prompt, at most 16) bounds how many run together;
+    the rest wait and join as slots free up. ``slot_capacity`` defaults to the
+    longest prompt plus its answer.
+    """
+    all_params = check_batch_inputs(prompts, params_list)
+    results = encode_each(engine, prompts, chat)
+    live = [r for r in results if r.ok]
+    if not live:
+        return BatchRun(results, [])
+    if slot_capacity is None:
+        slot_capacity = min(engine.config.max_seq_len,
+                            max(len(r.prompt_ids) + all_params[r.index].max_new_tokens for r in live))
+    batcher = ContinuousBatcher(engine, n_slots or min(len(live), 16), slot_capacity, keep_logits=keep_logits)
+    sequences = {}
+    for result in live:
+        try:
+            sequences[result.index] = batcher.add(result.prompt_ids, all_params[result.index], result.index)
+        except ValueError as exc:
+            result.finish_reason, result.error = "error", exc
+    steps = []
+    while batcher.has_work:
+        steps.append(batcher.step())
+    for index, seq in sequences.items():
+        results[index] = batcher.result(seq, index)
+    return BatchRun(results, steps)
