@@ -1,9 +1,137 @@
-"""Tokenization page (stub)."""
+"""Tokenization: how text becomes the token ids the model reads (seeds 000, 001, 004)."""
 import streamlit as st
 
 from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import compute_tokens as tok  # noqa: E402  (after the redirect: nothing runs twice)
+from ui import state  # noqa: E402
+from ui.figures.tokens import make_token_id_chart, token_chips_html, visible  # noqa: E402
+from ui.prompt import prompt_tokens  # noqa: E402
+
+CHIP_LIMIT = 512  # tokens drawn as chips
+CHART_LIMIT = 128  # bars in the id chart
+TINY_CORPUS = (
+    "The cat sat on the mat. The cat was tired, so the cat slept on the mat. "
+    "A dog sat on the rug. The dog was not tired; the dog ran to the cat and the cat ran away. "
+    "Cats and dogs sit, sleep and run. The mat, the rug and the sofa are where the cats sleep."
+)
+
 st.title("Tokenization")
-st.write("coming")
+st.markdown(
+    "A model cannot read text. Before anything else, the prompt is cut into **tokens**, pieces of text "
+    "found in a fixed vocabulary, and each token is replaced by its **id**, its row number in that "
+    "vocabulary. Those ids are all the model ever sees. The vocabulary is made of **subwords**: common "
+    "words are one token, rare words and typos are built from several pieces, so any text can be written."
+)
+
+view = prompt_tokens()
+if view is None:
+    st.stop()
+
+# 1. The prompt as the model sees it
+st.header("Your prompt, token by token")
+cols = st.columns(4)
+cols[0].metric("Characters", f"{view.n_chars:,}")
+cols[1].metric("UTF-8 bytes", f"{view.n_bytes:,}")
+cols[2].metric("Tokens", f"{len(view.ids):,}")
+cols[3].metric("Characters per token", f"{view.n_chars / len(view.ids):.2f}")
+shown = min(len(view.ids), CHIP_LIMIT)
+if shown < len(view.ids):
+    st.warning(f"The prompt has {len(view.ids):,} tokens; the chips show the first {shown}.")
+st.caption("One colour per token; `·` is a space, `↵` a newline, `→` a tab; the number under each token is its id."
+           + (" Orange chips are special tokens added by the chat template." if any(view.special) else ""))
+st.markdown(token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]), unsafe_allow_html=True)
+if state.get(state.CHAT):
+    with st.expander("The chat template: what the model actually receives"):
+        st.code(view.text, language=None)
+        st.caption("The template (Jinja) that produced it, from the model's tokenizer:")
+        st.code(tok.chat_template(), language="jinja")
+
+n_chart = min(len(view.ids), CHART_LIMIT)
+if n_chart < len(view.ids):
+    st.caption(f"The chart shows the first {n_chart} of {len(view.ids):,} tokens.")
+st.plotly_chart(make_token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart")
+
+# 2. Token ids mean nothing numerically
+st.header("Token ids are names, not numbers")
+word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind("tok_id_word", " cat"))
+neighbours = tok.id_neighbours(word) if word.strip() else []
+if neighbours:
+    st.markdown(
+        f"The ids right next to `{visible(word)}`'s id have nothing to do with it: the vocabulary is ordered by "
+        "when the tokenizer learned each piece, not by meaning. Adding, subtracting or comparing ids is meaningless; "
+        "meaning comes later, from the **embedding** row each id selects (next page)."
+    )
+    st.dataframe([{"id": i, "token": visible(p)} for i, p in neighbours], hide_index=True, key="id_neighbours")
+
+# 3. Why subwords
+st.header("Why subwords? Words, BPE and bytes")
+compare = st.text_input("Text to compare", **state.bind("tok_compare", "The cat sat on thecatsatonthemat"))
+corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE below learn from it)",
+                      height=110, **state.bind("tok_corpus", TINY_CORPUS))
+if compare.strip():
+    words = tok.word_level(compare, corpus)
+    bpe_ids, bpe = tok.model_bpe(compare)
+    data = tok.raw_bytes(compare)
+    a, b, c = st.columns(3)
+    with a:
+        st.subheader("(a) Word-level")
+        unknown = sum(1 for w, _ in words if w == tok.UNK)
+        st.caption(f"Vocabulary: the {len(set(corpus.split())):,} distinct words of the paragraph, plus <unk>. "
+                   f"{len(words)} tokens, {unknown} unknown: their meaning is lost.")
+        st.markdown(token_chips_html([w for w, _ in words], [i for _, i in words]), unsafe_allow_html=True)
+    with b:
+        st.subheader("(b) The model's BPE")
+        st.caption(f"Vocabulary: {tok.vocab_size():,} subwords. {len(bpe_ids)} tokens, "
+                   "nothing unknown: rare words are spelled from pieces.")
+        st.markdown(token_chips_html(bpe, bpe_ids), unsafe_allow_html=True)
+    with c:
+        st.subheader("(c) Raw bytes")
+        st.caption(f"Vocabulary: 256 byte values. {len(data)} tokens: nothing unknown, but long sequences.")
+        st.markdown(token_chips_html([chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:200],
+                                     data[:200]), unsafe_allow_html=True)
+
+# 4. Merge by merge with the model's own merges
+st.header("Merge by merge")
+st.markdown("Byte-pair encoding starts from single bytes and repeatedly glues together the adjacent pair that "
+            "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent).")
+bpe_word = st.text_input("Word to build", **state.bind("tok_bpe_word", "thecatsatonthemat"))
+pieces = tok.pre_tokens(bpe_word) if bpe_word else []
+if not pieces:
+    st.info("Type a word to see it built merge by merge.")
+else:
+    if len(pieces) > 1:
+        st.info(f"The pre-tokenizer splits this text into {len(pieces)} words before BPE; showing the first, "
+                f"`{visible(tok.token_bytes(pieces[0]).decode('utf-8', 'replace'))}`.")
+    steps = tok.bpe_steps(bpe_word)
+    for n, step in enumerate(steps):
+        label = "start: single bytes" if step.merged is None else f"merge {n}: `{visible(''.join(step.merged))}` (rank {step.rank:,})"
+        left, right = st.columns([1, 3])
+        left.markdown(label)
+        right.markdown(token_chips_html([tok.piece_text(p, False) for p in step.parts]), unsafe_allow_html=True)
+    st.caption(f"{len(steps) - 1} merges from {len(steps[0].parts)} bytes to {len(steps[-1].parts)} tokens, "
+               "the same split the tokenizer itself produces.")
+
+# 5. A tiny BPE trained live
+st.header("Train a tiny BPE")
+vocab = st.slider("Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind("tok_vocab", 300))
+tiny = tok.train_tiny_bpe(corpus, vocab, compare or " ")
+st.caption(f"Trained with the `tokenizers` library on the paragraph above: {len(tiny.merges)} merges learned, "
+           f"vocabulary {tiny.vocab_size}. Merges are listed in the order they were learned.")
+m1, m2 = st.columns(2)
+m1.dataframe([{"step": i + 1, "merge": f"{visible(tok.piece_text(a, False))} + {visible(tok.piece_text(b, False))}",
+               "new token": visible(tok.piece_text(a + b, False))} for i, (a, b) in enumerate(tiny.merges)],
+             hide_index=True, height=300, key="tiny_merges")
+with m2:
+    st.markdown(f"**The comparison text through the tiny tokenizer** ({len(tiny.tokens)} tokens):")
+    st.markdown(token_chips_html([tok.piece_text(t, False) for t in tiny.tokens]), unsafe_allow_html=True)
+
+st.header("What to try next")
+st.markdown(
+    "- Type a word the model has surely never seen (your name backwards) and watch it break into pieces.\n"
+    "- Add an emoji or Hebrew text to the prompt: one character can be several byte tokens.\n"
+    "- Turn on **Chat template** in the sidebar: the special tokens around your prompt are tokens too.\n"
+    "- Then open **Embeddings**: each id selects one row of a big matrix, and that is where meaning begins."
+)

@@ -1,5 +1,7 @@
 """The page registry, in story order, and the one ``st.navigation`` call built from it.
 
+The first entry is the default page, served at ``/`` (Streamlit gives the default
+page no deep link of its own, so it is a short overview rather than a story page).
 To add a page, append a ``PageSpec`` to ``PAGES`` at its place in the story
 (Tokenization → Embeddings → Attention → Transformer block & logit lens → Logits &
 temperature → Sampling → Generation & KV cache → Batching). ``url_path`` is the deep
@@ -29,9 +31,10 @@ class PageSpec:
 
 
 PAGES: list[PageSpec] = [
-    PageSpec("pages/1_tokenization.py", "Tokenization", "tokenization", "🔤"),
-    PageSpec("pages/2_embeddings.py", "Embeddings", "embeddings", "🧭"),
-    PageSpec("pages/3_attention.py", "Attention", "attention", "👀"),
+    PageSpec("pages/0_overview.py", "Overview", "overview", ":material/home:"),  # default page, served at "/"
+    PageSpec("pages/1_tokenization.py", "Tokenization", "tokenization", ":material/text_fields:"),
+    PageSpec("pages/2_embeddings.py", "Embeddings", "embeddings", ":material/scatter_plot:"),
+    PageSpec("pages/3_attention.py", "Attention", "attention", ":material/visibility:"),
 ]
 
 

@@ -1,0 +1,175 @@
+"""Cached tokenization results for the Tokenization page, computed from the engine's real tokenizer.
+
+Owns: the prompt's tokens (ids, byte-exact display text, character spans, special
+flags), the model's own BPE merges replayed step by step on one word, a word-level
+and a raw-byte view of the same text, and a tiny BPE trained live with ``tokenizers``.
+Everything returned is plain Python, safe for ``st.cache_data``; no torch here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+import streamlit as st
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models, pre_tokenizers, trainers
+
+from .resources import get_engine
+
+UNK = "<unk>"
+
+
+@dataclass(frozen=True)
+class TokenView:
+    text: str  # what was tokenized (the prompt, or the prompt inside the chat template)
+    ids: list[int]
+    pieces: list[str]  # each token's own text, byte-exact (partial UTF-8 shown as <0xNN>)
+    raw: list[str]  # vocabulary entries as stored (byte-level BPE: 'Ġ' is a space)
+    special: list[bool]
+    n_chars: int
+    n_bytes: int
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, reversed: the printable stand-in character -> the byte."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    codes = printable[:]
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            codes.append(256 + extra)
+            extra += 1
+    return {chr(code): byte for byte, code in zip(printable, codes)}
+
+
+def token_bytes(raw_token: str) -> bytes:
+    """The bytes a byte-level BPE vocabulary entry stands for ('Ġcat' -> b' cat')."""
+    decoder = _byte_decoder()
+    return bytes(decoder[ch] for ch in raw_token if ch in decoder)
+
+
+def piece_text(raw_token: str, is_special: bool) -> str:
+    """A token's text; bytes that are only part of a UTF-8 character are shown as <0xNN>."""
+    if is_special:
+        return raw_token
+    data = token_bytes(raw_token)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"<0x{b:02X}>" if b >= 0x80 else chr(b) for b in data)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def tokenize(prompt: str, chat: bool) -> TokenView:
+    """The prompt as the model sees it. Raises ``inference.PromptError`` for empty or too-long text."""
+    engine = get_engine()
+    ids = engine.encode_prompt(prompt, chat=chat)
+    text = engine.tokenizer.apply_chat(prompt) if chat else prompt
+    raw = engine.tokenizer.raw_tokens(ids)
+    specials = engine.tokenizer.special_ids
+    special = [i in specials for i in ids]
+    pieces = [piece_text(r, s) for r, s in zip(raw, special)]
+    return TokenView(text, ids, pieces, raw, special, len(text), len(text.encode("utf-8")))
+
+
+@lru_cache(maxsize=1)
+def _merge_ranks() -> dict[tuple[str, str], int]:
+    model = json.loads(get_engine().tokenizer.backend.to_str())["model"]
+    merges = model["merges"]
+    pairs = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in merges]
+    return {pair: rank for rank, pair in enumerate(pairs)}
+
+
+@dataclass(frozen=True)
+class MergeStep:
+    parts: list[str]  # the word's pieces after this step (byte-level alphabet)
+    merged: tuple[str, str] | None  # the pair merged to get here (None for the start)
+    rank: int | None  # that merge's rank in the model's list (lower = learned earlier)
+
+
+def pre_tokens(text: str) -> list[str]:
+    """How the model's pre-tokenizer splits text before BPE (merges never cross these borders)."""
+    return [piece for piece, _ in get_engine().tokenizer.backend.pre_tokenizer.pre_tokenize_str(text)]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def bpe_steps(word: str) -> list[MergeStep]:
+    """Replay the model's merges on ``word``'s first pre-token: start from bytes, merge the best-ranked pair."""
+    pieces = pre_tokens(word)
+    parts = list(pieces[0]) if pieces else []
+    ranks = _merge_ranks()
+    steps = [MergeStep(parts[:], None, None)]
+    while len(parts) > 1:
+        candidates = [(ranks[(a, b)], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if (a, b) in ranks]
+        if not candidates:
+            break
+        rank, i = min(candidates)
+        pair = (parts[i], parts[i + 1])
+        parts = parts[:i] + [pair[0] + pair[1]] + parts[i + 2:]
+        steps.append(MergeStep(parts[:], pair, rank))
+    return steps
+
+
+def word_level(text: str, corpus: str) -> list[tuple[str, int]]:
+    """``text`` through a word-level vocabulary built from ``corpus``: unknown words become <unk> (id 0)."""
+    vocab = {UNK: 0}
+    for word in corpus.split():
+        vocab.setdefault(word, len(vocab))
+    return [(word if word in vocab else UNK, vocab.get(word, 0)) for word in text.split()]
+
+
+def raw_bytes(text: str) -> list[int]:
+    return list(text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class TinyBPE:
+    merges: list[tuple[str, str]]  # in the order they were learned
+    vocab_size: int
+    tokens: list[str]  # the prompt through the tiny tokenizer
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
+    """Train a byte-level BPE with ``tokenizers`` on ``corpus`` and tokenize ``prompt`` with it."""
+    tokenizer = HFTokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator([corpus], trainer=trainer)
+    merges = json.loads(tokenizer.to_str())["model"]["merges"]
+    pairs = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in merges]
+    return TinyBPE(pairs, tokenizer.get_vocab_size(), tokenizer.encode(prompt).tokens)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def id_neighbours(word: str, spread: int = 3) -> list[tuple[int, str]]:
+    """The vocabulary entries whose ids sit right next to ``word``'s first token id."""
+    engine = get_engine()
+    ids = engine.tokenizer.encode(word)
+    if not ids:
+        return []
+    centre = ids[0]
+    around = [i for i in range(centre - spread, centre + spread + 1) if 0 <= i < engine.config.vocab_size]
+    raw = engine.tokenizer.raw_tokens(around)
+    return [(i, piece_text(r, i in engine.tokenizer.special_ids)) for i, r in zip(around, raw)]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def model_bpe(text: str) -> tuple[list[int], list[str]]:
+    """``text`` through the model's own tokenizer: ids and byte-exact pieces."""
+    tokenizer = get_engine().tokenizer
+    ids = tokenizer.encode(text)
+    return ids, [piece_text(r, i in tokenizer.special_ids) for i, r in zip(ids, tokenizer.raw_tokens(ids))]
+
+
+def chat_template() -> str:
+    return get_engine().tokenizer.chat_template or "(this model has no chat template)"
+
+
+def vocab_size() -> int:
+    return get_engine().config.vocab_size

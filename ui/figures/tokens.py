@@ -1,0 +1,62 @@
+"""Figures for the Tokenization page: token chips as HTML and the token-id chart."""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d7f2f7", "#fce1c8", "#e2f0cb"]
+_VISIBLE = {" ": "·", "\n": "↵", "\t": "→", "\r": "␍"}
+
+
+def visible(text: str) -> str:
+    """Make whitespace and control characters visible: space '·', newline '↵', tab '→', NUL '␀'."""
+    out = []
+    for ch in text:
+        if ch in _VISIBLE:
+            out.append(_VISIBLE[ch])
+        elif ord(ch) < 0x20:
+            out.append(chr(0x2400 + ord(ch)))  # the Unicode "control pictures" block
+        elif ord(ch) == 0x7F:
+            out.append("␡")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def token_chips_html(pieces: list[str], ids: list[int] | None = None, special: list[bool] | None = None) -> str:
+    """Tokens as coloured chips (one colour per token, cycling), with visible whitespace and ids below.
+
+    Each chip isolates its own text direction, so right-to-left scripts stay in token order.
+    """
+    chips = []
+    for i, piece in enumerate(pieces):
+        is_special = bool(special and special[i])
+        colour = "#ffd6a5" if is_special else PALETTE[i % len(PALETTE)]
+        border = "2px solid #e85d04" if is_special else "1px solid #bbb"
+        label = f"<br><span style='font-size:0.7em;color:#555'>{ids[i]}</span>" if ids is not None else ""
+        chips.append(
+            f"<span style='display:inline-block;unicode-bidi:isolate;margin:2px;padding:2px 5px;"
+            f"background:{colour};border:{border};border-radius:4px;font-family:monospace;"
+            f"text-align:center;white-space:pre'>{html.escape(visible(piece))}{label}</span>"
+        )
+    return "<div dir='ltr' style='line-height:2.2'>" + "".join(chips) + "</div>"
+
+
+def make_token_id_chart(pieces: list[str], ids: list[int]) -> go.Figure:
+    """One bar per token at its id: the heights are arbitrary labels, not quantities."""
+    labels = [f"{i}: {visible(p)}" for i, p in enumerate(pieces)]
+    fig = go.Figure(
+        go.Bar(
+            x=labels, y=ids, text=[str(i) for i in ids], textposition="outside",
+            marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(ids))],
+            marker_line_color="#888", marker_line_width=1,
+            hovertemplate="position %{x}<br>id %{y}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Token ids by position (an id is a row number in the vocabulary, not a quantity)",
+        xaxis_title="position: token", yaxis_title="token id", height=360,
+        margin=dict(l=40, r=20, t=50, b=80),
+    )
+    return fig
