@@ -1,0 +1,208 @@
+"""Cached draws for the Sampling page: one draw by index, a thousand draws, continuations, goodness of fit.
+
+Owns the seed's random stream as the page sees it. Draw number ``k`` is the engine's
+``sample(record=True)`` called with the request's seeded generator after ``k`` earlier
+draws, so "Draw again" steps the same stream a generation would use and every draw is
+reproducible from (prompt, settings, seed, k). The thousand draws reuse the sampler's
+recorded cumulative ranges and the same stream of u values, so draw ``k`` of the
+histogram is exactly draw ``k`` of "Draw again" (a test checks this against ``sample``
+itself). Continuations come from ``engine.generate``. Results are plain numpy/Python.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+import torch
+
+from inference import SamplingParams
+from ui.compute_logits import params_from_key, recorded_sample, token_texts
+from ui.resources import get_engine
+
+
+# -- one draw -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Draw:
+    """What the engine's sampler did on one draw: u, the ranges it laid out and the token u landed in."""
+
+    draw_index: int
+    greedy: bool
+    u: float | None  # None for greedy (T = 0): no random number is drawn
+    token_id: int
+    token_string: str
+    probability: float  # of the chosen token in the final renormalised distribution
+    chosen_rank: int  # position of the chosen token in the engine's range order (0 = most probable)
+    chosen_start: float
+    chosen_end: float
+    survivors: int  # tokens with a range of their own
+    range_ids: list[int]  # the first N survivors, in the engine's order
+    range_strings: list[str]
+    range_starts: np.ndarray  # (N,)
+    range_ends: np.ndarray  # (N,)
+
+
+def stepped_generator(params: SamplingParams, steps: int) -> torch.Generator:
+    """The request's seeded generator after ``steps`` draws (the sampler takes one scalar u per draw)."""
+    generator = params.make_generator()
+    for _ in range(steps):
+        torch.rand((), generator=generator)  # the very call sample() makes
+    return generator
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def draw(prompt: str, chat: bool, key: tuple, draw_index: int, top_n: int = 10) -> Draw:
+    """Draw number ``draw_index`` of the seeded stream, with the sampler's own recorded numbers."""
+    params = params_from_key(key)
+    result = recorded_sample(prompt, chat, params, stepped_generator(params, draw_index))
+    if params.greedy:  # the sampler records no ranges: the argmax owns all of [0, 1)
+        ids, starts, ends = [result.token_id], np.array([0.0]), np.array([1.0])
+        rank, survivors, chosen = 0, 1, (0.0, 1.0)
+    else:
+        order = result.range_token_ids.tolist()
+        rank, survivors = order.index(result.token_id), len(order)
+        ids = order[:top_n]
+        starts = result.range_starts[:top_n].double().numpy()
+        ends = result.range_ends[:top_n].double().numpy()
+        chosen = (float(result.range_starts[rank]), float(result.range_ends[rank]))
+    return Draw(
+        draw_index=draw_index, greedy=params.greedy, u=result.u, token_id=result.token_id,
+        token_string=token_texts([result.token_id])[0], probability=result.probability,
+        chosen_rank=rank, chosen_start=chosen[0], chosen_end=chosen[1], survivors=survivors,
+        range_ids=ids, range_strings=token_texts(ids), range_starts=starts, range_ends=ends,
+    )
+
+
+# -- many draws and how well they fit -----------------------------------------------------
+@dataclass(frozen=True)
+class GoodnessOfFit:
+    """Pearson's chi-square test of observed counts against expected probabilities."""
+
+    statistic: float
+    dof: int
+    p_value: float
+    n_bins: int  # categories after pooling the rare ones into one "other" bin
+
+
+def chi2_survival(statistic: float, dof: int) -> float:
+    """P(X >= statistic) for X ~ chi-square(dof): the regularised upper incomplete gamma Q(dof/2, x/2)."""
+    if dof <= 0:
+        return 1.0
+    if not np.isfinite(statistic):
+        return 0.0
+    a = torch.tensor(dof / 2, dtype=torch.float64)
+    return float(torch.special.gammaincc(a, torch.tensor(statistic / 2, dtype=torch.float64)))
+
+
+def chi_square_gof(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> GoodnessOfFit:
+    """Test whether ``counts`` (K,) look like draws from ``probs`` (K,).
+
+    Categories expected fewer than ``min_expected`` times are pooled into one bin (the
+    chi-square approximation needs it). A draw of a zero-probability category makes the
+    statistic infinite (p = 0): such a draw is impossible under ``probs``.
+    """
+    counts, probs = np.asarray(counts, dtype=np.float64), np.asarray(probs, dtype=np.float64)
+    n = counts.sum()
+    if np.any(counts[probs <= 0] > 0):
+        return GoodnessOfFit(float("inf"), max(int((probs > 0).sum()) - 1, 1), 0.0, int((probs > 0).sum()) + 1)
+    expected = n * probs / probs.sum()
+    big = expected >= min_expected
+    obs_bins, exp_bins = list(counts[big]), list(expected[big])
+    if (~big).any():
+        pooled_obs, pooled_exp = counts[~big].sum(), expected[~big].sum()
+        if pooled_exp >= min_expected or not exp_bins:
+            obs_bins.append(pooled_obs)
+            exp_bins.append(pooled_exp)
+        else:  # too small to stand alone: fold into the smallest kept bin
+            smallest = int(np.argmin(exp_bins))
+            obs_bins[smallest] += pooled_obs
+            exp_bins[smallest] += pooled_exp
+    obs, exp = np.array(obs_bins), np.array(exp_bins)
+    dof = len(obs) - 1
+    if dof < 1:
+        return GoodnessOfFit(0.0, 0, 1.0, len(obs))
+    statistic = float(((obs - exp) ** 2 / exp).sum())
+    return GoodnessOfFit(statistic, dof, chi2_survival(statistic, dof), len(obs))
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """n draws summarised over the top-N survivors plus one "all other tokens" bucket."""
+
+    n_draws: int
+    labels: list[str]  # (N [+ 1],) token texts, then "other (k tokens)" when more survive
+    token_ids: list[int]  # (N,)
+    observed: np.ndarray  # (N [+ 1],) fraction of draws
+    expected: np.ndarray  # (N [+ 1],) the sampler's final probabilities
+    gof: GoodnessOfFit  # over every survivor, not just the N shown
+    drawn_ids: list[int]  # every draw, in order (draw k = "Draw again" number k)
+
+
+def draw_token_ids(prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[int], list[int], np.ndarray]:
+    """Draws 0..n-1 of the seeded stream: (drawn ids, the sampler's range order, its final probs in that order).
+
+    The ranges and probabilities are the ones ``sample(record=True)`` returned; each u is
+    the next ``torch.rand(())`` of the same generator, located in the ranges with the same
+    ``searchsorted`` the sampler uses, so no per-draw softmax or sort is repeated.
+    """
+    params = params_from_key(key)
+    result = recorded_sample(prompt, chat, params)
+    if params.greedy:
+        return [result.token_id] * n, [result.token_id], np.array([1.0])
+    order, ends = result.range_token_ids, result.range_ends  # (K,), (K,)
+    generator = params.make_generator()
+    us = torch.stack([torch.rand((), generator=generator) for _ in range(n)])  # (n,) one scalar per draw
+    slots = torch.searchsorted(ends, us, right=True).clamp(max=len(order) - 1)  # (n,)
+    probs = result.stage_probs["final"][order].double().numpy()
+    return order[slots].tolist(), order.tolist(), probs
+
+
+@st.cache_data(max_entries=16, show_spinner="Drawing…")
+def draw_many(prompt: str, chat: bool, key: tuple, n: int = 1000, top_n: int = 10) -> Histogram:
+    """Draw ``n`` tokens with the page's settings and compare their frequencies with the exact probabilities."""
+    drawn, order, probs = draw_token_ids(prompt, chat, key, n)
+    slot_of = {token: slot for slot, token in enumerate(order)}
+    counts = np.bincount([slot_of[t] for t in drawn], minlength=len(order)).astype(np.float64)  # (K,)
+    shown = min(top_n, len(order))
+    rest = len(order) - shown
+    observed, expected, labels = counts[:shown] / n, probs[:shown], token_texts(order[:shown])
+    if rest:  # one bucket for the long tail
+        observed = np.append(observed, counts[shown:].sum() / n)
+        expected = np.append(expected, probs[shown:].sum())
+        labels = labels + [f"other ({rest:,} tokens)"]
+    return Histogram(n, labels, order[:shown], observed, expected, chi_square_gof(counts, probs), drawn)
+
+
+# -- continuations ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Continuation:
+    token_ids: list[int]
+    token_strings: list[str]
+    probabilities: list[float]  # of each chosen token after all sampling stages
+    text: str
+    finish_reason: str | None
+
+
+@st.cache_data(max_entries=32, show_spinner="Generating…")
+def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
+    """The engine's own ``generate`` for ``n_tokens`` tokens with these settings and seed."""
+    params = dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens)
+    steps = list(get_engine().generate(prompt, params, chat=chat))
+    return Continuation(
+        token_ids=[s.token_id for s in steps], token_strings=[s.token_text for s in steps],
+        probabilities=[s.probability for s in steps], text="".join(s.text for s in steps),
+        finish_reason=steps[-1].finish_reason if steps else None,
+    )
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first position where two token sequences differ (None when identical)."""
+    for index, (left, right) in enumerate(zip(a, b)):
+        if left != right:
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+__all__ = ["Draw", "draw", "Histogram", "draw_many", "draw_token_ids", "GoodnessOfFit", "chi_square_gof",
+           "chi2_survival", "Continuation", "continuation", "first_divergence", "stepped_generator"]

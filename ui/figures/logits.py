@@ -1,0 +1,117 @@
+"""Pure figure builders for the Logits & temperature page: logits, softmax at two temperatures, the sampler's stages.
+
+Every function takes plain lists/numpy arrays and returns a ``go.Figure``; nothing
+here touches the model, the session or Streamlit. Tokens are placed on integer axes
+with their text as tick labels, so two tokens that print alike never merge.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+GREEDY_COLOR = "#d62728"
+BAR_COLOR = "#1f77b4"
+SECOND_COLOR = "#ff7f0e"
+CUT_COLOR = "#d9d9d9"
+
+
+def visible_token(text: str) -> str:
+    """A token's text with its whitespace made visible: ' on' -> '␣on', '\\n' -> '↵'."""
+    shown = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    return shown if shown else "∅"
+
+
+def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, col: int | None = None) -> None:
+    fig.update_xaxes(tickmode="array", tickvals=list(range(len(tokens))),
+                     ticktext=[visible_token(t) for t in tokens], row=row, col=col)
+
+
+def make_logits_bar(tokens: Sequence[str], logits: Sequence[float], greedy_index: int = 0,
+                    title: str = "Top logits for the next token") -> go.Figure:
+    """Bar chart of raw logits (one per token), the greedy pick (the highest) in red and labelled."""
+    colors = [GREEDY_COLOR if i == greedy_index else BAR_COLOR for i in range(len(tokens))]
+    fig = go.Figure(go.Bar(
+        x=list(range(len(tokens))), y=list(logits), marker_color=colors,
+        text=[f"{v:.2f}" for v in logits], textposition="outside", cliponaxis=False,
+        hovertext=[visible_token(t) for t in tokens], hovertemplate="%{hovertext}: logit %{y:.3f}<extra></extra>",
+    ))
+    if 0 <= greedy_index < len(tokens):
+        fig.add_annotation(x=greedy_index, y=float(logits[greedy_index]), text="greedy pick", showarrow=True,
+                           arrowhead=2, ay=-40, font={"color": GREEDY_COLOR})
+    _token_axis(fig, tokens)
+    fig.update_layout(title=title, yaxis_title="logit (raw score)", margin={"t": 60, "b": 40}, height=360)
+    return fig
+
+
+def make_probability_overlay(tokens: Sequence[str], probs_a: Sequence[float], probs_b: Sequence[float],
+                             label_a: str, label_b: str, greedy_index: int = 0) -> go.Figure:
+    """Two softmax distributions over the same tokens as grouped bars (e.g. T = 1 against the chosen T)."""
+    x = list(range(len(tokens)))
+    fig = go.Figure([
+        go.Bar(x=x, y=list(probs_a), name=label_a, marker_color=BAR_COLOR, opacity=0.55,
+               hovertemplate="%{y:.4f}<extra>" + label_a + "</extra>"),
+        go.Bar(x=x, y=list(probs_b), name=label_b, marker_color=SECOND_COLOR,
+               text=[f"{p:.2f}" for p in probs_b], textposition="outside", cliponaxis=False,
+               hovertemplate="%{y:.4f}<extra>" + label_b + "</extra>"),
+    ])
+    if 0 <= greedy_index < len(tokens):
+        top = max(float(probs_a[greedy_index]), float(probs_b[greedy_index]))
+        fig.add_annotation(x=greedy_index, y=top, text="greedy pick", showarrow=True, arrowhead=2, ay=-35,
+                           font={"color": GREEDY_COLOR})
+    _token_axis(fig, tokens)
+    fig.update_layout(barmode="group", title="Probabilities after softmax: two temperatures",
+                      yaxis={"title": "probability", "range": [0, 1.12]}, height=360,
+                      legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+                      margin={"t": 70, "b": 40})
+    return fig
+
+
+def make_temperature_sweep(temperatures: Sequence[float], entropy_bits: Sequence[float],
+                           top_probability: Sequence[float], current: float) -> go.Figure:
+    """Entropy (bits) and the top token's probability as T varies; T < 1 sharpens, T > 1 flattens."""
+    fig = go.Figure([
+        go.Scatter(x=list(temperatures), y=list(entropy_bits), name="entropy (bits)", mode="lines",
+                   line={"color": BAR_COLOR}),
+        go.Scatter(x=list(temperatures), y=list(top_probability), name="top token's probability", mode="lines",
+                   line={"color": GREEDY_COLOR}, yaxis="y2"),
+    ])
+    fig.add_vline(x=1.0, line_dash="dot", line_color="grey", annotation_text="T = 1 (the model's own)",
+                  annotation_position="top left")
+    fig.add_vline(x=current, line_color=SECOND_COLOR, annotation_text=f"your T = {current:g}",
+                  annotation_position="top right")
+    fig.add_vrect(x0=min(temperatures), x1=1.0, fillcolor=GREEDY_COLOR, opacity=0.05, line_width=0,
+                  annotation_text="sharper", annotation_position="bottom left")
+    fig.add_vrect(x0=1.0, x1=max(temperatures), fillcolor=BAR_COLOR, opacity=0.05, line_width=0,
+                  annotation_text="flatter", annotation_position="bottom right")
+    fig.update_layout(
+        title="Temperature: entropy and the top probability", xaxis_title="temperature T", height=360,
+        yaxis={"title": "entropy (bits)", "rangemode": "tozero"},
+        yaxis2={"title": "top probability", "overlaying": "y", "side": "right", "range": [0, 1.05]},
+        legend={"orientation": "h", "y": -0.25}, margin={"t": 60, "b": 40},
+    )
+    return fig
+
+
+def make_stage_figure(tokens: Sequence[str], stage_labels: Sequence[str], stage_probs: np.ndarray,
+                      survivors: Sequence[int]) -> go.Figure:
+    """Heatmap of the sampler's stages (rows, in order) × tokens: probability in each cell, cut tokens grey.
+
+    ``stage_probs`` is (S, N); a 0 means the token did not survive that stage. Row labels
+    carry the number of survivors over the whole vocabulary.
+    """
+    probs = np.asarray(stage_probs, dtype=np.float64)
+    shown = np.where(probs > 0, probs, np.nan)  # NaN cells are left blank, on a grey background
+    text = np.where(probs > 0, np.char.mod("%.3f", probs), "cut")
+    rows = [f"{label} · {count:,} left" for label, count in zip(stage_labels, survivors)]
+    fig = go.Figure(go.Heatmap(
+        z=shown, x=list(range(len(tokens))), y=rows, text=text, texttemplate="%{text}",
+        colorscale="Blues", zmin=0, zmax=1, colorbar={"title": "p"}, xgap=2, ygap=2,
+        hovertemplate="%{y}<br>%{text}<extra></extra>",
+    ))
+    _token_axis(fig, tokens)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title="Which tokens survive each stage (engine order, top to bottom)",
+                      plot_bgcolor=CUT_COLOR, height=120 + 48 * len(rows), margin={"t": 60, "b": 40, "l": 10})
+    return fig

@@ -1,0 +1,103 @@
+"""Pure figure builders for the Sampling page: cumulative ranges with u, draws vs probabilities, token strips.
+
+Every function takes plain lists/numbers and returns a ``go.Figure``; the numbers come
+from the engine's sampler (see ``ui/compute_sampling.py``), never from here.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.figures.logits import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
+
+_PALETTE = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
+OTHER_COLOR = "#e0e0e0"
+
+
+def toy_ranges(probs: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Starts and ends of each probability's range on [0, 1), laid end to end in the given order."""
+    ends = np.cumsum(np.asarray(probs, dtype=np.float64))
+    starts = np.concatenate([[0.0], ends[:-1]])
+    return starts.tolist(), ends.tolist()
+
+
+def make_cumulative_ranges(labels: Sequence[str], starts: Sequence[float], ends: Sequence[float],
+                           u: float | None, chosen_index: int | None, title: str,
+                           other_label: str | None = None) -> go.Figure:
+    """The survivors laid end to end on [0, 1), u marked, the range it lands in highlighted.
+
+    ``labels``/``starts``/``ends`` describe the ranges shown; when they stop before 1
+    the remainder is one grey segment named ``other_label``. ``chosen_index`` is the
+    shown range that holds u (None when the chosen token is in the remainder).
+    """
+    fig = go.Figure()
+    segments = list(zip(labels, starts, ends))
+    if other_label and ends and ends[-1] < 1.0:
+        segments.append((other_label, ends[-1], 1.0))
+    for i, (label, start, end) in enumerate(segments):
+        is_other = other_label is not None and i == len(labels)
+        chosen = (i == chosen_index) or (is_other and chosen_index is None and u is not None)
+        color = OTHER_COLOR if is_other else _PALETTE[i % len(_PALETTE)]
+        width = end - start
+        inside = f"{visible_token(label) if not is_other else label}<br>{start:.2f}–{end:.2f}" if width > 0.07 else ""
+        fig.add_trace(go.Bar(
+            x=[width], base=[start], y=[""], orientation="h", name=label, marker_color=color,
+            marker_line={"color": GREEDY_COLOR if chosen else "white", "width": 4 if chosen else 1},
+            text=[inside], textposition="inside", insidetextanchor="middle", showlegend=False,
+            hovertemplate=f"{visible_token(label)}: [{start:.4f}, {end:.4f}) · p = {width:.4f}<extra></extra>",
+        ))
+    if u is not None:
+        fig.add_vline(x=u, line_color=GREEDY_COLOR, line_width=3,
+                      annotation_text=f"u = {u:.4f}", annotation_position="top", annotation_font_color=GREEDY_COLOR)
+    fig.update_layout(title=title, barmode="overlay", height=200, margin={"t": 70, "b": 30, "l": 10, "r": 10},
+                      xaxis={"range": [0, 1], "tickformat": ".1f", "dtick": 0.1, "title": "[0, 1)"})
+    return fig
+
+
+def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expected: Sequence[float],
+                        n_draws: int, statistic: float, dof: int, p_value: float) -> go.Figure:
+    """Observed frequency of each token over ``n_draws`` next to its exact probability, with the chi-square result."""
+    x = list(range(len(labels)))
+    fig = go.Figure([
+        go.Bar(x=x, y=list(expected), name="exact probability (the sampler's)", marker_color=BAR_COLOR,
+               opacity=0.55, hovertemplate="p = %{y:.4f}<extra></extra>"),
+        go.Bar(x=x, y=list(observed), name=f"observed frequency in {n_draws:,} draws", marker_color=SECOND_COLOR,
+               text=[f"{v:.3f}" for v in observed], textposition="outside", cliponaxis=False,
+               hovertemplate="%{y:.4f}<extra></extra>"),
+    ])
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[visible_token(t) if not t.startswith("other (") else t
+                                                            for t in labels])
+    verdict = f"χ² = {statistic:.2f}, dof = {dof}, p = {p_value:.3g}" if dof else "one token only: nothing to test"
+    fig.update_layout(barmode="group", title=f"{n_draws:,} draws vs the exact probabilities · {verdict}",
+                      yaxis={"title": "probability / frequency", "rangemode": "tozero"}, height=380,
+                      legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+                      margin={"t": 80, "b": 40})
+    return fig
+
+
+def make_token_strips(rows: Sequence[Sequence[str]], row_labels: Sequence[str],
+                      probabilities: Sequence[Sequence[float]], diverge_index: int | None,
+                      title: str) -> go.Figure:
+    """Continuations as rows of token tiles, colour = the chosen token's probability; first divergence boxed."""
+    width = max((len(r) for r in rows), default=0)
+    z = np.full((len(rows), width), np.nan)
+    text = np.full((len(rows), width), "", dtype=object)
+    for r, (tokens, probs) in enumerate(zip(rows, probabilities)):
+        z[r, :len(probs)] = probs
+        text[r, :len(tokens)] = [visible_token(t) for t in tokens]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(width)), y=list(row_labels), text=text, texttemplate="%{text}",
+        colorscale="YlGnBu", zmin=0, zmax=1, xgap=3, ygap=3, colorbar={"title": "p"},
+        hovertemplate="position %{x}: %{text}<br>p = %{z:.3f}<extra>%{y}</extra>",
+    ))
+    if diverge_index is not None and diverge_index < width:
+        fig.add_shape(type="rect", x0=diverge_index - 0.5, x1=diverge_index + 0.5, y0=-0.5, y1=len(rows) - 0.5,
+                      line={"color": GREEDY_COLOR, "width": 3})
+        fig.add_annotation(x=diverge_index, y=len(rows) - 0.5, yshift=12, text="first divergence", showarrow=False,
+                           font={"color": GREEDY_COLOR})
+    fig.update_xaxes(title="generated token #", dtick=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title, height=140 + 55 * len(rows), margin={"t": 70, "b": 40, "l": 10})
+    return fig
