@@ -35,6 +35,9 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/1_tokenization.py", "Tokenization", "tokenization", ":material/text_fields:"),
     PageSpec("pages/2_embeddings.py", "Embeddings", "embeddings", ":material/scatter_plot:"),
     PageSpec("pages/3_attention.py", "Attention", "attention", ":material/visibility:"),
+    PageSpec("pages/4_logit_lens.py", "Transformer block & logit lens", "logit_lens", ":material/layers:"),
+    PageSpec("pages/5_logits.py", "Logits & temperature", "logits", ":material/bar_chart:"),
+    PageSpec("pages/6_sampling.py", "Sampling", "sampling", ":material/casino:"),
 ]
 
 

@@ -1,0 +1,47 @@
+"""Transformer block & logit lens: one block walked with real activations, then every layer read out as a guess."""
+import streamlit as st
+
+from ui.compute_logits import current_prompt_logits, traced_prompt
+from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
+from ui.figures.logits import visible_token
+from ui.navigation import redirect_legacy_run
+from ui.resources import get_engine
+
+redirect_legacy_run()
+
+st.title("Transformer block & logit lens")
+st.caption("Each block reads the residual stream, adds what attention found, then adds what the feed-forward "
+           "network computed. The stream keeps its size the whole way; only its contents change.")
+loaded = current_prompt_logits()
+if loaded is None:
+    st.stop()
+prompt, chat, cached = loaded
+config = get_engine().config
+traced = traced_prompt(prompt, chat)
+walk, lens = traced.walk, traced.lens
+
+# 1. One block, walked with the real activations at the last position
+st.subheader("1 · One block, walked")
+layer = st.slider("Block (layer)", 0, config.n_layers - 1, 0, key="block_layer")
+last = visible_token(cached.token_strings[-1])
+st.plotly_chart(make_block_diagram(walk.stage_names, walk.shape, walk.norms[layer, :, -1].tolist(),
+                                   f"Block {layer} of {config.n_layers}, at the last position ({last})"),
+                key="block_diagram")
+st.caption(f"Every stage is a {walk.shape[0]} × {walk.shape[1]} tensor (prompt positions × d_model): the residual "
+           f"stream's size never changes. ‖x‖ is the length of the {walk.shape[1]}-number vector at the last "
+           "position. SmolLM2 is pre-norm: an RMSNorm also sits just before attention (inside that box).")
+st.plotly_chart(make_block_activations(walk.stage_names, walk.last_vectors[layer]), key="block_activations")
+
+# 2. The logit lens: the final norm + output matrix applied after every block
+st.subheader("2 · Logit lens")
+st.caption("Stop after any block, apply the final norm and the output matrix, and read off the token the model "
+           "would predict. Bottom row: the embeddings alone; top row: the real output. Hover for the top 3.")
+st.plotly_chart(make_logit_lens(lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings),
+                key="logit_lens")
+final = lens.top_strings[-1][-1][0]
+st.plotly_chart(make_answer_formation(lens.layer_labels, lens.final_token_probability.tolist(), final),
+                key="answer_formation")
+first_top = next((i for i in range(len(lens.layer_labels)) if lens.top_strings[i][-1][0] == final), None)
+if first_top is not None:
+    st.markdown(f"The final answer **{visible_token(final)}** first becomes the top guess at "
+                f"**{lens.layer_labels[first_top]}** (of {config.n_layers} blocks).")

@@ -1,0 +1,82 @@
+"""Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
+import numpy as np
+import streamlit as st
+
+from ui import sampling_controls
+from ui.compute_logits import (
+    STAGE_LABELS, current_prompt_logits, entropy_bits, params_key, sampling_stages, softmax_at, temperature_sweep,
+    token_texts, use_article_prompt,
+)
+from ui.figures.logits import (
+    make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
+)
+from ui.navigation import redirect_legacy_run
+from ui.resources import get_engine
+
+redirect_legacy_run()
+TOP_N = 12
+SWEEP = tuple(round(0.05 * i, 2) for i in range(2, 61))  # T = 0.1 … 3.0
+
+st.title("Logits & temperature")
+st.caption("After the last block the model gives one raw score (a **logit**) to every token in its vocabulary. "
+           "Softmax turns them into probabilities; the temperature T reshapes them before anything is drawn.")
+st.button("Use the article's example: “The cat sat”", key="use_article_prompt_logits", on_click=use_article_prompt)
+
+loaded = current_prompt_logits()
+if loaded is None:
+    st.stop()
+prompt, chat, cached = loaded
+settings = sampling_controls.render(get_engine().config.vocab_size)
+sampling_controls.show_notes(settings)
+if settings.params is None:
+    st.stop()
+params = settings.params
+
+# 1. Logits: the raw scores, greedy marked
+top_ids = np.argsort(cached.logits)[::-1][:TOP_N]
+tokens = token_texts(top_ids.tolist())
+st.subheader("1 · Logits for the next token")
+st.markdown(f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
+            f"({len(cached.token_ids)} tokens). The top {TOP_N} of {cached.logits.size:,} logits:")
+st.plotly_chart(make_logits_bar(tokens, cached.logits[top_ids].tolist()), key="logits_bar")
+st.markdown(f"**Greedy decoding** takes the highest score: **{visible_token(tokens[0])}**.")
+
+# 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
+st.subheader("2 · Softmax and temperature")
+compare_t = st.select_slider("Compare with temperature", options=[0.3, 0.5, 1.0, 1.5, 2.0], value=1.0,
+                             key="compare_temperature")
+probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
+metrics = st.columns(4)
+metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(probs_t):.2f} bits",
+                  delta=f"{entropy_bits(probs_t) - entropy_bits(probs_c):+.2f} vs T = {compare_t:g}",
+                  delta_color="off")
+metrics[1].metric(f"Top token's probability at T = {params.temperature:g}", f"{probs_t.max():.3f}",
+                  delta=f"{probs_t.max() - probs_c.max():+.3f} vs T = {compare_t:g}", delta_color="off")
+metrics[2].metric("Tokens holding 90 % of the mass",
+                  f"{int(np.searchsorted(np.cumsum(np.sort(probs_t)[::-1]), 0.9) + 1):,}")
+metrics[3].metric("Vocabulary", f"{cached.logits.size:,}")
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(make_probability_overlay(tokens, probs_c[top_ids], probs_t[top_ids], f"T = {compare_t:g}",
+                                             f"T = {params.temperature:g} (yours)"), key="probability_overlay")
+with right:
+    sweep = temperature_sweep(prompt, chat, SWEEP)
+    st.plotly_chart(make_temperature_sweep(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
+                                           params.temperature), key="temperature_sweep")
+st.caption("softmax(logits / T): T < 1 stretches the gaps between logits (sharper, the top token gains), "
+           "T > 1 shrinks them (flatter, the tail gains). T = 1 is the model's own distribution.")
+
+# 3. The sampler's stages, exactly as the engine runs them
+st.subheader("3 · What the sampler keeps")
+stages = sampling_stages(prompt, chat, params_key(params), TOP_N)
+st.plotly_chart(make_stage_figure(stages.token_strings, [STAGE_LABELS[n] for n in stages.stage_names],
+                                  stages.stage_probs, [stages.survivors[n] for n in stages.stage_names]),
+                key="stage_figure")
+final_left = stages.survivors["final"]
+if final_left == 1:
+    st.markdown(f"Only **one token survives** every stage: **{visible_token(stages.token_strings[0])}**, "
+                "so every draw picks it — the same as greedy.")
+else:
+    st.markdown(f"**{final_left:,} tokens survive** every stage and share the final, renormalised probability.")
+st.caption("Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty → "
+           "softmax → ÷ T → top-k → top-p → min-p → renormalise. Grey cells were cut at that stage.")

@@ -1,0 +1,105 @@
+"""Sampling: cumulative ranges and a seeded u, a thousand draws vs the probabilities, continuations compared."""
+import dataclasses
+
+import streamlit as st
+
+from ui import sampling_controls
+from ui.compute_logits import current_prompt_logits, params_key, use_article_prompt
+from ui.compute_sampling import continuation, draw, draw_many, first_divergence
+from ui.figures.logits import visible_token
+from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
+from ui.navigation import redirect_legacy_run
+from ui.resources import get_engine
+
+redirect_legacy_run()
+DRAW_INDEX, SHOW_HISTOGRAM = "sampling_draw_index", "sampling_show_histogram"
+TOY_PROBS = [0.1, 0.2, 0.7]  # seed 001's example
+N_TOKENS = 10
+
+
+def _step_draw(delta: int | None) -> None:
+    st.session_state[DRAW_INDEX] = 0 if delta is None else st.session_state.get(DRAW_INDEX, 0) + delta
+
+
+st.title("Sampling")
+st.caption("Lay the surviving tokens end to end on [0, 1), draw one random number u from the seeded generator, "
+           "and take the token whose range holds u. Bigger probability, bigger range, more likely to be hit.")
+st.button("Use the article's example: “The cat sat”", key="use_article_prompt_sampling", on_click=use_article_prompt)
+loaded = current_prompt_logits()
+if loaded is None:
+    st.stop()
+prompt, chat, cached = loaded
+settings = sampling_controls.render(get_engine().config.vocab_size)
+sampling_controls.show_notes(settings)
+if settings.params is None:
+    st.stop()
+params, key = settings.params, params_key(settings.params)
+
+# 1. One draw: the engine's ranges, its u and its choice
+st.subheader("1 · One draw, by cumulative ranges")
+buttons = st.columns([1, 1, 4])
+buttons[0].button("Draw again", key="draw_again", on_click=_step_draw, args=(1,), type="primary")
+buttons[1].button("Start over", key="draw_reset", on_click=_step_draw, args=(None,))
+index = st.session_state.setdefault(DRAW_INDEX, 0)
+one = draw(prompt, chat, key, index)
+if one.greedy:
+    st.markdown(f"T = 0: no u is drawn. The highest-probability token **{visible_token(one.token_string)}** "
+                "owns the whole range, every draw.")
+else:
+    st.markdown(f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.4f}** lands in "
+                f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
+                f"(probability {one.probability:.4f}, rank {one.chosen_rank + 1} of {one.survivors:,} survivors).")
+toy_starts, toy_ends = toy_ranges(TOY_PROBS)
+toy_u = one.u if one.u is not None else 0.5
+toy_hit = next(i for i, end in enumerate(toy_ends) if toy_u < end or i == len(toy_ends) - 1)
+st.plotly_chart(make_cumulative_ranges(
+    ["token 0", "token 1", "token 2"], toy_starts, toy_ends, toy_u, toy_hit,
+    f"TOY example from the article: probabilities {TOY_PROBS} (not the model) · same u"), key="toy_ranges")
+shown_hit = one.chosen_rank if one.chosen_rank < len(one.range_ids) else None
+rest = one.survivors - len(one.range_ids)
+st.plotly_chart(make_cumulative_ranges(
+    one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit,
+    f"The real model: next token after “…{cached.token_strings[-1]}”, most probable first",
+    other_label=f"{rest:,} other tokens" if rest else None), key="real_ranges")
+st.caption("The real ranges, u and choice are the values the engine's `sample(record=True)` returned. "
+           "Draw #k is the k-th u of the seed's stream, so the same seed gives the same draws after every rerun.")
+
+# 2. A thousand draws against the exact probabilities
+st.subheader("2 · Draw 1,000 times")
+if st.button("Draw 1,000 times", key="draw_1000"):
+    st.session_state[SHOW_HISTOGRAM] = True
+if st.session_state.get(SHOW_HISTOGRAM):
+    many = draw_many(prompt, chat, key, 1000)
+    gof = many.gof
+    st.plotly_chart(make_draw_histogram(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
+                                        gof.statistic, gof.dof, gof.p_value), key="draw_histogram")
+    if gof.dof == 0:
+        st.markdown("Only one token can be drawn, so every draw is that token.")
+    else:
+        verdict = "consistent with" if gof.p_value >= 0.001 else "**not** consistent with"
+        st.markdown(f"Pearson's χ² over {gof.n_bins} bins: χ² = {gof.statistic:.2f} with {gof.dof} degrees of "
+                    f"freedom, p = **{gof.p_value:.3g}** — the draws are {verdict} the probabilities. "
+                    "The law of large numbers: the more draws, the closer the bars.")
+
+# 3. Greedy vs sampled, and two temperatures, from engine.generate
+st.subheader("3 · Continuations side by side")
+greedy_run = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=0.0)), N_TOKENS)
+sampled_run = continuation(prompt, chat, key, N_TOKENS)
+split = first_divergence(greedy_run.token_ids, sampled_run.token_ids)
+st.plotly_chart(make_token_strips(
+    [greedy_run.token_strings, sampled_run.token_strings], ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"],
+    [greedy_run.probabilities, sampled_run.probabilities], split,
+    f"Greedy vs sampled, {N_TOKENS} tokens each (seed {params.seed})"), key="greedy_vs_sampled")
+pair = st.columns(2)
+t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, 0.3, 0.1, key="compare_t_a")
+t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, 1.5, 0.1, key="compare_t_b")
+run_a = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_a)), N_TOKENS)
+run_b = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_b)), N_TOKENS)
+split_ab = first_divergence(run_a.token_ids, run_b.token_ids)
+st.plotly_chart(make_token_strips(
+    [run_a.token_strings, run_b.token_strings], [f"A: T = {t_a:g}", f"B: T = {t_b:g}"],
+    [run_a.probabilities, run_b.probabilities], split_ab,
+    f"Same prompt, same seed ({params.seed}), two temperatures"), key="two_settings")
+where = "they never diverge" if split_ab is None else f"they first differ at generated token #{split_ab}"
+st.markdown(f"**A:** {run_a.text!r}  \n**B:** {run_b.text!r}  \nSame seed, so the same stream of u values: "
+            f"{where}. Colour = the probability the sampler gave each chosen token.")
