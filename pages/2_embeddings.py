@@ -1,9 +1,88 @@
-"""Embeddings page (stub)."""
+"""Embeddings: each token id selects one row of the embedding matrix; position is added by RoPE (seeds 000, 004)."""
 import streamlit as st
 
 from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import compute_embeddings as emb  # noqa: E402
+from ui import state  # noqa: E402
+from ui.figures import embeddings as figs  # noqa: E402
+from ui.figures.tokens import visible  # noqa: E402
+from ui.prompt import prompt_tokens  # noqa: E402
+
+HEATMAP_LIMIT = 64  # tokens in the rows heatmap and the token picker
+ROPE_POSITIONS = 12  # positions drawn as arrows
+ROPE_PAIRS = [0, 8, 16, 31]  # fast → slow frequency pairs
+
 st.title("Embeddings")
-st.write("coming")
+st.markdown(
+    "A token id is only a row number. The model's first step is to look that row up in the **embedding "
+    "matrix**: one row of learned numbers per vocabulary entry. From here on, every token is a vector, and the "
+    "collection of the prompt's vectors is the matrix the rest of the model works on. Training has arranged the "
+    "rows so that tokens used alike point alike: *cat* sits near *dog*, far from *banana*."
+)
+
+view = prompt_tokens()
+if view is None:
+    st.stop()
+
+vocab, width = emb.matrix_shape()
+n = min(len(view.ids), HEATMAP_LIMIT)
+st.header("The prompt's rows")
+st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vocabulary × model width): "
+            f"{vocab * width:,} numbers. Your prompt selects {len(view.ids):,} of its rows.")
+if n < len(view.ids):
+    st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
+rows = emb.rows_for(view.ids[:n])
+st.plotly_chart(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
+
+st.header("One token's vector and its neighbours")
+pick = st.selectbox("Token", options=list(range(n)), format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
+                    **state.bind("emb_token", min(1, n - 1), options=range(n)))
+token_id, piece = view.ids[pick], view.pieces[pick]
+left, right = st.columns([3, 2])
+left.plotly_chart(figs.make_vector_chart(rows[pick], piece), key="embedding_vector")
+right.plotly_chart(figs.make_neighbour_chart(emb.nearest(token_id), piece), key="embedding_neighbours")
+st.caption(f"Cosine similarity compares directions: 1 = same direction, 0 = unrelated. Computed against all "
+           f"{vocab:,} rows of the matrix; token id {token_id} itself is left out.")
+
+st.header("A map of meaning (2-D projection)")
+words_text = st.text_input("Words to add to the map (comma-separated)",
+                           **state.bind("emb_words", ", ".join(w.strip() for w in emb.WORD_SET)))
+words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
+projection = emb.project(view.ids[:n], words)
+st.plotly_chart(figs.make_projection_scatter(projection.points, projection.labels, projection.groups,
+                                             projection.explained), key="embedding_pca")
+st.caption(f"PCA keeps the two directions along which these {len(projection.labels)} vectors vary most; "
+           f"together they hold {sum(projection.explained):.0%} of the variance, so distances are only a rough "
+           f"guide. Words are taken with a leading space, as they appear inside a sentence. Token ids, by contrast, "
+           f"carry no such closeness (see the Tokenization page).")
+
+st.header("How position enters")
+if emb.position_scheme() == "rope":
+    st.markdown(
+        "The rows above say *what* each token is, not *where* it is: the same word has the same row at every "
+        "position. This model uses **rotary position embeddings (RoPE)**: inside attention, each query and key is "
+        "cut into 2-D pairs of numbers, and pair *i* is rotated by an angle proportional to the token's position. "
+        "Fast pairs spin quickly (telling neighbours apart), slow pairs barely move (telling far-apart tokens apart). "
+        "Because query and key are both rotated, their dot product depends only on how far apart they are."
+    )
+    angles = emb.rope_angles(ROPE_POSITIONS)
+    st.plotly_chart(figs.make_rope_rotation(angles, ROPE_PAIRS, emb.rope_wavelengths()), key="rope_rotation")
+    st.plotly_chart(figs.make_position_heatmap(
+        emb.rope_cos(64), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
+        "frequency pair", "cos"), key="rope_table")
+else:
+    st.markdown("This model learns one **position row** per position and adds it to the token's row before "
+                "the first block: the same word at a different place gives a different vector.")
+    st.plotly_chart(figs.make_position_heatmap(emb.learned_positions(n), "Learned position rows",
+                                               "dimension", "value"), key="position_rows")
+
+st.header("What to try next")
+st.markdown(
+    "- Pick *cat* and look at its neighbours: capitalised and plural forms come first, then other animals.\n"
+    "- Add your own words to the map: fruit, vehicles, verbs. Which ones cluster?\n"
+    "- Put the same word twice in the prompt: its two rows in the heatmap are identical. Only RoPE, inside "
+    "attention, tells them apart. **Attention** is next."
+)

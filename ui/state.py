@@ -45,13 +45,15 @@ def _store(key: str) -> None:
     st.session_state[key] = st.session_state[widget_key(key)]
 
 
-def bind(key: str, default: Any = None) -> dict[str, Any]:
+def bind(key: str, default: Any = None, options: list | range | None = None) -> dict[str, Any]:
     """Keyword arguments (``key``, ``on_change``, ``args``) that tie a widget to ``key``.
 
     The widget shows the stored value and writes changes back, so the value outlives
-    pages where the widget is not drawn. ``default`` is used the first time only.
+    pages where the widget is not drawn. ``default`` is used the first time only, and
+    again whenever the stored value is no longer among ``options`` (say, a token
+    position after the prompt got shorter).
     """
-    if key not in st.session_state:
+    if key not in st.session_state or (options is not None and st.session_state[key] not in options):
         st.session_state[key] = DEFAULTS.get(key, default)
     st.session_state[widget_key(key)] = st.session_state[key]
     return {"key": widget_key(key), "on_change": _store, "args": (key,)}
