@@ -36,12 +36,17 @@ class SequenceStatus(Enum):
 _request_ids = itertools.count()
 
 
+def new_request_id() -> int:
+    """A process-wide unique request id (never reused, so two callers can never collide)."""
+    return next(_request_ids)
+
+
 @dataclass(eq=False)
 class Sequence:
     prompt_ids: list[int]
     params: "SamplingParams"
     generator: "torch.Generator | None" = None  # the request's own random stream
-    request_id: int = field(default_factory=lambda: next(_request_ids))
+    request_id: int = field(default_factory=new_request_id)
     status: SequenceStatus = SequenceStatus.WAITING
     output_ids: list[int] = field(default_factory=list)
     slot: int | None = None

@@ -1,0 +1,239 @@
+"""One engine shared by many concurrent users: a background worker that batches them.
+
+Owns ``EngineServer`` (a bounded intake, one worker thread running a
+``ContinuousBatcher``) and ``RequestHandle`` (what each caller holds: an iterator of
+its own tokens, ``result()``, ``cancel()``). Only the worker thread touches the model
+and the cache; callers talk to it through thread-safe queues.
+
+- No cross-talk: every request has its own id, its own output queue, its own cache
+  slot and its own seeded generator; a caller can only read its own queue.
+- Bounded: at most ``n_slots`` requests run and ``max_waiting`` more wait; one more
+  ``submit`` raises ``BusyError`` at once instead of growing memory.
+- Cancellation: ``handle.cancel()``, or the handle being garbage-collected (the
+  caller, e.g. a closed browser session, went away) frees the request's slot at the
+  next step.
+
+Typical use from Streamlit: build the server once with ``st.cache_resource`` around
+the cached engine, then in a page ``for event in server.submit(prompt, params): ...``.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .batching import BatchResult, BatchStep
+from .continuous import DEFAULT_SLOT_CAPACITY, ContinuousBatcher
+from .engine import PromptError
+from .sampling import SamplingParams
+from .scheduler import Sequence, new_request_id
+from .tokenizer import StreamDecoder
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+class BusyError(RuntimeError):
+    """The server already holds as many requests as it accepts; try again shortly."""
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    token_id: int
+    text: str  # what this token adds to the streamed text (UTF-8 safe)
+    finish_reason: str | None = None  # set on the request's last token
+
+
+@dataclass
+class _Submission:
+    request_id: int
+    prompt_ids: list[int]
+    params: SamplingParams
+    outbox: queue.SimpleQueue  # TokenEvent..., then the final BatchResult (or an Exception)
+    submitted_at: float = field(default_factory=time.perf_counter)
+
+
+class RequestHandle:
+    """One caller's view of its request: iterate for tokens as they come, or wait for ``result()``."""
+
+    def __init__(self, server: "EngineServer", request_id: int, outbox: queue.SimpleQueue) -> None:
+        self.request_id = request_id
+        self._outbox = outbox
+        self._result: BatchResult | None = None
+        # If the caller drops the handle without finishing, the request is cancelled.
+        self._finalizer = weakref.finalize(self, server._request_cancel, request_id)
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        while self._result is None:
+            item = self._outbox.get()
+            if isinstance(item, TokenEvent):
+                yield item
+            else:
+                self._finish(item)
+
+    def result(self, timeout: float | None = None) -> BatchResult:
+        """Wait for the end of the request (tokens not yet iterated are skipped); raises on failure."""
+        while self._result is None:
+            try:
+                item = self._outbox.get(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"request {self.request_id} did not finish within {timeout} s") from None
+            if not isinstance(item, TokenEvent):
+                self._finish(item)
+        return self._result
+
+    def _finish(self, item: BatchResult | Exception) -> None:
+        self._finalizer.detach()
+        if isinstance(item, Exception):
+            raise RuntimeError(f"request {self.request_id} failed: {item}") from item
+        self._result = item
+
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    def cancel(self) -> None:
+        """Stop generating; what was produced so far stays readable, finish_reason 'cancelled'."""
+        self._finalizer()
+
+
+class EngineServer:
+    def __init__(
+        self,
+        engine: "Engine",
+        n_slots: int = 8,
+        max_waiting: int = 32,
+        slot_capacity: int = DEFAULT_SLOT_CAPACITY,
+        keep_steps: int = 256,
+    ) -> None:
+        self.engine = engine
+        self.batcher = ContinuousBatcher(engine, n_slots, slot_capacity)
+        self.max_in_flight = n_slots + max_waiting
+        self.recent_steps: deque[BatchStep] = deque(maxlen=keep_steps)  # for the explorer
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._closed = False
+        self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
+        self._cancels: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._live: dict[int, tuple[Sequence, _Submission, StreamDecoder]] = {}  # worker thread only
+        self._worker = threading.Thread(target=self._serve, name="engine-server", daemon=True)
+        self._worker.start()
+
+    # -- caller side (any thread) ------------------------------------------------
+    def submit(self, prompt: str | list[int], params: SamplingParams | None = None,
+               chat: bool = False) -> RequestHandle:
+        """Queue a request; raises ``PromptError`` for a bad prompt, ``BusyError`` when full."""
+        params = params or SamplingParams()
+        ids = self.engine.encode_prompt(prompt, chat=chat)
+        limit = self.batcher.scheduler.position_limit
+        if len(ids) >= limit:
+            raise PromptError(f"the prompt is {len(ids)} tokens but this server's cache slots hold {limit} "
+                              f"(and one more is needed for the answer): shorten it")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the engine server is closed")
+            if self._in_flight >= self.max_in_flight:
+                raise BusyError(f"the server is busy: {self._in_flight} requests are running or waiting "
+                                f"(limit {self.max_in_flight}); try again in a moment")
+            self._in_flight += 1
+        request_id = new_request_id()
+        outbox: queue.SimpleQueue = queue.SimpleQueue()
+        handle = RequestHandle(self, request_id, outbox)
+        self._inbox.put(_Submission(request_id, ids, params, outbox))
+        self._wake.set()
+        return handle
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def _request_cancel(self, request_id: int) -> None:
+        self._cancels.put(request_id)
+        self._wake.set()
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Stop the worker; requests still in flight end with an error."""
+        with self._lock:
+            self._closed = True
+        self._wake.set()
+        self._worker.join(timeout)
+
+    def __enter__(self) -> "EngineServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- worker side (the one background thread) ---------------------------------
+    def _serve(self) -> None:
+        while not self._closed:
+            self._take_submissions()
+            self._take_cancels()
+            if not self.batcher.has_work:
+                self._wake.wait(timeout=0.5)
+                self._wake.clear()
+                continue
+            try:
+                step = self.batcher.step()
+            except Exception as exc:  # never leave callers waiting forever
+                self._fail_all(exc)
+                continue
+            if step is not None:
+                self.recent_steps.append(step)
+                self._deliver(step)
+        self._take_submissions()
+        self._fail_all(RuntimeError("the engine server was closed"))
+
+    def _take_submissions(self) -> None:
+        while True:
+            try:
+                sub = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                seq = self.batcher.add(sub.prompt_ids, sub.params, sub.request_id)
+            except ValueError as exc:
+                self._end(sub, exc)
+                continue
+            seq.arrived_at = sub.submitted_at  # time to first token counts the wait in the queue
+            self._live[sub.request_id] = (seq, sub, StreamDecoder(self.engine.tokenizer))
+
+    def _take_cancels(self) -> None:
+        while True:
+            try:
+                request_id = self._cancels.get_nowait()
+            except queue.Empty:
+                return
+            if request_id in self._live and self.batcher.cancel(request_id) is not None:
+                seq, sub, _ = self._live.pop(request_id)
+                self._end(sub, self.batcher.result(seq, index=0))
+
+    def _deliver(self, step: BatchStep) -> None:
+        """Send each request its own new token; close the finished ones."""
+        finished = set(step.finished)
+        for request_id, token_id in step.sampled.items():
+            seq, sub, decoder = self._live[request_id]
+            done = request_id in finished
+            text = decoder.push(token_id) + (decoder.flush() if done else "")
+            sub.outbox.put(TokenEvent(token_id, text, seq.finish_reason if done else None))
+            if done:
+                del self._live[request_id]
+                self._end(sub, self.batcher.result(seq, index=0))
+
+    def _end(self, sub: _Submission, outcome: BatchResult | Exception) -> None:
+        sub.outbox.put(outcome)
+        with self._lock:
+            self._in_flight -= 1
+
+    def _fail_all(self, exc: Exception) -> None:
+        for request_id in list(self._live):
+            seq, sub, _ = self._live.pop(request_id)
+            self.batcher.cancel(request_id)
+            self._end(sub, exc)

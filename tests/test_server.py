@@ -1,0 +1,149 @@
+"""The shared engine server: many callers, one worker thread, no cross-talk, bounded, cancellable."""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+from inference.engine import PromptError
+from inference.sampling import SamplingParams
+from inference.server import BusyError, EngineServer, TokenEvent
+from tests.batch_helpers import PROMPTS, greedy, single_thread, solo, tiny_engine  # noqa: F401
+
+WAIT = 60.0  # generous upper bound for a wait on a busy machine; never a performance assertion
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_engine("llama")
+
+
+class StepGate:
+    """Lets the test decide when the worker may run each step (wraps ``batcher.step``)."""
+
+    def __init__(self, server: EngineServer) -> None:
+        self.permits = threading.Semaphore(0)
+        self._step = server.batcher.step
+        server.batcher.step = self._gated_step
+
+    def _gated_step(self):
+        self.permits.acquire()
+        return self._step()
+
+    def allow(self, steps: int) -> None:
+        for _ in range(steps):
+            self.permits.release()
+
+
+def wait_until(condition) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "the server did not get there"
+        time.sleep(0.005)
+
+
+def test_stream_of_one_request_equals_solo(tiny):
+    params = greedy(7, stop_on_eos=False)
+    with EngineServer(tiny, n_slots=2) as server:
+        handle = server.submit(PROMPTS[2], params)
+        events = list(handle)
+    assert all(isinstance(e, TokenEvent) for e in events)
+    assert [e.token_id for e in events] == solo(tiny, PROMPTS[2], params)[0]
+    assert [e.finish_reason for e in events][-2:] == [None, "length"]
+    assert "".join(e.text for e in events) == handle.result().text
+    assert handle.result().time_to_first_token is not None
+
+
+def test_threads_submitting_at_once_each_get_their_own_tokens(tiny):
+    requests = [
+        (PROMPTS[i % 4], SamplingParams(temperature=0.9, top_k=30, seed=i, max_new_tokens=3 + 2 * i,
+                                        stop_on_eos=False))
+        for i in range(8)
+    ]
+    expected = [solo(tiny, prompt, params)[0] for prompt, params in requests]
+    got: dict[int, list[int]] = {}
+    start = threading.Barrier(len(requests))
+
+    def caller(i: int) -> None:
+        start.wait()
+        handle = server.submit(*requests[i])
+        got[i] = [event.token_id for event in handle]
+
+    with EngineServer(tiny, n_slots=3, max_waiting=8) as server:
+        threads = [threading.Thread(target=caller, args=(i,)) for i in range(len(requests))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(WAIT)
+        assert server.in_flight == 0
+        assert max(step.cache_slots_in_use for step in server.recent_steps) <= 3
+    assert [got[i] for i in range(len(requests))] == expected
+
+
+def test_full_queue_answers_busy_instead_of_growing(tiny):
+    with EngineServer(tiny, n_slots=1, max_waiting=1) as server:
+        gate = StepGate(server)
+        first = server.submit(PROMPTS[0], greedy(3, stop_on_eos=False))
+        second = server.submit(PROMPTS[1], greedy(2, stop_on_eos=False))
+        with pytest.raises(BusyError, match="busy"):
+            server.submit(PROMPTS[2], greedy(2))
+        gate.allow(1000)
+        assert len(first.result(WAIT).token_ids) == 3
+        assert len(second.result(WAIT).token_ids) == 2
+        wait_until(lambda: server.in_flight == 0)
+        assert server.submit(PROMPTS[2], greedy(2)).result(WAIT).finish_reason == "length"  # room again
+
+
+def test_cancel_stops_a_request_and_frees_its_slot(tiny):
+    with EngineServer(tiny, n_slots=1, max_waiting=4) as server:
+        gate = StepGate(server)
+        doomed = server.submit(PROMPTS[1], greedy(100, stop_on_eos=False))
+        waiting = server.submit(PROMPTS[0], greedy(4, stop_on_eos=False))
+        gate.allow(3)
+        stream = iter(doomed)
+        first_tokens = [next(stream).token_id for _ in range(3)]
+        doomed.cancel()
+        gate.allow(1000)
+        result = doomed.result(WAIT)
+        assert result.finish_reason == "cancelled"
+        assert result.token_ids[:3] == first_tokens and len(result.token_ids) < 100
+        assert waiting.result(WAIT).token_ids == solo(tiny, PROMPTS[0], greedy(4, stop_on_eos=False))[0]
+
+
+def test_request_is_cancelled_when_its_caller_goes_away(tiny):
+    with EngineServer(tiny, n_slots=1, max_waiting=1) as server:
+        gate = StepGate(server)
+        handle = server.submit(PROMPTS[1], greedy(100, stop_on_eos=False))
+        gate.allow(2)
+        del handle
+        gc.collect()
+        gate.allow(1000)
+        wait_until(lambda: server.in_flight == 0)
+        assert len(server.recent_steps) < 100  # stopped long before its 100 tokens
+
+
+def test_bad_prompt_raises_for_its_caller_only(tiny):
+    with EngineServer(tiny, n_slots=2, slot_capacity=64) as server:
+        with pytest.raises(PromptError, match="no tokens"):
+            server.submit([], greedy(2))
+        with pytest.raises(PromptError, match="cache slots hold 64"):
+            server.submit(PROMPTS[3], greedy(2))  # 90 tokens
+        assert server.submit(PROMPTS[0], greedy(2)).result(WAIT).ok
+        assert server.in_flight == 0
+
+
+def test_closed_server_refuses_and_releases_waiters(tiny):
+    server = EngineServer(tiny, n_slots=1)
+    gate = StepGate(server)
+    handle = server.submit(PROMPTS[0], greedy(50, stop_on_eos=False))
+    gate.allow(1)
+    closer = threading.Thread(target=server.close)
+    closer.start()
+    gate.allow(1000)
+    closer.join(WAIT)
+    with pytest.raises(RuntimeError, match="closed"):
+        handle.result(WAIT)
+    with pytest.raises(RuntimeError, match="closed"):
+        server.submit(PROMPTS[0], greedy(2))
