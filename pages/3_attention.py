@@ -1,9 +1,97 @@
-"""Attention page (stub)."""
+"""Attention: every token looks back at the tokens before it, one weighted average per head (seeds 000, 001)."""
 import streamlit as st
 
 from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import compute_attention as att  # noqa: E402
+from ui import state  # noqa: E402
+from ui.figures import attention as figs  # noqa: E402
+from ui.figures.tokens import visible  # noqa: E402
+from ui.prompt import prompt_tokens  # noqa: E402
+
 st.title("Attention")
-st.write("coming")
+st.markdown(
+    "Embeddings give each token a vector on its own. **Attention** is how tokens read each other: every "
+    "position makes a **query** (what am I looking for?), every position offers a **key** (what do I contain?) "
+    "and a **value** (what I pass on). A query's dot product with each key is a score; scaled and passed "
+    "through softmax, the scores become weights that sum to 1, and the token takes that weighted average of "
+    "the values. A token may only look **back**: the causal mask hides the future. Each layer has several heads "
+    "doing this in parallel, each with its own idea of what to look for."
+)
+
+view = prompt_tokens()
+if view is None:
+    st.stop()
+
+maps = att.attention_maps(view.ids)
+pieces = view.pieces[: maps.n_tokens]
+if maps.total_tokens > maps.n_tokens:
+    st.warning(f"The prompt has {maps.total_tokens:,} tokens; attention is computed and drawn for the first "
+               f"{maps.n_tokens}. Those rows are exact: a causal model never lets later tokens change them.")
+
+# 1. One head
+st.header("One head: who looks at whom")
+c1, c2, c3 = st.columns(3)
+layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
+head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
+                    **state.bind("att_head", 0, options=range(maps.n_heads)))
+default_query = att.find_token(pieces, "it")
+query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
+                     format_func=lambda i: f"{i}: {visible(pieces[i])}",
+                     **state.bind("att_query", default_query if default_query is not None else maps.n_tokens - 1,
+                                  options=range(maps.n_tokens)))
+st.plotly_chart(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
+                                            f"Layer {layer}, head {head}: attention weights (each row sums to 1)"),
+                key="attention_heatmap")
+st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0. The bars on "
+           "the right are each row's sum, read from the model's own softmax output.")
+
+# 2. Step by step for one query
+st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
+steps = att.score_steps(maps, layer, head, query)
+st.plotly_chart(figs.make_score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
+                                      maps.head_dim), key="score_steps")
+st.caption(f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
+           f"by √{maps.head_dim} so scores do not grow with the head size, future keys set to −∞, then softmax.")
+
+# 3. All heads, grouped-query attention
+st.header(f"All {maps.n_heads} heads of layer {layer}")
+st.plotly_chart(figs.make_heads_grid(maps.probs[layer], pieces, [maps.kv_group(h) for h in range(maps.n_heads)],
+                                     layer), key="heads_grid")
+st.markdown(f"This model uses **grouped-query attention**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
+            f"key/value heads; each group of {maps.n_heads // maps.n_kv_heads} query heads reads the same keys and "
+            "values, which makes the KV cache that many times smaller. Heads in one group still attend differently, "
+            "because their queries differ.")
+st.plotly_chart(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram")
+
+# 4. The guided example
+st.header("Where does “it” look?")
+it_pos, cat_pos, mat_pos = (att.find_token(pieces, w) for w in ("it", "cat", "mat"))
+if it_pos is None:
+    st.info("This part follows the default prompt, “The cat sat on the mat because it was tired.”: put a word "
+            "“it” in your prompt (and a “cat” or a “mat” before it) to see it.")
+else:
+    st.plotly_chart(figs.make_query_over_layers(att.query_over_layers(maps, it_pos), pieces, it_pos),
+                    key="it_over_layers")
+    st.markdown(
+        "Averaged over heads, much of the weight goes to the **first token**: models use it as a resting place "
+        "(an *attention sink*) when a head has nothing to fetch. The interesting work happens in single heads:"
+    )
+    for name, pos in (("cat", cat_pos), ("mat", mat_pos)):
+        if pos is not None and pos < it_pos:
+            best = att.top_heads(maps, it_pos, pos)
+            listed = ", ".join(f"layer {lay} head {hd} ({w:.0%})" for lay, hd, w in best)
+            st.markdown(f"- Heads that send “it” most to **{name}**: {listed}.")
+            lay, hd, _ = best[0]
+            st.button(f"Show layer {lay}, head {hd} with query “it” above", key=f"att_show_{name}",
+                      on_click=state.set_values, args=({"att_layer": lay, "att_head": hd, "att_query": it_pos},))
+
+st.header("What to try next")
+st.markdown(
+    "- Press the buttons above to jump to the heads that resolve “it”: which noun wins, and how sure is it?\n"
+    "- Change “tired” to “dirty” in the prompt: does the head that resolves “it” move from the cat to the mat?\n"
+    "- Compare early and late layers: early heads often look at the previous token; later ones reach further.\n"
+    "- Then **Transformer block & logit lens**: what the block does with these weighted averages."
+)

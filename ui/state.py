@@ -57,3 +57,9 @@ def bind(key: str, default: Any = None, options: list | range | None = None) -> 
         st.session_state[key] = DEFAULTS.get(key, default)
     st.session_state[widget_key(key)] = st.session_state[key]
     return {"key": widget_key(key), "on_change": _store, "args": (key,)}
+
+
+def set_values(values: dict[str, Any]) -> None:
+    """Set shared keys from a callback (e.g. a button's ``on_click``); bound widgets show them on the rerun."""
+    for key, value in values.items():
+        st.session_state[key] = value

@@ -1,0 +1,120 @@
+"""Figures for the Attention page: heatmaps, the all-heads grid, one query's score steps, GQA wiring."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .tokens import visible
+
+MASKED_COLOUR = "#d9d9d9"  # cells a query may not see (future keys) are left empty on this background
+
+
+def _labels(pieces: list[str]) -> list[str]:
+    return [f"{i}: {visible(p)}" for i, p in enumerate(pieces)]
+
+
+def _causal(probs: np.ndarray) -> np.ndarray:
+    """Copy of a (T, T) map with the masked (future) cells set to NaN, so they draw as background."""
+    rows, cols = np.triu_indices(probs.shape[-1], k=1)
+    out = probs.astype(float).copy()
+    out[..., rows, cols] = np.nan
+    return out
+
+
+def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str) -> go.Figure:
+    """Query (rows) × key (columns) attention weights, grey above the diagonal, row sums beside it."""
+    labels = _labels(pieces)
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.88, 0.12], horizontal_spacing=0.02, shared_yaxes=True,
+                        subplot_titles=["", "row sum"])
+    fig.add_trace(go.Heatmap(
+        z=_causal(probs), x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues", colorbar=dict(title="weight", x=1.02),
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
+    ), row=1, col=1)
+    sums = probs.sum(axis=-1)
+    fig.add_trace(go.Bar(x=sums, y=labels, orientation="h", marker_color="#9ecae1", text=[f"{s:.3f}" for s in sums],
+                         textposition="inside", textfont=dict(size=11), hovertemplate="%{y}: Σ = %{x:.6f}<extra></extra>", showlegend=False),
+                  row=1, col=2)
+    size = max(360, 120 + 24 * len(pieces))
+    fig.update_yaxes(autorange="reversed", type="category", row=1, col=1)
+    fig.update_xaxes(type="category", tickangle=-60, title_text="key (attended to)", row=1, col=1)
+    fig.update_xaxes(range=[0, 1.05], showticklabels=False, row=1, col=2)
+    fig.update_layout(title=title, height=size, plot_bgcolor=MASKED_COLOUR, yaxis_title="query (attending)",
+                      margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], layer: int) -> go.Figure:
+    """All heads of one layer, (H, T, T), in a grid; each title names the K/V head the query head shares."""
+    n_heads = probs.shape[0]
+    cols = int(np.ceil(np.sqrt(n_heads)))
+    rows = int(np.ceil(n_heads / cols))
+    fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.03, vertical_spacing=0.08,
+                        subplot_titles=[f"head {h} · K/V head {kv_groups[h]}" for h in range(n_heads)])
+    labels = _labels(pieces)
+    for h in range(n_heads):
+        fig.add_trace(go.Heatmap(
+            z=_causal(probs[h]), x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
+            hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>",
+        ), row=h // cols + 1, col=h % cols + 1)
+    fig.update_xaxes(showticklabels=False, type="category")
+    fig.update_yaxes(showticklabels=False, autorange="reversed", type="category")
+    fig.update_layout(title=f"Layer {layer}: every head (grey = future keys, masked)", height=260 * rows,
+                      plot_bgcolor=MASKED_COLOUR, margin=dict(l=10, r=10, t=70, b=10))
+    return fig
+
+
+def make_score_steps(raw: np.ndarray, scaled: np.ndarray, masked: np.ndarray, probs: np.ndarray,
+                     pieces: list[str], query: int, head_dim: int) -> go.Figure:
+    """Four stacked bar charts for one query: q·k → ÷√d → causal mask → softmax."""
+    labels = _labels(pieces)
+    visible_keys = np.isfinite(masked)
+    titles = ["1. q·k (raw dot products)", f"2. ÷ √{head_dim} = ÷ {np.sqrt(head_dim):.0f}",
+              "3. causal mask (future keys → −∞)", f"4. softmax → weights (sum {probs.sum():.4f})"]
+    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=titles)
+    colours = ["#9c755f", "#f28e2b", "#e15759", "#4e79a7"]
+    for row, (values, colour) in enumerate(zip((raw, scaled, np.where(visible_keys, masked, np.nan), probs), colours), 1):
+        fig.add_trace(go.Bar(x=labels, y=values, marker_color=colour, showlegend=False,
+                             text=[("−∞" if row == 3 and not visible_keys[i] else f"{v:.3g}") for i, v in enumerate(values)],
+                             textposition="outside", cliponaxis=False,
+                             hovertemplate="key %{x}<br>%{y:.5f}<extra></extra>"), row=row, col=1)
+    hidden = [label for label, ok in zip(labels, visible_keys) if not ok]
+    fig.add_trace(go.Scatter(x=hidden, y=[0.0] * len(hidden), mode="text", text=["−∞"] * len(hidden),
+                             textposition="top center", showlegend=False, hoverinfo="skip"), row=3, col=1)
+    fig.update_xaxes(type="category", tickangle=-60)
+    fig.update_layout(title=f"Query {labels[query]}: from scores to attention weights", height=820,
+                      margin=dict(l=40, r=10, t=80, b=10))
+    return fig
+
+
+def make_query_over_layers(weights: np.ndarray, pieces: list[str], query: int) -> go.Figure:
+    """Layers (rows) × keys (columns): where one query looks, averaged over heads, layer by layer."""
+    labels = _labels(pieces)
+    fig = go.Figure(go.Heatmap(
+        z=weights, x=labels, y=[f"layer {i}" for i in range(weights.shape[0])], zmin=0, zmax=1, colorscale="Blues",
+        colorbar=dict(title="mean weight"), hovertemplate="%{y}<br>key %{x}<br>%{z:.3f}<extra></extra>",
+    ))
+    fig.update_layout(title=f"Where {labels[query]} looks, layer by layer (mean over heads)",
+                      xaxis=dict(type="category", tickangle=-60), yaxis=dict(autorange="reversed"),
+                      height=max(420, 40 + 18 * weights.shape[0]), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
+    """Query heads (top) wired to the K/V heads they share (bottom)."""
+    per_group = n_heads // n_kv_heads
+    q_x = np.arange(n_heads, dtype=float)
+    kv_x = np.array([g * per_group + (per_group - 1) / 2 for g in range(n_kv_heads)])
+    fig = go.Figure()
+    for h in range(n_heads):
+        fig.add_trace(go.Scatter(x=[q_x[h], kv_x[h // per_group]], y=[1, 0], mode="lines",
+                                 line=dict(color="#bbb"), hoverinfo="skip", showlegend=False))
+    fig.add_trace(go.Scatter(x=q_x, y=np.ones(n_heads), mode="markers+text", text=[f"Q{h}" for h in range(n_heads)],
+                             textposition="top center", marker=dict(size=16, color="#4e79a7"), name="query heads"))
+    fig.add_trace(go.Scatter(x=kv_x, y=np.zeros(n_kv_heads), mode="markers+text",
+                             text=[f"K/V{g}" for g in range(n_kv_heads)], textposition="bottom center",
+                             marker=dict(size=22, color="#f28e2b", symbol="square"), name="K/V heads"))
+    fig.update_layout(title=f"Grouped-query attention: {n_heads} query heads share {n_kv_heads} K/V heads",
+                      xaxis=dict(visible=False), yaxis=dict(visible=False, range=[-0.5, 1.5]), height=240,
+                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h"))
+    return fig
