@@ -93,8 +93,13 @@ class Attention(nn.Module):
             k, v = kv_cache.append(self.layer_index, k, v)  # (B, n_kv, S, hd)
 
         if record is None:
+            if not q.is_cuda and cfg.queries_per_kv > 1:
+                # SDPA's enable_gqa path is ~40x slower than plain SDPA on CPU (torch 2.13):
+                # give every query head its own copy of its K/V head instead.
+                k = k.repeat_interleave(cfg.queries_per_kv, dim=1)  # (B, H, S, hd)
+                v = v.repeat_interleave(cfg.queries_per_kv, dim=1)  # (B, H, S, hd)
             attended = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=mask is None and steps > 1, enable_gqa=True
+                q, k, v, attn_mask=mask, is_causal=mask is None and steps > 1, enable_gqa=q.is_cuda
             )  # (B, H, T, hd)
         else:
             attended = self._traced_attention(q, k, v, mask, record)

@@ -1,0 +1,63 @@
+"""Command line: stream a completion and report prefill and decode speed.
+
+    python -m inference "The cat sat" --max-new-tokens 32 --temperature 0.8 --seed 0 \
+        [--model PATH_OR_ID] [--device cpu|cuda] [--dtype float32|bfloat16] [--no-cache] [--chat]
+
+Errors (bad settings, missing model, empty prompt) print as one line and exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import ModelLoadError, PromptError, SamplingError, SamplingParams, UnsupportedModelError, load_engine
+from .tokenizer import TokenizerError
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m inference", description=__doc__.split("\n")[0])
+    parser.add_argument("prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--min-p", type=float, default=0.0)
+    parser.add_argument("--repetition-penalty", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default=None, help="a .gguf file, a local HF folder or a hub id")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)")
+    parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
+    parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        params = SamplingParams(
+            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+            repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed,
+        )
+        engine = load_engine(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
+        prompt_tokens = len(engine.encode_prompt(args.prompt, chat=args.chat))
+        print(args.prompt, end="", flush=True)
+        steps = []
+        for step in engine.generate(args.prompt, params, use_cache=not args.no_cache, chat=args.chat):
+            steps.append(step)
+            print(step.text, end="", flush=True)
+    except (SamplingError, PromptError, ModelLoadError, UnsupportedModelError, TokenizerError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    prefill, decode = steps[0].seconds, sum(s.seconds for s in steps[1:])
+    print(f"\n\n[{engine.config.name} on {engine.device} {str(engine.dtype).removeprefix('torch.')}, "
+          f"{'no cache' if args.no_cache else 'KV cache'}] finish: {steps[-1].finish_reason}", file=sys.stderr)
+    print(f"prefill: {prompt_tokens} tokens, {prompt_tokens / prefill:.1f} tok/s", file=sys.stderr)
+    if len(steps) > 1:
+        print(f"decode:  {len(steps) - 1} tokens, {(len(steps) - 1) / decode:.1f} tok/s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
