@@ -10,7 +10,7 @@ import pytest
 from inference.engine import PromptError
 from inference.sampling import SamplingParams
 from inference.server import BusyError, EngineServer, TokenEvent
-from tests.batch_helpers import PROMPTS, greedy, single_thread, solo, tiny_engine  # noqa: F401
+from tests.test_batching import PROMPTS, greedy, single_thread, solo, tiny_engine  # noqa: F401
 
 WAIT = 60.0  # generous upper bound for a wait on a busy machine; never a performance assertion
 
