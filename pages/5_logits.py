@@ -1,11 +1,10 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
-import numpy as np
 import streamlit as st
 
 from ui import sampling_controls
 from ui.compute_logits import (
     STAGE_LABELS, current_prompt_logits, entropy_bits, params_key, sampling_stages, softmax_at, temperature_sweep,
-    token_texts, use_article_prompt,
+    token_texts, tokens_for_mass, top_indices, use_article_prompt,
 )
 from ui.figures.logits import (
     make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
@@ -33,7 +32,7 @@ if settings.params is None:
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked
-top_ids = np.argsort(cached.logits)[::-1][:TOP_N]
+top_ids = top_indices(cached.logits, TOP_N)
 tokens = token_texts(top_ids.tolist())
 st.subheader("1 · Logits for the next token")
 st.markdown(f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
@@ -53,7 +52,7 @@ metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(prob
 metrics[1].metric(f"Top token's probability at T = {params.temperature:g}", f"{probs_t.max():.3f}",
                   delta=f"{probs_t.max() - probs_c.max():+.3f} vs T = {compare_t:g}", delta_color="off")
 metrics[2].metric("Tokens holding 90 % of the mass",
-                  f"{int(np.searchsorted(np.cumsum(np.sort(probs_t)[::-1]), 0.9) + 1):,}")
+                  f"{tokens_for_mass(probs_t, 0.9):,}")
 metrics[3].metric("Vocabulary", f"{cached.logits.size:,}")
 left, right = st.columns(2)
 with left:

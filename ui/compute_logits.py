@@ -10,6 +10,8 @@ the plain softmax formula over the same cached logits. Drawing tokens lives in
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,10 +73,22 @@ def softmax_at(logits: np.ndarray, temperature: float) -> np.ndarray:
     return weights / weights.sum()
 
 
+def top_indices(values: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the n largest values, largest first (argpartition: no full sort of the vocabulary)."""
+    n = min(n, values.size)
+    part = np.argpartition(-values, n - 1)[:n]
+    return part[np.argsort(-values[part], kind="stable")]
+
+
 def entropy_bits(probs: np.ndarray) -> float:
     """Shannon entropy in bits (0 for a one-hot, log2(V) for uniform)."""
     nonzero = probs[probs > 0]
     return float(-(nonzero * np.log2(nonzero)).sum())
+
+
+def tokens_for_mass(probs: np.ndarray, mass: float = 0.9) -> int:
+    """How many of the most probable tokens it takes to cover ``mass`` of the probability."""
+    return int(np.searchsorted(np.cumsum(np.sort(probs)[::-1]), mass) + 1)
 
 
 @dataclass(frozen=True)
@@ -119,11 +133,27 @@ def params_from_key(key: tuple) -> SamplingParams:
     return SamplingParams(**dict(zip(names, key)))
 
 
+@contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run small (V,)-vector torch work on one intra-op thread, then restore the previous setting.
+
+    Measured on the shared 2-core machine under load: one ``sample(record=True)`` took a
+    median 107-480 ms with 2 threads (the threads wait on each other) and 13 ms with one.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def recorded_sample(prompt: str, chat: bool, params: SamplingParams, generator: torch.Generator | None = None):
     """One call of the engine's ``sample(record=True)`` on the prompt's cached logits."""
     cached = prompt_logits(prompt, chat)
     generator = generator if generator is not None else params.make_generator()
-    return sample(torch.from_numpy(cached.logits), params, generator, previous_ids=cached.token_ids, record=True)
+    with single_threaded():
+        return sample(torch.from_numpy(cached.logits), params, generator, previous_ids=cached.token_ids, record=True)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -131,20 +161,20 @@ def sampling_stages(prompt: str, chat: bool, key: tuple, top_n: int = 12) -> Sta
     """The probability of the top-N tokens after each stage of the engine's sampler (no model rerun)."""
     params = params_from_key(key)
     result = recorded_sample(prompt, chat, params)
-    names = [name for name in STAGE_LABELS if name in result.stage_probs]
-    softmax = result.stage_probs["softmax"]
-    top_ids = softmax.topk(min(top_n, softmax.numel())).indices  # (N,)
-    stacked = torch.stack([result.stage_probs[name][top_ids] for name in names]).numpy()  # (S, N)
-    after_t = result.stage_probs.get("temperature")
+    stage_probs = {name: probs.numpy() for name, probs in result.stage_probs.items()}  # (V,) each
+    names = [name for name in STAGE_LABELS if name in stage_probs]
+    softmax = stage_probs["softmax"]
+    top_ids = top_indices(softmax, top_n)  # (N,)
+    after_t = stage_probs.get("temperature")
     ids = [int(i) for i in top_ids]
     return StageView(
         token_ids=ids,
         token_strings=token_texts(ids),
         stage_names=names,
-        stage_probs=stacked.astype(np.float64),
-        survivors={name: int((result.stage_probs[name] > 0).sum()) for name in names},
-        greedy_token_id=int(softmax.argmax()),
-        entropy_bits=0.0 if after_t is None else entropy_bits(after_t.double().numpy()),
+        stage_probs=np.stack([stage_probs[name][top_ids] for name in names]).astype(np.float64),  # (S, N)
+        survivors={name: int(np.count_nonzero(stage_probs[name])) for name in names},
+        greedy_token_id=int(np.argmax(softmax)),
+        entropy_bits=0.0 if after_t is None else entropy_bits(after_t.astype(np.float64)),
     )
 
 

@@ -18,7 +18,7 @@ import streamlit as st
 import torch
 
 from inference import SamplingParams
-from ui.compute_logits import params_from_key, recorded_sample, token_texts
+from ui.compute_logits import params_from_key, recorded_sample, single_threaded, token_texts
 from ui.resources import get_engine
 
 
@@ -152,8 +152,9 @@ def draw_token_ids(prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[in
         return [result.token_id] * n, [result.token_id], np.array([1.0])
     order, ends = result.range_token_ids, result.range_ends  # (K,), (K,)
     generator = params.make_generator()
-    us = torch.stack([torch.rand((), generator=generator) for _ in range(n)])  # (n,) one scalar per draw
-    slots = torch.searchsorted(ends, us, right=True).clamp(max=len(order) - 1)  # (n,)
+    with single_threaded():
+        us = torch.stack([torch.rand((), generator=generator) for _ in range(n)])  # (n,) one scalar per draw
+        slots = torch.searchsorted(ends, us, right=True).clamp(max=len(order) - 1)  # (n,)
     probs = result.stage_probs["final"][order].double().numpy()
     return order[slots].tolist(), order.tolist(), probs
 
