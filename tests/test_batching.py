@@ -21,9 +21,13 @@ TOL = 1e-4
 VOCAB = 97
 
 
-@pytest.fixture(autouse=True, scope="module")
+@pytest.fixture(autouse=True)
 def single_thread():
-    """Tiny models run many times faster on one thread, and this machine's cores are shared."""
+    """One thread: tiny models run many times faster so, and this machine's cores are shared.
+
+    Function-scoped so it applies after the session ``engine`` fixture (``load_engine``
+    sets its own thread count), and restores the setting for other test files.
+    """
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
