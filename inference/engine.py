@@ -174,13 +174,14 @@ class Engine:
             yield StepRecord(
                 index=index, phase="prefill" if index == 0 else "decode", token_id=choice.token_id,
                 token_text=self.tokenizer.decode([choice.token_id]), text=text, probability=choice.probability,
-                top=self._top(logits, top_n), cache_len=kv_cache.length if kv_cache else 0,
+                top=self.top_candidates(logits, top_n), cache_len=kv_cache.length if kv_cache else 0,
                 seconds=seconds, finish_reason=finish, sample=choice if record_sampling else None,
             )
             if finish is not None:
                 return
 
-    def _top(self, logits: torch.Tensor, n: int) -> list[Candidate]:
+    def top_candidates(self, logits: torch.Tensor, n: int = 5) -> list[Candidate]:
+        """The ``n`` most probable next tokens under softmax(logits) at T = 1."""
         probs = logits.softmax(-1)
         values, indices = probs.topk(min(n, probs.numel()))
         return [Candidate(int(i), self.tokenizer.decode([int(i)]), float(p)) for p, i in zip(values, indices)]

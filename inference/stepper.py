@@ -1,0 +1,129 @@
+"""An interactive generation session: step, run, rewind and branch, reusing the KV cache.
+
+Owns ``Stepper``, the engine-side state of one user's walk through generation: the
+prompt, the tokens chosen so far (sampled or forced), the request's ``KVCache`` and the
+logits for the next position. Rewinding to step s truncates the cache to the prompt
+plus s tokens and recomputes only the last of them, so a branch re-uses everything
+before it. The draw at step i uses its own generator seeded from (seed, i), so
+replaying a rewound step gives the same token again.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .engine import Candidate, Engine
+from .kv_cache import KVCache
+from .sampling import SampleResult, SamplingParams, sample
+
+
+class StepperError(ValueError):
+    """A step, rewind or forced token that cannot be done (message says why)."""
+
+
+@dataclass
+class ChosenToken:
+    index: int  # 0 = first token after the prompt
+    token_id: int
+    text: str
+    forced: bool
+    probability: float  # the model's softmax (T = 1) probability of this token
+    top: list[Candidate]  # the alternatives the model offered at this step
+    seconds: float  # forward (prefill or one decode step) + sampling
+    phase: str  # "prefill" or "decode": how the logits for this step were produced
+    cache_len_before: int  # positions reused from the cache by the forward of this step
+    cache_len_after: int
+    sample: SampleResult | None = field(default=None, repr=False)
+
+
+class Stepper:
+    def __init__(self, engine: Engine, prompt_ids: list[int], params: SamplingParams, max_steps: int = 128) -> None:
+        if max_steps < 1:
+            raise StepperError("max_steps must be at least 1")
+        self.engine = engine
+        self.prompt_ids = list(prompt_ids)
+        self.params = params
+        self.max_steps = min(max_steps, engine.config.max_seq_len - len(prompt_ids))
+        if self.max_steps < 1:
+            raise StepperError("the prompt already fills the model's context")
+        self.cache: KVCache = engine.new_cache(len(prompt_ids) + self.max_steps)
+        self.chosen: list[ChosenToken] = []
+        self._logits: torch.Tensor | None = None  # (V,) for the next position
+        self._logits_phase = "prefill"
+        self._logits_seconds = 0.0
+        self._cache_before = 0
+
+    @property
+    def ids(self) -> list[int]:
+        """Prompt + chosen tokens."""
+        return self.prompt_ids + [c.token_id for c in self.chosen]
+
+    @property
+    def done(self) -> bool:
+        return len(self.chosen) >= self.max_steps or (
+            bool(self.chosen) and self.chosen[-1].token_id in self.engine.eos_ids
+        )
+
+    def next_logits(self) -> torch.Tensor:
+        """Logits (V,) for the next position, computing them through the cache if needed."""
+        if self._logits is None:
+            self._cache_before = len(self.cache)
+            started = time.perf_counter()
+            if len(self.cache) == 0:
+                self._logits, self._logits_phase = self.engine.prefill(self.prompt_ids, self.cache), "prefill"
+            else:
+                self._logits = self.engine.decode_step(self.ids[-1], self.cache)
+                self._logits_phase = "decode"
+            self._logits_seconds = time.perf_counter() - started
+        return self._logits
+
+    def step(self, forced_token: int | None = None) -> ChosenToken:
+        """Choose the next token (sampled, or ``forced_token``) and feed it to the model."""
+        if self.done:
+            raise StepperError("generation has finished (end of text or step limit): rewind to continue")
+        logits = self.next_logits()
+        started = time.perf_counter()
+        index = len(self.chosen)
+        result = None
+        if forced_token is None:
+            result = sample(logits, self.params, self._generator(index), previous_ids=self.ids, record=True)
+            token = result.token_id
+        else:
+            if not 0 <= forced_token < self.engine.config.vocab_size:
+                raise StepperError(f"token id {forced_token} is outside the vocabulary")
+            token = forced_token
+        probs = logits.softmax(-1)
+        top = self.engine.top_candidates(logits, 5)
+        seconds = self._logits_seconds + time.perf_counter() - started
+        chosen = ChosenToken(
+            index=index, token_id=token, text=self.engine.tokenizer.decode([token]), forced=forced_token is not None,
+            probability=float(probs[token]), top=top, seconds=seconds, phase=self._logits_phase,
+            cache_len_before=self._cache_before, cache_len_after=len(self.cache), sample=result,
+        )
+        self.chosen.append(chosen)
+        self._logits = None
+        return chosen
+
+    def rewind(self, steps_kept: int) -> None:
+        """Keep the first ``steps_kept`` chosen tokens; the cache keeps their positions."""
+        if steps_kept < 0:
+            raise StepperError("cannot rewind past the prompt: the earliest point is step 0 (the prompt alone)")
+        if steps_kept > len(self.chosen):
+            raise StepperError(f"cannot rewind forward: only {len(self.chosen)} steps exist")
+        if steps_kept == len(self.chosen):
+            return
+        self.chosen = self.chosen[:steps_kept]
+        # The cache holds every fed token; the last chosen token is fed on the next step.
+        keep = len(self.prompt_ids) + steps_kept - 1 if steps_kept else 0
+        self.cache.truncate(keep)
+        self._logits = None
+
+    def _generator(self, index: int) -> torch.Generator:
+        seed = 0 if self.params.seed is None else self.params.seed
+        return torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + index)
+
+    @property
+    def text(self) -> str:
+        return self.engine.tokenizer.decode([c.token_id for c in self.chosen])
