@@ -1,0 +1,167 @@
+"""Batching benchmark: aggregate tokens/s at several batch sizes, ours (static, continuous) vs transformers.
+
+Run ``python -m inference.bench_batching`` (about 3 minutes on a 2-core CPU) or with
+``--quick``. Prints a table and writes ``bench-results/batching.json``.
+
+The workload is fixed by a seed: every request has its own prompt length (8..64
+tokens) and its own answer length (4..32 tokens, EOS ignored so lengths are exact),
+all greedy. At batch size B there are 2B requests (4 at B = 1), all arriving at once:
+
+- ours, static: chunks of B requests, left-padded; each chunk runs until its longest
+  answer is done (finished rows idle in the batch);
+- ours, continuous: B cache slots; a finished request's slot goes to the next one;
+- transformers: ``generate()`` on the same weights, chunks of B, left-padded, each chunk
+  run to its longest answer (only each request's own tokens are counted).
+
+"tok/s" is useful output tokens / wall time of the whole workload, prefill included;
+"decode tok/s" (ours only) counts decode steps alone, from the step records.
+Ratios are against our batch 1 on the same metric.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from .batching import BatchRun, run_static
+from .continuous import run_continuous
+from .engine import Engine
+from .loader import load_engine
+from .sampling import SamplingParams
+
+RESULTS = Path("bench-results/batching.json")
+
+
+@dataclass
+class Row:
+    runner: str  # "ours static", "ours continuous", "transformers"
+    batch: int
+    requests: int
+    output_tokens: int
+    seconds: float
+    tok_s: float
+    decode_tok_s: float | None
+    ratio_vs_ours_b1: float | None = None
+
+
+def make_workload(engine: Engine, count: int, answer_range: tuple[int, int], seed: int) -> list[tuple[list[int], int]]:
+    """``count`` (prompt ids, answer length) pairs of mixed sizes, the same for every runner."""
+    rng = random.Random(seed)
+    vocab_ids = engine.encode_prompt("The quick brown fox jumps over the lazy dog while the cat sat on the mat. " * 8)
+    work = []
+    for _ in range(count):
+        start, length = rng.randrange(0, 16), rng.randint(8, 64)
+        work.append((vocab_ids[start : start + length], rng.randint(*answer_range)))
+    return work
+
+
+def params_for(answer_len: int) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_new_tokens=answer_len, stop_on_eos=False)
+
+
+def chunks(items: list, size: int) -> list[list]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def decode_rate(runs: list[BatchRun]) -> float:
+    steps = [s for run in runs for s in run.steps if s.phase == "decode"]
+    tokens = sum(len(s.sampled) for s in steps)
+    return tokens / max(sum(s.seconds for s in steps), 1e-9)
+
+
+def bench_ours_static(engine: Engine, work, batch: int) -> Row:
+    started, runs = time.perf_counter(), []
+    for chunk in chunks(work, batch):
+        runs.append(run_static(engine, [p for p, _ in chunk], [params_for(n) for _, n in chunk]))
+    return _row("ours static", batch, work, runs, time.perf_counter() - started)
+
+
+def bench_ours_continuous(engine: Engine, work, batch: int) -> Row:
+    started = time.perf_counter()
+    run = run_continuous(engine, [p for p, _ in work], [params_for(n) for _, n in work], n_slots=batch)
+    return _row("ours continuous", batch, work, [run], time.perf_counter() - started)
+
+
+def _row(runner: str, batch: int, work, runs: list[BatchRun], seconds: float) -> Row:
+    tokens = sum(len(r.token_ids) for run in runs for r in run.results)
+    assert tokens == sum(n for _, n in work), "every request must produce exactly its answer length"
+    return Row(runner, batch, len(work), tokens, seconds, tokens / seconds, decode_rate(runs))
+
+
+def bench_transformers(reference, work, batch: int, pad_id: int) -> Row:
+    started, tokens = time.perf_counter(), 0
+    for chunk in chunks(work, batch):
+        width, longest = max(len(p) for p, _ in chunk), max(n for _, n in chunk)
+        ids = torch.tensor([[pad_id] * (width - len(p)) + p for p, _ in chunk])  # (B, T) left-padded
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in chunk])  # (B, T)
+        with torch.inference_mode():
+            out = reference.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=longest,
+                                     min_new_tokens=longest, pad_token_id=pad_id)
+        assert out.shape[1] == width + longest
+        tokens += sum(n for _, n in chunk)
+    seconds = time.perf_counter() - started
+    return Row("transformers", batch, len(work), tokens, seconds, tokens / seconds, None)
+
+
+def run(quick: bool, threads: int) -> dict:
+    engine = load_engine(device="cpu", dtype="float32", threads=threads)
+    torch.set_num_threads(threads)
+    from transformers import AutoModelForCausalLM
+
+    reference = AutoModelForCausalLM.from_pretrained(str(engine.folder), dtype=torch.float32).eval()
+    batches, answers = ([1, 4, 8], (2, 12)) if quick else ([1, 4, 16, 32], (4, 32))
+    warm = make_workload(engine, 2, (2, 2), seed=1)
+    bench_ours_static(engine, warm, 2)  # first-call allocations out of the timings
+    rows: list[Row] = []
+    for batch in batches:
+        work = make_workload(engine, 4 if batch == 1 else 2 * batch, answers, seed=batch)
+        rows.append(bench_ours_static(engine, work, batch))
+        if batch > 1:
+            rows.append(bench_ours_continuous(engine, work, batch))
+        rows.append(bench_transformers(reference, work, batch, pad_id=0))
+        print(f"  batch {batch}: done", flush=True)
+    base = next(r for r in rows if r.runner == "ours static" and r.batch == 1)
+    for row in rows:
+        row.ratio_vs_ours_b1 = row.tok_s / base.tok_s
+    return {
+        "model": engine.config.name, "dtype": "float32", "device": "cpu", "threads": threads,
+        "cpu_count": os.cpu_count(), "load_average_at_end": os.getloadavg(), "machine": platform.machine(),
+        "torch": torch.__version__, "quick": quick, "answer_range": answers,
+        "rows": [asdict(r) for r in rows],
+    }
+
+
+def print_table(report: dict) -> None:
+    print(f"\n{report['model']} fp32 CPU, {report['threads']} thread(s); mixed prompts 8-64, answers "
+          f"{report['answer_range'][0]}-{report['answer_range'][1]} tokens, greedy")
+    print(f"{'runner':<17}{'batch':>6}{'reqs':>6}{'tokens':>8}{'sec':>8}{'tok/s':>8}{'decode tok/s':>14}{'x b1':>7}")
+    for r in report["rows"]:
+        decode = f"{r['decode_tok_s']:.1f}" if r["decode_tok_s"] is not None else "-"
+        print(f"{r['runner']:<17}{r['batch']:>6}{r['requests']:>6}{r['output_tokens']:>8}{r['seconds']:>8.1f}"
+              f"{r['tok_s']:>8.1f}{decode:>14}{r['ratio_vs_ours_b1']:>7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="batches 1, 4, 8 and short answers (~1 minute)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1: on a shared 2-core machine, 2 threads that "
+                             "compete with other processes run many times slower)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    report = run(args.quick, args.threads)
+    print_table(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
