@@ -38,6 +38,7 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/4_logit_lens.py", "Transformer block & logit lens", "logit_lens", ":material/layers:"),
     PageSpec("pages/5_logits.py", "Logits & temperature", "logits", ":material/bar_chart:"),
     PageSpec("pages/6_sampling.py", "Sampling", "sampling", ":material/casino:"),
+    PageSpec("pages/7_generation.py", "Generation & KV cache", "generation", ":material/autorenew:"),
 ]
 
 

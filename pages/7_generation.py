@@ -1,0 +1,147 @@
+"""Generation & the KV cache: the autoregressive loop step by step, and why the cache makes it fast (seeds 000, 004)."""
+import streamlit as st
+
+from ui.navigation import redirect_legacy_run
+
+redirect_legacy_run()
+
+from ui import compute_generation as gen  # noqa: E402
+from ui import sampling_controls  # noqa: E402
+from ui.figures import generation as figs  # noqa: E402
+from ui.prompt import prompt_tokens  # noqa: E402
+from ui.resources import get_engine  # noqa: E402
+
+st.title("Generation & the KV cache")
+st.markdown(
+    "A model answers one token at a time: it reads the sequence, scores every possible next token, one is chosen, "
+    "and the sequence — now one token longer — goes in again (*autoregressive* generation, seed 004: "
+    "\"The cat sat\" → \" on\" → \" the\" → …). Read naively, every step re-reads the whole context. The **KV "
+    "cache** keeps each layer's keys and values of the tokens already seen, so a step only computes the one new "
+    "position and attends to the stored rest. Step through it below on the real model."
+)
+
+engine = get_engine()
+view = prompt_tokens()
+if view is None:
+    st.stop()
+settings = sampling_controls.render(engine.config.vocab_size)
+sampling_controls.show_notes(settings)
+if settings.params is None:
+    st.stop()
+stepper = gen.current_stepper(engine, view.ids, settings.params)
+
+# 1. Controls: next, run N, rewind, force a token (actions run as callbacks, before the page redraws)
+st.header("Step through it")
+c1, c2, c3, c4 = st.columns([1, 1.3, 1.3, 1.6], vertical_alignment="bottom")
+c1.button("Next token", key="gen_next", type="primary", use_container_width=True,
+          on_click=gen.act, args=("next",))
+c2.number_input(f"Run N (≤ {gen.MAX_RUN})", min_value=1, max_value=gen.MAX_RUN, value=8, key="gen_n")
+c2.button("Run N", key="gen_run", use_container_width=True, on_click=gen.act, args=("run",))
+c3.number_input("Rewind to step", value=0, step=1, key="gen_rewind_to",
+                help="Keep this many generated tokens (0 = back to the prompt alone).")
+c3.button("Rewind", key="gen_rewind", use_container_width=True, on_click=gen.act, args=("rewind",))
+c4.text_input("Force the next token", value=" under", key="gen_force",
+              help="Exactly one token; mind the leading space. Rewind first to branch at an earlier step.")
+c4.button("Force it", key="gen_force_go", use_container_width=True, on_click=gen.act, args=("force",))
+error = st.session_state.pop(gen.ERROR_KEY, None)
+if error:
+    st.error(f"{error}. Nothing was changed.", icon="🚫")
+if st.session_state.get(gen.PENDING_KEY) == "run":
+    del st.session_state[gen.PENDING_KEY]
+    bar = st.progress(0.0, text="generating…")
+    gen.run_steps(stepper, int(st.session_state["gen_n"]), lambda share, text: bar.progress(share, text=text))
+    bar.empty()
+
+st.caption(f"Up to {gen.MAX_STEPS} tokens per walk; Run N adds at most {gen.MAX_RUN} at a time. Changing the prompt "
+           "starts a new walk; changed sampling settings apply from the next step. Step i's draw uses its own "
+           "generator seeded from (seed, i), so a rewound step replays the same token.")
+st.markdown(figs.sequence_html(view.pieces, [c.text for c in stepper.chosen], [c.forced for c in stepper.chosen]),
+            unsafe_allow_html=True)
+if stepper.done and stepper.chosen:
+    st.info("Generation finished: " + ("the model produced its end-of-text token." if stepper.chosen[-1].token_id
+                                       in engine.eos_ids else f"the {stepper.max_steps}-token limit was reached."))
+
+if stepper.chosen:
+    last = stepper.chosen[-1]
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Generated tokens", len(stepper.chosen))
+    m2.metric("Positions in the KV cache", len(stepper.cache))
+    m3.metric("Last step", f"{1000 * last.seconds:.1f} ms", help=f"{last.phase}: forward + sampling")
+    m4.metric("Reused by the last step", f"{last.cache_len_before} positions",
+              help="Positions read from the cache instead of recomputed.")
+    left, right = st.columns([1, 1.4])
+    with left:
+        st.plotly_chart(figs.make_alternatives_bar(
+            [c.text for c in last.top], [c.probability for c in last.top], last.text,
+            f"Step {last.index}: the model's top 5 (chosen: {last.text!r}{', forced' if last.forced else ''})"),
+            key="gen_alternatives")
+    with right:
+        st.dataframe(gen.steps_table(stepper), hide_index=True, height=300, key="gen_steps_table")
+else:
+    st.info("Press **Next token** to run the prefill (the whole prompt in one pass) and choose the first token.")
+
+# 2. The cache itself
+st.header("Inside the KV cache")
+if len(stepper.cache) == 0:
+    st.info("The cache is empty until the first step runs the prompt through the model.")
+else:
+    layer = st.slider("Layer", 0, engine.config.n_layers - 1, 0, key="gen_layer")
+    cache = gen.cache_view(stepper, layer)
+    st.plotly_chart(figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
+                    key="gen_kv_heatmaps")
+    sizes = gen.cache_bytes(stepper)
+    b1, b2, b3 = st.columns(3)
+    b1.metric("Cache now", f"{sizes.tensors_now / 1024:,.1f} KiB",
+              help="Measured on the cache's tensors (keys + values of the positions held).")
+    b2.metric("This request's allocation", f"{sizes.allocated / 2**20:,.2f} MiB",
+              help="Preallocated for the prompt plus the step limit.")
+    b3.metric(f"At the full context ({engine.config.max_seq_len:,} tokens)", f"{sizes.full_context / 2**20:,.0f} MiB")
+    check = "✓ matches" if sizes.formula_now == sizes.tensors_now else "✗ differs from"
+    st.caption(f"Formula: {sizes.formula} = {sizes.formula_now:,} bytes for {len(stepper.cache)} tokens — {check} "
+               f"the {sizes.tensors_now:,} bytes measured on the tensors.")
+
+# 3. Cached vs uncached, measured live
+st.header("With and without the cache, measured")
+t1, t2 = st.columns([1, 3], vertical_alignment="bottom")
+n_timing = t1.number_input(f"Tokens to time (≤ {gen.MAX_TIMING_TOKENS})", 4, gen.MAX_TIMING_TOKENS, 32,
+                           key="gen_timing_n")
+t1.button("Measure", key="gen_measure", on_click=gen.act, args=("measure",))
+if st.session_state.get(gen.PENDING_KEY) == "measure":
+    del st.session_state[gen.PENDING_KEY]
+    bar = st.progress(0.0, text="timing…")
+    st.session_state[gen.TIMING_KEY] = (view.ids, gen.measure_cache_timing(
+        engine, view.ids, int(n_timing), lambda share, text: bar.progress(share, text=text)))
+    bar.empty()
+stored = st.session_state.get(gen.TIMING_KEY)
+if stored and stored[0] == view.ids:
+    timing = stored[1]
+    st.plotly_chart(figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
+                    key="gen_timing_chart")
+    k1, k2, k3 = st.columns(3)
+    k1.metric("Last step with the cache", f"{timing.cached_ms[-1]:.1f} ms")
+    k2.metric("Last step recomputing everything", f"{timing.uncached_ms[-1]:.1f} ms",
+              f"{timing.uncached_ms[-1] / timing.cached_ms[-1]:.1f}× slower", delta_color="inverse")
+    k3.metric("Largest |Δ logit| between the two", f"{timing.max_abs_diff:.2e}",
+              help="Same numbers either way: the cache changes the cost, not the answer.")
+else:
+    t2.caption("Generates greedy tokens after the prompt; at every length it times one cached decode step and one "
+               "full recompute, and compares their logits.")
+
+# 4. Prefill vs decode
+st.header("Prefill, then decode")
+if stepper.chosen:
+    st.plotly_chart(figs.make_phase_timeline(
+        [c.phase for c in stepper.chosen], [c.seconds for c in stepper.chosen],
+        [len(stepper.prompt_ids) if c.phase == "prefill" else 1 for c in stepper.chosen],
+        [c.text for c in stepper.chosen]), key="gen_timeline")
+    st.caption("The prefill processes every prompt token in one pass (matrix-matrix work); each decode step "
+               "processes one token (matrix-vector work, limited by reading the weights from memory).")
+
+st.subheader("What to try next")
+st.markdown(
+    "- Run a few tokens, rewind to step 1 and **force** a different token: the branch reuses the cache up to "
+    "there and the story changes.\n"
+    "- Set temperature 0 and compare with the Logits page's greedy pick.\n"
+    "- Measure with 64 tokens and watch the red curve climb while the blue one stays flat.\n"
+    "- Next: **Batching** — many requests through one model at once."
+)

@@ -1,0 +1,175 @@
+"""The Generation & KV cache page's link to the engine: the per-session stepper, cache views, live timings.
+
+Owns the session's ``Stepper`` (one request: its own KV cache, never shared), turning a
+typed forced token into an id, the numpy views of one layer's cache, the cache's size
+from the config formula checked against the real tensors, and the cached-vs-uncached
+measurement. Figures live in ``ui/figures/generation.py``.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from inference import Engine, SamplingParams
+from inference.stepper import Stepper, StepperError
+
+STEPPER_KEY = "gen_stepper"
+TIMING_KEY = "gen_timing"
+ERROR_KEY = "gen_error"  # the last action's error message, shown once
+PENDING_KEY = "gen_pending"  # a long action the page runs with a progress bar
+MAX_STEPS = 128  # tokens one walk may generate (bounds the per-session cache)
+MAX_RUN = 32  # tokens one "Run N" press may add
+MAX_TIMING_TOKENS = 64  # tokens the cached-vs-uncached measurement may generate
+
+
+def current_stepper(engine: Engine, prompt_ids: list[int], params: SamplingParams) -> Stepper:
+    """This session's stepper for the prompt: a new one when the prompt changed, new settings otherwise."""
+    stepper: Stepper | None = st.session_state.get(STEPPER_KEY)
+    if stepper is None or stepper.prompt_ids != prompt_ids or stepper.engine is not engine:
+        stepper = Stepper(engine, prompt_ids, params, max_steps=MAX_STEPS)
+        st.session_state[STEPPER_KEY] = stepper
+    stepper.params = params  # settings changed mid-walk apply from the next step on
+    return stepper
+
+
+def run_steps(stepper: Stepper, count: int, progress: Callable[[float, str], None] | None = None) -> int:
+    """Take up to ``count`` steps (stopping at end of text or the limit); returns how many were taken."""
+    taken = 0
+    for taken in range(1, count + 1):
+        if stepper.done:
+            return taken - 1
+        chosen = stepper.step()
+        if progress:
+            progress(taken / count, f"step {chosen.index}: {chosen.text!r}")
+    return taken
+
+
+def parse_forced_token(engine: Engine, text: str) -> int:
+    """The id of ``text`` if it is exactly one token; otherwise a ``StepperError`` saying what it is."""
+    if text == "":
+        raise StepperError("type the token to force, e.g. ' under' (mind the leading space)")
+    ids = engine.tokenizer.backend.encode(text, add_special_tokens=False).ids
+    if len(ids) != 1:
+        pieces = [engine.tokenizer.decode([i]) for i in ids]
+        raise StepperError(f"{text!r} is {len(ids)} tokens ({pieces}), not one: force a single token, "
+                           f"e.g. {pieces[0]!r}" if ids else f"{text!r} gives no token")
+    return ids[0]
+
+
+@dataclass(frozen=True)
+class CacheView:
+    keys: np.ndarray  # (n_kv, positions, head_dim)
+    values: np.ndarray  # (n_kv, positions, head_dim)
+    labels: list[str]  # the token at each cached position
+    new_rows: list[int]  # positions written by the last forward
+
+
+def cache_view(stepper: Stepper, layer: int, max_positions: int = 96) -> CacheView:
+    """One layer's cached K and V as numpy (the last ``max_positions`` positions at most)."""
+    keys, values = stepper.cache.layer_views(layer)  # (1, n_kv, L, hd) each
+    length = keys.shape[2]
+    first = max(0, length - max_positions)
+    ids = stepper.ids[:length]
+    last = stepper.chosen[-1] if stepper.chosen else None
+    new = range(last.cache_len_before, last.cache_len_after) if last else range(0)
+    return CacheView(
+        keys=keys[0, :, first:].float().cpu().numpy(), values=values[0, :, first:].float().cpu().numpy(),
+        labels=stepper.engine.tokenizer.token_strings(ids[first:]),
+        new_rows=[p - first for p in new if p >= first],
+    )
+
+
+@dataclass(frozen=True)
+class CacheBytes:
+    formula_now: int  # 2 x layers x KV heads x head dim x bytes x tokens
+    tensors_now: int  # the same, measured on the cache's actual tensors
+    allocated: int  # the preallocated capacity of this request's cache
+    full_context: int  # the formula at the model's whole context length
+    formula: str
+
+
+def cache_bytes(stepper: Stepper) -> CacheBytes:
+    config, cache = stepper.engine.config, stepper.cache
+    element = cache.keys.element_size()
+    length = len(cache)
+    keys = cache.keys[:, :, :, :length]  # (L, B, n_kv, length, hd)
+    return CacheBytes(
+        formula_now=config.kv_cache_bytes(length, element),
+        tensors_now=2 * keys.numel() * element,
+        allocated=cache.nbytes,
+        full_context=config.kv_cache_bytes(config.max_seq_len, element),
+        formula=(f"2 × {config.n_layers} layers × {config.n_kv_heads} KV heads × {config.head_dim} dims × "
+                 f"{element} bytes × tokens"),
+    )
+
+
+@dataclass
+class CacheTiming:
+    context_lengths: list[int]
+    cached_ms: list[float]
+    uncached_ms: list[float]
+    max_abs_diff: float  # largest |logit difference| between the two paths over every step
+    prefill_ms: float
+    prompt_tokens: int
+
+
+def measure_cache_timing(engine: Engine, prompt_ids: list[int], n_tokens: int,
+                         progress: Callable[[float, str], None] | None = None) -> CacheTiming:
+    """Greedy tokens one at a time, timing a cached decode step and a full recompute at each length."""
+    n_tokens = min(n_tokens, MAX_TIMING_TOKENS)
+    cache = engine.new_cache(len(prompt_ids) + n_tokens)
+    started = time.perf_counter()
+    logits = engine.prefill(prompt_ids, cache)
+    prefill_ms = 1000 * (time.perf_counter() - started)
+    ids = list(prompt_ids)
+    result = CacheTiming([], [], [], 0.0, prefill_ms, len(prompt_ids))
+    for step in range(n_tokens):
+        ids.append(int(logits.argmax()))
+        started = time.perf_counter()
+        logits = engine.decode_step(ids[-1], cache)
+        result.cached_ms.append(1000 * (time.perf_counter() - started))
+        started = time.perf_counter()
+        full = engine.forward_logits(ids)[-1]
+        result.uncached_ms.append(1000 * (time.perf_counter() - started))
+        result.context_lengths.append(len(ids))
+        result.max_abs_diff = max(result.max_abs_diff, float((full - logits).abs().max()))
+        if progress:
+            progress((step + 1) / n_tokens, f"{len(ids)} tokens")
+    return result
+
+
+def steps_table(stepper: Stepper) -> list[dict]:
+    """One row per chosen token for ``st.dataframe``."""
+    return [{
+        "step": c.index, "token": c.text, "forced": c.forced, "p (T=1)": round(c.probability, 4),
+        "phase": c.phase, "ms": round(1000 * c.seconds, 1), "cache reused": c.cache_len_before,
+        "top 3": " | ".join(f"{t.text!r} {t.probability:.0%}" for t in c.top[:3]),
+    } for c in stepper.chosen]
+
+
+def act(action: str) -> None:
+    """Button callback: apply ``action`` to this session's stepper with the values of its inputs.
+
+    Runs before the page redraws, so the page always shows the state after the action.
+    A refused action leaves the stepper as it was and leaves a message for the page.
+    """
+    stepper: Stepper | None = st.session_state.get(STEPPER_KEY)
+    if stepper is None:
+        return
+    try:
+        if action == "next":
+            run_steps(stepper, 1)
+        elif action == "run":  # long: the page runs it with a progress bar
+            st.session_state[PENDING_KEY] = "run"
+        elif action == "measure":
+            st.session_state[PENDING_KEY] = "measure"
+        elif action == "rewind":
+            stepper.rewind(int(st.session_state.get("gen_rewind_to", 0)))
+        elif action == "force":
+            stepper.step(forced_token=parse_forced_token(stepper.engine, st.session_state.get("gen_force", "")))
+    except StepperError as error:
+        st.session_state[ERROR_KEY] = str(error)

@@ -1,0 +1,113 @@
+"""Pure figure builders for the Generation & KV cache page.
+
+Plain lists and numpy arrays in, ``go.Figure`` (or an HTML string) out: the growing
+sequence, one step's alternatives, the K/V tensors of one layer with the row written
+this step outlined, cached vs uncached step times, and the prefill/decode timeline.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .tokens import visible
+
+PROMPT_COLOR, SAMPLED_COLOR, FORCED_COLOR = "#e9ecef", "#cfe2ff", "#ffd8a8"
+CACHED_COLOR, UNCACHED_COLOR = "#1f77b4", "#d62728"
+PHASE_COLORS = {"prefill": "#6f42c1", "decode": "#20c997"}
+
+
+def sequence_html(prompt_pieces: Sequence[str], chosen_pieces: Sequence[str], forced: Sequence[bool]) -> str:
+    """The prompt (grey) followed by the chosen tokens (blue, or orange when forced), step numbers below."""
+    def chip(text: str, colour: str, label: str) -> str:
+        return (f"<span style='display:inline-block;unicode-bidi:isolate;margin:2px;padding:2px 5px;"
+                f"background:{colour};border:1px solid #bbb;border-radius:4px;font-family:monospace;"
+                f"text-align:center;white-space:pre'>{html.escape(visible(text))}"
+                f"<br><span style='font-size:0.7em;color:#555'>{label}</span></span>")
+    chips = [chip(p, PROMPT_COLOR, "prompt") for p in prompt_pieces]
+    chips += [chip(p, FORCED_COLOR if f else SAMPLED_COLOR, f"step {i}{' ✎' if f else ''}")
+              for i, (p, f) in enumerate(zip(chosen_pieces, forced))]
+    return "<div dir='ltr' style='line-height:2.4'>" + "".join(chips) + "</div>"
+
+
+def make_alternatives_bar(tokens: Sequence[str], probs: Sequence[float], chosen: str, title: str) -> go.Figure:
+    """The model's top candidates at one step (softmax at T = 1), the chosen token outlined."""
+    labels = [visible(t) for t in tokens]
+    colors = [SAMPLED_COLOR if t == chosen else "#dee2e6" for t in tokens]
+    fig = go.Figure(go.Bar(x=list(probs), y=labels, orientation="h", marker_color=colors,
+                           marker_line_color=["#0d6efd" if t == chosen else "#adb5bd" for t in tokens],
+                           marker_line_width=2, text=[f"{p:.1%}" for p in probs], textposition="outside",
+                           cliponaxis=False))
+    fig.update_layout(title=title, height=60 + 32 * len(tokens), margin=dict(l=10, r=40, t=40, b=10),
+                      xaxis=dict(title="probability", range=[0, 1.15 * max(max(probs, default=0), 0.01)]),
+                      yaxis=dict(autorange="reversed", type="category"))
+    return fig
+
+
+def make_kv_heatmaps(keys: np.ndarray, values: np.ndarray, labels: Sequence[str], new_rows: Sequence[int],
+                     layer: int) -> go.Figure:
+    """K and V of one layer, (n_kv, positions, head_dim) each: one column per K/V head, K above V.
+
+    The rows written by the last forward are outlined in red; the rest were reused from the cache.
+    """
+    n_kv, n_pos, head_dim = keys.shape
+    titles = [f"K, head {h}" for h in range(n_kv)] + [f"V, head {h}" for h in range(n_kv)]
+    fig = make_subplots(rows=2, cols=n_kv, subplot_titles=titles, shared_yaxes=True,
+                        vertical_spacing=0.12, horizontal_spacing=0.03)
+    ticks = [f"{i}: {visible(t)}" for i, t in enumerate(labels)]
+    limit = float(max(np.abs(keys).max(initial=0), np.abs(values).max(initial=0), 1e-6))
+    for row, tensor in ((1, keys), (2, values)):
+        for head in range(n_kv):
+            fig.add_trace(go.Heatmap(
+                z=tensor[head], y=ticks, x=list(range(head_dim)), zmid=0, zmin=-limit, zmax=limit,
+                colorscale="RdBu_r", showscale=(row == 1 and head == 0), colorbar=dict(title="value"),
+                hovertemplate="position %{y}<br>dim %{x}<br>%{z:.3f}<extra></extra>",
+            ), row=row, col=head + 1)
+            for position in new_rows:
+                fig.add_shape(type="rect", x0=-0.5, x1=head_dim - 0.5, y0=position - 0.5, y1=position + 0.5,
+                              line=dict(color="red", width=2), row=row, col=head + 1)
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=ticks, ticktext=ticks)
+    fig.update_xaxes(title_text="head dimension", row=2)
+    fig.update_layout(title=f"Layer {layer}: the cache's keys and values ({n_pos} positions × {head_dim} dims "
+                            f"per K/V head); red = written this step",
+                      height=max(360, 2 * (80 + 14 * n_pos)), margin=dict(l=10, r=10, t=70, b=40))
+    return fig
+
+
+def make_cache_timing(context_lengths: Sequence[int], cached_ms: Sequence[float],
+                      uncached_ms: Sequence[float]) -> go.Figure:
+    """Time per generated token with the KV cache (one new position) and without (the whole sequence again)."""
+    fig = go.Figure([
+        go.Scatter(x=list(context_lengths), y=list(uncached_ms), mode="lines+markers", name="no cache: recompute all",
+                   line=dict(color=UNCACHED_COLOR)),
+        go.Scatter(x=list(context_lengths), y=list(cached_ms), mode="lines+markers", name="KV cache: one new position",
+                   line=dict(color=CACHED_COLOR)),
+    ])
+    fig.update_layout(title="Measured time per generated token as the sequence grows",
+                      xaxis_title="tokens in the sequence", yaxis_title="milliseconds per token",
+                      height=380, margin=dict(l=10, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def make_phase_timeline(phases: Sequence[str], seconds: Sequence[float], tokens_in: Sequence[int],
+                        labels: Sequence[str]) -> go.Figure:
+    """Each forward as a bar on a time axis: the prefill reads the whole prompt, each decode one token."""
+    starts = np.concatenate([[0.0], np.cumsum(seconds)[:-1]]) * 1000 if len(seconds) else np.array([])
+    fig = go.Figure()
+    for phase, color in PHASE_COLORS.items():
+        rows = [i for i, p in enumerate(phases) if p == phase]
+        if not rows:
+            continue
+        fig.add_trace(go.Bar(
+            base=[starts[i] for i in rows], x=[seconds[i] * 1000 for i in rows], y=[phase] * len(rows),
+            orientation="h", name=phase, marker_color=color, marker_line_color="white", marker_line_width=1,
+            customdata=[[tokens_in[i], visible(labels[i])] for i in rows],
+            hovertemplate="%{customdata[0]} token(s) in → %{customdata[1]}<br>%{x:.1f} ms<extra></extra>",
+        ))
+    fig.update_layout(title="Prefill once, then one decode step per token (measured)", barmode="overlay",
+                      xaxis_title="milliseconds since the request started", height=220,
+                      margin=dict(l=10, r=10, t=50, b=40), showlegend=False)
+    return fig
