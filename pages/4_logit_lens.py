@@ -1,6 +1,7 @@
 """Transformer block & logit lens: one block walked with real activations, then every layer read out as a guess."""
 import streamlit as st
 
+from ui import state
 from ui.compute_logits import current_prompt_logits, traced_prompt
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.figures.logits import visible_token
@@ -19,10 +20,14 @@ prompt, chat, cached = loaded
 config = get_engine().config
 traced = traced_prompt(prompt, chat)
 walk, lens = traced.walk, traced.lens
+if traced.traced_tokens < traced.prompt_tokens:
+    st.warning(f"The prompt has {traced.prompt_tokens:,} tokens; this page traces only its last "
+               f"{traced.traced_tokens} (a traced forward keeps every layer's attention, which grows as T²), "
+               "so the numbers here see a shortened context.")
 
 # 1. One block, walked with the real activations at the last position
 st.subheader("1 · One block, walked")
-layer = st.slider("Block (layer)", 0, config.n_layers - 1, 0, key="block_layer")
+layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind("block_layer", 0, range(config.n_layers)))
 last = visible_token(cached.token_strings[-1])
 st.plotly_chart(make_block_diagram(walk.stage_names, walk.shape, walk.norms[layer, :, -1].tolist(),
                                    f"Block {layer} of {config.n_layers}, at the last position ({last})"),
@@ -36,6 +41,8 @@ st.plotly_chart(make_block_activations(walk.stage_names, walk.last_vectors[layer
 st.subheader("2 · Logit lens")
 st.caption("Stop after any block, apply the final norm and the output matrix, and read off the token the model "
            "would predict. Bottom row: the embeddings alone; top row: the real output. Hover for the top 3.")
+if len(lens.position_tokens) < walk.shape[0]:
+    st.caption(f"Showing the last {len(lens.position_tokens)} of {walk.shape[0]} positions.")
 st.plotly_chart(make_logit_lens(lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings),
                 key="logit_lens")
 final = lens.top_strings[-1][-1][0]

@@ -1,7 +1,7 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
 import streamlit as st
 
-from ui import sampling_controls
+from ui import sampling_controls, state
 from ui.compute_logits import (
     STAGE_LABELS, current_prompt_logits, entropy_bits, params_key, sampling_stages, softmax_at, temperature_sweep,
     token_texts, tokens_for_mass, top_indices, use_article_prompt,
@@ -14,6 +14,7 @@ from ui.resources import get_engine
 
 redirect_legacy_run()
 TOP_N = 12
+COMPARE_OPTIONS = [0.3, 0.5, 1.0, 1.5, 2.0]
 SWEEP = tuple(round(0.05 * i, 2) for i in range(2, 61))  # T = 0.1 … 3.0
 
 st.title("Logits & temperature")
@@ -42,8 +43,8 @@ st.markdown(f"**Greedy decoding** takes the highest score: **{visible_token(toke
 
 # 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
 st.subheader("2 · Softmax and temperature")
-compare_t = st.select_slider("Compare with temperature", options=[0.3, 0.5, 1.0, 1.5, 2.0], value=1.0,
-                             key="compare_temperature")
+compare_t = st.select_slider("Compare with temperature", options=COMPARE_OPTIONS,
+                             **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
 probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
 metrics = st.columns(4)
 metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(probs_t):.2f} bits",

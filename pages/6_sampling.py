@@ -3,7 +3,7 @@ import dataclasses
 
 import streamlit as st
 
-from ui import sampling_controls
+from ui import sampling_controls, state
 from ui.compute_logits import current_prompt_logits, params_key, use_article_prompt
 from ui.compute_sampling import continuation, draw, draw_many, first_divergence
 from ui.figures.logits import visible_token
@@ -19,6 +19,10 @@ N_TOKENS = 10
 
 def _step_draw(delta: int | None) -> None:
     st.session_state[DRAW_INDEX] = 0 if delta is None else st.session_state.get(DRAW_INDEX, 0) + delta
+
+
+def _show_histogram() -> None:
+    st.session_state[SHOW_HISTOGRAM] = True
 
 
 st.title("Sampling")
@@ -66,8 +70,7 @@ st.caption("The real ranges, u and choice are the values the engine's `sample(re
 
 # 2. A thousand draws against the exact probabilities
 st.subheader("2 · Draw 1,000 times")
-if st.button("Draw 1,000 times", key="draw_1000"):
-    st.session_state[SHOW_HISTOGRAM] = True
+st.button("Draw 1,000 times", key="draw_1000", on_click=_show_histogram)
 if st.session_state.get(SHOW_HISTOGRAM):
     many = draw_many(prompt, chat, key, 1000)
     gof = many.gof
@@ -91,8 +94,8 @@ st.plotly_chart(make_token_strips(
     [greedy_run.probabilities, sampled_run.probabilities], split,
     f"Greedy vs sampled, {N_TOKENS} tokens each (seed {params.seed})"), key="greedy_vs_sampled")
 pair = st.columns(2)
-t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, 0.3, 0.1, key="compare_t_a")
-t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, 1.5, 0.1, key="compare_t_b")
+t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_a", 0.3))
+t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_b", 1.5))
 run_a = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_a)), N_TOKENS)
 run_b = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_b)), N_TOKENS)
 split_ab = first_divergence(run_a.token_ids, run_b.token_ids)

@@ -10,6 +10,7 @@ the plain softmax formula over the same cached logits. Drawing tokens lives in
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +37,23 @@ BLOCK_STAGES: tuple[str, ...] = (
 )
 
 
+@contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run the enclosed torch work on one intra-op thread, then restore the previous setting.
+
+    Measured on the shared 2-core machine while other processes kept it busy (load 5-8):
+    one ``sample(record=True)`` took a median 107-480 ms with 2 threads and 13 ms with
+    one; a 10-token ``generate`` 10-24 s with 2 threads and 0.8-0.9 s with one. The
+    threads of a batch-1 forward this small mostly wait on each other.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 # -- the forward pass, once per prompt ---------------------------------------------------
 @dataclass(frozen=True)
 class PromptLogits:
@@ -51,7 +69,8 @@ def prompt_logits(prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
     engine = get_engine()
     ids = engine.encode_prompt(prompt, chat=chat)
-    logits = engine.forward_logits(ids)[-1]  # (V,)
+    with single_threaded():
+        logits = engine.forward_logits(ids)[-1]  # (V,)
     return PromptLogits(ids, engine.tokenizer.token_strings(ids), logits.numpy().copy())
 
 
@@ -123,7 +142,13 @@ class StageView:
 
 
 def params_key(params: SamplingParams) -> tuple:
-    """A hashable, cache-friendly key holding every field of ``params``."""
+    """A hashable, cache-friendly key holding every field of ``params`` that can change a result.
+
+    Greedy (T = 0) ignores top-k, top-p, min-p and the seed, so they are reset in its key:
+    moving top-p while greedy reuses the cached greedy continuation.
+    """
+    if params.greedy:
+        params = dataclasses.replace(params, top_k=0, top_p=1.0, min_p=0.0, seed=0)
     return (params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty,
             params.max_new_tokens, params.seed, params.stop_on_eos)
 
@@ -131,21 +156,6 @@ def params_key(params: SamplingParams) -> tuple:
 def params_from_key(key: tuple) -> SamplingParams:
     names = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "seed", "stop_on_eos")
     return SamplingParams(**dict(zip(names, key)))
-
-
-@contextmanager
-def single_threaded() -> Iterator[None]:
-    """Run small (V,)-vector torch work on one intra-op thread, then restore the previous setting.
-
-    Measured on the shared 2-core machine under load: one ``sample(record=True)`` took a
-    median 107-480 ms with 2 threads (the threads wait on each other) and 13 ms with one.
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def recorded_sample(prompt: str, chat: bool, params: SamplingParams, generator: torch.Generator | None = None):
@@ -205,18 +215,26 @@ class BlockWalk:
 class TracedPrompt:
     lens: LogitLens
     walk: BlockWalk
+    prompt_tokens: int  # the whole prompt's length
+    traced_tokens: int  # how many of its last tokens the traced forward ran on
+
+
+MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three times: T² memory
 
 
 @st.cache_data(max_entries=8, show_spinner="Running a traced forward (every layer recorded)…")
 def traced_prompt(prompt: str, chat: bool, max_positions: int = 16) -> TracedPrompt:
-    """One traced forward of the prompt, reduced to the logit lens and the block walk (numpy only)."""
+    """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens of) the prompt, as the lens and the walk."""
     engine = get_engine()
-    ids = engine.encode_prompt(prompt, chat=chat)
-    logits, trace = engine.traced_forward(ids)
+    all_ids = engine.encode_prompt(prompt, chat=chat)
+    ids = all_ids[-MAX_TRACED_TOKENS:]
+    with single_threaded():
+        logits, trace = engine.traced_forward(ids)
     keep_from = max(0, len(ids) - max_positions)  # the lens shows at most the last max_positions tokens
     streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
-    lens = _logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
-    return TracedPrompt(lens=lens, walk=_block_walk(trace))
+    with single_threaded():
+        lens = _logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
+    return TracedPrompt(lens=lens, walk=_block_walk(trace), prompt_tokens=len(all_ids), traced_tokens=len(ids))
 
 
 def _logit_lens(engine, streams: list[torch.Tensor], ids: list[int], keep_from: int, final_id: int) -> LogitLens:

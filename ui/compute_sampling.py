@@ -189,7 +189,8 @@ class Continuation:
 def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
     """The engine's own ``generate`` for ``n_tokens`` tokens with these settings and seed."""
     params = dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens)
-    steps = list(get_engine().generate(prompt, params, chat=chat))
+    with single_threaded():
+        steps = list(get_engine().generate(prompt, params, chat=chat))
     return Continuation(
         token_ids=[s.token_id for s in steps], token_strings=[s.token_text for s in steps],
         probabilities=[s.probability for s in steps], text="".join(s.text for s in steps),
