@@ -217,7 +217,7 @@ class _StaticBatch:
             batch_positions=ids.numel(), wasted_positions=ids.numel() - sum(fed.values()),
             cache_slots_in_use=rows, cache_slots_total=rows,
             cache_positions_in_use=sum(self.lengths) - rows, cache_positions_reserved=self.cache.capacity * rows,
-            finished=[r.index for r in active if r.finish_reason is not None], seconds=now - tick,
+            finished=[r.index for r in active if r.finish_reason is not None], seconds=time.perf_counter() - tick,
         )
 
     def _take(self, row: int, result: BatchResult, logits: torch.Tensor, now: float) -> int:

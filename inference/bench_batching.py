@@ -15,7 +15,10 @@ all greedy. At batch size B there are 2B requests (4 at B = 1), all arriving at 
 
 "tok/s" is useful output tokens / wall time of the whole workload, prefill included;
 "decode tok/s" (ours only) counts decode steps alone, from the step records.
-Ratios are against our batch 1 on the same metric.
+Ratios are against our batch 1 on the same metric. A last table times one decode
+forward alone (the model's ceiling, no sampling or scheduling) at each batch size,
+interleaving the sizes and taking medians so that load from other processes on a
+shared machine hits every size alike.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import torch
 from .batching import BatchRun, run_static
 from .continuous import run_continuous
 from .engine import Engine
+from .kv_cache import KVCache
 from .loader import load_engine
 from .sampling import SamplingParams
 
@@ -110,23 +114,41 @@ def bench_transformers(reference, work, batch: int, pad_id: int) -> Row:
     return Row("transformers", batch, len(work), tokens, seconds, tokens / seconds, None)
 
 
+def bench_decode_forward(engine: Engine, batches: list[int], cached: int = 48, repeats: int = 7) -> dict[int, float]:
+    """Tokens/s of one decode forward at each batch size (median of interleaved repeats)."""
+    caches: dict[int, KVCache] = {}
+    for batch in batches:
+        caches[batch] = engine.new_cache(cached + repeats + 1, batch_size=batch)
+        prompt = torch.full((batch, cached), 5, device=engine.device)  # (B, S)
+        engine.model(prompt, kv_cache=caches[batch], last_only=True)
+    times: dict[int, list[float]] = {batch: [] for batch in batches}
+    for _ in range(repeats):
+        for batch in batches:
+            token = torch.full((batch, 1), 7, device=engine.device)  # (B, 1)
+            started = time.perf_counter()
+            engine.model(token, kv_cache=caches[batch], last_only=True)
+            times[batch].append(time.perf_counter() - started)
+    return {batch: batch / sorted(t)[len(t) // 2] for batch, t in times.items()}
+
+
 def run(quick: bool, threads: int) -> dict:
     engine = load_engine(device="cpu", dtype="float32", threads=threads)
     torch.set_num_threads(threads)
     from transformers import AutoModelForCausalLM
 
     reference = AutoModelForCausalLM.from_pretrained(str(engine.folder), dtype=torch.float32).eval()
-    batches, answers = ([1, 4, 8], (2, 12)) if quick else ([1, 4, 16, 32], (4, 32))
+    batches, answers = ([1, 4, 8], (2, 12)) if quick else ([1, 4, 16, 32], (4, 24))
     warm = make_workload(engine, 2, (2, 2), seed=1)
     bench_ours_static(engine, warm, 2)  # first-call allocations out of the timings
     rows: list[Row] = []
     for batch in batches:
-        work = make_workload(engine, 4 if batch == 1 else 2 * batch, answers, seed=batch)
+        work = make_workload(engine, 4 if batch == 1 else min(2 * batch, 32), answers, seed=batch)
         rows.append(bench_ours_static(engine, work, batch))
         if batch > 1:
             rows.append(bench_ours_continuous(engine, work, batch))
         rows.append(bench_transformers(reference, work, batch, pad_id=0))
         print(f"  batch {batch}: done", flush=True)
+    forward_only = bench_decode_forward(engine, batches)
     base = next(r for r in rows if r.runner == "ours static" and r.batch == 1)
     for row in rows:
         row.ratio_vs_ours_b1 = row.tok_s / base.tok_s
@@ -135,6 +157,7 @@ def run(quick: bool, threads: int) -> dict:
         "cpu_count": os.cpu_count(), "load_average_at_end": os.getloadavg(), "machine": platform.machine(),
         "torch": torch.__version__, "quick": quick, "answer_range": answers,
         "rows": [asdict(r) for r in rows],
+        "decode_forward_tok_s": {str(b): v for b, v in forward_only.items()},
     }
 
 
@@ -146,11 +169,15 @@ def print_table(report: dict) -> None:
         decode = f"{r['decode_tok_s']:.1f}" if r["decode_tok_s"] is not None else "-"
         print(f"{r['runner']:<17}{r['batch']:>6}{r['requests']:>6}{r['output_tokens']:>8}{r['seconds']:>8.1f}"
               f"{r['tok_s']:>8.1f}{decode:>14}{r['ratio_vs_ours_b1']:>7.2f}")
+    forward = report["decode_forward_tok_s"]
+    print("\none decode forward alone (median, sizes interleaved):")
+    for batch, rate in forward.items():
+        print(f"  batch {batch:>3}: {rate:7.1f} tok/s  ({rate / forward['1']:.2f}x batch 1)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="batches 1, 4, 8 and short answers (~1 minute)")
+    parser.add_argument("--quick", action="store_true", help="batches 1, 4, 8 and short answers (about a minute)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: on a shared 2-core machine, 2 threads that "
                              "compete with other processes run many times slower)")
