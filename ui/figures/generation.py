@@ -58,12 +58,13 @@ def make_kv_heatmaps(keys: np.ndarray, values: np.ndarray, labels: Sequence[str]
     fig = make_subplots(rows=2, cols=n_kv, subplot_titles=titles, shared_yaxes=True,
                         vertical_spacing=0.12, horizontal_spacing=0.03)
     ticks = [f"{i}: {visible(t)}" for i, t in enumerate(labels)]
-    limit = float(max(np.abs(keys).max(initial=0), np.abs(values).max(initial=0), 1e-6))
     for row, tensor in ((1, keys), (2, values)):
+        limit = float(max(np.abs(tensor).max(initial=0), 1e-6))  # K and V each on their own scale
         for head in range(n_kv):
             fig.add_trace(go.Heatmap(
                 z=tensor[head], y=ticks, x=list(range(head_dim)), zmid=0, zmin=-limit, zmax=limit,
-                colorscale="RdBu_r", showscale=(row == 1 and head == 0), colorbar=dict(title="value"),
+                colorscale="RdBu_r", showscale=head == 0,
+                colorbar=dict(title="K" if row == 1 else "V", len=0.45, y=0.78 if row == 1 else 0.22),
                 hovertemplate="position %{y}<br>dim %{x}<br>%{z:.3f}<extra></extra>",
             ), row=row, col=head + 1)
             for position in new_rows:
