@@ -49,11 +49,17 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x`` (B, h, T, hd) by the angles of ``positions`` (B, T)."""
-        cos = self.cos[positions][:, None].to(x.dtype)  # (B, 1, T, hd)
-        sin = self.sin[positions][:, None].to(x.dtype)  # (B, 1, T, hd)
-        return x * cos + rotate_half(x) * sin
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin for ``positions`` (B, T), each (B, 1, T, hd): looked up once per forward."""
+        cos = self.cos[positions][:, None].to(dtype)  # (B, 1, T, hd)
+        sin = self.sin[positions][:, None].to(dtype)  # (B, 1, T, hd)
+        return cos, sin
+
+
+def apply_rotary(x: torch.Tensor, angles: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate ``x`` (B, h, T, hd) by the RoPE angles of its positions."""
+    cos, sin = angles
+    return x * cos + rotate_half(x) * sin
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -73,8 +79,7 @@ class Attention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        positions: torch.Tensor,
-        rope: RotaryEmbedding | None,
+        rope_angles: tuple[torch.Tensor, torch.Tensor] | None,
         kv_cache: KVCache | None,
         mask: torch.Tensor | None,
         record: dict | None,
@@ -87,8 +92,8 @@ class Attention(nn.Module):
         q = q.view(batch, steps, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = k.view(batch, steps, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
         v = v.view(batch, steps, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
-        if rope is not None:
-            q, k = rope(q, positions), rope(k, positions)
+        if rope_angles is not None:
+            q, k = apply_rotary(q, rope_angles), apply_rotary(k, rope_angles)
         if kv_cache is not None:
             k, v = kv_cache.append(self.layer_index, k, v)  # (B, n_kv, S, hd)
 
@@ -152,9 +157,9 @@ class Block(nn.Module):
         self.mlp_norm = make_norm(config)
         self.mlp = MLP(config)
 
-    def forward(self, x, positions, rope, kv_cache, mask, trace: ForwardTrace | None) -> torch.Tensor:
+    def forward(self, x, rope_angles, kv_cache, mask, trace: ForwardTrace | None) -> torch.Tensor:
         record = {} if trace is not None else None
-        attn_output = self.attn(self.attn_norm(x), positions, rope, kv_cache, mask, record)
+        attn_output = self.attn(self.attn_norm(x), rope_angles, kv_cache, mask, record)
         after_attn = x + attn_output
         mlp_input = self.mlp_norm(after_attn)
         mlp_output = self.mlp(mlp_input)
@@ -213,8 +218,9 @@ class Transformer(nn.Module):
             x = x + self.pos_embed(positions)
         if trace is not None:
             trace.embeddings, trace.cache_start, trace.cache_end = keep(x), start, start + steps
+        rope_angles = self.rope(positions, x.dtype) if self.rope is not None else None
         for block in self.layers:
-            x = block(x, positions, self.rope, kv_cache, mask, trace)
+            x = block(x, rope_angles, kv_cache, mask, trace)
         if kv_cache is not None:
             kv_cache.commit()
         if last_only:
