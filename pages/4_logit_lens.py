@@ -48,7 +48,7 @@ st.plotly_chart(make_logit_lens(lens.layer_labels, lens.position_tokens, lens.to
 final = lens.top_strings[-1][-1][0]
 st.plotly_chart(make_answer_formation(lens.layer_labels, lens.final_token_probability.tolist(), final),
                 key="answer_formation")
-first_top = next((i for i in range(len(lens.layer_labels)) if lens.top_strings[i][-1][0] == final), None)
-if first_top is not None:
-    st.markdown(f"The final answer **{visible_token(final)}** first becomes the top guess at "
-                f"**{lens.layer_labels[first_top]}** (of {config.n_layers} blocks).")
+settled = next(i for i in range(len(lens.layer_labels))
+               if all(lens.top_strings[j][-1][0] == final for j in range(i, len(lens.layer_labels))))
+st.markdown(f"The final answer **{visible_token(final)}** is the top guess at the last position from "
+            f"**{lens.layer_labels[settled]}** on (of {config.n_layers} blocks); the line shows how sure each layer is.")

@@ -43,8 +43,8 @@ st.markdown(f"**Greedy decoding** takes the highest score: **{visible_token(toke
 
 # 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
 st.subheader("2 · Softmax and temperature")
-compare_t = st.select_slider("Compare with temperature", options=COMPARE_OPTIONS,
-                             **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
+compare_t = st.columns(3)[0].select_slider("Compare with temperature", options=COMPARE_OPTIONS,
+                                           **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
 probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
 metrics = st.columns(4)
 metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(probs_t):.2f} bits",

@@ -93,7 +93,9 @@ st.plotly_chart(make_token_strips(
     [greedy_run.token_strings, sampled_run.token_strings], ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"],
     [greedy_run.probabilities, sampled_run.probabilities], split,
     f"Greedy vs sampled, {N_TOKENS} tokens each (seed {params.seed})"), key="greedy_vs_sampled")
-pair = st.columns(2)
+st.markdown(f"**Greedy:** {greedy_run.text!r}  \n**Sampled:** {sampled_run.text!r}  \nGreedy always takes the top "
+            "token (the sampler gives it all the mass, p = 1); sampling follows the seed's u values.")
+pair = st.columns(4)
 t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_a", 0.3))
 t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_b", 1.5))
 run_a = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_a)), N_TOKENS)

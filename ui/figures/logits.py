@@ -39,9 +39,12 @@ def make_logits_bar(tokens: Sequence[str], logits: Sequence[float], greedy_index
     ))
     if 0 <= greedy_index < len(tokens):
         fig.add_annotation(x=greedy_index, y=float(logits[greedy_index]), text="greedy pick", showarrow=True,
-                           arrowhead=2, ay=-40, font={"color": GREEDY_COLOR})
+                           arrowhead=2, ay=-45, yshift=18, font={"color": GREEDY_COLOR})
     _token_axis(fig, tokens)
-    fig.update_layout(title=title, yaxis_title="logit (raw score)", margin={"t": 60, "b": 40}, height=360)
+    low, high = (min(logits), max(logits)) if len(logits) else (0.0, 1.0)
+    span = max(high - low, 1e-6)
+    fig.update_layout(title=title, margin={"t": 60, "b": 40}, height=360,  # logits are not probabilities:
+                      yaxis={"title": "logit (raw score)", "range": [low - 0.5 * span, high + 0.45 * span]})
     return fig
 
 
@@ -56,13 +59,14 @@ def make_probability_overlay(tokens: Sequence[str], probs_a: Sequence[float], pr
                text=[f"{p:.2f}" for p in probs_b], textposition="outside", cliponaxis=False,
                hovertemplate="%{y:.4f}<extra>" + label_b + "</extra>"),
     ])
+    top = max([*probs_a, *probs_b, 0.05])
     if 0 <= greedy_index < len(tokens):
-        top = max(float(probs_a[greedy_index]), float(probs_b[greedy_index]))
-        fig.add_annotation(x=greedy_index, y=top, text="greedy pick", showarrow=True, arrowhead=2, ay=-35,
+        fig.add_annotation(x=greedy_index, y=max(float(probs_a[greedy_index]), float(probs_b[greedy_index])),
+                           text="greedy pick", showarrow=True, arrowhead=2, ay=-30, yshift=16,
                            font={"color": GREEDY_COLOR})
     _token_axis(fig, tokens)
     fig.update_layout(barmode="group", title="Probabilities after softmax: two temperatures",
-                      yaxis={"title": "probability", "range": [0, 1.12]}, height=360,
+                      yaxis={"title": "probability", "range": [0, min(1.0, top) * 1.3]}, height=360,
                       legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
                       margin={"t": 70, "b": 40})
     return fig
@@ -81,8 +85,8 @@ def make_temperature_sweep(temperatures: Sequence[float], entropy_bits: Sequence
         _vertical(1.0, "grey", "dot"), _vertical(current, SECOND_COLOR, "solid"),
     ]
     annotations = [
-        _label(1.0, "T = 1 (the model's own)", "grey", "right", 1.0), _label(current, f"your T = {current:g}",
-                                                                          SECOND_COLOR, "left", 0.9),
+        _label(1.0, "T = 1 (the model's own)", "grey", "right" if current >= 1.0 else "left", 1.07),
+        _label(current, f"your T = {current:g}", SECOND_COLOR, "left" if current >= 1.0 else "right", 0.93),
         _label(low, "sharper", GREEDY_COLOR, "left", 0.02), _label(high, "flatter", BAR_COLOR, "right", 0.02),
     ]
     return go.Figure(
@@ -96,9 +100,10 @@ def make_temperature_sweep(temperatures: Sequence[float], entropy_bits: Sequence
             "title": {"text": "Temperature: entropy and the top probability"}, "height": 360,
             "xaxis": {"title": {"text": "temperature T"}, "range": [low, high]},
             "yaxis": {"title": {"text": "entropy (bits)"}, "rangemode": "tozero"},
-            "yaxis2": {"title": {"text": "top probability"}, "overlaying": "y", "side": "right", "range": [0, 1.05]},
+            "yaxis2": {"title": {"text": "top probability"}, "overlaying": "y", "side": "right", "range": [0, 1.05],
+                       "dtick": 0.25, "showgrid": False},
             "shapes": shapes, "annotations": annotations,
-            "legend": {"orientation": "h", "y": -0.25}, "margin": {"t": 60, "b": 40},
+            "legend": {"orientation": "h", "y": -0.25}, "margin": {"t": 80, "b": 40},
         },
     )
 

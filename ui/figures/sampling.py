@@ -69,8 +69,8 @@ def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expect
                text=[f"{v:.3f}" for v in observed], textposition="outside", cliponaxis=False,
                hovertemplate="%{y:.4f}<extra></extra>"),
     ])
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[visible_token(t) if not t.startswith("other (") else t
-                                                            for t in labels])
+    ticks = [t.replace("other (", "other<br>(") if t.startswith("other (") else visible_token(t) for t in labels]
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=ticks)
     verdict = f"χ² = {statistic:.2f}, dof = {dof}, p = {p_value:.3g}" if dof else "one token only: nothing to test"
     fig.update_layout(barmode="group", title=f"{n_draws:,} draws vs the exact probabilities · {verdict}",
                       yaxis={"title": "probability / frequency", "rangemode": "tozero"}, height=380,
@@ -97,7 +97,7 @@ def make_token_strips(rows: Sequence[Sequence[str]], row_labels: Sequence[str],
     if diverge_index is not None and diverge_index < width:
         fig.add_shape(type="rect", x0=diverge_index - 0.5, x1=diverge_index + 0.5, y0=-0.5, y1=len(rows) - 0.5,
                       line={"color": GREEDY_COLOR, "width": 3})
-        fig.add_annotation(x=diverge_index, y=len(rows) - 0.5, yshift=12, text="first divergence", showarrow=False,
+        fig.add_annotation(x=diverge_index, y=-0.5, yanchor="bottom", text="first divergence", showarrow=False,
                            font={"color": GREEDY_COLOR})
     fig.update_xaxes(title="generated token #", dtick=1)
     fig.update_yaxes(autorange="reversed")
