@@ -28,17 +28,19 @@ class PageSpec:
     title: str
     url_path: str  # deep link, e.g. "attention" -> http://localhost:8501/attention
     icon: str
+    opens_with_chart: bool = True  # draws a Plotly chart before any click (the browser smoke test waits for it)
 
 
 PAGES: list[PageSpec] = [
-    PageSpec("pages/0_overview.py", "Overview", "overview", ":material/home:"),  # default page, served at "/"
+    PageSpec("pages/0_overview.py", "Overview", "overview", ":material/home:", False),  # default page, served at "/"
     PageSpec("pages/1_tokenization.py", "Tokenization", "tokenization", ":material/text_fields:"),
     PageSpec("pages/2_embeddings.py", "Embeddings", "embeddings", ":material/scatter_plot:"),
     PageSpec("pages/3_attention.py", "Attention", "attention", ":material/visibility:"),
     PageSpec("pages/4_logit_lens.py", "Transformer block & logit lens", "logit_lens", ":material/layers:"),
     PageSpec("pages/5_logits.py", "Logits & temperature", "logits", ":material/bar_chart:"),
     PageSpec("pages/6_sampling.py", "Sampling", "sampling", ":material/casino:"),
-    PageSpec("pages/7_generation.py", "Generation & KV cache", "generation", ":material/autorenew:"),
+    PageSpec("pages/7_generation.py", "Generation & KV cache", "generation", ":material/autorenew:",
+             opens_with_chart=False),  # charts appear after the first step
 ]
 
 

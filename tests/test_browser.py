@@ -1,0 +1,150 @@
+"""Real-browser smoke test: every registered page opened by deep link on a freshly started server.
+
+Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
+``streamlit run app.py`` per page matters: only the first request of a new server
+takes Streamlit's legacy ``pages/`` path (see ``ui.navigation.redirect_legacy_run``).
+Screenshots go to ``$BROWSER_SCREENSHOTS`` (default: pytest's temporary folder).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ui.navigation import PAGES, ROOT_TITLE
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+STARTUP_S = 120  # server start + model load on 2 shared cores
+RENDER_S = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"no healthy server at {url} after {timeout:.0f} s")
+
+
+@pytest.fixture
+def fresh_server(tmp_path) -> Iterator[str]:
+    """A new ``streamlit run app.py`` on a free localhost port; its URL."""
+    port = _free_port()
+    log = open(tmp_path / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, STARTUP_S)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+def _wait_for_run_to_finish(page) -> None:
+    """Until Streamlit's running indicator has been gone for a moment and Plotly has drawn."""
+    deadline = time.monotonic() + RENDER_S
+    quiet_since = None
+    while time.monotonic() < deadline:
+        running = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        if running:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > 2.0:
+            return
+        time.sleep(0.25)
+    raise TimeoutError("the page kept running")
+
+
+def _charts_drawn(page) -> bool:
+    """Whether at least one Plotly chart has drawn its SVG."""
+    try:
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=RENDER_S * 1000)
+    except Exception:  # noqa: BLE001  (Playwright's TimeoutError; reported by the caller's assert)
+        return False
+    return True
+
+
+def _screenshot(page, name: str, folder: Path) -> None:
+    height = page.evaluate(
+        "() => { const m = document.querySelector('[data-testid=stMain]'); return m ? m.scrollHeight : 900; }")
+    page.set_viewport_size({"width": 1400, "height": min(max(int(height) + 40, 900), 12000)})
+    time.sleep(1.0)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("spec", PAGES, ids=[spec.url_path for spec in PAGES])
+def test_deep_link_on_fresh_server(spec, fresh_server, browser, tmp_path):
+    is_default = spec is PAGES[0]
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(fresh_server + ("/" if is_default else f"/{spec.url_path}"))
+    page.wait_for_selector("h1", timeout=RENDER_S * 1000)
+    charts_drawn = not spec.opens_with_chart or _charts_drawn(page)
+    _wait_for_run_to_finish(page)
+    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    _screenshot(page, spec.url_path, folder)
+
+    # the right page, under the app's own navigation (not Streamlit's file-name fallback)
+    links = page.locator('[data-testid="stSidebarNav"] a')
+    titles = [text.split("\n")[-1].strip() for text in links.all_inner_texts()]
+    assert titles == [p.title for p in PAGES], titles
+    active = page.locator('[data-testid="stSidebarNav"] a[aria-current="page"]').inner_text()
+    assert active.split("\n")[-1].strip() == spec.title
+    if not is_default:
+        assert page.url.rstrip("/").endswith("/" + spec.url_path)
+    heading = page.locator("h1").first.inner_text()
+    assert heading.strip() == (ROOT_TITLE if is_default else spec.title) or spec.title.split(" ")[0] in heading
+
+    # the shared sidebar, no exception, no error, charts drawn
+    assert page.locator('[data-testid="stSidebar"] textarea').count() == 1
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    assert page.get_by_text("Page not found").count() == 0
+    assert charts_drawn, f"no Plotly chart drawn on /{spec.url_path} (screenshot in {folder})"
+    page.close()
