@@ -15,7 +15,9 @@ all greedy. At batch size B there are 2B requests (4 at B = 1), all arriving at 
 
 "tok/s" is useful output tokens / wall time of the whole workload, prefill included;
 "decode tok/s" (ours only) counts decode steps alone, from the step records.
-Ratios are against our batch 1 on the same metric. A last table times one decode
+Ratios are against our batch 1 on the same metric, measured right before each batch
+size on two of its requests: on a shared machine the load drifts by several times
+within minutes, and a baseline from minutes earlier would skew them. A last table times one decode
 forward alone (the model's ceiling, no sampling or scheduling) at each batch size,
 interleaving the sizes and taking medians so that load from other processes on a
 shared machine hits every size alike.
@@ -45,14 +47,33 @@ RESULTS = Path("bench-results/batching.json")
 
 @dataclass
 class Row:
-    runner: str  # "ours static", "ours continuous", "transformers"
+    runner: str  # "ours static", "ours continuous", "transformers", or "ours b1 ref" (the baseline)
     batch: int
     requests: int
     output_tokens: int
-    seconds: float
-    tok_s: float
-    decode_tok_s: float | None
-    ratio_vs_ours_b1: float | None = None
+    seconds: float  # wall clock
+    cpu_seconds: float  # this process's CPU time: what the work cost, minus time spent descheduled
+    decode_tok_s: float | None  # ours only: decode steps alone, wall clock
+    ratio_vs_ours_b1: float | None = None  # tok/s over the batch-1 baseline measured just before
+    cpu_ratio_vs_ours_b1: float | None = None  # the same for tokens per CPU second
+
+    @property
+    def tok_s(self) -> float:
+        return self.output_tokens / self.seconds
+
+    @property
+    def tok_per_cpu_s(self) -> float:
+        return self.output_tokens / self.cpu_seconds
+
+
+class Clock:
+    """Wall time and process CPU time since construction."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def elapsed(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
 def make_workload(engine: Engine, count: int, answer_range: tuple[int, int], seed: int) -> list[tuple[list[int], int]]:
@@ -80,27 +101,28 @@ def decode_rate(runs: list[BatchRun]) -> float:
     return tokens / max(sum(s.seconds for s in steps), 1e-9)
 
 
-def bench_ours_static(engine: Engine, work, batch: int) -> Row:
-    started, runs = time.perf_counter(), []
+def bench_ours_static(engine: Engine, work, batch: int, runner: str = "ours static") -> Row:
+    clock, runs = Clock(), []
     for chunk in chunks(work, batch):
         runs.append(run_static(engine, [p for p, _ in chunk], [params_for(n) for _, n in chunk]))
-    return _row("ours static", batch, work, runs, time.perf_counter() - started)
+    return _row(runner, batch, work, runs, clock)
 
 
 def bench_ours_continuous(engine: Engine, work, batch: int) -> Row:
-    started = time.perf_counter()
+    clock = Clock()
     run = run_continuous(engine, [p for p, _ in work], [params_for(n) for _, n in work], n_slots=batch)
-    return _row("ours continuous", batch, work, [run], time.perf_counter() - started)
+    return _row("ours continuous", batch, work, [run], clock)
 
 
-def _row(runner: str, batch: int, work, runs: list[BatchRun], seconds: float) -> Row:
+def _row(runner: str, batch: int, work, runs: list[BatchRun], clock: Clock) -> Row:
+    seconds, cpu_seconds = clock.elapsed()
     tokens = sum(len(r.token_ids) for run in runs for r in run.results)
     assert tokens == sum(n for _, n in work), "every request must produce exactly its answer length"
-    return Row(runner, batch, len(work), tokens, seconds, tokens / seconds, decode_rate(runs))
+    return Row(runner, batch, len(work), tokens, seconds, cpu_seconds, decode_rate(runs))
 
 
 def bench_transformers(reference, work, batch: int, pad_id: int) -> Row:
-    started, tokens = time.perf_counter(), 0
+    clock, tokens = Clock(), 0
     for chunk in chunks(work, batch):
         width, longest = max(len(p) for p, _ in chunk), max(n for _, n in chunk)
         ids = torch.tensor([[pad_id] * (width - len(p)) + p for p, _ in chunk])  # (B, T) left-padded
@@ -110,25 +132,27 @@ def bench_transformers(reference, work, batch: int, pad_id: int) -> Row:
                                      min_new_tokens=longest, pad_token_id=pad_id)
         assert out.shape[1] == width + longest
         tokens += sum(n for _, n in chunk)
-    seconds = time.perf_counter() - started
-    return Row("transformers", batch, len(work), tokens, seconds, tokens / seconds, None)
+    return Row("transformers", batch, len(work), tokens, *clock.elapsed(), None)
 
 
-def bench_decode_forward(engine: Engine, batches: list[int], cached: int = 48, repeats: int = 7) -> dict[int, float]:
-    """Tokens/s of one decode forward at each batch size (median of interleaved repeats)."""
+def bench_decode_forward(engine: Engine, batches: list[int], cached: int = 48,
+                         repeats: int = 7) -> dict[int, dict[str, float]]:
+    """Tokens/s (wall and CPU) of one decode forward per batch size: medians of interleaved repeats."""
     caches: dict[int, KVCache] = {}
     for batch in batches:
         caches[batch] = engine.new_cache(cached + repeats + 1, batch_size=batch)
         prompt = torch.full((batch, cached), 5, device=engine.device)  # (B, S)
         engine.model(prompt, kv_cache=caches[batch], last_only=True)
-    times: dict[int, list[float]] = {batch: [] for batch in batches}
+    times: dict[int, list[tuple[float, float]]] = {batch: [] for batch in batches}
     for _ in range(repeats):
         for batch in batches:
             token = torch.full((batch, 1), 7, device=engine.device)  # (B, 1)
-            started = time.perf_counter()
+            clock = Clock()
             engine.model(token, kv_cache=caches[batch], last_only=True)
-            times[batch].append(time.perf_counter() - started)
-    return {batch: batch / sorted(t)[len(t) // 2] for batch, t in times.items()}
+            times[batch].append(clock.elapsed())
+    median = lambda values: sorted(values)[len(values) // 2]  # noqa: E731
+    return {batch: {"tok_s": batch / median([w for w, _ in t]), "tok_per_cpu_s": batch / median([c for _, c in t])}
+            for batch, t in times.items()}
 
 
 def run(quick: bool, threads: int) -> dict:
@@ -143,36 +167,42 @@ def run(quick: bool, threads: int) -> dict:
     rows: list[Row] = []
     for batch in batches:
         work = make_workload(engine, 4 if batch == 1 else min(2 * batch, 32), answers, seed=batch)
-        rows.append(bench_ours_static(engine, work, batch))
-        if batch > 1:
-            rows.append(bench_ours_continuous(engine, work, batch))
-        rows.append(bench_transformers(reference, work, batch, pad_id=0))
+        baseline = bench_ours_static(engine, work if batch == 1 else work[:2], 1,
+                                     "ours static" if batch == 1 else "ours b1 ref")
+        measured = [baseline] if batch == 1 else [baseline, bench_ours_static(engine, work, batch),
+                                                  bench_ours_continuous(engine, work, batch)]
+        measured.append(bench_transformers(reference, work, batch, pad_id=0))
+        for row in measured:
+            row.ratio_vs_ours_b1 = row.tok_s / baseline.tok_s
+            row.cpu_ratio_vs_ours_b1 = row.tok_per_cpu_s / baseline.tok_per_cpu_s
+        rows.extend(measured)
         print(f"  batch {batch}: done", flush=True)
     forward_only = bench_decode_forward(engine, batches)
-    base = next(r for r in rows if r.runner == "ours static" and r.batch == 1)
-    for row in rows:
-        row.ratio_vs_ours_b1 = row.tok_s / base.tok_s
     return {
         "model": engine.config.name, "dtype": "float32", "device": "cpu", "threads": threads,
         "cpu_count": os.cpu_count(), "load_average_at_end": os.getloadavg(), "machine": platform.machine(),
         "torch": torch.__version__, "quick": quick, "answer_range": answers,
-        "rows": [asdict(r) for r in rows],
-        "decode_forward_tok_s": {str(b): v for b, v in forward_only.items()},
+        "rows": [{**asdict(r), "tok_s": r.tok_s, "tok_per_cpu_s": r.tok_per_cpu_s} for r in rows],
+        "decode_forward": {str(b): v for b, v in forward_only.items()},
     }
 
 
 def print_table(report: dict) -> None:
     print(f"\n{report['model']} fp32 CPU, {report['threads']} thread(s); mixed prompts 8-64, answers "
-          f"{report['answer_range'][0]}-{report['answer_range'][1]} tokens, greedy")
-    print(f"{'runner':<17}{'batch':>6}{'reqs':>6}{'tokens':>8}{'sec':>8}{'tok/s':>8}{'decode tok/s':>14}{'x b1':>7}")
+          f"{report['answer_range'][0]}-{report['answer_range'][1]} tokens, greedy; 'x b1' = over the "
+          f"batch-1 baseline run just before")
+    print(f"{'runner':<16}{'batch':>6}{'reqs':>5}{'tokens':>7}{'wall s':>8}{'tok/s':>7}{'x b1':>6}"
+          f"{'cpu s':>7}{'tok/cpu-s':>10}{'x b1':>6}{'decode tok/s':>13}")
     for r in report["rows"]:
         decode = f"{r['decode_tok_s']:.1f}" if r["decode_tok_s"] is not None else "-"
-        print(f"{r['runner']:<17}{r['batch']:>6}{r['requests']:>6}{r['output_tokens']:>8}{r['seconds']:>8.1f}"
-              f"{r['tok_s']:>8.1f}{decode:>14}{r['ratio_vs_ours_b1']:>7.2f}")
-    forward = report["decode_forward_tok_s"]
-    print("\none decode forward alone (median, sizes interleaved):")
+        print(f"{r['runner']:<16}{r['batch']:>6}{r['requests']:>5}{r['output_tokens']:>7}{r['seconds']:>8.1f}"
+              f"{r['tok_s']:>7.1f}{r['ratio_vs_ours_b1']:>6.2f}{r['cpu_seconds']:>7.1f}{r['tok_per_cpu_s']:>10.1f}"
+              f"{r['cpu_ratio_vs_ours_b1']:>6.2f}{decode:>13}")
+    forward = report["decode_forward"]
+    print("\none decode forward alone (medians, batch sizes interleaved):")
     for batch, rate in forward.items():
-        print(f"  batch {batch:>3}: {rate:7.1f} tok/s  ({rate / forward['1']:.2f}x batch 1)")
+        print(f"  batch {batch:>3}: {rate['tok_s']:7.1f} tok/s ({rate['tok_s'] / forward['1']['tok_s']:5.2f}x b1)"
+              f"   {rate['tok_per_cpu_s']:7.1f} tok/cpu-s ({rate['tok_per_cpu_s'] / forward['1']['tok_per_cpu_s']:5.2f}x b1)")
 
 
 def main() -> None:
