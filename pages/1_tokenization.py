@@ -79,7 +79,7 @@ if compare.strip():
     with a:
         st.subheader("(a) Word-level")
         unknown = sum(1 for w, _ in words if w == tok.UNK)
-        st.caption(f"Vocabulary: the {len(set(corpus.split())):,} distinct words of the paragraph, plus <unk>. "
+        st.caption(f"Vocabulary: the {len(set(tok.words(corpus))):,} distinct words and marks of the paragraph, plus <unk>. "
                    f"{len(words)} tokens, {unknown} unknown: their meaning is lost.")
         st.markdown(token_chips_html([w for w, _ in words], [i for _, i in words]), unsafe_allow_html=True)
     with b:
@@ -107,7 +107,11 @@ else:
                 f"`{visible(tok.token_bytes(pieces[0]).decode('utf-8', 'replace'))}`.")
     steps = tok.bpe_steps(bpe_word)
     for n, step in enumerate(steps):
-        label = "start: single bytes" if step.merged is None else f"merge {n}: `{visible(''.join(step.merged))}` (rank {step.rank:,})"
+        if step.merged is None:
+            label = "start: single bytes"
+        else:
+            left_piece, right_piece = (visible(tok.piece_text(p, False)) for p in step.merged)
+            label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"
         left, right = st.columns([1, 3])
         left.markdown(label)
         right.markdown(token_chips_html([tok.piece_text(p, False) for p in step.parts]), unsafe_allow_html=True)

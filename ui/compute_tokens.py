@@ -8,6 +8,7 @@ Everything returned is plain Python, safe for ``st.cache_data``; no torch here.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -113,12 +114,17 @@ def bpe_steps(word: str) -> list[MergeStep]:
     return steps
 
 
+def words(text: str) -> list[str]:
+    """Words and punctuation marks, the units of a word-level vocabulary."""
+    return re.findall(r"\w+|[^\w\s]", text)
+
+
 def word_level(text: str, corpus: str) -> list[tuple[str, int]]:
     """``text`` through a word-level vocabulary built from ``corpus``: unknown words become <unk> (id 0)."""
     vocab = {UNK: 0}
-    for word in corpus.split():
+    for word in words(corpus):
         vocab.setdefault(word, len(vocab))
-    return [(word if word in vocab else UNK, vocab.get(word, 0)) for word in text.split()]
+    return [(word if word in vocab else UNK, vocab.get(word, 0)) for word in words(text)]
 
 
 def raw_bytes(text: str) -> list[int]:
