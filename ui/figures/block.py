@@ -33,7 +33,7 @@ def make_block_diagram(stage_names: Sequence[str], shape: tuple[int, int], norms
         x0 = i * (box_w + gap)
         fig.add_shape(type="rect", x0=x0, x1=x0 + box_w, y0=0, y1=1, fillcolor=_fill(stage),
                       line={"color": "#555", "width": 1.5}, layer="below")
-        fig.add_annotation(x=x0 + box_w / 2, y=0.5, showarrow=False, align="center",
+        fig.add_annotation(x=x0 + box_w / 2, y=0.5, showarrow=False, align="center", font={"color": "#222"},
                            text=f"<b>{stage}</b><br>{shape[0]} × {shape[1]}<br>‖x‖ = {norm:.1f}")
         if i:
             fig.add_annotation(x=x0, y=0.5, ax=x0 - gap, ay=0.5, xref="x", yref="y", axref="x", ayref="y",
