@@ -242,3 +242,25 @@ def test_a_seed_that_is_not_a_number_gives_a_clear_message(page):
     at = _page_alone(PAGES[page][0], "abc").run()
     assert_clean(at)
     assert "seed must be a whole number" in texts(at.error)
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_prompt_beyond_the_context_gives_a_clear_error(page):
+    at = open_page(page, prompt="🙂" * 5000)  # > 8,192 tokens
+    assert_clean(at)
+    assert at.error and "context" in at.error[0].value
+
+
+def test_long_prompt_says_what_the_lens_traces():
+    at = open_page("logit_lens", prompt="The cat sat on the mat. " * 30)  # 180 tokens
+    assert_clean(at)
+    assert "traces only its last 128" in texts(at.warning)
+    assert _array(chart(at, "logit_lens")["data"][0]["z"]).shape == (31, 16)
+    assert "Showing the last 16 of 128 positions." in texts(at.caption)
+
+
+def test_chat_template_runs_through_the_logits_page():
+    at = open_page("logits")
+    at.toggle(key="_w_chat").set_value(True).run()
+    assert_clean(at)
+    assert "(3 tokens)" not in texts(at.markdown)  # the template's tokens come first
