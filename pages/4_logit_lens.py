@@ -51,4 +51,5 @@ st.plotly_chart(make_answer_formation(lens.layer_labels, lens.final_token_probab
 settled = next(i for i in range(len(lens.layer_labels))
                if all(lens.top_strings[j][-1][0] == final for j in range(i, len(lens.layer_labels))))
 st.markdown(f"The final answer **{visible_token(final)}** is the top guess at the last position from "
-            f"**{lens.layer_labels[settled]}** on (of {config.n_layers} blocks); the line shows how sure each layer is.")
+            f"**{lens.layer_labels[settled]}** on (of {config.n_layers} blocks); "
+            "the line shows how sure each layer is.")

@@ -20,7 +20,8 @@ SWEEP = tuple(round(0.05 * i, 2) for i in range(2, 61))  # T = 0.1 … 3.0
 st.title("Logits & temperature")
 st.caption("After the last block the model gives one raw score (a **logit**) to every token in its vocabulary. "
            "Softmax turns them into probabilities; the temperature T reshapes them before anything is drawn.")
-st.button("Use the article's example: “The cat sat”", key="use_article_prompt_logits", on_click=use_article_prompt)
+st.button("Use the article's example: “The cat sat”", key="use_article_prompt_logits",
+          on_click=use_article_prompt)
 
 loaded = current_prompt_logits()
 if loaded is None:
@@ -33,13 +34,20 @@ if settings.params is None:
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked
+stages = sampling_stages(prompt, chat, params_key(params), TOP_N)  # the engine's sampler on the cached logits
 top_ids = top_indices(cached.logits, TOP_N)
 tokens = token_texts(top_ids.tolist())
+greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greedy_token_id), -1)
 st.subheader("1 · Logits for the next token")
 st.markdown(f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
             f"({len(cached.token_ids)} tokens). The top {TOP_N} of {cached.logits.size:,} logits:")
-st.plotly_chart(make_logits_bar(tokens, cached.logits[top_ids].tolist()), key="logits_bar")
-st.markdown(f"**Greedy decoding** takes the highest score: **{visible_token(tokens[0])}**.")
+st.plotly_chart(make_logits_bar(tokens, cached.logits[top_ids].tolist(), greedy_at), key="logits_bar")
+greedy_text = visible_token(token_texts([stages.greedy_token_id])[0])
+if greedy_at == 0:
+    st.markdown(f"**Greedy decoding** takes the highest score: **{greedy_text}**.")
+else:
+    st.markdown(f"**Greedy decoding** would take **{visible_token(tokens[0])}**, but the repetition penalty "
+                f"lowers tokens already in the prompt, so it takes **{greedy_text}**.")
 
 # 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
 st.subheader("2 · Softmax and temperature")
@@ -63,12 +71,12 @@ with right:
     sweep = temperature_sweep(prompt, chat, SWEEP)
     st.plotly_chart(make_temperature_sweep(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
                                            params.temperature), key="temperature_sweep")
-st.caption("softmax(logits / T): T < 1 stretches the gaps between logits (sharper, the top token gains), "
-           "T > 1 shrinks them (flatter, the tail gains). T = 1 is the model's own distribution.")
+st.caption("softmax(logits / T) of the model's logits (before any repetition penalty): T < 1 stretches the gaps "
+           "between logits (sharper, the top token gains), T > 1 shrinks them (flatter, the tail gains). "
+           "T = 1 is the model's own distribution.")
 
 # 3. The sampler's stages, exactly as the engine runs them
 st.subheader("3 · What the sampler keeps")
-stages = sampling_stages(prompt, chat, params_key(params), TOP_N)
 st.plotly_chart(make_stage_figure(stages.token_strings, [STAGE_LABELS[n] for n in stages.stage_names],
                                   stages.stage_probs, [stages.survivors[n] for n in stages.stage_names]),
                 key="stage_figure")
@@ -77,6 +85,7 @@ if final_left == 1:
     st.markdown(f"Only **one token survives** every stage: **{visible_token(stages.token_strings[0])}**, "
                 "so every draw picks it — the same as greedy.")
 else:
-    st.markdown(f"**{final_left:,} tokens survive** every stage and share the final, renormalised probability.")
+    st.markdown(f"**{final_left:,} tokens survive** every stage and share the final, "
+                "renormalised probability.")
 st.caption("Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty → "
            "softmax → ÷ T → top-k → top-p → min-p → renormalise. Grey cells were cut at that stage.")

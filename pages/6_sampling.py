@@ -28,7 +28,8 @@ def _show_histogram() -> None:
 st.title("Sampling")
 st.caption("Lay the surviving tokens end to end on [0, 1), draw one random number u from the seeded generator, "
            "and take the token whose range holds u. Bigger probability, bigger range, more likely to be hit.")
-st.button("Use the article's example: “The cat sat”", key="use_article_prompt_sampling", on_click=use_article_prompt)
+st.button("Use the article's example: “The cat sat”", key="use_article_prompt_sampling",
+          on_click=use_article_prompt)
 loaded = current_prompt_logits()
 if loaded is None:
     st.stop()

@@ -264,3 +264,15 @@ def test_chat_template_runs_through_the_logits_page():
     at.toggle(key="_w_chat").set_value(True).run()
     assert_clean(at)
     assert "(3 tokens)" not in texts(at.markdown)  # the template's tokens come first
+
+
+def test_repetition_penalty_and_min_p_run_through_the_engine_stages():
+    at = open_page("logits", prompt="1, 2, 3, 1, 2, 3, 1, 2,")
+    first = _array(chart(at, "stage_figure")["data"][0]["z"])
+    at.slider(key="_w_repetition_penalty").set_value(2.0).run()
+    at.slider(key="_w_min_p").set_value(0.2).run()
+    assert_clean(at)
+    stages = chart(at, "stage_figure")["data"][0]
+    assert not np.allclose(np.nan_to_num(first[0]), np.nan_to_num(_array(stages["z"])[0]))  # penalised softmax
+    assert any(label.startswith("min-p · ") for label in stages["y"])
+    assert "the repetition penalty lowers tokens already in the prompt" in texts(at.markdown)  # greedy moved

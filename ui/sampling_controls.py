@@ -37,7 +37,8 @@ def parse_seed(value: Any) -> int:
     try:
         number = float(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
-        raise SamplingError(f"the seed must be a whole number ≥ 0, got {value!r}: type digits only, e.g. 42") from None
+        message = f"the seed must be a whole number ≥ 0, got {value!r}: type digits only, e.g. 42"
+        raise SamplingError(message) from None
     if number != int(number) or number < 0:
         raise SamplingError(f"the seed must be a whole number ≥ 0, got {value!r}")
     return int(number)

@@ -119,8 +119,8 @@ def _band(x0: float, x1: float, color: str) -> dict:
 
 
 def _label(x: float, text: str, color: str, side: str, y: float) -> dict:
-    return {"x": x, "y": y, "xref": "x", "yref": "paper", "text": text, "showarrow": False,
-            "xanchor": "left" if side == "left" else "right", "font": {"color": color}, "xshift": 4 if side == "left" else -4}
+    return {"x": x, "y": y, "xref": "x", "yref": "paper", "text": text, "showarrow": False, "font": {"color": color},
+            "xanchor": side, "xshift": 4 if side == "left" else -4}
 
 
 def make_stage_figure(tokens: Sequence[str], stage_labels: Sequence[str], stage_probs: np.ndarray,
