@@ -44,7 +44,9 @@ def single_threaded() -> Iterator[None]:
     Measured on the shared 2-core machine while other processes kept it busy (load 5-8):
     one ``sample(record=True)`` took a median 107-480 ms with 2 threads and 13 ms with
     one; a 10-token ``generate`` 10-24 s with 2 threads and 0.8-0.9 s with one. The
-    threads of a batch-1 forward this small mostly wait on each other.
+    threads of a batch-1 forward this small mostly wait on each other. With torch's
+    OpenMP backend the setting belongs to the calling thread (checked: a thread that sets
+    1 leaves the main thread at 2), so concurrent Streamlit sessions do not see it.
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
