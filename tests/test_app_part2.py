@@ -276,3 +276,13 @@ def test_repetition_penalty_and_min_p_run_through_the_engine_stages():
     assert not np.allclose(np.nan_to_num(first[0]), np.nan_to_num(_array(stages["z"])[0]))  # penalised softmax
     assert any(label.startswith("min-p · ") for label in stages["y"])
     assert "the repetition penalty lowers tokens already in the prompt" in texts(at.markdown)  # greedy moved
+
+
+def test_sampling_page_at_temperature_zero_draws_nothing():
+    at = open_page("sampling")
+    at.slider(key="_w_temperature").set_value(0.0).run()
+    at.button(key="draw_1000").click().run()
+    assert_clean(at)
+    assert "greedy" in texts(at.info) and "T = 0: no u is drawn" in texts(at.markdown)
+    assert "Only one token can be drawn" in texts(at.markdown)
+    assert "greedy draws none" in chart(at, "toy_ranges")["layout"]["title"]["text"]
