@@ -5,7 +5,7 @@ import streamlit as st
 
 from ui import sampling_controls, state
 from ui.compute_logits import current_prompt_logits, params_key, use_article_prompt
-from ui.compute_sampling import continuation, draw, draw_many, first_divergence
+from ui.compute_sampling import continuation, draw, draw_history, draw_many, first_divergence
 from ui.figures.logits import visible_token
 from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
 from ui.navigation import redirect_legacy_run
@@ -54,6 +54,9 @@ else:
     st.markdown(f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.4f}** lands in "
                 f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
                 f"(probability {one.probability:.4f}, rank {one.chosen_rank + 1} of {one.survivors:,} survivors).")
+    if index:
+        history = " · ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(prompt, chat, key, index))
+        st.caption(f"Draws so far: {history}")
 toy_starts, toy_ends = toy_ranges(TOY_PROBS)
 toy_u = one.u if one.u is not None else 0.5
 toy_hit = next(i for i, end in enumerate(toy_ends) if toy_u < end or i == len(toy_ends) - 1)

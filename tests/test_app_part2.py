@@ -163,6 +163,8 @@ def test_sampling_page_draw_again_steps_the_seeded_stream():
     assert second.startswith("Draw **#1**") and second.split("u = ")[1] != first.split("u = ")[1]
     at.run()  # a plain rerun keeps the draw
     assert _draw_line(at) == second
+    history = texts(at.caption)
+    assert "Draws so far: #0 " in history and " · #1 " in history
     at.button(key="draw_reset").click().run()
     assert _draw_line(at) == first  # reproducible from the seed
 

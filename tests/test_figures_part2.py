@@ -216,6 +216,8 @@ def test_draws_are_the_samplers_own(real):
         assert (one.token_id, one.u) == (expected[k].token_id, expected[k].u)
         assert one.chosen_start <= one.u < one.chosen_end
     assert compute_sampling.draw(PROMPT, False, key, 3).u == compute_sampling.draw(PROMPT, False, key, 3).u
+    history = compute_sampling.draw_history(PROMPT, False, key, 7, last=3)
+    assert history == [(k, real.tokenizer.decode([expected[k].token_id])) for k in (5, 6, 7)]
 
 
 @pytest.mark.real_model

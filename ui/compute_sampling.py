@@ -159,6 +159,14 @@ def draw_token_ids(prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[in
     return order[slots].tolist(), order.tolist(), probs
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def draw_history(prompt: str, chat: bool, key: tuple, upto: int, last: int = 12) -> list[tuple[int, str]]:
+    """(draw number, token text) of the last ``last`` draws among draws 0..upto of the seeded stream."""
+    drawn, _, _ = draw_token_ids(prompt, chat, key, upto + 1)
+    first = max(0, upto + 1 - last)
+    return list(zip(range(first, upto + 1), token_texts(drawn[first:])))
+
+
 @st.cache_data(max_entries=16, show_spinner="Drawing…")
 def draw_many(prompt: str, chat: bool, key: tuple, n: int = 1000, top_n: int = 10) -> Histogram:
     """Draw ``n`` tokens with the page's settings and compare their frequencies with the exact probabilities."""
@@ -206,5 +214,5 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-__all__ = ["Draw", "draw", "Histogram", "draw_many", "draw_token_ids", "GoodnessOfFit", "chi_square_gof",
+__all__ = ["Draw", "draw", "draw_history", "Histogram", "draw_many", "draw_token_ids", "GoodnessOfFit", "chi_square_gof",
            "chi2_survival", "Continuation", "continuation", "first_divergence", "stepped_generator"]
