@@ -76,10 +76,14 @@ class Clock:
         return time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
-def make_workload(engine: Engine, count: int, answer_range: tuple[int, int], seed: int) -> list[tuple[list[int], int]]:
-    """``count`` (prompt ids, answer length) pairs of mixed sizes, the same for every runner."""
+Workload = list[tuple[list[int], int]]  # (prompt ids, answer length) per request
+TEXT = "The quick brown fox jumps over the lazy dog while the cat sat on the mat. " * 8
+
+
+def make_workload(engine: Engine, count: int, answer_range: tuple[int, int], seed: int) -> Workload:
+    """``count`` requests of mixed prompt and answer lengths, the same for every runner."""
     rng = random.Random(seed)
-    vocab_ids = engine.encode_prompt("The quick brown fox jumps over the lazy dog while the cat sat on the mat. " * 8)
+    vocab_ids = engine.encode_prompt(TEXT)
     work = []
     for _ in range(count):
         start, length = rng.randrange(0, 16), rng.randint(8, 64)
@@ -101,27 +105,27 @@ def decode_rate(runs: list[BatchRun]) -> float:
     return tokens / max(sum(s.seconds for s in steps), 1e-9)
 
 
-def bench_ours_static(engine: Engine, work, batch: int, runner: str = "ours static") -> Row:
+def bench_ours_static(engine: Engine, work: Workload, batch: int, runner: str = "ours static") -> Row:
     clock, runs = Clock(), []
     for chunk in chunks(work, batch):
         runs.append(run_static(engine, [p for p, _ in chunk], [params_for(n) for _, n in chunk]))
     return _row(runner, batch, work, runs, clock)
 
 
-def bench_ours_continuous(engine: Engine, work, batch: int) -> Row:
+def bench_ours_continuous(engine: Engine, work: Workload, batch: int) -> Row:
     clock = Clock()
     run = run_continuous(engine, [p for p, _ in work], [params_for(n) for _, n in work], n_slots=batch)
     return _row("ours continuous", batch, work, [run], clock)
 
 
-def _row(runner: str, batch: int, work, runs: list[BatchRun], clock: Clock) -> Row:
+def _row(runner: str, batch: int, work: Workload, runs: list[BatchRun], clock: Clock) -> Row:
     seconds, cpu_seconds = clock.elapsed()
     tokens = sum(len(r.token_ids) for run in runs for r in run.results)
     assert tokens == sum(n for _, n in work), "every request must produce exactly its answer length"
     return Row(runner, batch, len(work), tokens, seconds, cpu_seconds, decode_rate(runs))
 
 
-def bench_transformers(reference, work, batch: int, pad_id: int) -> Row:
+def bench_transformers(reference, work: Workload, batch: int, pad_id: int) -> Row:
     clock, tokens = Clock(), 0
     for chunk in chunks(work, batch):
         width, longest = max(len(p) for p, _ in chunk), max(n for _, n in chunk)
@@ -200,9 +204,11 @@ def print_table(report: dict) -> None:
               f"{r['cpu_ratio_vs_ours_b1']:>6.2f}{decode:>13}")
     forward = report["decode_forward"]
     print("\none decode forward alone (medians, batch sizes interleaved):")
+    base = forward["1"]
     for batch, rate in forward.items():
-        print(f"  batch {batch:>3}: {rate['tok_s']:7.1f} tok/s ({rate['tok_s'] / forward['1']['tok_s']:5.2f}x b1)"
-              f"   {rate['tok_per_cpu_s']:7.1f} tok/cpu-s ({rate['tok_per_cpu_s'] / forward['1']['tok_per_cpu_s']:5.2f}x b1)")
+        wall, cpu = rate["tok_s"], rate["tok_per_cpu_s"]
+        print(f"  batch {batch:>3}: {wall:7.1f} tok/s ({wall / base['tok_s']:5.2f}x b1)"
+              f"   {cpu:7.1f} tok/cpu-s ({cpu / base['tok_per_cpu_s']:5.2f}x b1)")
 
 
 def main() -> None:
