@@ -63,7 +63,7 @@ toy_hit = next(i for i, end in enumerate(toy_ends) if toy_u < end or i == len(to
 st.plotly_chart(make_cumulative_ranges(
     ["token 0", "token 1", "token 2"], toy_starts, toy_ends, toy_u, toy_hit,
     f"TOY example from the article: probabilities {TOY_PROBS} (not the model) · "
-    + ("an example u = 0.5 (greedy draws none)" if one.u is None else "same u")), key="toy_ranges")
+    + ("an example u = 0.5 (greedy draws none)" if one.u is None else "same u"), token_labels=False), key="toy_ranges")
 shown_hit = one.chosen_rank if one.chosen_rank < len(one.range_ids) else None
 rest = one.survivors - len(one.range_ids)
 st.plotly_chart(make_cumulative_ranges(

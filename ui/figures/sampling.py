@@ -25,13 +25,15 @@ def toy_ranges(probs: Sequence[float]) -> tuple[list[float], list[float]]:
 
 def make_cumulative_ranges(labels: Sequence[str], starts: Sequence[float], ends: Sequence[float],
                            u: float | None, chosen_index: int | None, title: str,
-                           other_label: str | None = None) -> go.Figure:
+                           other_label: str | None = None, token_labels: bool = True) -> go.Figure:
     """The survivors laid end to end on [0, 1), u marked, the range it lands in highlighted.
 
     ``labels``/``starts``/``ends`` describe the ranges shown; when they stop before 1
     the remainder is one grey segment named ``other_label``. ``chosen_index`` is the
-    shown range that holds u (None when the chosen token is in the remainder).
+    shown range that holds u (None when the chosen token is in the remainder). With
+    ``token_labels`` the labels are token texts and their whitespace is made visible.
     """
+    shown = visible_token if token_labels else str
     fig = go.Figure()
     segments = list(zip(labels, starts, ends))
     if other_label and ends and ends[-1] < 1.0:
@@ -41,12 +43,13 @@ def make_cumulative_ranges(labels: Sequence[str], starts: Sequence[float], ends:
         chosen = (i == chosen_index) or (is_other and chosen_index is None and u is not None)
         color = OTHER_COLOR if is_other else _PALETTE[i % len(_PALETTE)]
         width = end - start
-        inside = f"{visible_token(label) if not is_other else label}<br>{start:.2f}–{end:.2f}" if width > 0.07 else ""
+        name = label if is_other else shown(label)
+        inside = f"{name}<br>{start:.2f}–{end:.2f}" if width > 0.07 else ""
         fig.add_trace(go.Bar(
             x=[width], base=[start], y=[""], orientation="h", name=label, marker_color=color,
             marker_line={"color": GREEDY_COLOR if chosen else "white", "width": 4 if chosen else 1},
             text=[inside], textposition="inside", insidetextanchor="middle", showlegend=False,
-            hovertemplate=f"{visible_token(label)}: [{start:.4f}, {end:.4f}) · p = {width:.4f}<extra></extra>",
+            hovertemplate=f"{name}: [{start:.4f}, {end:.4f}) · p = {width:.4f}<extra></extra>",
         ))
     if u is not None:  # written into the layout directly: add_vline is slow
         fig.layout.shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": u, "x1": u, "y0": -0.1, "y1": 1.1,
