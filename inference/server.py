@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import torch
+
 from .batching import BatchResult, BatchStep
 from .continuous import DEFAULT_SLOT_CAPACITY, ContinuousBatcher
 from .engine import PromptError
@@ -110,8 +112,16 @@ class EngineServer:
         max_waiting: int = 32,
         slot_capacity: int = DEFAULT_SLOT_CAPACITY,
         keep_steps: int = 256,
+        threads: int | None = 1,
     ) -> None:
+        """``threads``: torch intra-op threads for the worker (None = torch's default).
+
+        Under torch's OpenMP backend the setting belongs to the calling thread, so the
+        worker sets its own. One is the default because on a shared 2-core CPU, two
+        threads competing with other processes made a forward many times slower.
+        """
         self.engine = engine
+        self.threads = threads
         self.batcher = ContinuousBatcher(engine, n_slots, slot_capacity)
         self.max_in_flight = n_slots + max_waiting
         self.recent_steps: deque[BatchStep] = deque(maxlen=keep_steps)  # for the explorer
@@ -173,6 +183,8 @@ class EngineServer:
 
     # -- worker side (the one background thread) ---------------------------------
     def _serve(self) -> None:
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
         while not self._closed:
             self._take_submissions()
             self._take_cancels()
