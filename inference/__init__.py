@@ -14,7 +14,7 @@ from .engine import Candidate, Completion, Engine, PromptError, StepRecord
 from .gguf_loader import ModelLoadError
 from .kv_cache import CacheFullError, KVCache
 from .loader import load_engine
-from .sampling import SampleResult, SamplingError, SamplingParams, sample
+from .sampling import SampleResult, SamplingError, SamplingParams, sample, sample_many
 from .scheduler import Scheduler, Sequence, SequenceStatus
 from .server import BusyError, EngineServer, RequestHandle, TokenEvent
 from .slot_cache import SlotKVCache
@@ -22,7 +22,7 @@ from .tokenizer import TokenizerError
 from .trace import ForwardTrace, LayerTrace
 
 __all__ = [
-    "load_engine", "SamplingParams", "SamplingError", "SampleResult", "sample", "Engine", "StepRecord",
+    "load_engine", "SamplingParams", "SamplingError", "SampleResult", "sample", "sample_many", "Engine", "StepRecord",
     "Candidate", "Completion", "ModelConfig", "KVCache", "CacheFullError", "ForwardTrace", "LayerTrace",
     "PromptError", "ModelLoadError", "TokenizerError", "UnsupportedModelError",
     "BatchResult", "BatchRun", "BatchStep", "run_static", "run_continuous", "ContinuousBatcher",

@@ -136,25 +136,45 @@ def _renormalise(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return kept / kept.sum()
 
 
-def sample(
-    logits: torch.Tensor,
-    params: SamplingParams,
-    generator: torch.Generator | None = None,
-    previous_ids: list[int] | None = None,
-    record: bool = False,
-) -> SampleResult:
-    """Pick the next token from ``logits`` (V,) following the stages in the module docstring."""
+@dataclass
+class Ranges:
+    """The final distribution's survivors laid end to end on [0, 1), most probable first."""
+
+    token_ids: torch.Tensor  # (K,)
+    probs: torch.Tensor  # (K,) descending
+    starts: torch.Tensor  # (K,)
+    ends: torch.Tensor  # (K,) the last is exactly 1.0
+
+    @classmethod
+    def from_probs(cls, probs: torch.Tensor) -> "Ranges":
+        survivors = int((probs > 0).sum())
+        sorted_probs, order = probs.sort(descending=True, stable=True)
+        sorted_probs, order = sorted_probs[:survivors], order[:survivors]  # (K,)
+        ends = sorted_probs.cumsum(0)  # (K,)
+        ends[-1] = 1.0  # float rounding must not leave a gap at the top of [0, 1)
+        starts = torch.cat([ends.new_zeros(1), ends[:-1]])  # (K,) ranges tile [0, 1) exactly
+        return cls(order, sorted_probs, starts, ends)
+
+    def draw(self, generator: torch.Generator) -> tuple[int, float, float]:
+        """(token id, its probability, u): one u ~ U[0, 1) and the range it lands in."""
+        u = float(torch.rand((), generator=generator))
+        slot = min(int(torch.searchsorted(self.ends, torch.tensor(u), right=True)), len(self.ends) - 1)
+        return int(self.token_ids[slot]), float(self.probs[slot]), u
+
+
+def _stages(logits: torch.Tensor, params: SamplingParams, previous_ids: list[int] | None,
+            record: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Stages 1-5: the final distribution (V,) and, with ``record``, the one after each stage."""
     logits = logits.detach().to("cpu", torch.float32)
     logits = apply_repetition_penalty(logits, previous_ids or [], params.repetition_penalty)
     stages: dict[str, torch.Tensor] = {}
     if record:
         stages["softmax"] = logits.softmax(-1)
     if params.greedy:
-        token = int(logits.argmax())
+        probs = torch.zeros_like(logits).index_fill_(0, logits.argmax().reshape(1), 1.0)
         if record:
-            stages["final"] = torch.zeros_like(logits).index_fill_(0, torch.tensor([token]), 1.0)
-        return SampleResult(token_id=token, probability=1.0, stage_probs=stages)
-
+            stages["final"] = probs
+        return probs, stages
     probs = (logits / params.temperature).softmax(-1)  # (V,)
     if record:
         stages["temperature"] = probs
@@ -168,18 +188,43 @@ def sample(
             stages[name] = probs
     if record:
         stages["final"] = probs
+    return probs, stages
 
-    # Lay the survivors end to end on [0, 1), most probable first, and see where u lands.
-    survivors = (probs > 0).sum()
-    sorted_probs, order = probs.sort(descending=True, stable=True)
-    sorted_probs, order = sorted_probs[:survivors], order[:survivors]  # (K,)
-    ends = sorted_probs.cumsum(0)  # (K,)
-    ends[-1] = 1.0  # float rounding must not leave a gap at the top of [0, 1)
-    starts = torch.cat([ends.new_zeros(1), ends[:-1]])  # (K,) ranges tile [0, 1) exactly
-    generator = generator if generator is not None else params.make_generator()
-    u = float(torch.rand((), generator=generator))
-    slot = min(int(torch.searchsorted(ends, torch.tensor(u), right=True)), int(survivors) - 1)
-    result = SampleResult(token_id=int(order[slot]), probability=float(sorted_probs[slot]), u=u, stage_probs=stages)
+
+def sample(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    generator: torch.Generator | None = None,
+    previous_ids: list[int] | None = None,
+    record: bool = False,
+) -> SampleResult:
+    """Pick the next token from ``logits`` (V,) following the stages in the module docstring."""
+    probs, stages = _stages(logits, params, previous_ids, record)
+    if params.greedy:  # no draw: the argmax, whatever the seed
+        token = int(probs.argmax())
+        return SampleResult(token_id=token, probability=1.0, stage_probs=stages)
+    ranges = Ranges.from_probs(probs)
+    token, probability, u = ranges.draw(generator if generator is not None else params.make_generator())
+    result = SampleResult(token_id=token, probability=probability, u=u, stage_probs=stages)
     if record:
-        result.range_token_ids, result.range_starts, result.range_ends = order, starts, ends
+        result.range_token_ids, result.range_starts, result.range_ends = ranges.token_ids, ranges.starts, ranges.ends
     return result
+
+
+def sample_many(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    n: int,
+    generator: torch.Generator | None = None,
+    previous_ids: list[int] | None = None,
+) -> list[SampleResult]:
+    """``n`` draws from the same logits: exactly what ``n`` calls of ``sample`` with this generator
+    would return, with the stages and ranges computed once instead of ``n`` times."""
+    if n < 0:
+        raise SamplingError(f"n must be >= 0, got {n}")
+    probs, _ = _stages(logits, params, previous_ids, record=False)
+    if params.greedy:
+        return [SampleResult(token_id=int(probs.argmax()), probability=1.0) for _ in range(n)]
+    ranges = Ranges.from_probs(probs)
+    generator = generator if generator is not None else params.make_generator()
+    return [SampleResult(token, probability, u) for token, probability, u in (ranges.draw(generator) for _ in range(n))]

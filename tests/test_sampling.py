@@ -125,3 +125,16 @@ def test_recorded_stages_are_the_numbers_used():
 def test_invalid_settings_raise_clear_errors(kwargs, fragment):
     with pytest.raises(SamplingError, match=fragment):
         SamplingParams(**kwargs)
+
+
+def test_sample_many_equals_repeated_sample():
+    from inference import sample_many
+
+    logits = torch.randn(300, generator=torch.Generator().manual_seed(4))
+    params = SamplingParams(temperature=0.9, top_k=50, top_p=0.95, seed=8)
+    one_by_one_generator = params.make_generator()
+    one_by_one = [sample(logits, params, one_by_one_generator, previous_ids=[1, 2]) for _ in range(40)]
+    many = sample_many(logits, params, 40, params.make_generator(), previous_ids=[1, 2])
+    assert [r.token_id for r in many] == [r.token_id for r in one_by_one]
+    assert [r.u for r in many] == [r.u for r in one_by_one]
+    assert [r.token_id for r in sample_many(logits, SamplingParams(temperature=0), 3)] == [int(logits.argmax())] * 3
