@@ -17,8 +17,8 @@ import numpy as np
 import streamlit as st
 import torch
 
-from inference import SamplingParams
-from ui.compute_logits import params_from_key, recorded_sample, single_threaded, token_texts
+from inference import SamplingParams, sample_many
+from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, single_threaded, token_texts
 from ui.resources import get_engine
 
 
@@ -142,21 +142,19 @@ class Histogram:
 def draw_token_ids(prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[int], list[int], np.ndarray]:
     """Draws 0..n-1 of the seeded stream: (drawn ids, the sampler's range order, its final probs in that order).
 
-    The ranges and probabilities are the ones ``sample(record=True)`` returned; each u is
-    the next ``torch.rand(())`` of the same generator, located in the ranges with the same
-    ``searchsorted`` the sampler uses, so no per-draw softmax or sort is repeated.
+    The draws come from the engine's ``sample_many``: exactly ``n`` calls of ``sample``
+    with the request's generator, with the stages and ranges computed once.
     """
     params = params_from_key(key)
     result = recorded_sample(prompt, chat, params)
     if params.greedy:
         return [result.token_id] * n, [result.token_id], np.array([1.0])
-    order, ends = result.range_token_ids, result.range_ends  # (K,), (K,)
-    generator = params.make_generator()
-    with single_threaded():
-        us = torch.stack([torch.rand((), generator=generator) for _ in range(n)])  # (n,) one scalar per draw
-        slots = torch.searchsorted(ends, us, right=True).clamp(max=len(order) - 1)  # (n,)
+    cached = prompt_logits(prompt, chat)
+    drawn = sample_many(torch.from_numpy(cached.logits), params, n, params.make_generator(),
+                        previous_ids=cached.token_ids)
+    order = result.range_token_ids  # (K,)
     probs = result.stage_probs["final"][order].double().numpy()
-    return order[slots].tolist(), order.tolist(), probs
+    return [d.token_id for d in drawn], order.tolist(), probs
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
