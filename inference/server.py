@@ -124,7 +124,7 @@ class EngineServer:
         self.threads = threads
         self.batcher = ContinuousBatcher(engine, n_slots, slot_capacity)
         self.max_in_flight = n_slots + max_waiting
-        self.recent_steps: deque[BatchStep] = deque(maxlen=keep_steps)  # for the explorer
+        self._recent_steps: deque[BatchStep] = deque(maxlen=keep_steps)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._closed = False
@@ -164,6 +164,12 @@ class EngineServer:
         with self._lock:
             return self._in_flight
 
+    @property
+    def recent_steps(self) -> list[BatchStep]:
+        """The last ``keep_steps`` batch steps, oldest first (a copy, safe to read from any thread)."""
+        with self._lock:
+            return list(self._recent_steps)
+
     def _request_cancel(self, request_id: int) -> None:
         self._cancels.put(request_id)
         self._wake.set()
@@ -198,7 +204,8 @@ class EngineServer:
                 self._fail_all(exc)
                 continue
             if step is not None:
-                self.recent_steps.append(step)
+                with self._lock:
+                    self._recent_steps.append(step)
                 self._deliver(step)
         self._take_submissions()
         self._fail_all(RuntimeError("the engine server was closed"))
