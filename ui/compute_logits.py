@@ -11,8 +11,6 @@ the plain softmax formula over the same cached logits. Drawing tokens lives in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,25 +35,6 @@ BLOCK_STAGES: tuple[str, ...] = (
 )
 
 
-@contextmanager
-def single_threaded() -> Iterator[None]:
-    """Run the enclosed torch work on one intra-op thread, then restore the previous setting.
-
-    Measured on the shared 2-core machine while other processes kept it busy (load 5-8):
-    one ``sample(record=True)`` took a median 107-480 ms with 2 threads and 13 ms with
-    one; a 10-token ``generate`` 10-24 s with 2 threads and 0.8-0.9 s with one. The
-    threads of a batch-1 forward this small mostly wait on each other. With torch's
-    OpenMP backend the setting belongs to the calling thread (checked: a thread that sets
-    1 leaves the main thread at 2), so concurrent Streamlit sessions do not see it.
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 # -- the forward pass, once per prompt ---------------------------------------------------
 @dataclass(frozen=True)
 class PromptLogits:
@@ -71,8 +50,7 @@ def prompt_logits(prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
     engine = get_engine()
     ids = engine.encode_prompt(prompt, chat=chat)
-    with single_threaded():
-        logits = engine.forward_logits(ids)[-1]  # (V,)
+    logits = engine.forward_logits(ids)[-1]  # (V,)
     return PromptLogits(ids, engine.tokenizer.token_strings(ids), logits.numpy().copy())
 
 
@@ -164,8 +142,7 @@ def recorded_sample(prompt: str, chat: bool, params: SamplingParams, generator: 
     """One call of the engine's ``sample(record=True)`` on the prompt's cached logits."""
     cached = prompt_logits(prompt, chat)
     generator = generator if generator is not None else params.make_generator()
-    with single_threaded():
-        return sample(torch.from_numpy(cached.logits), params, generator, previous_ids=cached.token_ids, record=True)
+    return sample(torch.from_numpy(cached.logits), params, generator, previous_ids=cached.token_ids, record=True)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -230,12 +207,10 @@ def traced_prompt(prompt: str, chat: bool, max_positions: int = 16) -> TracedPro
     engine = get_engine()
     all_ids = engine.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
-    with single_threaded():
-        logits, trace = engine.traced_forward(ids)
+    logits, trace = engine.traced_forward(ids)
     keep_from = max(0, len(ids) - max_positions)  # the lens shows at most the last max_positions tokens
     streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
-    with single_threaded():
-        lens = _logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
+    lens = _logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
     return TracedPrompt(lens=lens, walk=_block_walk(trace), prompt_tokens=len(all_ids), traced_tokens=len(ids))
 
 

@@ -18,7 +18,7 @@ import streamlit as st
 import torch
 
 from inference import SamplingParams, sample_many
-from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, single_threaded, token_texts
+from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, token_texts
 from ui.resources import get_engine
 
 
@@ -195,8 +195,7 @@ class Continuation:
 def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
     """The engine's own ``generate`` for ``n_tokens`` tokens with these settings and seed."""
     params = dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens)
-    with single_threaded():
-        steps = list(get_engine().generate(prompt, params, chat=chat))
+    steps = list(get_engine().generate(prompt, params, chat=chat))
     return Continuation(
         token_ids=[s.token_id for s in steps], token_strings=[s.token_text for s in steps],
         probabilities=[s.probability for s in steps], text="".join(s.text for s in steps),

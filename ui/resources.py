@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import streamlit as st
+import torch
 
 from inference import Engine, load_engine
 
@@ -20,3 +21,26 @@ def get_engine() -> Engine:
         device=os.environ.get("LLM_EXPLORER_DEVICE") or None,
         dtype=os.environ.get("LLM_EXPLORER_DTYPE") or None,
     )
+
+
+def app_threads() -> int:
+    """Torch intra-op threads for one page run (``LLM_EXPLORER_THREADS``, default 1).
+
+    A classroom server runs many sessions at once, each in its own script thread, on a
+    model this small. With torch's OpenMP backend the thread count belongs to the
+    calling thread, and two threads per session that compete with other sessions spend
+    their time waiting on each other: measured here under load, a 10-token generation
+    took 10-24 s with 2 threads and 0.8-0.9 s with 1. One thread per session is the
+    default; a single user on an idle machine may set more.
+    """
+    try:
+        return max(1, int(os.environ.get("LLM_EXPLORER_THREADS", "1")))
+    except ValueError:
+        return 1
+
+
+def use_app_threads() -> None:
+    """Set this script thread's torch thread count (called by ``app.py`` on every run)."""
+    threads = app_threads()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
