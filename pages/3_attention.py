@@ -31,40 +31,47 @@ if maps.total_tokens > maps.n_tokens:
     st.warning(f"The prompt has {maps.total_tokens:,} tokens; attention is computed and drawn for the first "
                f"{maps.n_tokens}. Those rows are exact: a causal model never lets later tokens change them.")
 
-# 1. One head
-st.header("One head: who looks at whom")
-c1, c2, c3 = st.columns(3)
-layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
-head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
-                    **state.bind("att_head", 0, options=range(maps.n_heads)))
-default_query = att.find_token(pieces, "it")
-query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
-                     format_func=lambda i: f"{i}: {visible(pieces[i])}",
-                     **state.bind("att_query", default_query if default_query is not None else maps.n_tokens - 1,
-                                  options=range(maps.n_tokens)))
-st.plotly_chart(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
-                                            f"Layer {layer}, head {head}: attention weights (each row sums to 1)"),
-                key="attention_heatmap")
-st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0. The bars on "
-           "the right are each row's sum, read from the model's own softmax output.")
 
-# 2. Step by step for one query
-st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
-steps = att.score_steps(maps, layer, head, query)
-st.plotly_chart(figs.make_score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
-                                      maps.head_dim), key="score_steps")
-st.caption(f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
-           f"by √{maps.head_dim} so scores do not grow with the head size, future keys set to −∞, then softmax.")
+@st.fragment
+def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
+    """Sections 1-3. A fragment: moving layer, head or query redraws only these charts, not the page."""
+    # 1. One head
+    st.header("One head: who looks at whom")
+    c1, c2, c3 = st.columns(3)
+    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
+    head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
+                        **state.bind("att_head", 0, options=range(maps.n_heads)))
+    default_query = att.find_token(pieces, "it")
+    query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
+                         format_func=lambda i: f"{i}: {visible(pieces[i])}",
+                         **state.bind("att_query", default_query if default_query is not None else maps.n_tokens - 1,
+                                      options=range(maps.n_tokens)))
+    st.plotly_chart(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
+                                                f"Layer {layer}, head {head}: attention weights (each row sums to 1)"),
+                    key="attention_heatmap")
+    st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0. The bars on "
+               "the right are each row's sum, read from the model's own softmax output.")
 
-# 3. All heads, grouped-query attention
-st.header(f"All {maps.n_heads} heads of layer {layer}")
-st.plotly_chart(figs.make_heads_grid(maps.probs[layer], pieces, [maps.kv_group(h) for h in range(maps.n_heads)],
-                                     layer), key="heads_grid")
-st.markdown(f"This model uses **grouped-query attention**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
-            f"key/value heads; each group of {maps.n_heads // maps.n_kv_heads} query heads reads the same keys and "
-            "values, which makes the KV cache that many times smaller. Heads in one group still attend differently, "
-            "because their queries differ.")
-st.plotly_chart(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram")
+    # 2. Step by step for one query
+    st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
+    steps = att.score_steps(maps, layer, head, query)
+    st.plotly_chart(figs.make_score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
+                                          maps.head_dim), key="score_steps")
+    st.caption(f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
+               f"by √{maps.head_dim} so scores do not grow with the head size, future keys set to −∞, then softmax.")
+
+    # 3. All heads, grouped-query attention
+    st.header(f"All {maps.n_heads} heads of layer {layer}")
+    st.plotly_chart(figs.make_heads_grid(maps.probs[layer], pieces, [maps.kv_group(h) for h in range(maps.n_heads)],
+                                         layer), key="heads_grid")
+    st.markdown(f"This model uses **grouped-query attention**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
+                f"key/value heads; each group of {maps.n_heads // maps.n_kv_heads} query heads reads the same keys and "
+                "values, which makes the KV cache that many times smaller. Heads in one group still attend differently, "
+                "because their queries differ.")
+    st.plotly_chart(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram")
+
+
+explore_heads(maps, pieces)
 
 # 4. The guided example
 st.header("Where does “it” look?")

@@ -69,7 +69,10 @@ def test_attention_heatmap_masks_future_and_shows_row_sums():
 def test_heads_grid_one_heatmap_per_head_with_kv_groups():
     probs = np.stack([_uniform_causal(4)] * 9)
     fig = att_figs.make_heads_grid(probs, PIECES, [h // 3 for h in range(9)], layer=2)
-    assert len(fig.data) == 9
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert len(fig.data) == 1 and z.shape == (3 * 4 + 2, 3 * 4 + 2)  # 3 × 3 tiles of 4 × 4, 1-cell gaps
+    assert np.allclose(z[5:9, 5:9][np.tril_indices(4)], _uniform_causal(4)[np.tril_indices(4)])  # head 4's tile
+    assert np.isnan(z[4]).all() and np.isnan(z[:, 4]).all()  # the gaps
     titles = [a.text for a in fig.layout.annotations]
     assert "head 4 · K/V head 1" in titles and "head 8 · K/V head 2" in titles
 

@@ -45,22 +45,35 @@ def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str) -> 
 
 
 def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], layer: int) -> go.Figure:
-    """All heads of one layer, (H, T, T), in a grid; each title names the K/V head the query head shares."""
-    n_heads = probs.shape[0]
+    """All heads of one layer, (H, T, T), tiled into one heatmap (one trace draws far faster than H subplots).
+
+    Each tile is titled with its head and the K/V head it shares; hovering names head, query and key.
+    """
+    n_heads, t, _ = probs.shape
     cols = int(np.ceil(np.sqrt(n_heads)))
     rows = int(np.ceil(n_heads / cols))
-    fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.03, vertical_spacing=0.08,
-                        subplot_titles=[f"head {h} · K/V head {kv_groups[h]}" for h in range(n_heads)])
-    labels = _labels(pieces)
+    gap = 1 if t < 16 else max(1, t // 16)
+    step = t + gap
+    mosaic = np.full((rows * step - gap, cols * step - gap), np.nan)
+    detailed_hover = t <= 24  # per-cell hover labels; for long prompts they would weigh megabytes
+    info = np.full(mosaic.shape, "", dtype=object)
+    labels = [visible(p) for p in pieces]
+    annotations = []
     for h in range(n_heads):
-        fig.add_trace(go.Heatmap(
-            z=_causal(probs[h]), x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues", showscale=h == 0,
-            hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>",
-        ), row=h // cols + 1, col=h % cols + 1)
-    fig.update_xaxes(showticklabels=False, type="category")
-    fig.update_yaxes(showticklabels=False, autorange="reversed", type="category")
-    fig.update_layout(title=f"Layer {layer}: every head (grey = future keys, masked)", height=260 * rows,
-                      plot_bgcolor=MASKED_COLOUR, margin=dict(l=10, r=10, t=70, b=10))
+        r, c = divmod(h, cols)
+        mosaic[r * step: r * step + t, c * step: c * step + t] = _causal(probs[h])
+        for q in range(t if detailed_hover else 0):
+            for k in range(t):
+                info[r * step + q, c * step + k] = f"head {h}<br>query {q}: {labels[q]}<br>key {k}: {labels[k]}"
+        annotations.append(dict(x=c * step + (t - 1) / 2, y=r * step - 0.5, yanchor="bottom", showarrow=False,
+                                text=f"head {h} · K/V head {kv_groups[h]}", font=dict(size=12)))
+    fig = go.Figure(go.Heatmap(z=mosaic, customdata=info if detailed_hover else None, zmin=0, zmax=1,
+                               colorscale="Blues", colorbar=dict(title="weight"),
+                               hovertemplate=("%{customdata}<br>" if detailed_hover else "") + "weight %{z:.3f}<extra></extra>"))
+    fig.update_xaxes(visible=False, constrain="domain")
+    fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
+    fig.update_layout(title=f"Layer {layer}: every head (grey = future keys, masked)", annotations=annotations,
+                      height=260 * rows, plot_bgcolor="white", margin=dict(l=10, r=10, t=70, b=10))
     return fig
 
 
