@@ -72,7 +72,7 @@ def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], 
                                hovertemplate=("%{customdata}<br>" if detailed_hover else "") + "weight %{z:.3f}<extra></extra>"))
     fig.update_xaxes(visible=False, constrain="domain")
     fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
-    fig.update_layout(title=f"Layer {layer}: every head (grey = future keys, masked)", annotations=annotations,
+    fig.update_layout(title=f"Layer {layer}: every head (blank upper triangles = future keys, masked)", annotations=annotations,
                       height=260 * rows, plot_bgcolor="white", margin=dict(l=10, r=10, t=70, b=10))
     return fig
 
