@@ -68,6 +68,7 @@ class BatchStep:
     cache_positions_reserved: int  # positions allocated for the rows/slots in use
     finished: list[int]  # requests that finished at this step
     seconds: float
+    slots: dict[int, int] = field(default_factory=dict)  # request -> batch row (static) or cache slot (continuous)
 
 
 @dataclass
@@ -218,6 +219,7 @@ class _StaticBatch:
             cache_slots_in_use=rows, cache_slots_total=rows,
             cache_positions_in_use=sum(self.lengths) - rows, cache_positions_reserved=self.cache.capacity * rows,
             finished=[r.index for r in active if r.finish_reason is not None], seconds=time.perf_counter() - tick,
+            slots={r.index: row for row, r in enumerate(self.results)},
         )
 
     def _take(self, row: int, result: BatchResult, logits: torch.Tensor, now: float) -> int:

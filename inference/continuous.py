@@ -111,6 +111,7 @@ class ContinuousBatcher:
             cache_positions_in_use=scheduler.positions_in_use,
             cache_positions_reserved=scheduler.slots_in_use * self.cache.capacity,
             finished=[seq.request_id for seq in finished], seconds=seconds,
+            slots={seq.request_id: seq.slot for seq in scheduled.sequences},
         )
 
     def result(self, seq: Sequence, index: int) -> BatchResult:

@@ -41,6 +41,7 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/6_sampling.py", "Sampling", "sampling", ":material/casino:"),
     PageSpec("pages/7_generation.py", "Generation & KV cache", "generation", ":material/autorenew:",
              opens_with_chart=False),  # charts appear after the first step
+    PageSpec("pages/8_batching.py", "Batching", "batching", ":material/stacks:"),
 ]
 
 

@@ -1,0 +1,59 @@
+"""AppTest for the Batching page: the padded batch, a static-vs-continuous run, batched == solo, bad rows."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+pytestmark = pytest.mark.real_model
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def open_batching() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.switch_page("pages/8_batching.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def chart(at: AppTest, key: str) -> dict:
+    for element in at.get("plotly_chart"):
+        if element.proto.id.endswith("-" + key):
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart with key {key!r}")
+
+
+def test_padded_batch_and_a_comparison_run():
+    at = open_batching()
+    padded = chart(at, "batch_padded")["data"][0]
+    assert len(padded["y"]) == 6  # the six default requests
+    at.number_input(key="batch_slots").set_value(2).run()
+    at.button(key="batch_run").click().run()
+    result = at.session_state["batch_comparison"]
+    assert result.n_slots == 2 and result.continuous.grid.shape[0] == 2
+    assert all(solo == static == cont for solo, static, cont in
+               zip(result.solo, result.static.token_ids, result.continuous.token_ids))
+    assert "Every request produced exactly the same tokens" in at.success[0].value
+    assert chart(at, "batch_static_timeline")["data"][0]["type"] == "heatmap"
+    # static keeps a row per request for every step; continuous never holds more than its slots
+    assert result.static.grid.shape == (6, len(result.static.phases))
+    assert result.static.output_tokens == result.continuous.output_tokens
+    assert not at.exception
+
+
+def test_bad_rows_are_explained_and_the_rest_still_runs():
+    from ui.compute_batching import parse_requests
+
+    at = open_batching()  # loads the engine into the cache for parse_requests
+    requests = parse_requests([{"prompt": "", "max new tokens": 4}, {"prompt": "The cat sat", "max new tokens": 999},
+                               {"prompt": "x " * 200, "max new tokens": 3}, {"prompt": "Hi", "max new tokens": "abc"}])
+    assert requests.prompts == ["The cat sat", "Hi"] and requests.max_new_tokens == [32, 8]
+    assert any("Request 0 is left out" in p and "empty" in p for p in requests.problems)
+    assert any("Request 1: max new tokens 999" in p for p in requests.problems)
+    assert any("Request 2 is left out" in p and "limit is 64" in p for p in requests.problems)
+    assert not at.exception

@@ -1,0 +1,177 @@
+"""The Batching page's link to the engine: request checks, the padded batch, and static vs continuous runs.
+
+Owns turning the page's editable request list into prompts and settings (a bad row
+gets its own message, the others go on), the left-padded batch as plain arrays (the
+engine's own ``left_pad`` and mask), and one comparison run: static batching,
+continuous batching and every request alone, all on the shared engine, returned as
+plain data for the figures in ``ui/figures/batching.py``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from inference import PromptError, SamplingParams
+from inference.batching import BatchRun, left_pad, run_static
+from inference.continuous import run_continuous
+from inference.kv_cache import causal_padding_mask
+from ui.figures.batching import EMPTY, IDLE
+from ui.resources import get_engine
+
+MAX_REQUESTS = 8
+MAX_PROMPT_TOKENS = 64
+MAX_NEW_TOKENS = 32
+DEFAULT_REQUESTS = [  # different sizes, different amounts of output (seed 000)
+    {"prompt": "The cat sat", "max new tokens": 6},
+    {"prompt": "Once upon a time there was", "max new tokens": 20},
+    {"prompt": "Bank is closed", "max new tokens": 3},
+    {"prompt": "The cat sat on the mat because it was tired.", "max new tokens": 12},
+    {"prompt": "The capital of France is", "max new tokens": 16},
+    {"prompt": "Hi", "max new tokens": 8},
+]
+
+
+@dataclass(frozen=True)
+class Requests:
+    prompts: list[str]  # the valid ones, in order
+    max_new_tokens: list[int]
+    rows: list[int]  # the editor row each valid prompt came from
+    problems: list[str]  # one message per rejected or clamped row
+
+
+def parse_requests(rows: list[dict]) -> Requests:
+    """Valid (prompt, max new tokens) pairs from the editor; every other row explained."""
+    engine = get_engine()
+    prompts, budgets, kept, problems = [], [], [], []
+    if len(rows) > MAX_REQUESTS:
+        problems.append(f"{len(rows)} requests: only the first {MAX_REQUESTS} are run.")
+    for index, row in enumerate(rows[:MAX_REQUESTS]):
+        prompt = str(row.get("prompt") or "")
+        try:
+            ids = engine.encode_prompt(prompt)
+        except PromptError as error:
+            problems.append(f"Request {index} is left out: {error}.")
+            continue
+        if len(ids) > MAX_PROMPT_TOKENS:
+            problems.append(f"Request {index} is left out: {len(ids)} tokens, the page's limit is {MAX_PROMPT_TOKENS}.")
+            continue
+        budget = _whole_number(row.get("max new tokens"), default=8)
+        if not 1 <= budget <= MAX_NEW_TOKENS:
+            clamped = min(max(budget, 1), MAX_NEW_TOKENS)
+            problems.append(f"Request {index}: max new tokens {budget} is outside 1–{MAX_NEW_TOKENS}, using {clamped}.")
+            budget = clamped
+        prompts.append(prompt)
+        budgets.append(budget)
+        kept.append(index)
+    return Requests(prompts, budgets, kept, problems)
+
+
+def _whole_number(value, default: int) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass(frozen=True)
+class PaddedBatch:
+    tokens: list[list[str | None]]  # (B, T) token texts, None = padding
+    positions: np.ndarray  # (B, T) position ids
+    real: np.ndarray  # (B, T) True = real token
+    masks: np.ndarray  # (B, T, T) attention mask of each request
+    padding_share: float
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def padded_batch(prompts: tuple[str, ...]) -> PaddedBatch:
+    """The prompts left-padded exactly as static batching pads them (the engine's ``left_pad``)."""
+    engine = get_engine()
+    rows = [engine.encode_prompt(p) for p in prompts]
+    ids, mask, positions = left_pad(rows)  # each (B, T)
+    texts = [[engine.tokenizer.decode([int(t)]) if real else None for t, real in zip(row_ids, row_mask)]
+             for row_ids, row_mask in zip(ids.tolist(), mask.tolist())]
+    masks = causal_padding_mask(mask, 0)[:, 0]  # (B, T, T)
+    return PaddedBatch(texts, positions.numpy(), mask.numpy(), masks.numpy(), float(1 - mask.float().mean()))
+
+
+@dataclass
+class ModeRun:
+    """One batching mode's run as plain data."""
+
+    grid: np.ndarray  # (rows or slots, steps): request number, IDLE or EMPTY
+    phases: list[str]
+    texts: list[str]
+    token_ids: list[list[int]]
+    output_tokens: int
+    seconds: float
+    computed_positions: int
+    wasted_positions: int
+    ttft_ms: list[float]
+    tpot_ms: list[float | None]
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.output_tokens / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Comparison:
+    prompts: list[str]
+    static: ModeRun
+    continuous: ModeRun
+    solo: list[list[int]]
+    solo_texts: list[str]
+    n_slots: int
+
+
+def _mode_run(run: BatchRun, n_rows: int) -> ModeRun:
+    grid = np.full((n_rows, len(run.steps)), EMPTY)
+    done: set[int] = set()
+    for column, step in enumerate(run.steps):
+        for request, slot in step.slots.items():
+            grid[slot, column] = IDLE if request in done else request
+        done.update(step.finished)
+    results = run.results
+    return ModeRun(
+        grid=grid, phases=[s.phase for s in run.steps], texts=[r.text for r in results],
+        token_ids=[list(r.token_ids) for r in results], output_tokens=sum(len(r.token_ids) for r in results),
+        seconds=sum(s.seconds for s in run.steps),
+        computed_positions=sum(s.batch_positions for s in run.steps),
+        wasted_positions=sum(s.wasted_positions for s in run.steps),
+        ttft_ms=[1000 * (r.time_to_first_token or 0.0) for r in results],
+        tpot_ms=[None if r.time_per_output_token is None else 1000 * r.time_per_output_token for r in results],
+    )
+
+
+def compare(prompts: list[str], budgets: list[int], temperature: float, seed: int, n_slots: int,
+            progress: Callable[[float, str], None] | None = None) -> Comparison:
+    """Static, continuous (``n_slots`` cache slots) and solo runs of the same requests and settings."""
+    engine = get_engine()
+    params = [SamplingParams(temperature=temperature, max_new_tokens=b, seed=seed + i, stop_on_eos=True)
+              for i, b in enumerate(budgets)]
+    report = progress or (lambda share, text: None)
+    report(0.05, "static batching: one left-padded batch")
+    static = _mode_run(run_static(engine, prompts, params), len(prompts))
+    report(0.35, f"continuous batching: {n_slots} cache slots")
+    continuous = _mode_run(run_continuous(engine, prompts, params, n_slots=n_slots), n_slots)
+    solo, solo_texts = [], []
+    for i, (prompt, p) in enumerate(zip(prompts, params)):
+        report(0.65 + 0.35 * i / len(prompts), f"request {i} alone")
+        done = engine.complete(prompt, p)
+        solo.append(done.token_ids)
+        solo_texts.append(done.text)
+    report(1.0, "done")
+    return Comparison(prompts, static, continuous, solo, solo_texts, n_slots)
+
+
+def check_table(comparison: Comparison) -> list[dict]:
+    """Each request's output alone, in the static batch and in the continuous batch, and whether they agree."""
+    return [{
+        "request": i, "prompt": prompt, "alone": comparison.solo_texts[i],
+        "static batch": comparison.static.texts[i], "continuous batch": comparison.continuous.texts[i],
+        "identical": "✓" if comparison.solo[i] == comparison.static.token_ids[i] == comparison.continuous.token_ids[i]
+        else "✗",
+    } for i, prompt in enumerate(comparison.prompts)]
