@@ -70,7 +70,7 @@ if neighbours:
 st.header("Why subwords? Words, BPE and bytes")
 compare = st.text_input("Text to compare", **state.bind("tok_compare", "The cat sat on thecatsatonthemat"))
 corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE below learn from it)",
-                      height=110, **state.bind("tok_corpus", TINY_CORPUS))
+                      height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
 if compare.strip():
     words = tok.word_level(compare, corpus)
     bpe_ids, bpe = tok.model_bpe(compare)

@@ -52,6 +52,8 @@ words_text = st.text_input("Words to add to the map (comma-separated)",
                            **state.bind("emb_words", ", ".join(w.strip() for w in emb.WORD_SET)))
 words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
 projection = emb.project(view.ids[:n], words)
+if len(projection.labels) < 3:
+    st.info("Add a few words (or a longer prompt): a map needs at least three vectors to be worth drawing.")
 st.plotly_chart(figs.make_projection_scatter(projection.points, projection.labels, projection.groups,
                                              projection.explained), key="embedding_pca")
 st.caption(f"PCA keeps the two directions along which these {len(projection.labels)} vectors vary most; "

@@ -171,3 +171,17 @@ def test_emoji_rtl_and_control_characters_are_explained(page):
     assert_clean(at)
     notes = " ".join(i.value for i in at.info)
     assert "emoji" in notes and "right-to-left" in notes and "U+0000" in notes
+
+
+def test_tiny_inputs_on_every_widget_stay_clean():
+    at = open_page("embeddings", prompt="Hi")
+    at.text_input(key="_w_emb_words").input("").run()
+    assert_clean(at)
+    assert at.info and chart(at, "embedding_pca")
+    at.switch_page("pages/1_tokenization.py").run()
+    for key, value in (("_w_tok_id_word", ""), ("_w_tok_compare", ""), ("_w_tok_bpe_word", " "),
+                       ("_w_tok_bpe_word", "🙂"), ("_w_tok_bpe_word", "")):
+        at.text_input(key=key).input(value).run()
+        assert_clean(at)
+    at.text_area(key="_w_tok_corpus").input("").run()
+    assert_clean(at)

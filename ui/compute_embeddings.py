@@ -87,7 +87,8 @@ def project(ids: list[int], words: tuple[str, ...]) -> Projection:
     matrix = np.stack(vectors)  # (N, D)
     centred = matrix - matrix.mean(0, keepdims=True)
     _, singular, vt = np.linalg.svd(centred, full_matrices=False)
-    points = centred @ vt[:2].T  # (N, 2)
+    points = np.zeros((len(vectors), 2))
+    points[:, : min(2, len(vt))] = centred @ vt[:2].T  # (N, 2); fewer than 3 vectors leave PC2 at 0
     variance = singular**2 / max(float((singular**2).sum()), 1e-12)
     explained = (float(variance[0]), float(variance[1]) if len(variance) > 1 else 0.0)
     return Projection(points, labels, groups, explained)
