@@ -5,6 +5,7 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import compute_attention as att  # noqa: E402
 from ui import compute_embeddings as emb  # noqa: E402
 from ui import state  # noqa: E402
 from ui.figures import embeddings as figs  # noqa: E402
@@ -72,6 +73,22 @@ if emb.position_scheme() == "rope":
     )
     angles = emb.rope_angles(ROPE_POSITIONS)
     st.plotly_chart(figs.make_rope_rotation(angles, ROPE_PAIRS, emb.rope_wavelengths()), key="rope_rotation")
+    maps = att.attention_maps(view.ids)
+    pieces = view.pieces[: maps.n_tokens]
+    query = att.find_token(pieces, "it")
+    query = query if query is not None else maps.n_tokens - 1
+    key = att.find_token(pieces[:query], "cat")
+    key = key if key is not None else 0
+    layer, head, _ = att.top_heads(maps, query, key, k=1)[0]
+    by_distance = att.scores_by_distance(maps, layer, head, query, key)
+    st.markdown(
+        f"A real pair: the query of `{visible(pieces[query])}` and the key of `{visible(pieces[key])}` in layer "
+        f"{layer}, head {head} (the head that links them most). Undo their rotations, rotate them again as if "
+        f"they were *d* positions apart, and score them: the red diamond, at the real distance {by_distance.actual_distance}, "
+        "is the score the forward pass recorded; the line shows how the same two vectors would score nearer or farther."
+    )
+    st.plotly_chart(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
+                                              by_distance.recorded, pieces[query], pieces[key]), key="rope_distance")
     st.plotly_chart(figs.make_position_heatmap(
         emb.rope_cos(64), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
         "frequency pair", "cos"), key="rope_table")

@@ -55,6 +55,8 @@ def test_vector_neighbour_projection_and_position_figures():
     rotation = emb_figs.make_rope_rotation(angles, [0, 1], np.array([6.28, 62.8]))
     assert len(rotation.data) == 2 * (1 + 5)  # a circle and one arrow per position, per pair
     assert np.asarray(emb_figs.make_position_heatmap(np.zeros((3, 4)), "t", "x", "c").data[0].z).shape == (3, 4)
+    distance = emb_figs.make_distance_scores(np.arange(5), np.ones(5), 2, 1.0, " it", " cat")
+    assert len(distance.data) == 2 and list(distance.data[1].x) == [2]
 
 
 # -- attention ------------------------------------------------------------------------
@@ -194,3 +196,17 @@ def test_attention_is_capped_for_long_prompts(real):
     ids = real.tokenizer.encode("word " * 300)
     maps = attention_maps(ids)
     assert maps.n_tokens == MAX_TOKENS and maps.total_tokens == len(ids) > MAX_TOKENS
+
+
+@pytest.mark.real_model
+def test_rope_scores_by_distance_reproduce_the_recorded_score(real):
+    from ui.compute_attention import attention_maps, scores_by_distance
+
+    ids = real.tokenizer.encode("The cat sat on the mat because it was tired.")
+    maps = attention_maps(ids)
+    for layer, head in ((0, 0), (13, 8), (29, 4)):
+        result = scores_by_distance(maps, layer, head, query=7, key=1)
+        assert result.actual_distance == 6
+        assert result.scores[6] == pytest.approx(result.recorded, abs=1e-3)
+    same_distance = scores_by_distance(maps, 5, 2, query=4, key=4)
+    assert same_distance.scores[0] == pytest.approx(same_distance.recorded, abs=1e-3)

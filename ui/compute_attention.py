@@ -23,6 +23,8 @@ MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earli
 class AttentionMaps:
     raw_scores: np.ndarray  # (L, H, T, T) q·k, before scaling and masking
     probs: np.ndarray  # (L, H, T, T) softmax of the scaled, masked scores
+    queries: np.ndarray  # (L, H, T, hd) after RoPE
+    keys: np.ndarray  # (L, n_kv, T, hd) after RoPE
     head_dim: int
     n_kv_heads: int
     total_tokens: int  # tokens in the prompt (T may be fewer: the first MAX_TOKENS)
@@ -52,8 +54,10 @@ def attention_maps(ids: list[int]) -> AttentionMaps:
     with torch.inference_mode():
         raw = torch.stack([layer.raw_scores[0] for layer in trace.layers])  # (L, H, T, T)
         probs = torch.stack([layer.attention_probs[0] for layer in trace.layers])  # (L, H, T, T)
-    return AttentionMaps(raw.numpy().copy(), probs.numpy().copy(), engine.config.head_dim,
-                         engine.config.n_kv_heads, len(ids))
+        queries = torch.stack([layer.queries[0] for layer in trace.layers])  # (L, H, T, hd)
+        keys = torch.stack([layer.keys[0] for layer in trace.layers])  # (L, n_kv, T, hd)
+    return AttentionMaps(raw.numpy().copy(), probs.numpy().copy(), queries.numpy().copy(), keys.numpy().copy(),
+                         engine.config.head_dim, engine.config.n_kv_heads, len(ids))
 
 
 @dataclass(frozen=True)
@@ -90,3 +94,37 @@ def find_token(pieces: list[str], word: str) -> int | None:
         if piece.strip().lower() == word:
             return i
     return None
+
+
+def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """RoPE as the model applies it (half-split pairs): x * cos + rotate_half(x) * sin."""
+    first, second = np.split(x, 2, axis=-1)
+    return x * cos + np.concatenate([-second, first], axis=-1) * sin
+
+
+@dataclass(frozen=True)
+class DistanceScores:
+    distances: np.ndarray  # (N,) how many positions the key sits before the query
+    scores: np.ndarray  # (N,) scaled score q·k/sqrt(hd) of the same two vectors at that distance
+    actual_distance: int
+    recorded: float  # the scaled score the forward pass recorded at the actual positions
+
+
+def scores_by_distance(maps: AttentionMaps, layer: int, head: int, query: int, key: int,
+                       max_distance: int = 64) -> DistanceScores:
+    """Take one real query and key, undo their RoPE rotations, and score them again at other distances.
+
+    With RoPE the score depends only on how far apart the two tokens are, so it can be
+    recomputed for any distance by rotating the query to position ``d`` and the key to 0.
+    """
+    rope = get_engine().model.rope
+    cos, sin = rope.cos.numpy(), rope.sin.numpy()  # (P, hd)
+    q = maps.queries[layer, head, query]
+    k = maps.keys[layer, maps.kv_group(head), key]
+    q_plain = _rotate(q, cos[query], -sin[query])  # rotating by -angle undoes the rotation
+    k_plain = _rotate(k, cos[key], -sin[key])
+    distances = np.arange(max_distance + 1)
+    k_at_zero = _rotate(k_plain, cos[0], sin[0])
+    scores = np.array([_rotate(q_plain, cos[d], sin[d]) @ k_at_zero for d in distances]) / np.sqrt(maps.head_dim)
+    recorded = float(maps.raw_scores[layer, head, query, key]) / np.sqrt(maps.head_dim)
+    return DistanceScores(distances, scores, query - key, recorded)

@@ -96,3 +96,19 @@ def make_position_heatmap(values: np.ndarray, title: str, x_title: str, colorbar
     fig.update_layout(title=title, xaxis_title=x_title, yaxis_title="position", yaxis=dict(autorange="reversed"),
                       height=380, margin=dict(l=40, r=10, t=50, b=40))
     return fig
+
+
+def make_distance_scores(distances: np.ndarray, scores: np.ndarray, actual: int, recorded: float,
+                         query_label: str, key_label: str) -> go.Figure:
+    """Score of one real query/key pair as a function of how far apart RoPE places them."""
+    fig = go.Figure(go.Scatter(x=distances, y=scores, mode="lines+markers", name="same vectors, other distance",
+                               marker=dict(size=4), hovertemplate="distance %{x}<br>score %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[actual], y=[recorded], mode="markers", name="recorded in the forward pass",
+                             marker=dict(size=13, color="#e15759", symbol="diamond"),
+                             hovertemplate="actual distance %{x}<br>score %{y:.4f}<extra></extra>"))
+    fig.update_layout(
+        title=f"q({visible(query_label)}) · k({visible(key_label)}) / √d if the key sat d positions before the query",
+        xaxis_title="distance d (positions)", yaxis_title="scaled score", height=340,
+        margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
