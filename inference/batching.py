@@ -39,6 +39,7 @@ class BatchResult:
     index: int  # position in the caller's list
     prompt_ids: list[int]
     token_ids: list[int] = field(default_factory=list)
+    probabilities: list[float] = field(default_factory=list)  # of each token after all sampling stages
     text: str = ""
     finish_reason: str | None = None  # "eos", "length", "context", "cancelled" or "error"
     error: Exception | None = None
@@ -227,6 +228,7 @@ class _StaticBatch:
         params = self.params[row]
         choice = sample(logits, params, self.generators[row], previous_ids=result.prompt_ids + result.token_ids)
         result.token_ids.append(choice.token_id)
+        result.probabilities.append(choice.probability)
         if result.logits is not None:
             result.logits.append(logits.clone())
         self.lengths[row] += 1

@@ -96,7 +96,9 @@ class ContinuousBatcher:
     def _sample(self, seq: Sequence, logits: torch.Tensor) -> int:
         if self.keep_logits:
             self.logits.setdefault(seq.request_id, []).append(logits.clone())
-        return sample(logits, seq.params, seq.generator, previous_ids=seq.all_ids).token_id
+        choice = sample(logits, seq.params, seq.generator, previous_ids=seq.all_ids)
+        seq.output_probs.append(choice.probability)
+        return choice.token_id
 
     def _record(self, scheduled: ScheduledStep, fed: dict[int, int], token_ids: list[int],
                 finished: list[Sequence], seconds: float) -> BatchStep:
@@ -118,6 +120,7 @@ class ContinuousBatcher:
         """A finished (or cancelled) sequence as a ``BatchResult``."""
         return BatchResult(
             index=index, prompt_ids=seq.prompt_ids, token_ids=list(seq.output_ids),
+            probabilities=list(seq.output_probs),
             text=self.engine.tokenizer.decode(seq.output_ids), finish_reason=seq.finish_reason,
             time_to_first_token=seq.time_to_first_token, time_per_output_token=seq.time_per_output_token,
             logits=self.logits.pop(seq.request_id, []) if self.keep_logits else None,

@@ -49,6 +49,7 @@ class Sequence:
     request_id: int = field(default_factory=new_request_id)
     status: SequenceStatus = SequenceStatus.WAITING
     output_ids: list[int] = field(default_factory=list)
+    output_probs: list[float] = field(default_factory=list)  # each output token's probability when drawn
     slot: int | None = None
     cached: int = 0  # positions of this sequence already in its slot
     finish_reason: str | None = None  # "eos", "length", "context" or "cancelled"

@@ -53,3 +53,10 @@ settled = next(i for i in range(len(lens.layer_labels))
 st.markdown(f"The final answer **{visible_token(final)}** is the top guess at the last position from "
             f"**{lens.layer_labels[settled]}** on (of {config.n_layers} blocks); "
             "the line shows how sure each layer is.")
+
+st.header("What to try next")
+st.markdown(
+    "- Change the prompt to \"The capital of France is\" and find the layer where \" Paris\" takes over.\n"
+    "- Walk the same block at an early and a late layer: which sub-layer changes the stream the most?\n"
+    "- Next: **Logits & temperature** — what happens to the last layer's scores before a token is chosen."
+)

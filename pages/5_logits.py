@@ -89,3 +89,10 @@ else:
                 "renormalised probability.")
 st.caption("Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty → "
            "softmax → ÷ T → top-k → top-p → min-p → renormalise. Grey cells were cut at that stage.")
+
+st.header("What to try next")
+st.markdown(
+    "- Slide T from 0.1 to 2: watch the top token's probability and the entropy move in opposite directions.\n"
+    "- Set top-p to 0.5, then min-p to 0.1: which stage cuts more here, and why does it depend on the prompt?\n"
+    "- Next: **Sampling** — the surviving tokens laid on [0, 1) and an actual draw."
+)

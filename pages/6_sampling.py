@@ -3,6 +3,7 @@ import dataclasses
 
 import streamlit as st
 
+from inference import BusyError, PromptError
 from ui import sampling_controls, state
 from ui.compute_logits import current_prompt_logits, params_key, use_article_prompt
 from ui.compute_sampling import continuation, draw, draw_history, draw_many, first_divergence
@@ -89,10 +90,14 @@ if st.session_state.get(SHOW_HISTOGRAM):
                     f"freedom, p = **{gof.p_value:.3g}** — the draws are {verdict} the probabilities. "
                     "The law of large numbers: the more draws, the closer the bars.")
 
-# 3. Greedy vs sampled, and two temperatures, from engine.generate
+# 3. Greedy vs sampled, and two temperatures, from the shared server (batched with other sessions)
 st.subheader("3 · Continuations side by side")
-greedy_run = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=0.0)), N_TOKENS)
-sampled_run = continuation(prompt, chat, key, N_TOKENS)
+try:
+    greedy_run = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=0.0)), N_TOKENS)
+    sampled_run = continuation(prompt, chat, key, N_TOKENS)
+except (BusyError, PromptError) as error:
+    st.warning(f"Continuations are not available right now: {error}.")
+    st.stop()
 split = first_divergence(greedy_run.token_ids, sampled_run.token_ids)
 st.plotly_chart(make_token_strips(
     [greedy_run.token_strings, sampled_run.token_strings], ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"],
@@ -103,8 +108,12 @@ st.markdown(f"**Greedy:** {greedy_run.text!r}  \n**Sampled:** {sampled_run.text!
 pair = st.columns(4)
 t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_a", 0.3))
 t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_b", 1.5))
-run_a = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_a)), N_TOKENS)
-run_b = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_b)), N_TOKENS)
+try:
+    run_a = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_a)), N_TOKENS)
+    run_b = continuation(prompt, chat, params_key(dataclasses.replace(params, temperature=t_b)), N_TOKENS)
+except (BusyError, PromptError) as error:
+    st.warning(f"Continuations are not available right now: {error}.")
+    st.stop()
 split_ab = first_divergence(run_a.token_ids, run_b.token_ids)
 st.plotly_chart(make_token_strips(
     [run_a.token_strings, run_b.token_strings], [f"A: T = {t_a:g}", f"B: T = {t_b:g}"],
@@ -113,3 +122,11 @@ st.plotly_chart(make_token_strips(
 where = "they never diverge" if split_ab is None else f"they first differ at generated token #{split_ab}"
 st.markdown(f"**A:** {run_a.text!r}  \n**B:** {run_b.text!r}  \nSame seed, so the same stream of u values: "
             f"{where}. Colour = the probability the sampler gave each chosen token.")
+
+st.header("What to try next")
+st.markdown(
+    "- Press **Draw again** a few times, then change the seed in the sidebar and start over: the same seed "
+    "always replays the same draws.\n"
+    "- Draw 1,000 times at T = 0.3 and at T = 1.5: the histogram follows the probabilities either way.\n"
+    "- Next: **Generation & KV cache** — repeat the draw, token after token."
+)

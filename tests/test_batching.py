@@ -155,6 +155,15 @@ def test_seeded_sampled_request_ignores_its_batch_mates(tiny, mode):
     assert run_b.results[0].token_ids == alone
 
 
+@pytest.mark.parametrize("mode", ["static", "continuous"])
+def test_each_token_carries_the_probability_it_was_drawn_with(tiny, mode):
+    params = SamplingParams(temperature=0.9, top_p=0.95, seed=5, max_new_tokens=6, stop_on_eos=False)
+    steps = list(tiny.generate(PROMPTS[1], params))
+    result = RUNNERS[mode](tiny, [PROMPTS[0], PROMPTS[1]], [greedy(3), params]).results[1]
+    assert result.token_ids == [s.token_id for s in steps]
+    assert result.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
+
+
 # -- finishing ----------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["static", "continuous"])
 def test_requests_finish_at_different_steps_and_max_tokens_one(tiny, mode):

@@ -174,12 +174,17 @@ def test_seed_parsing_accepts_whole_numbers():
 # -- engine-backed helpers (the real model, loaded once) ----------------------------------
 @pytest.fixture
 def real(engine, monkeypatch):
-    """The helpers, pointed at the session's engine, with empty caches."""
+    """The helpers, pointed at the session's engine (and a server over it), with empty caches."""
+    from inference import EngineServer
+
+    server = EngineServer(engine, n_slots=4, max_waiting=4)
     monkeypatch.setattr(compute_logits, "get_engine", lambda: engine)
     monkeypatch.setattr(compute_sampling, "get_engine", lambda: engine)
+    monkeypatch.setattr(compute_sampling, "get_server", lambda: server)
     st.cache_data.clear()
     yield engine
     st.cache_data.clear()
+    server.close()
 
 
 def _key(**changes) -> tuple:
@@ -245,6 +250,17 @@ def test_greedy_continuation_starts_with_on(real):
     run = compute_sampling.continuation(PROMPT, False, _key(temperature=0.0), 4)
     assert run.token_strings[0] == " on" and len(run.token_ids) == 4
     assert all(p == 1.0 for p in run.probabilities)  # greedy: the chosen token has all the final mass
+
+
+@pytest.mark.real_model
+def test_sampled_continuation_comes_from_the_shared_server_and_equals_generate(real):
+    key = _key(temperature=1.2, top_p=0.95)
+    run = compute_sampling.continuation(PROMPT, False, key, 6)
+    params = dataclasses.replace(compute_logits.params_from_key(key), max_new_tokens=6)
+    steps = list(real.generate(PROMPT, params))
+    assert run.token_ids == [s.token_id for s in steps]
+    assert run.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
+    assert compute_sampling.get_server().recent_steps, "the request went through the server's batcher"
 
 
 @pytest.mark.real_model

@@ -19,7 +19,7 @@ import torch
 
 from inference import SamplingParams, sample_many
 from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, token_texts
-from ui.resources import get_engine
+from ui.resources import get_engine, get_server
 
 
 # -- one draw -----------------------------------------------------------------------------
@@ -193,13 +193,13 @@ class Continuation:
 
 @st.cache_data(max_entries=32, show_spinner="Generating…")
 def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
-    """The engine's own ``generate`` for ``n_tokens`` tokens with these settings and seed."""
+    """``n_tokens`` tokens with these settings and seed, from the shared server (batched with other sessions'
+    requests; the same tokens as ``Engine.generate``). Raises ``BusyError`` when the server is full."""
     params = dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens)
-    steps = list(get_engine().generate(prompt, params, chat=chat))
+    result = get_server().submit(prompt, params, chat=chat).result(timeout=300)
     return Continuation(
-        token_ids=[s.token_id for s in steps], token_strings=[s.token_text for s in steps],
-        probabilities=[s.probability for s in steps], text="".join(s.text for s in steps),
-        finish_reason=steps[-1].finish_reason if steps else None,
+        token_ids=result.token_ids, token_strings=get_engine().tokenizer.token_strings(result.token_ids),
+        probabilities=result.probabilities, text=result.text, finish_reason=result.finish_reason,
     )
 
 

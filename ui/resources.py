@@ -10,7 +10,7 @@ import os
 import streamlit as st
 import torch
 
-from inference import Engine, load_engine
+from inference import Engine, EngineServer, load_engine
 
 
 @st.cache_resource(show_spinner="Loading the model (first start converts the GGUF, ~10 s)…")
@@ -44,3 +44,15 @@ def use_app_threads() -> None:
     threads = app_threads()
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+@st.cache_resource(show_spinner=False)
+def get_server() -> EngineServer:
+    """The server's one generation worker: requests from every browser session are queued and
+    batched together (continuous batching), each caller receiving only its own tokens.
+
+    Bounded: 8 requests run at once and 32 more may wait; beyond that ``submit`` raises
+    ``BusyError``, which pages show as a "busy, try again" message. Slots hold 1,024
+    positions (prompt + answer).
+    """
+    return EngineServer(get_engine(), n_slots=8, max_waiting=32, slot_capacity=1024, threads=app_threads())
