@@ -1,31 +1,18 @@
 """AppTest for the Batching page: the padded batch, a static-vs-continuous run, batched == solo, bad rows."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
-pytestmark = pytest.mark.real_model
+from tests.apptest_utils import chart, open_page
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+pytestmark = pytest.mark.real_model
 
 
 def open_batching() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
-    at.switch_page("pages/8_batching.py")
-    at.run()
+    at = open_page("pages/8_batching.py", timeout=180)
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def chart(at: AppTest, key: str) -> dict:
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith("-" + key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart with key {key!r}")
 
 
 def test_padded_batch_and_a_comparison_run():

@@ -1,35 +1,18 @@
 """AppTest for the Generation & KV cache page: step, run N, rewind, force (and bad forced tokens), the cache view."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
-pytestmark = pytest.mark.real_model
+from tests.apptest_utils import chart, open_page
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
-TIMEOUT = 120
+pytestmark = pytest.mark.real_model
 
 
 def open_generation(prompt: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.run()
-    if prompt is not None:
-        at.text_area(key="_w_prompt").input(prompt)
-        at.run()
-    at.switch_page("pages/7_generation.py")
-    at.run()
+    at = open_page("pages/7_generation.py", prompt)
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def chart(at: AppTest, key: str) -> dict:
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith("-" + key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart with key {key!r}")
 
 
 def stepper(at: AppTest):

@@ -3,17 +3,16 @@ right shape, widgets (found by key) re-render it, the shared prompt survives pag
 input gives a clear message instead of an exception."""
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests import apptest_utils
+from tests.apptest_utils import APP, assert_clean, chart, plotly_array
+
 pytestmark = pytest.mark.real_model
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 90  # the first run loads the model; 2 shared cores
 PROMPT = "The cat sat on the mat because it was tired."
 N_TOKENS = 11  # of PROMPT, for the embedded SmolLM2 tokenizer
@@ -24,38 +23,14 @@ PAGES = {
 }
 
 
-def _array(value) -> np.ndarray:
-    """A Plotly JSON array, plain list or typed ({'dtype', 'bdata', 'shape'})."""
-    if isinstance(value, dict) and "bdata" in value:
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        if isinstance(shape, str):
-            shape = [int(s) for s in shape.split(",")]
-        return data.reshape(shape) if shape else data
-    return np.asarray(value, dtype=float)
 
 
-def chart(at: AppTest, key: str) -> dict:
-    """The Plotly figure (as JSON) of the chart drawn with ``key``."""
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith("-" + key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart with key {key!r}")
 
 
 def open_page(page: str, prompt: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.run()
-    if prompt is not None:
-        at.text_area(key="_w_prompt").input(prompt)
-        at.run()
-    at.switch_page(PAGES[page][0])
-    at.run()
-    return at
+    return apptest_utils.open_page(PAGES[page][0], prompt, TIMEOUT)
 
 
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def test_shell_defaults_sidebar_and_navigation():
@@ -78,11 +53,11 @@ def test_page_runs_with_its_main_chart(page):
     spec = chart(at, PAGES[page][2])
     data = spec["data"][0]
     if page == "tokenization":
-        assert len(_array(data["y"])) == N_TOKENS
+        assert len(plotly_array(data["y"])) == N_TOKENS
     elif page == "embeddings":
-        assert _array(data["z"]).shape == (N_TOKENS, 576)
+        assert plotly_array(data["z"]).shape == (N_TOKENS, 576)
     else:
-        z = _array(data["z"])
+        z = plotly_array(data["z"])
         assert z.shape == (N_TOKENS, N_TOKENS)
         assert np.isnan(z[0, 1]) and np.allclose(np.nansum(z, axis=1), 1.0, atol=1e-4)
     assert "What to try next" in [h.value for h in at.header]
@@ -99,7 +74,7 @@ def test_tokenization_widgets_rerender():
     assert any("14 merges learned" in c.value for c in at.caption)
     at.toggle(key="_w_chat").set_value(True).run()
     assert_clean(at)
-    assert len(_array(chart(at, "token_ids_chart")["data"][0]["y"])) > N_TOKENS  # the template's tokens
+    assert len(plotly_array(chart(at, "token_ids_chart")["data"][0]["y"])) > N_TOKENS  # the template's tokens
 
 
 def test_embeddings_widgets_rerender():
@@ -117,14 +92,14 @@ def test_embeddings_widgets_rerender():
 def test_attention_widgets_and_guided_buttons():
     at = open_page("attention")
     assert at.selectbox(key="_w_att_query").value == 7  # " it" is the default query
-    first = _array(chart(at, "attention_heatmap")["data"][0]["z"])
+    first = plotly_array(chart(at, "attention_heatmap")["data"][0]["z"])
     at.slider(key="_w_att_layer").set_value(13).run()
     assert_clean(at)
-    assert not np.allclose(np.nan_to_num(first), np.nan_to_num(_array(chart(at, "attention_heatmap")["data"][0]["z"])))
+    assert not np.allclose(np.nan_to_num(first), np.nan_to_num(plotly_array(chart(at, "attention_heatmap")["data"][0]["z"])))
     at.button(key="att_show_cat").click().run()
     assert_clean(at)
     steps = chart(at, "score_steps")
-    probs = _array(steps["data"][3]["y"])
+    probs = plotly_array(steps["data"][3]["y"])
     assert probs.shape == (N_TOKENS,) and abs(probs.sum() - 1) < 1e-4 and probs[1] == probs.max()  # "it" -> "cat"
 
 

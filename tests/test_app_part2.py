@@ -4,8 +4,6 @@ a temperature move stays fast, settings survive page switches, and bad input giv
 message, never an exception element."""
 from __future__ import annotations
 
-import base64
-import json
 import statistics
 import time
 from pathlib import Path
@@ -14,10 +12,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-pytestmark = pytest.mark.real_model
+from tests import apptest_utils
+from tests.apptest_utils import assert_clean, chart, plotly_array
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
+
+pytestmark = pytest.mark.real_model
+
 TIMEOUT = 120  # the first run loads the model; continuations run on 2 shared cores
 PROMPT = "The cat sat"  # seed 004: the model should continue with " on"
 PAGES = {
@@ -27,37 +28,14 @@ PAGES = {
 }
 
 
-def _array(value) -> np.ndarray:
-    """A Plotly JSON array, plain list or typed ({'dtype', 'bdata', 'shape'})."""
-    if isinstance(value, dict) and "bdata" in value:
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        if isinstance(shape, str):
-            shape = [int(s) for s in shape.split(",")]
-        return data.reshape(shape) if shape else data
-    return np.asarray(value, dtype=object if value and isinstance(value[0], str) else float)
 
 
-def chart(at: AppTest, key: str) -> dict:
-    """The Plotly figure (as JSON) of the chart drawn with ``key``."""
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith("-" + key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart with key {key!r}")
 
 
-def open_page(page: str, prompt: str = PROMPT) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.run()
-    at.text_area(key="_w_prompt").input(prompt)
-    at.run()
-    at.switch_page(PAGES[page][0])
-    at.run()
-    return at
+def open_page(page: str, prompt: str | None = PROMPT) -> AppTest:
+    return apptest_utils.open_page(PAGES[page][0], prompt, TIMEOUT)
 
 
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def texts(elements) -> str:
@@ -70,7 +48,7 @@ def test_logit_lens_page_shows_the_answer_forming():
     assert_clean(at)
     assert at.title[0].value == PAGES["logit_lens"][1]
     lens = chart(at, "logit_lens")["data"][0]
-    z = _array(lens["z"])
+    z = plotly_array(lens["z"])
     assert z.shape == (31, 3)  # embeddings + 30 blocks, 3 prompt positions
     assert lens["text"][-1][-1] == "␣on"  # the last layer's guess after "sat" is the model's answer
     assert "is the top guess at the last position from" in texts(at.markdown)
@@ -87,14 +65,14 @@ def test_logits_page_marks_greedy_and_the_temperature_slider_reshapes():
     assert_clean(at)
     bar = chart(at, "logits_bar")
     assert bar["layout"]["xaxis"]["ticktext"][0] == "␣on" and bar["layout"]["annotations"][0]["text"] == "greedy pick"
-    before = _array(chart(at, "probability_overlay")["data"][1]["y"])
+    before = plotly_array(chart(at, "probability_overlay")["data"][1]["y"])
     at.slider(key="_w_temperature").set_value(0.3).run()
     assert_clean(at)
-    after = _array(chart(at, "probability_overlay")["data"][1]["y"])
+    after = plotly_array(chart(at, "probability_overlay")["data"][1]["y"])
     assert after[0] > before[0] and after[-1] < before[-1]  # T < 1 sharpens
     assert at.metric[0].label == "Entropy at T = 0.3"
     at.slider(key="_w_temperature").set_value(1.5).run()
-    flatter = _array(chart(at, "probability_overlay")["data"][1]["y"])
+    flatter = plotly_array(chart(at, "probability_overlay")["data"][1]["y"])
     assert flatter[0] < before[0]  # T > 1 flattens
 
 
@@ -174,7 +152,7 @@ def test_draw_1000_times_fits_the_probabilities():
     at.button(key="draw_1000").click().run()
     assert_clean(at)
     histogram = chart(at, "draw_histogram")
-    expected, observed = _array(histogram["data"][0]["y"]), _array(histogram["data"][1]["y"])
+    expected, observed = plotly_array(histogram["data"][0]["y"]), plotly_array(histogram["data"][1]["y"])
     assert observed.sum() == pytest.approx(1.0) and expected.sum() == pytest.approx(1.0, abs=1e-4)
     assert "consistent with" in texts(at.markdown) and "**not**" not in texts(at.markdown)
 
@@ -257,7 +235,7 @@ def test_long_prompt_says_what_the_lens_traces():
     at = open_page("logit_lens", prompt="The cat sat on the mat. " * 30)  # 180 tokens
     assert_clean(at)
     assert "traces only its last 128" in texts(at.warning)
-    assert _array(chart(at, "logit_lens")["data"][0]["z"]).shape == (31, 16)
+    assert plotly_array(chart(at, "logit_lens")["data"][0]["z"]).shape == (31, 16)
     assert "Showing the last 16 of 128 positions." in texts(at.caption)
 
 
@@ -270,12 +248,12 @@ def test_chat_template_runs_through_the_logits_page():
 
 def test_repetition_penalty_and_min_p_run_through_the_engine_stages():
     at = open_page("logits", prompt="1, 2, 3, 1, 2, 3, 1, 2,")
-    first = _array(chart(at, "stage_figure")["data"][0]["z"])
+    first = plotly_array(chart(at, "stage_figure")["data"][0]["z"])
     at.slider(key="_w_repetition_penalty").set_value(2.0).run()
     at.slider(key="_w_min_p").set_value(0.2).run()
     assert_clean(at)
     stages = chart(at, "stage_figure")["data"][0]
-    assert not np.allclose(np.nan_to_num(first[0]), np.nan_to_num(_array(stages["z"])[0]))  # penalised softmax
+    assert not np.allclose(np.nan_to_num(first[0]), np.nan_to_num(plotly_array(stages["z"])[0]))  # penalised softmax
     assert any(label.startswith("min-p · ") for label in stages["y"])
     assert "the repetition penalty lowers tokens already in the prompt" in texts(at.markdown)  # greedy moved
 
