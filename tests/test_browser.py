@@ -86,11 +86,11 @@ def browser():
 
 
 def _wait_for_run_to_finish(page) -> None:
-    """Until Streamlit's running indicator has been gone for a moment and Plotly has drawn."""
+    """Until the app's script (stApp's data-test-script-state) has not been running for two seconds."""
     deadline = time.monotonic() + RENDER_S
     quiet_since = None
     while time.monotonic() < deadline:
-        running = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        running = page.locator('[data-testid="stApp"][data-test-script-state="running"]').count() > 0
         if running:
             quiet_since = None
         elif quiet_since is None:
