@@ -35,10 +35,7 @@ loaded = current_prompt_logits()
 if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
-settings = sampling_controls.render(get_engine().config.vocab_size)
-sampling_controls.show_notes(settings)
-if settings.params is None:
-    st.stop()
+settings = sampling_controls.settings_or_stop(get_engine().config.vocab_size)
 params, key = settings.params, params_key(settings.params)
 
 # 1. One draw: the engine's ranges, its u and its choice

@@ -24,10 +24,7 @@ engine = get_engine()
 view = prompt_tokens()
 if view is None:
     st.stop()
-settings = sampling_controls.render(engine.config.vocab_size)
-sampling_controls.show_notes(settings)
-if settings.params is None:
-    st.stop()
+settings = sampling_controls.settings_or_stop(engine.config.vocab_size)
 stepper = gen.current_stepper(engine, view.ids, settings.params)
 
 # 1. Controls: next, run N, rewind, force a token (actions run as callbacks, before the page redraws)

@@ -102,3 +102,12 @@ def show_notes(settings: Settings) -> None:
         st.info(note, icon="ℹ️")
     if settings.error:
         st.error(settings.error, icon="🚫")
+
+
+def settings_or_stop(vocab_size: int) -> Settings:
+    """Draw the controls and their notes; stop the page run (after showing why) when they are invalid."""
+    settings = render(vocab_size)
+    show_notes(settings)
+    if settings.params is None:
+        st.stop()
+    return settings
