@@ -125,7 +125,7 @@ class Engine:
         """Feed one new token, appending its K/V to the cache; logits (V,) for the next one."""
         return self.model(self._ids_tensor([token_id]), kv_cache=kv_cache, trace=trace)[0, -1].float().cpu()
 
-    def _recompute(self, ids: list[int]) -> torch.Tensor:
+    def recompute_last(self, ids: list[int]) -> torch.Tensor:
         """The no-cache path: the whole sequence again, logits (V,) of the last position."""
         return self.model(self._ids_tensor(ids), last_only=True)[0, -1].float().cpu()
 
@@ -152,7 +152,7 @@ class Engine:
             started = time.perf_counter()
             # 1. forward: the prompt once (prefill), then one token per step (decode)
             if kv_cache is None:
-                logits = self._recompute(ids)
+                logits = self.recompute_last(ids)
             elif next_input is None:
                 logits = self.prefill(ids, kv_cache)
             else:

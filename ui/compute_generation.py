@@ -133,7 +133,7 @@ def measure_cache_timing(engine: Engine, prompt_ids: list[int], n_tokens: int,
         logits = engine.decode_step(ids[-1], cache)
         result.cached_ms.append(1000 * (time.perf_counter() - started))
         started = time.perf_counter()
-        full = engine.forward_logits(ids)[-1]
+        full = engine.recompute_last(ids)  # what generate(use_cache=False) runs each step
         result.uncached_ms.append(1000 * (time.perf_counter() - started))
         result.context_lengths.append(len(ids))
         result.max_abs_diff = max(result.max_abs_diff, float((full - logits).abs().max()))
