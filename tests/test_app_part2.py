@@ -50,7 +50,7 @@ def test_logit_lens_page_shows_the_answer_forming():
     lens = chart(at, "logit_lens")["data"][0]
     z = plotly_array(lens["z"])
     assert z.shape == (31, 3)  # embeddings + 30 blocks, 3 prompt positions
-    assert lens["text"][-1][-1] == "␣on"  # the last layer's guess after "sat" is the model's answer
+    assert lens["text"][-1][-1] == "·on"  # the last layer's guess after "sat" is the model's answer
     assert "is the top guess at the last position from" in texts(at.markdown)
     first = chart(at, "block_diagram")["layout"]["annotations"][0]["text"]
     assert "3 × 576" in first
@@ -64,7 +64,7 @@ def test_logits_page_marks_greedy_and_the_temperature_slider_reshapes():
     at = open_page("logits")
     assert_clean(at)
     bar = chart(at, "logits_bar")
-    assert bar["layout"]["xaxis"]["ticktext"][0] == "␣on" and bar["layout"]["annotations"][0]["text"] == "greedy pick"
+    assert bar["layout"]["xaxis"]["ticktext"][0] == "·on" and bar["layout"]["annotations"][0]["text"] == "greedy pick"
     before = plotly_array(chart(at, "probability_overlay")["data"][1]["y"])
     at.slider(key="_w_temperature").set_value(0.3).run()
     assert_clean(at)
@@ -104,7 +104,7 @@ def test_tiny_top_p_leaves_one_token():
     at = open_page("logits")
     at.slider(key="_w_top_p").set_value(0.01).run()
     assert_clean(at)
-    assert "one token survives" in texts(at.markdown) and "␣on" in texts(at.markdown)
+    assert "one token survives" in texts(at.markdown) and "·on" in texts(at.markdown)
 
 
 def test_temperature_zero_is_explained_as_greedy():

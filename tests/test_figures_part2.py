@@ -31,7 +31,7 @@ TOKENS = [" on", " at", " atop"]
 
 # -- pure figure builders -----------------------------------------------------------------
 def test_visible_token_shows_whitespace():
-    assert visible_token(" on") == "␣on"
+    assert visible_token(" on") == "·on"
     assert visible_token("\n") == "↵"
     assert visible_token("") == "∅"
 
@@ -43,7 +43,7 @@ def test_logits_bar_marks_the_greedy_pick():
     assert list(bar.y) == [5.2, 2.1, 1.8]
     assert bar.marker.color[0] == GREEDY_COLOR and bar.marker.color[1] != GREEDY_COLOR
     assert fig.layout.annotations[0].text == "greedy pick"
-    assert list(fig.layout.xaxis.ticktext) == ["␣on", "␣at", "␣atop"]
+    assert list(fig.layout.xaxis.ticktext) == ["·on", "·at", "·atop"]
 
 
 def test_duplicate_token_texts_keep_separate_bars():
@@ -85,7 +85,7 @@ def test_cumulative_ranges_mark_u_and_add_the_tail():
     assert fig.data[2].base[0] == pytest.approx(0.8) and fig.data[2].x[0] == pytest.approx(0.2)
     assert fig.data[1].marker.line.width == 4 and fig.data[0].marker.line.width == 1
     assert fig.layout.shapes[0].x0 == 0.6
-    assert "␣on" in make_cumulative_ranges([" on"], [0.0], [1.0], 0.5, 0, "t").data[0].text[0]
+    assert "·on" in make_cumulative_ranges([" on"], [0.0], [1.0], 0.5, 0, "t").data[0].text[0]
     assert make_cumulative_ranges(["token 0"], [0.0], [1.0], 0.5, 0, "t", token_labels=False).data[0].text[0] \
         .startswith("token 0")
 

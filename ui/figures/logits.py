@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from .tokens import visible
+
 GREEDY_COLOR = "#d62728"
 BAR_COLOR = "#1f77b4"
 SECOND_COLOR = "#ff7f0e"
@@ -18,9 +20,8 @@ CUT_COLOR = "#d9d9d9"
 
 
 def visible_token(text: str) -> str:
-    """A token's text with its whitespace made visible: ' on' -> '␣on', '\\n' -> '↵'."""
-    shown = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
-    return shown if shown else "∅"
+    """A token's text with whitespace made visible as on every page (' on' -> '·on'); '∅' if empty."""
+    return visible(text) or "∅"
 
 
 def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, col: int | None = None) -> None:
