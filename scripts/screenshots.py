@@ -21,6 +21,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # url path -> (output file, labels of buttons to click in order)
 SHOTS: dict[str, tuple[str, list[str]]] = {
+    "logit_lens": ("logit_lens.png", []),
+    "logits": ("logits.png", []),
+    "sampling": ("sampling.png", ["Draw again", "Draw 1,000 times"]),
     "generation": ("generation.png", ["Run N", "Measure"]),
     "batching": ("batching.png", ["Run static and continuous"]),
 }
