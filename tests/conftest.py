@@ -20,3 +20,10 @@ def hf_reference(engine):
 
     model = AutoModelForCausalLM.from_pretrained(str(engine.folder), dtype=torch.float32)
     return model.eval()
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that uses the real engine is a ``real_model`` test, marked or not."""
+    for item in items:
+        if "engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_model)
