@@ -4,8 +4,6 @@ a temperature move stays fast, settings survive page switches, and bad input giv
 message, never an exception element."""
 from __future__ import annotations
 
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -76,19 +74,22 @@ def test_logits_page_marks_greedy_and_the_temperature_slider_reshapes():
     assert flatter[0] < before[0]  # T > 1 flattens
 
 
-def test_temperature_move_reruns_fast():
-    """Logits are cached; a slider move reruns only the sampler's stages (measured server-side)."""
+def test_temperature_and_top_p_moves_do_not_rerun_the_model(monkeypatch):
+    """Logits are cached: a slider move reruns only the sampler's stages, never a forward pass.
+    (How long such a rerun takes is measured by scripts/bench_slider.py, not asserted here.)"""
+    from inference.model import Transformer
+
     at = open_page("logits")
-    seconds = []
-    for temperature in (0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95, 1.05):
-        at.slider(key="_w_temperature").set_value(temperature)
-        started = time.perf_counter()
-        at.run()
-        seconds.append(time.perf_counter() - started)
+    forwards = []
+    original = Transformer.forward
+    monkeypatch.setattr(Transformer, "forward", lambda self, *a, **k: forwards.append(1) or original(self, *a, **k))
+    for temperature in (0.35, 0.65, 0.95, 1.25):
+        at.slider(key="_w_temperature").set_value(temperature).run()
+    at.slider(key="_w_top_p").set_value(0.5).run()
     assert_clean(at)
-    median = statistics.median(seconds)
-    print(f"temperature slider rerun: median {median * 1000:.0f} ms over {len(seconds)} moves")
-    assert median < 0.5  # ~60 ms measured on the shared 2-core CPU; loose so a busy machine does not flake
+    assert forwards == []
+    at.text_area(key="_w_prompt").input("The dog sat").run()  # the counter does see a real forward
+    assert forwards
 
 
 def test_top_p_change_cuts_tokens():
