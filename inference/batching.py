@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .sampling import SamplingParams, sample
+from .scheduler import finish_reason
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -106,17 +107,6 @@ def encode_each(engine: "Engine", prompts: list[str | list[int]], chat: bool = F
         except (ValueError, TypeError) as exc:
             results.append(BatchResult(index, [], finish_reason="error", error=exc))
     return results
-
-
-def finish_reason(engine: "Engine", params: SamplingParams, ids_so_far: int, outputs: list[int]) -> str | None:
-    """Why a request stops after its latest token, or None (same rules as ``Engine.generate``)."""
-    if params.stop_on_eos and outputs[-1] in engine.eos_ids:
-        return "eos"
-    if len(outputs) >= params.max_new_tokens:
-        return "length"
-    if ids_so_far >= engine.config.max_seq_len:
-        return "context"
-    return None
 
 
 def generate_batch(
@@ -234,7 +224,8 @@ class _StaticBatch:
         self.lengths[row] += 1
         if self.first_token_at[row] is None:
             self.first_token_at[row] = now
-        reason = finish_reason(self.engine, params, self.lengths[row], result.token_ids)
+        reason = finish_reason(params, self.engine.eos_ids, result.token_ids, self.lengths[row],
+                               self.engine.config.max_seq_len)
         if reason is not None:
             result.finish_reason, self.done[row], self.finished_at[row] = reason, True, now
         return choice.token_id

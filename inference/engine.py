@@ -20,6 +20,7 @@ from .config import ModelConfig
 from .kv_cache import KVCache
 from .model import Transformer
 from .sampling import SampleResult, SamplingParams, sample
+from .scheduler import finish_reason
 from .tokenizer import StreamDecoder, Tokenizer, TokenizerError
 from .trace import ForwardTrace
 
@@ -148,6 +149,7 @@ class Engine:
         kv_cache = self.new_cache(capacity) if use_cache else None
 
         next_input: int | None = None
+        generated: list[int] = []
         for index in range(params.max_new_tokens):
             started = time.perf_counter()
             # 1. forward: the prompt once (prefill), then one token per step (decode)
@@ -161,15 +163,10 @@ class Engine:
             choice = sample(logits, params, generator, previous_ids=ids, record=record_sampling)
             seconds = time.perf_counter() - started
             ids.append(choice.token_id)
+            generated.append(choice.token_id)
             next_input = choice.token_id
-            # 3. why (and whether) to stop
-            finish = None
-            if params.stop_on_eos and choice.token_id in self.eos_ids:
-                finish = "eos"
-            elif index + 1 == params.max_new_tokens:
-                finish = "length"
-            elif len(ids) >= self.config.max_seq_len:
-                finish = "context"
+            # 3. why (and whether) to stop: the same rule as the batching runners
+            finish = finish_reason(params, self.eos_ids, generated, len(ids), self.config.max_seq_len)
             text = decoder.push(choice.token_id) if finish is None else decoder.push(choice.token_id) + decoder.flush()
             yield StepRecord(
                 index=index, phase="prefill" if index == 0 else "decode", token_id=choice.token_id,

@@ -27,6 +27,22 @@ if TYPE_CHECKING:
     from .sampling import SamplingParams
 
 
+def finish_reason(params: "SamplingParams", eos_ids: frozenset[int], outputs: list[int], total_ids: int,
+                  position_limit: int) -> str | None:
+    """Why a sequence stops after its latest output token, or None: the one rule every runner uses.
+
+    End of text (when the request stops on it), its token budget, or no room left
+    (``total_ids`` prompt + output positions reaching ``position_limit``), in that order.
+    """
+    if params.stop_on_eos and outputs[-1] in eos_ids:
+        return "eos"
+    if len(outputs) >= params.max_new_tokens:
+        return "length"
+    if total_ids >= position_limit:
+        return "context"
+    return None
+
+
 class SequenceStatus(Enum):
     WAITING = "waiting"  # queued, no cache slot yet
     RUNNING = "running"  # holds a slot, produces one token per step
@@ -154,20 +170,11 @@ class Scheduler:
             seq.output_ids.append(token_id)
             if seq.first_token_at is None:
                 seq.first_token_at = now
-            reason = self._finish_reason(seq, token_id)
+            reason = finish_reason(seq.params, self.eos_ids, seq.output_ids, len(seq.all_ids), self.position_limit)
             if reason is not None:
                 self._retire(seq, reason, now)
                 finished.append(seq)
         return finished
-
-    def _finish_reason(self, seq: Sequence, token_id: int) -> str | None:
-        if seq.params.stop_on_eos and token_id in self.eos_ids:
-            return "eos"
-        if len(seq.output_ids) >= seq.params.max_new_tokens:
-            return "length"
-        if len(seq.all_ids) >= self.position_limit:
-            return "context"
-        return None
 
     def cancel(self, request_id: int) -> Sequence | None:
         """Stop a request wherever it is; returns it, or None if it is unknown or already finished."""
