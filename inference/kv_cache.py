@@ -47,8 +47,10 @@ class KVCache:
 
     @property
     def used_bytes(self) -> int:
-        """Bytes holding committed positions."""
-        return self.nbytes * self.length // self.capacity
+        """Bytes of K and V holding committed positions, measured on the tensors' views."""
+        keys = self.keys[:, :, :, : self.length]  # (L, B, n_kv, length, hd)
+        values = self.values[:, :, :, : self.length]  # (L, B, n_kv, length, hd)
+        return (keys.numel() + values.numel()) * self.keys.element_size()
 
     def set_padding(self, key_padding_mask: torch.Tensor) -> None:
         """Record which of the positions about to be written are real tokens (B, T)."""

@@ -85,3 +85,11 @@ def test_traced_forward_matches_fast_path(tiny_pair):
     # the logit lens of the last block's output is the model's own answer
     lens = ours.unembed(trace.layers[-1].block_output[0])
     assert (lens - logits).abs().max().item() <= TOL
+
+
+def test_cache_size_in_bytes_matches_the_config_formula(tiny_pair):
+    ours, _ = tiny_pair
+    cache = ours.new_cache(capacity=len(IDS))
+    ours.prefill(IDS[:6], cache)
+    assert cache.used_bytes == ours.config.kv_cache_bytes(6, 4)  # fp32
+    assert cache.nbytes == ours.config.kv_cache_bytes(len(IDS), 4)

@@ -95,11 +95,9 @@ class CacheBytes:
 def cache_bytes(stepper: Stepper) -> CacheBytes:
     config, cache = stepper.engine.config, stepper.cache
     element = cache.keys.element_size()
-    length = len(cache)
-    keys = cache.keys[:, :, :, :length]  # (L, B, n_kv, length, hd)
     return CacheBytes(
-        formula_now=config.kv_cache_bytes(length, element),
-        tensors_now=2 * keys.numel() * element,
+        formula_now=config.kv_cache_bytes(len(cache), element),
+        tensors_now=cache.used_bytes,
         allocated=cache.nbytes,
         full_context=config.kv_cache_bytes(config.max_seq_len, element),
         formula=(f"2 × {config.n_layers} layers × {config.n_kv_heads} KV heads × {config.head_dim} dims × "
