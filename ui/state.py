@@ -17,9 +17,10 @@ import streamlit as st
 PROMPT = "prompt"  # str: the text every page runs through the model
 SEED = "seed"  # int: seed for anything random (sampling, projections)
 CHAT = "chat"  # bool: wrap the prompt in the model's chat template
+PRESENTER = "presenter"  # bool: projector layout (bigger text and charts, fewer controls, Previous/Next)
 
 DEFAULT_PROMPT = "The cat sat on the mat because it was tired."
-DEFAULTS: dict[str, Any] = {PROMPT: DEFAULT_PROMPT, SEED: 0, CHAT: False}
+DEFAULTS: dict[str, Any] = {PROMPT: DEFAULT_PROMPT, SEED: 0, CHAT: False, PRESENTER: False}
 
 _WIDGET_PREFIX = "_w_"
 
