@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import streamlit as st
 import torch
 
-from .resources import get_engine
+from .resources import cache_data, get_engine
 
 MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earlier rows (causal mask)
 
@@ -46,7 +45,7 @@ class AttentionMaps:
         return head // (self.n_heads // self.n_kv_heads)
 
 
-@st.cache_data(max_entries=4, show_spinner="Running the model and recording attention…")
+@cache_data(max_entries=4, show_spinner="Running the model and recording attention…")
 def attention_maps(ids: list[int]) -> AttentionMaps:
     """Every layer's and head's attention for the first ``MAX_TOKENS`` tokens of ``ids``."""
     engine = get_engine()

@@ -12,14 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import streamlit as st
 
 from inference import PromptError, SamplingParams
 from inference.batching import BatchRun, left_pad, run_static
 from inference.continuous import run_continuous
 from inference.kv_cache import causal_padding_mask
 from ui.figures.batching import EMPTY, IDLE
-from ui.resources import get_engine
+from ui.resources import cache_data, get_engine
 
 MAX_REQUESTS = 8
 MAX_PROMPT_TOKENS = 64
@@ -85,7 +84,7 @@ class PaddedBatch:
     padding_share: float
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, show_spinner=False)
 def padded_batch(prompts: tuple[str, ...]) -> PaddedBatch:
     """The prompts left-padded exactly as static batching pads them (the engine's ``left_pad``)."""
     engine = get_engine()

@@ -3,18 +3,17 @@
 Everything is read from the loaded model's own weights (``engine.model.embed``,
 ``engine.model.rope`` or ``engine.model.pos_embed``) and returned as numpy or plain
 Python, bounded by ``max_entries``. The unit-normalised matrix used for cosine
-similarity is built once per server with ``st.cache_resource`` (never mutated).
+similarity is built once per server and model with ``cache_resource`` (never mutated).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-import streamlit as st
 import torch
 
 from .compute_tokens import piece_text
-from .resources import get_engine
+from .resources import cache_data, cache_resource, get_engine
 
 WORD_SET = (" cat", " dog", " kitten", " car", " truck", " banana", " apple", " mat", " tired", " sleepy")
 
@@ -25,7 +24,7 @@ def matrix_shape() -> tuple[int, int]:
     return int(rows), int(width)
 
 
-@st.cache_resource(show_spinner=False)
+@cache_resource(show_spinner=False)
 def _unit_rows() -> torch.Tensor:
     """Every embedding row scaled to length 1, so a matrix-vector product gives cosine similarities."""
     with torch.inference_mode():
@@ -33,7 +32,7 @@ def _unit_rows() -> torch.Tensor:
         return weight / weight.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, show_spinner=False)
 def rows_for(ids: list[int]) -> np.ndarray:
     """The embedding rows (T, D) that the token ids select: the model's first view of the prompt."""
     with torch.inference_mode():
@@ -45,7 +44,7 @@ def _piece(token_id: int) -> str:
     return piece_text(tokenizer.raw_tokens([token_id])[0], token_id in tokenizer.special_ids)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, show_spinner=False)
 def nearest(token_id: int, k: int = 12) -> list[tuple[int, str, float]]:
     """The ``k`` vocabulary entries whose rows point most nearly the same way (cosine), itself excluded."""
     unit = _unit_rows()
@@ -64,7 +63,7 @@ class Projection:
     explained: tuple[float, float]  # share of the variance along each axis (of these N vectors)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, show_spinner=False)
 def project(ids: list[int], words: tuple[str, ...]) -> Projection:
     """PCA to 2-D of the prompt's distinct token rows plus a word set (multi-token words: mean of rows)."""
     tokenizer = get_engine().tokenizer
@@ -94,7 +93,7 @@ def project(ids: list[int], words: tuple[str, ...]) -> Projection:
     return Projection(points, labels, groups, explained)
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+@cache_data(max_entries=4, show_spinner=False)
 def rope_angles(n_positions: int) -> np.ndarray:
     """RoPE rotation angle (radians, wrapped to [-pi, pi]) per position and frequency pair: (P, hd/2).
 
@@ -106,14 +105,14 @@ def rope_angles(n_positions: int) -> np.ndarray:
     return torch.atan2(sin, cos).numpy().copy()
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+@cache_data(max_entries=4, show_spinner=False)
 def rope_cos(n_positions: int) -> np.ndarray:
     """cos(angle) per position and frequency pair (P, hd/2), straight from the model's table."""
     rope = get_engine().model.rope
     return rope.cos[:n_positions, : rope.cos.shape[-1] // 2].numpy().copy()
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+@cache_data(max_entries=4, show_spinner=False)
 def rope_wavelengths() -> np.ndarray:
     """Positions needed for one full turn of each frequency pair: 2*pi / (angle per position)."""
     rope = get_engine().model.rope
@@ -122,7 +121,7 @@ def rope_wavelengths() -> np.ndarray:
     return (2 * np.pi / step.clamp_min(1e-12)).numpy().copy()
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+@cache_data(max_entries=4, show_spinner=False)
 def learned_positions(n_positions: int) -> np.ndarray:
     """GPT-2 style learned position rows (P, D)."""
     with torch.inference_mode():

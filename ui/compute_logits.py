@@ -19,7 +19,7 @@ import torch
 
 from inference import PromptError, SamplingParams, TokenizerError, sample
 from ui import state
-from ui.resources import get_engine
+from ui.resources import cache_data, get_engine
 
 STAGE_LABELS: dict[str, str] = {
     "softmax": "softmax (after repetition penalty)",
@@ -45,7 +45,7 @@ class PromptLogits:
     logits: np.ndarray  # (V,) float32: the next-token logits at the last position
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the model on the prompt…")
+@cache_data(max_entries=16, show_spinner="Running the model on the prompt…")
 def prompt_logits(prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
     engine = get_engine()
@@ -97,7 +97,7 @@ class TemperatureSweep:
     top_probability: np.ndarray  # (S,) probability of the most likely token
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, show_spinner=False)
 def temperature_sweep(prompt: str, chat: bool, temperatures: tuple[float, ...]) -> TemperatureSweep:
     """Entropy and top-token probability of softmax(logits / T) for each T (prompt logits cached)."""
     logits = prompt_logits(prompt, chat).logits
@@ -145,7 +145,7 @@ def recorded_sample(prompt: str, chat: bool, params: SamplingParams, generator: 
     return sample(torch.from_numpy(cached.logits), params, generator, previous_ids=cached.token_ids, record=True)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, show_spinner=False)
 def sampling_stages(prompt: str, chat: bool, key: tuple, top_n: int = 12) -> StageView:
     """The probability of the top-N tokens after each stage of the engine's sampler (no model rerun)."""
     params = params_from_key(key)
@@ -201,7 +201,7 @@ class TracedPrompt:
 MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three times: T² memory
 
 
-@st.cache_data(max_entries=8, show_spinner="Running a traced forward (every layer recorded)…")
+@cache_data(max_entries=8, show_spinner="Running a traced forward (every layer recorded)…")
 def traced_prompt(prompt: str, chat: bool, max_positions: int = 16) -> TracedPrompt:
     """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens of) the prompt, as the lens and the walk."""
     engine = get_engine()

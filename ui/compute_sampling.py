@@ -14,12 +14,11 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-import streamlit as st
 import torch
 
 from inference import SamplingParams, sample_many
 from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, token_texts
-from ui.resources import get_engine, get_server
+from ui.resources import cache_data, get_engine, get_server
 
 
 # -- one draw -----------------------------------------------------------------------------
@@ -51,7 +50,7 @@ def stepped_generator(params: SamplingParams, steps: int) -> torch.Generator:
     return generator
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, show_spinner=False)
 def draw(prompt: str, chat: bool, key: tuple, draw_index: int, top_n: int = 10) -> Draw:
     """Draw number ``draw_index`` of the seeded stream, with the sampler's own recorded numbers."""
     params = params_from_key(key)
@@ -157,7 +156,7 @@ def draw_token_ids(prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[in
     return [d.token_id for d in drawn], order.tolist(), probs
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, show_spinner=False)
 def draw_history(prompt: str, chat: bool, key: tuple, upto: int, last: int = 12) -> list[tuple[int, str]]:
     """(draw number, token text) of the last ``last`` draws among draws 0..upto of the seeded stream."""
     drawn, _, _ = draw_token_ids(prompt, chat, key, upto + 1)
@@ -165,7 +164,7 @@ def draw_history(prompt: str, chat: bool, key: tuple, upto: int, last: int = 12)
     return list(zip(range(first, upto + 1), token_texts(drawn[first:])))
 
 
-@st.cache_data(max_entries=16, show_spinner="Drawing…")
+@cache_data(max_entries=16, show_spinner="Drawing…")
 def draw_many(prompt: str, chat: bool, key: tuple, n: int = 1000, top_n: int = 10) -> Histogram:
     """Draw ``n`` tokens with the page's settings and compare their frequencies with the exact probabilities."""
     drawn, order, probs = draw_token_ids(prompt, chat, key, n)
@@ -191,7 +190,7 @@ class Continuation:
     finish_reason: str | None
 
 
-@st.cache_data(max_entries=32, show_spinner="Generating…")
+@cache_data(max_entries=32, show_spinner="Generating…")
 def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
     """``n_tokens`` tokens with these settings and seed, from the shared server (batched with other sessions'
     requests; the same tokens as ``Engine.generate``). Raises ``BusyError`` when the server is full."""

@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-import streamlit as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
-from .resources import get_engine
+from .resources import cache_data, get_engine
 
 UNK = "<unk>"
 
@@ -63,7 +62,7 @@ def piece_text(raw_token: str, is_special: bool) -> str:
         return "".join(f"<0x{b:02X}>" if b >= 0x80 else chr(b) for b in data)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, show_spinner=False)
 def tokenize(prompt: str, chat: bool) -> TokenView:
     """The prompt as the model sees it. Raises ``inference.PromptError`` for empty or too-long text."""
     engine = get_engine()
@@ -96,7 +95,7 @@ def pre_tokens(text: str) -> list[str]:
     return [piece for piece, _ in get_engine().tokenizer.backend.pre_tokenizer.pre_tokenize_str(text)]
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, show_spinner=False)
 def bpe_steps(word: str) -> list[MergeStep]:
     """Replay the model's merges on ``word``'s first pre-token: start from bytes, merge the best-ranked pair."""
     pieces = pre_tokens(word)
@@ -138,7 +137,7 @@ class TinyBPE:
     tokens: list[str]  # the prompt through the tiny tokenizer
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, show_spinner=False)
 def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
     """Train a byte-level BPE with ``tokenizers`` on ``corpus`` and tokenize ``prompt`` with it."""
     tokenizer = HFTokenizer(models.BPE())
@@ -152,7 +151,7 @@ def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
     return TinyBPE(pairs, tokenizer.get_vocab_size(), tokenizer.encode(prompt).tokens)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, show_spinner=False)
 def id_neighbours(word: str, spread: int = 3) -> list[tuple[int, str]]:
     """The vocabulary entries whose ids sit right next to ``word``'s first token id."""
     engine = get_engine()
@@ -165,7 +164,7 @@ def id_neighbours(word: str, spread: int = 3) -> list[tuple[int, str]]:
     return [(i, piece_text(r, i in engine.tokenizer.special_ids)) for i, r in zip(around, raw)]
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, show_spinner=False)
 def model_bpe(text: str) -> tuple[list[int], list[str]]:
     """``text`` through the model's own tokenizer: ids and byte-exact pieces."""
     tokenizer = get_engine().tokenizer

@@ -1,26 +1,69 @@
-"""The one engine per server process, loaded through ``st.cache_resource``.
+"""One engine per offered model per server process, loaded through ``st.cache_resource``.
 
 The engine holds weights only (no per-request state), so sharing it across every
-browser session is safe; caches and generators are created per request.
+browser session is safe; caches and generators are created per request. ``get_engine``
+returns the engine of the session's chosen model (``ui.models``); results cached for
+pages go through ``cache_data`` / ``cache_resource`` below, which key every entry by
+that model too, so two sessions on two models never see each other's numbers.
 """
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 import torch
 
 from inference import Engine, EngineServer, load_engine
 
+from . import models
 
-@st.cache_resource(show_spinner="Loading the model (first start converts the GGUF, ~10 s)…")
-def get_engine() -> Engine:
-    """Load the model named by ``LLM_EXPLORER_MODEL`` (default: the embedded SmolLM2-135M-Instruct)."""
+
+@st.cache_resource(show_spinner="Loading the model (first start converts the GGUF, ~10 s)…",
+                   max_entries=models.MAX_MODELS)
+def _load(name: str) -> Engine:
+    """Load the allowlisted model ``name`` (its source comes from the allowlist, never from the browser)."""
     return load_engine(
-        model=os.environ.get("LLM_EXPLORER_MODEL") or None,
+        model=models.allowlist()[name],
         device=os.environ.get("LLM_EXPLORER_DEVICE") or None,
         dtype=os.environ.get("LLM_EXPLORER_DTYPE") or None,
     )
+
+
+def get_engine() -> Engine:
+    """The engine of this session's model (default: the embedded SmolLM2-135M-Instruct)."""
+    return _load(models.current())
+
+
+def _per_model(streamlit_cache: Callable, cache_kwargs: dict[str, Any]) -> Callable:
+    """Decorator factory: ``streamlit_cache(**cache_kwargs)`` with the session's model added to every key."""
+    def decorate(func: Callable) -> Callable:
+        def with_model(model: str, *args: Any, **kwargs: Any) -> Any:  # ``model`` is hashed into the key
+            return func(*args, **kwargs)
+
+        # Streamlit keys a cached function by module + qualified name (+ source): keep func's.
+        with_model.__module__, with_model.__qualname__ = func.__module__, func.__qualname__
+        with_model.__name__, with_model.__doc__ = func.__name__, func.__doc__
+        cached = streamlit_cache(**cache_kwargs)(with_model)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return cached(models.current(), *args, **kwargs)
+
+        call.__name__, call.__doc__, call.__wrapped__ = func.__name__, func.__doc__, func
+        call.clear = cached.clear  # type: ignore[attr-defined]
+        return call
+    return decorate
+
+
+def cache_data(**cache_kwargs: Any) -> Callable:
+    """``st.cache_data`` keyed by the session's model as well as the arguments."""
+    return _per_model(st.cache_data, cache_kwargs)
+
+
+def cache_resource(**cache_kwargs: Any) -> Callable:
+    """``st.cache_resource`` keyed by the session's model as well as the arguments."""
+    return _per_model(st.cache_resource, cache_kwargs)
 
 
 def app_threads() -> int:
@@ -46,8 +89,13 @@ def use_app_threads() -> None:
         torch.set_num_threads(threads)
 
 
-@st.cache_resource(show_spinner=False)
 def get_server() -> EngineServer:
+    """The generation worker of this session's model (see ``_server``)."""
+    return _server(models.current())
+
+
+@st.cache_resource(show_spinner=False, max_entries=models.MAX_MODELS)
+def _server(name: str) -> EngineServer:
     """The server's one generation worker: requests from every browser session are queued and
     batched together (continuous batching), each caller receiving only its own tokens.
 
@@ -55,4 +103,4 @@ def get_server() -> EngineServer:
     ``BusyError``, which pages show as a "busy, try again" message. Slots hold 1,024
     positions (prompt + answer).
     """
-    return EngineServer(get_engine(), n_slots=8, max_waiting=32, slot_capacity=1024, threads=app_threads())
+    return EngineServer(_load(name), n_slots=8, max_waiting=32, slot_capacity=1024, threads=app_threads())

@@ -1,0 +1,56 @@
+"""The models this server offers (an allowlist set by whoever starts it) and the session's choice.
+
+A browser never names a file: the shared link's ``model=`` and the sidebar pick a
+*name* from this list, and only the operator decides which source each name loads.
+``LLM_EXPLORER_MODELS`` adds entries as ``name=source`` pairs separated by ``;``
+(a source is what ``inference.load_engine`` accepts: a .gguf file, a Hugging Face
+folder, or a hub id); ``LLM_EXPLORER_MODEL`` replaces the default entry's source.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import streamlit as st
+
+MODEL = "model"  # session key: the chosen model's name (one of ``allowlist()``)
+DEFAULT_NAME = "SmolLM2-135M-Instruct"
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_MODELS = 4  # engines kept loaded at once (each ~0.5 GB for the default)
+
+
+class ModelListError(ValueError):
+    """``LLM_EXPLORER_MODELS`` is malformed (the message says which entry)."""
+
+
+def allowlist() -> dict[str, str | None]:
+    """Name -> source (``None`` = the embedded default GGUF), default first, at most ``MAX_MODELS``."""
+    default_source = os.environ.get("LLM_EXPLORER_MODEL") or None
+    default_name = os.path.basename(default_source.rstrip("/")) if default_source else DEFAULT_NAME
+    models: dict[str, str | None] = {_checked_name(default_name.removesuffix(".gguf")): default_source}
+    for entry in filter(None, (part.strip() for part in os.environ.get("LLM_EXPLORER_MODELS", "").split(";"))):
+        name, sep, source = entry.partition("=")
+        if not sep or not source.strip():
+            raise ModelListError(f"LLM_EXPLORER_MODELS entry {entry!r} is not name=source")
+        models[_checked_name(name.strip())] = source.strip()
+    if len(models) > MAX_MODELS:
+        raise ModelListError(f"LLM_EXPLORER_MODELS offers {len(models)} models; at most {MAX_MODELS} are kept loaded")
+    return models
+
+
+def _checked_name(name: str) -> str:
+    if not NAME_PATTERN.fullmatch(name):
+        raise ModelListError(f"model name {name!r} must be 1-64 letters, digits, '.', '_' or '-'")
+    return name
+
+
+def default_name() -> str:
+    return next(iter(allowlist()))
+
+
+def current() -> str:
+    """The session's model name; the default when unset or no longer offered."""
+    name = st.session_state.get(MODEL)
+    if name not in allowlist():
+        name = st.session_state[MODEL] = default_name()
+    return name
