@@ -46,6 +46,7 @@ class BatchResult:
     error: Exception | None = None
     time_to_first_token: float | None = None  # seconds from submission to the first token
     time_per_output_token: float | None = None  # mean seconds between later tokens
+    max_batch_size: int | None = None  # the most requests that shared one forward with this one (itself included)
     logits: list[torch.Tensor] | None = field(default=None, repr=False)  # (V,) per token, with keep_logits
 
     @property
@@ -184,6 +185,7 @@ class _StaticBatch:
             steps.append(self._forward(len(steps), last, next_positions, None))
         for row, result in enumerate(self.results):
             result.time_to_first_token = self.first_token_at[row] - self.started
+            result.max_batch_size = len(self.results)  # every row is in every forward of a static batch
             if len(result.token_ids) > 1:
                 result.time_per_output_token = (
                     (self.finished_at[row] - self.first_token_at[row]) / (len(result.token_ids) - 1))

@@ -76,6 +76,8 @@ class ContinuousBatcher:
             return None
         tick = time.perf_counter()
         fed = {seq.request_id: n for seq, n in zip(scheduled.sequences, scheduled.new_token_counts)}
+        for seq in scheduled.sequences:
+            seq.max_batch_size = max(seq.max_batch_size, len(scheduled.sequences))
         logits = self._run(scheduled)  # (B, V)
         token_ids = [self._sample(seq, logits[row]) for row, seq in enumerate(scheduled.sequences)]
         finished = self.scheduler.postprocess(scheduled, token_ids)
@@ -123,6 +125,7 @@ class ContinuousBatcher:
             probabilities=list(seq.output_probs),
             text=self.engine.tokenizer.decode(seq.output_ids), finish_reason=seq.finish_reason,
             time_to_first_token=seq.time_to_first_token, time_per_output_token=seq.time_per_output_token,
+            max_batch_size=seq.max_batch_size or None,  # None: cancelled before its first forward
             logits=self.logits.pop(seq.request_id, []) if self.keep_logits else None,
         )
 

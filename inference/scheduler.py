@@ -72,6 +72,7 @@ class Sequence:
     arrived_at: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
     finished_at: float | None = None
+    max_batch_size: int = 0  # the most sequences that shared one forward with this one (itself included)
 
     @property
     def all_ids(self) -> list[int]:

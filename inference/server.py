@@ -12,6 +12,8 @@ and the cache; callers talk to it through thread-safe queues.
 - Cancellation: ``handle.cancel()``, or the handle being garbage-collected (the
   caller, e.g. a closed browser session, went away) frees the request's slot at the
   next step.
+- Observable batching: each result's ``max_batch_size`` is the most requests that
+  shared one forward with it, so a caller can see it was batched with others.
 
 Typical use from Streamlit: build the server once with ``st.cache_resource`` around
 the cached engine, then in a page ``for event in server.submit(prompt, params): ...``.

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from inference.batching import run_static
+from inference.continuous import run_continuous
 from inference.engine import PromptError
 from inference.sampling import SamplingParams
 from inference.server import BusyError, EngineServer, TokenEvent
@@ -147,3 +149,25 @@ def test_closed_server_refuses_and_releases_waiters(tiny):
         handle.result(WAIT)
     with pytest.raises(RuntimeError, match="closed"):
         server.submit(PROMPTS[0], greedy(2))
+
+
+def test_each_result_reports_how_many_requests_shared_its_forward(tiny):
+    """Callers that overlap in time are batched: their results say so; a request alone says 1."""
+    with EngineServer(tiny, n_slots=4, max_waiting=4) as server:
+        gate = StepGate(server)
+        handles = [server.submit(PROMPTS[i], greedy(6, stop_on_eos=False)) for i in range(3)]
+        gate.allow(1000)
+        # the three are prefilled within two steps, then decoded together (none ends before 6 tokens)
+        assert [handle.result(WAIT).max_batch_size for handle in handles] == [3, 3, 3]
+        wait_until(lambda: server.in_flight == 0)
+        assert server.submit(PROMPTS[0], greedy(3)).result(WAIT).max_batch_size == 1
+        assert max(len(step.request_ids) for step in server.recent_steps) == 3  # agrees with the step records
+
+
+def test_batch_size_is_bounded_by_the_slots_and_static_batches_report_all_rows(tiny):
+    prompts = [PROMPTS[i % 4] for i in range(5)]
+    continuous = run_continuous(tiny, prompts, [greedy(4, stop_on_eos=False)] * 5, n_slots=2)
+    # two at a time finish together; the fifth runs alone
+    assert [result.max_batch_size for result in continuous.results] == [2, 2, 2, 2, 1]
+    static = run_static(tiny, prompts, [greedy(4, stop_on_eos=False)] * 5)
+    assert {result.max_batch_size for result in static.results} == {5}
