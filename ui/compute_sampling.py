@@ -188,6 +188,7 @@ class Continuation:
     probabilities: list[float]  # of each chosen token after all sampling stages
     text: str
     finish_reason: str | None
+    max_batch_size: int | None = None  # the most requests (from every session) that shared a forward with it
 
 
 @cache_data(max_entries=32, show_spinner="Generating…")
@@ -199,6 +200,7 @@ def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Con
     return Continuation(
         token_ids=result.token_ids, token_strings=get_engine().tokenizer.token_strings(result.token_ids),
         probabilities=result.probabilities, text=result.text, finish_reason=result.finish_reason,
+        max_batch_size=result.max_batch_size,
     )
 
 
