@@ -14,8 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import Engine, SamplingParams
+from inference import Engine, PromptError, SamplingParams, TokenizerError
 from inference.stepper import Stepper, StepperError
+
+from . import state
+from .compute_tokens import tokenize
 
 STEPPER_KEY = "gen_stepper"
 TIMING_KEY = "gen_timing"
@@ -24,16 +27,75 @@ PENDING_KEY = "gen_pending"  # a long action the page runs with a progress bar
 MAX_STEPS = 128  # tokens one walk may generate (bounds the per-session cache)
 MAX_RUN = 32  # tokens one "Run N" press may add
 MAX_TIMING_TOKENS = 64  # tokens the cached-vs-uncached measurement may generate
+# A walk restored from a shared link (``ui.url_state``): its length, forced tokens and the prompt it was for.
+REPLAY_KEY, REPLAY_FORCED_KEY, REPLAY_PROMPT_KEY = "gen_replay_steps", "gen_replay_forced", "gen_replay_prompt"
 
 
 def current_stepper(engine: Engine, prompt_ids: list[int], params: SamplingParams) -> Stepper:
-    """This session's stepper for the prompt: a new one when the prompt changed, new settings otherwise."""
+    """This session's stepper for the prompt: a new one when the prompt changed, new settings otherwise.
+
+    A new stepper first replays the walk of a shared link, if one is waiting for the
+    session's current prompt: the same steps, forced tokens included (sampled steps are
+    deterministic per (seed, step)).
+    """
     stepper: Stepper | None = st.session_state.get(STEPPER_KEY)
     if stepper is None or stepper.prompt_ids != prompt_ids or stepper.engine is not engine:
         stepper = Stepper(engine, prompt_ids, params, max_steps=MAX_STEPS)
         st.session_state[STEPPER_KEY] = stepper
+        steps = st.session_state.pop(REPLAY_KEY, 0)
+        forced = st.session_state.pop(REPLAY_FORCED_KEY, {})
+        if steps and st.session_state.pop(REPLAY_PROMPT_KEY, None) == (state.get(state.PROMPT), state.get(state.CHAT)):
+            replay(stepper, steps, forced)
     stepper.params = params  # settings changed mid-walk apply from the next step on
     return stepper
+
+
+def replay(stepper: Stepper, steps: int, forced: dict[int, int]) -> None:
+    """Take ``steps`` steps, forcing ``forced[i]`` at step i; stops early (with a message) where a step is refused."""
+    for index in range(steps):
+        if stepper.done:
+            break
+        try:
+            stepper.step(forced_token=forced.get(index))
+        except StepperError as error:
+            st.session_state[ERROR_KEY] = f"The link's walk stopped at step {index}: {error}"
+            break
+
+
+def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
+    """A link's forced tokens, ``"step:id,step:id"`` with step < ``steps``; bad pairs dropped with a note."""
+    forced: dict[int, int] = {}
+    dropped = 0
+    for pair in filter(None, text.split(",")[: MAX_STEPS + 1] if len(text) <= 4096 else ["x"]):
+        index, _, token = pair.partition(":")
+        if index.isdigit() and token.isdigit() and int(index) < steps and len(token) <= 9:
+            forced[int(index)] = int(token)
+        else:
+            dropped += 1
+    note = f"`forced`: {dropped} malformed or out-of-walk entr{'ies' if dropped > 1 else 'y'} ignored." if dropped else None
+    return forced, note
+
+
+def walk_query() -> dict[str, str]:
+    """The ``step`` / ``forced`` link parameters for this session's walk (or for a replay still waiting)."""
+    stepper: Stepper | None = st.session_state.get(STEPPER_KEY)
+    if stepper is not None and stepper.prompt_ids == _current_prompt_ids():
+        steps, forced = len(stepper.chosen), {c.index: c.token_id for c in stepper.chosen if c.forced}
+    elif stepper is None:
+        steps, forced = st.session_state.get(REPLAY_KEY, 0), st.session_state.get(REPLAY_FORCED_KEY, {})
+    else:  # a walk for another prompt: the page starts a new one when next opened
+        steps, forced = 0, {}
+    query = {"step": str(steps)} if steps else {}
+    if forced:
+        query["forced"] = ",".join(f"{index}:{token}" for index, token in sorted(forced.items()))
+    return query
+
+
+def _current_prompt_ids() -> list[int] | None:
+    try:
+        return tokenize(state.get(state.PROMPT), state.get(state.CHAT)).ids
+    except (PromptError, TokenizerError):
+        return None
 
 
 def run_steps(stepper: Stepper, count: int, progress: Callable[[float, str], None] | None = None) -> int:

@@ -10,6 +10,7 @@ link (``/attention``); it must equal the file name without its number prefix and
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -54,13 +55,23 @@ def build() -> StreamlitPage:
     return st.navigation(pages, position="sidebar")
 
 
-def run(page: StreamlitPage) -> None:
-    """Run the chosen page from ``app.py`` (marks the run as going through the app shell)."""
+def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:
+    """Run the chosen page from ``app.py`` (marks the run as going through the app shell).
+
+    ``after`` runs once the page is done, also when the page stopped early (``st.stop``).
+    """
     token = _in_app.set(True)
     try:
         page.run()
     finally:
         _in_app.reset(token)
+        if after is not None:
+            after()
+
+
+def spec_of(page: StreamlitPage) -> PageSpec:
+    """The registry entry of a page from ``build`` (the default page's url path is "")."""
+    return next((spec for spec in PAGES if spec.url_path == page.url_path), PAGES[0])
 
 
 def redirect_legacy_run() -> None:

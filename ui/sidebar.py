@@ -1,11 +1,35 @@
-"""The shared sidebar, drawn once by ``app.py`` on every page: prompt, chat toggle, seed, model facts."""
+"""The shared sidebar, drawn once by ``app.py`` on every page: prompt, presenter toggle, share link, model, seed."""
 from __future__ import annotations
 
 import streamlit as st
+import streamlit.components.v1 as components
 
 from inference import Engine
 
-from . import state
+from . import models, state
+
+# A button that copies the address bar (kept current by ``ui.url_state.publish``, fragments included).
+# Clipboard API where the page is a secure context (localhost, https), the older copy command elsewhere
+# (a class server reached over plain http on the school network). System fonts only: nothing is fetched.
+COPY_LINK_HTML = """<div style="font-family: system-ui, sans-serif; font-size: 14px;">
+<button id="copy" style="font: inherit; padding: 6px 12px; border-radius: 8px; cursor: pointer;
+  border: 1px solid rgba(49, 51, 63, 0.25); background: white; color: rgb(49, 51, 63);">Copy link to this view</button>
+<span id="done" style="margin-left: 8px; color: rgb(33, 195, 84);"></span></div>
+<script>
+const done = document.getElementById("done");
+document.getElementById("copy").addEventListener("click", async () => {
+  const url = window.parent.location.href;
+  try {
+    await navigator.clipboard.writeText(url);
+  } catch (error) {
+    const area = document.createElement("textarea");
+    area.value = url; document.body.appendChild(area); area.select();
+    document.execCommand("copy"); area.remove();
+  }
+  done.textContent = "Copied";
+  setTimeout(() => { done.textContent = ""; }, 2000);
+});
+</script>"""
 
 
 def model_facts(engine: Engine) -> dict[str, str]:
@@ -22,13 +46,26 @@ def model_facts(engine: Engine) -> dict[str, str]:
 
 
 def render(engine: Engine) -> None:
-    """Draw the shared controls and the model card in the sidebar."""
+    """Draw the shared controls in the sidebar; presenter mode keeps only the prompt and the toggle."""
+    presenting = bool(state.get(state.PRESENTER))
     with st.sidebar:
         st.text_area(
             "Prompt", height=100, max_chars=20_000,
             help="Every page runs this text through the model. It carries across pages.",
             **state.bind(state.PROMPT),
         )
+        st.toggle("Presenter mode", help="For a projector: bigger text and charts, fewer controls, and "
+                  "Previous / Next buttons in the story's order. The link's `present=1` turns it on.",
+                  **state.bind(state.PRESENTER))
+        if presenting:
+            return
+        components.html(COPY_LINK_HTML, height=44)
+        st.caption("The address bar always holds this view: page, prompt and settings. Opening it shows the "
+                   "same numbers.")
+        offered = list(models.allowlist())
+        if len(offered) > 1:
+            st.selectbox("Model", offered, help="The models this server offers.",
+                         **state.bind(models.MODEL, models.default_name(), options=offered))
         st.toggle(
             "Chat template", help="Wrap the prompt as a user turn in the model's chat template.",
             **state.bind(state.CHAT),

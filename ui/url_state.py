@@ -1,0 +1,225 @@
+"""Shareable links: the session's state written to the URL, and a URL read back into a new session.
+
+Owns the list of what a link carries (``PARAMS``: prompt, chat, seed, model, sampling
+settings, attention layer/head/query, logit-lens block, the Generation walk, presenter
+mode; the page is the URL path), how each value is checked, and the two directions:
+
+- ``restore()`` runs once per browser session, before anything is drawn: every query
+  parameter is parsed against its allowlist or range. Unknown names, unparsable values
+  and values over ``MAX_VALUE_CHARS`` are ignored; numbers out of range are clamped;
+  a model must be one of ``ui.models.allowlist()`` (a name, never a path). Each such
+  decision becomes a plain-text note for the page to show.
+- ``publish()`` runs after every page run (and fragment run): the URL's query string is
+  replaced by the current state, leaving out values at their defaults.
+
+Values never reach HTML: notes show them ``repr``-quoted inside code spans.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from inference import PromptError, TokenizerError
+
+from . import compute_generation as generation
+from . import models, sampling_controls, state
+from .compute_tokens import tokenize
+from .resources import get_engine
+
+MAX_VALUE_CHARS = 64  # any value but the prompt; longer ones are ignored
+MAX_PROMPT_CHARS = 4000  # a longer prompt in a link is cut (the sidebar accepts more, typed)
+MAX_NOTES = 8
+RESTORED_KEY = "_url_restored"
+NOTES_KEY = "_url_notes"
+_TRUE, _FALSE = {"1", "true", "on", "yes"}, {"0", "false", "off", "no", ""}
+
+
+class _Ignored(ValueError):
+    """A value that cannot be used at all (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Ranges that depend on the model and prompt, computed once per restore."""
+
+    n_layers: int
+    n_heads: int
+    vocab_size: int
+    n_tokens: int  # of the (restored) prompt, at least 1
+
+
+Bound = float | Callable[[Limits], float]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str  # in the URL
+    key: str  # in the session
+    kind: str  # "int", "float", "bool", "text" or "model"
+    default: Any = None  # left out of the URL at this value (None: always written when set)
+    low: Bound | None = None
+    high: Bound | None = None
+    step: float | None = None  # floats are snapped to the widget's step
+
+
+def _sampling(name: str, low: Bound, high: Bound, step: float | None = None, kind: str = "float") -> Param:
+    return Param(name, name, kind, sampling_controls.DEFAULTS[name], low, high, step)
+
+
+PARAMS: list[Param] = [
+    Param("model", models.MODEL, "model"),
+    Param("prompt", state.PROMPT, "text", state.DEFAULT_PROMPT),
+    Param("chat", state.CHAT, "bool", False),
+    Param("seed", state.SEED, "int", 0, 0, 2**31 - 1),
+    _sampling(sampling_controls.TEMPERATURE, 0.0, 2.0, 0.05),
+    _sampling(sampling_controls.TOP_K, 0, lambda lim: lim.vocab_size, kind="int"),
+    _sampling(sampling_controls.TOP_P, 0.0, 1.0, 0.01),
+    _sampling(sampling_controls.MIN_P, 0.0, 1.0, 0.01),
+    _sampling(sampling_controls.REPETITION_PENALTY, 0.5, 2.0, 0.05),
+    Param("layer", "att_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
+    Param("head", "att_head", "int", 0, 0, lambda lim: lim.n_heads - 1),
+    Param("query", "att_query", "int", None, 0, lambda lim: lim.n_tokens - 1),
+    Param("block", "block_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
+    Param("step", generation.REPLAY_KEY, "int", 0, 0, generation.MAX_STEPS),
+    Param("present", state.PRESENTER, "bool", False),
+]
+BY_NAME = {param.name: param for param in PARAMS}
+FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
+
+
+def _quote(value: str, limit: int = 40) -> str:
+    """A value for a note: repr-quoted, shortened, inside a code span (no markdown, no HTML)."""
+    text = repr(value if len(value) <= limit else value[:limit] + "…")
+    return "`" + text.replace("`", "'") + "`"
+
+
+def _bound(bound: Bound | None, limits: Limits) -> float | None:
+    return bound(limits) if callable(bound) else bound
+
+
+def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
+    """The session value for ``raw`` and an optional note; ``_Ignored`` when it cannot be used."""
+    if param.kind == "text":
+        if len(raw) > MAX_PROMPT_CHARS:
+            return raw[:MAX_PROMPT_CHARS], (f"`{param.name}` in the link had {len(raw):,} characters: "
+                                            f"kept the first {MAX_PROMPT_CHARS:,}.")
+        return raw, None
+    if len(raw) > MAX_VALUE_CHARS:
+        raise _Ignored(f"`{param.name}` ignored: {len(raw):,} characters is not a setting.")
+    value = raw.strip()
+    if param.kind == "model":
+        offered = models.allowlist()
+        if value not in offered:
+            raise _Ignored(f"`model` ignored: {_quote(value)} is not one of the models this server offers "
+                           f"({', '.join(offered)}).")
+        return value, None
+    if param.kind == "bool":
+        if value.lower() not in _TRUE | _FALSE:
+            raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not on/off (use 1 or 0).")
+        return value.lower() in _TRUE, None
+    try:
+        number = float(value)
+    except ValueError:
+        raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not a number.") from None
+    if not math.isfinite(number):
+        raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not a finite number.")
+    if param.kind == "int" and number != int(number):
+        raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not a whole number.")
+    low, high = _bound(param.low, limits), _bound(param.high, limits)
+    clamped = min(max(number, low), high)
+    if param.step:
+        clamped = round(round(clamped / param.step) * param.step, 6)
+    result = int(clamped) if param.kind == "int" else float(clamped)
+    note = None
+    if number < low or number > high:
+        note = f"`{param.name}` = {_quote(value)} is outside {low:g}…{high:g}: clamped to {result:g}."
+    return result, note
+
+
+def _limits() -> Limits:
+    engine = get_engine()
+    try:
+        n_tokens = len(tokenize(state.get(state.PROMPT), state.get(state.CHAT)).ids)
+    except (PromptError, TokenizerError):
+        n_tokens = 1  # the pages explain the prompt's problem themselves
+    return Limits(engine.config.n_layers, engine.config.n_heads, engine.config.vocab_size, max(1, n_tokens))
+
+
+def restore() -> None:
+    """Once per session: apply the URL's query parameters to the session state, noting every decision."""
+    if st.session_state.get(RESTORED_KEY):
+        return
+    st.session_state[RESTORED_KEY] = True
+    query = {name: st.query_params[name] for name in st.query_params}
+    notes: list[str] = []
+    unknown = [name for name in query if name not in BY_NAME and name != FORCED]
+    if unknown:
+        shown = ", ".join(_quote(name, 20) for name in unknown[:5])
+        notes.append(f"Ignored {len(unknown)} unknown link parameter{'s' * (len(unknown) > 1)}: {shown}.")
+    # model, prompt and chat first: the other ranges depend on them
+    order = [p for p in PARAMS if p.kind in ("model", "text") or p.key == state.CHAT] + \
+            [p for p in PARAMS if not (p.kind in ("model", "text") or p.key == state.CHAT)]
+    limits = None
+    for param in order:
+        if param.name not in query:
+            continue
+        if limits is None and param.kind not in ("model", "text") and param.key != state.CHAT:
+            limits = _limits()
+        try:
+            value, note = parse(param, query[param.name], limits)
+        except _Ignored as ignored:
+            notes.append(str(ignored))
+            continue
+        st.session_state[param.key] = value
+        if note:
+            notes.append(note)
+    if st.session_state.get(generation.REPLAY_KEY):
+        forced, note = generation.parse_forced(query.get(FORCED, ""), st.session_state[generation.REPLAY_KEY])
+        st.session_state[generation.REPLAY_FORCED_KEY] = forced
+        st.session_state[generation.REPLAY_PROMPT_KEY] = (state.get(state.PROMPT), state.get(state.CHAT))
+        if note:
+            notes.append(note)
+    st.session_state[NOTES_KEY] = notes[:MAX_NOTES] + (
+        [f"…and {len(notes) - MAX_NOTES} more."] if len(notes) > MAX_NOTES else [])
+
+
+def current_query() -> dict[str, str]:
+    """The query parameters for the current state (defaults left out)."""
+    query: dict[str, str] = {}
+    for param in PARAMS:
+        if param.key == generation.REPLAY_KEY:
+            query.update(generation.walk_query())
+            continue
+        value = st.session_state.get(param.key)
+        if value is None or value == param.default:
+            continue
+        if param.kind == "bool":
+            query[param.name] = "1" if value else "0"
+        elif param.kind == "float":
+            query[param.name] = f"{value:g}"
+        else:
+            query[param.name] = str(value)
+    if query.get("model") == models.default_name():
+        del query["model"]
+    return query
+
+
+def publish() -> None:
+    """Make the URL's query string match the current state (no write when it already does)."""
+    query = current_query()
+    if {name: st.query_params[name] for name in st.query_params} != query:
+        st.query_params.from_dict(query)
+
+
+def show_notes() -> None:
+    """The notes from restoring this session's link, if any, with a button to dismiss them."""
+    notes = st.session_state.get(NOTES_KEY)
+    if not notes:
+        return
+    st.warning("**Some of this link's settings were not used as given:**\n\n" +
+               "\n".join(f"- {note}" for note in notes), icon="🔗")
+    st.button("Dismiss", key="url_notes_dismiss", on_click=st.session_state.pop, args=(NOTES_KEY, None))
