@@ -1,0 +1,246 @@
+"""Chart export: ``figure_csv`` writes exactly the numbers a figure draws.
+
+Figures are built by hand and with the real ``ui/figures`` builders (small inputs, as in
+``test_figures_*``), and the CSV is read back and compared with the traces."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from ui.figures import attention as att_figs
+from ui.figures import batching as batch_figs
+from ui.figures import embeddings as emb_figs
+from ui.figures import generation as gen_figs
+from ui.figures import logits as logit_figs
+from ui.figures import sampling as sampling_figs
+from ui.figures.export import decode_array, figure_csv
+from ui.figures.tokens import make_token_id_chart
+
+PIECES = ["The", " cat", " sat", "."]
+
+
+def read(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def floats(rows: list[dict[str, str]], column: str) -> np.ndarray:
+    return np.array([float(r[column]) if r[column] != "" else np.nan for r in rows])
+
+
+def of_trace(rows: list[dict[str, str]], name: str) -> list[dict[str, str]]:
+    return [r for r in rows if r["trace"] == name]
+
+
+def grid(rows: list[dict[str, str]], shape: tuple[int, int]) -> np.ndarray:
+    """Heatmap rows back into a matrix (cells the CSV left out are NaN)."""
+    out = np.full(shape, np.nan)
+    for r in rows:
+        out[int(r["row"]), int(r["col"])] = float(r["z"]) if r["z"] else np.nan
+    return out
+
+
+def _uniform_causal(t: int) -> np.ndarray:
+    probs = np.tril(np.ones((t, t)))
+    return probs / probs.sum(-1, keepdims=True)
+
+
+# -- hand-made figures -----------------------------------------------------------------------
+def test_bar_rows_are_the_bars():
+    fig = go.Figure(go.Bar(x=["a", "b", "c"], y=[1.5, -2, 3.25], text=["x", "y", "z"], name="scores"))
+    rows = read(figure_csv(fig))
+    assert list(rows[0]) == ["trace", "type", "x", "y", "text"]  # unused columns left out
+    assert [r["x"] for r in rows] == ["a", "b", "c"]
+    assert floats(rows, "y").tolist() == [1.5, -2.0, 3.25]
+    assert {r["trace"] for r in rows} == {"scores"} and {r["type"] for r in rows} == {"bar"}
+    assert [r["text"] for r in rows] == ["x", "y", "z"]
+
+
+def test_scatter_without_x_uses_plotly_positions_and_keeps_float32_text_short():
+    y = np.array([0.1, 0.2, 0.3], dtype=np.float32)
+    fig = go.Figure([go.Scatter(y=y, name="a"), go.Scatter(x=[10, 20], y=[5, 6])])
+    rows = read(figure_csv(fig))
+    assert [r["x"] for r in of_trace(rows, "a")] == ["0", "1", "2"]
+    assert [r["y"] for r in of_trace(rows, "a")] == ["0.1", "0.2", "0.3"]  # not 0.10000000149011612
+    assert np.array_equal(floats(of_trace(rows, "a"), "y").astype(np.float32), y)
+    assert floats(of_trace(rows, "trace 1"), "x").tolist() == [10, 20]  # unnamed: Plotly's own default name
+
+
+def test_heatmap_one_row_per_drawn_cell_masked_cells_left_out():
+    z = [[1.0, None, 3.0], [np.nan, 5.5, -6.0]]
+    text = [["a", "", "c"], ["masked but labelled", "e", "f"]]
+    fig = go.Figure(go.Heatmap(z=z, x=["k0", "k1", "k2"], y=["q0", "q1"], text=text, name="map"))
+    rows = read(figure_csv(fig))
+    assert [(r["row"], r["col"]) for r in rows] == [("0", "0"), ("0", "2"), ("1", "0"), ("1", "1"), ("1", "2")]
+    assert [(r["y"], r["x"]) for r in rows] == [("q0", "k0"), ("q0", "k2"), ("q1", "k0"), ("q1", "k1"), ("q1", "k2")]
+    assert [r["z"] for r in rows] == ["1.0", "3.0", "", "5.5", "-6.0"]  # a masked cell with text: kept, z empty
+    assert rows[2]["text"] == "masked but labelled"
+    assert {r["trace"] for r in rows} == {"map"}
+
+
+def test_heatmap_of_numpy_with_nan_and_no_labels():
+    z = np.array([[0.25, np.nan], [0.5, 0.75]])
+    rows = read(figure_csv(go.Figure(go.Heatmap(z=z))))
+    assert np.array_equal(grid(rows, (2, 2)), z, equal_nan=True)
+    assert [(r["x"], r["y"]) for r in rows] == [("0", "0"), ("0", "1"), ("1", "1")]  # labels default to indices
+
+
+def test_typed_arrays_from_json_give_the_same_csv():
+    fig = go.Figure([go.Heatmap(z=np.arange(6, dtype=np.float32).reshape(2, 3) / 7),
+                     go.Bar(x=np.array([1, 2]), y=np.array([3, 4], dtype=np.int8))])
+    parsed = go.Figure(json.loads(pio.to_json(fig)))  # arrays now {"dtype", "bdata", "shape"}
+    assert isinstance(parsed.data[0].z, dict) and "bdata" in parsed.data[0].z
+    assert figure_csv(parsed) == figure_csv(fig)
+    assert decode_array(parsed.data[0].z).shape == (2, 3)
+
+
+def test_traces_without_numbers_are_skipped():
+    fig = go.Figure(go.Scatter(name="empty"))
+    fig.add_shape(type="rect", x0=0, x1=1, y0=0, y1=1)
+    fig.add_annotation(x=0.5, y=0.5, text="note")
+    assert figure_csv(fig) == "trace,type,x,y\n"
+
+
+def test_tick_labels_name_integer_positions():
+    fig = logit_figs.make_logits_bar([" on", " in", "."], [12.5, 11.25, 9.0], greedy_index=0)
+    rows = read(figure_csv(fig))
+    assert [r["x_label"] for r in rows] == ["·on", "·in", "."]
+    assert floats(rows, "y").tolist() == [12.5, 11.25, 9.0] and floats(rows, "x").tolist() == [0, 1, 2]
+
+
+# -- the real figure builders ----------------------------------------------------------------
+def test_attention_heatmap_csv_holds_the_weights_and_the_row_sums():
+    probs = _uniform_causal(4)
+    rows = read(figure_csv(att_figs.make_attention_heatmap(probs, PIECES, "t")))
+    cells = of_trace(rows, "trace 0")
+    assert {r["subplot"] for r in cells} == {"xy"}
+    assert len(cells) == 10  # the lower triangle; future keys are masked and left out
+    expected = np.where(np.tril(np.ones((4, 4))) > 0, probs, np.nan)
+    assert np.allclose(grid(cells, (4, 4)), expected, equal_nan=True)
+    assert (cells[-1]["y"], cells[-1]["x"]) == ("3: .", "3: .")
+    sums = of_trace(rows, "trace 1")
+    assert {r["subplot"] for r in sums} == {"x2y2"} and {r["type"] for r in sums} == {"bar"}
+    assert np.allclose(floats(sums, "x"), 1.0) and [r["y"] for r in sums] == ["0: The", "1: ·cat", "2: ·sat", "3: ."]
+
+
+def test_score_steps_keep_every_subplot_and_masked_scores_empty():
+    raw = np.array([2.0, -1.0, 4.0, 0.5])
+    masked = np.array([2.0, -1.0, -np.inf, -np.inf]) / 8
+    probs = np.array([0.6, 0.4, 0.0, 0.0])
+    rows = read(figure_csv(att_figs.make_score_steps(raw, raw / 8, masked, probs, PIECES, query=1, head_dim=64)))
+    by_subplot = {s: [r for r in rows if r["subplot"] == s] for s in ("xy", "x2y2", "x3y3", "x4y4")}
+    assert floats(by_subplot["xy"], "y").tolist() == raw.tolist()
+    assert floats(by_subplot["x2y2"], "y").tolist() == (raw / 8).tolist()
+    masked_bars = of_trace(by_subplot["x3y3"], "trace 2")
+    assert [r["y"] for r in masked_bars] == ["0.25", "-0.125", "", ""] and masked_bars[2]["text"] == "−∞"
+    assert floats(by_subplot["x4y4"], "y").tolist() == probs.tolist()
+
+
+def test_heads_grid_csv_has_every_heads_visible_weights():
+    probs = np.stack([_uniform_causal(4) * (h + 1) / 9 for h in range(9)])
+    fig = att_figs.make_heads_grid(probs, PIECES, [h // 3 for h in range(9)], layer=2)
+    rows = read(figure_csv(fig))
+    assert len(rows) == 9 * 10  # nine lower triangles; gaps and future keys drawn blank, left out
+    z = grid(rows, (14, 14))
+    assert np.allclose(z[5:9, 5:9][np.tril_indices(4)], probs[4][np.tril_indices(4)])
+
+
+def test_embedding_heatmap_float32_values_round_trip():
+    values = (np.arange(4 * 6, dtype=np.float32).reshape(4, 6) - 10) / 3
+    rows = read(figure_csv(emb_figs.make_embedding_heatmap(values, PIECES, (49152, 576))))
+    assert np.array_equal(grid(rows, (4, 6)).astype(np.float32), values)
+    assert (rows[6]["row"], rows[6]["col"], rows[6]["y"], rows[6]["x"]) == ("1", "0", "1: ·cat", "0")
+
+
+def test_stage_figure_keeps_cut_cells_as_text():
+    probs = np.array([[0.5, 0.3, 0.2], [0.625, 0.375, 0.0]])
+    rows = read(figure_csv(logit_figs.make_stage_figure([" on", " a", " the"], ["softmax", "top-p"], probs, [49152, 2])))
+    assert np.allclose(grid(rows, (2, 3)), np.where(probs > 0, probs, np.nan), equal_nan=True)
+    cut = rows[-1]
+    assert (cut["row"], cut["col"], cut["z"], cut["text"], cut["x_label"]) == ("1", "2", "", "cut", "·the")
+    assert rows[0]["y"] == "softmax · 49,152 left"
+
+
+def test_cumulative_ranges_write_start_and_width():
+    fig = sampling_figs.make_cumulative_ranges(["a", "b"], [0.0, 0.5], [0.5, 0.8], u=0.6, chosen_index=1,
+                                               title="t", other_label="rest")
+    rows = read(figure_csv(fig))
+    assert [r["trace"] for r in rows] == ["a", "b", "rest"]
+    assert np.allclose(floats(rows, "base"), [0.0, 0.5, 0.8]) and np.allclose(floats(rows, "x"), [0.5, 0.3, 0.2])
+    assert rows[0]["text"] == "a 0.00–0.50"  # Plotly's <br> written as a space
+
+
+def test_temperature_sweep_names_both_axes():
+    fig = logit_figs.make_temperature_sweep([0.5, 1.0, 2.0], [1.0, 2.0, 3.0], [0.9, 0.5, 0.2], current=0.5)
+    rows = read(figure_csv(fig))
+    entropy, top = of_trace(rows, "entropy (bits)"), of_trace(rows, "top token's probability")
+    assert floats(entropy, "y").tolist() == [1.0, 2.0, 3.0] and {r["subplot"] for r in entropy} == {"xy"}
+    assert floats(top, "y").tolist() == [0.9, 0.5, 0.2] and {r["subplot"] for r in top} == {"xy2"}
+    assert floats(top, "x").tolist() == [0.5, 1.0, 2.0]
+
+
+def test_batching_and_generation_figures():
+    positions = batch_figs.make_positions_heatmap(np.array([[0, 0, 1], [0, 1, 2]]),
+                                                  np.array([[False, True, True], [True, True, True]]))
+    rows = read(figure_csv(positions))
+    assert [(r["z"], r["text"]) for r in rows[:3]] == [("", "pad→0"), ("0.0", "0"), ("1.0", "1")]
+    timing = read(figure_csv(gen_figs.make_cache_timing([4, 5, 6], [10.0, 10.5, 10.2], [30.0, 35.0, 41.0])))
+    assert floats(of_trace(timing, "KV cache: one new position"), "y").tolist() == [10.0, 10.5, 10.2]
+    assert floats(of_trace(timing, "no cache: recompute all"), "y").tolist() == [30.0, 35.0, 41.0]
+    assert floats(of_trace(timing, "no cache: recompute all"), "x").tolist() == [4, 5, 6]
+    phases = read(figure_csv(gen_figs.make_phase_timeline(["prefill", "decode"], [0.2, 0.05], [11, 1], ["a", "b"])))
+    assert [(r["trace"], float(r["base"]), float(r["x"])) for r in phases] == [("prefill", 0.0, 200.0),
+                                                                                ("decode", 200.0, 50.0)]
+
+
+BUILDERS = {
+    "token_ids": lambda: make_token_id_chart(PIECES, [504, 2644, 2643, 30]),
+    "vector": lambda: emb_figs.make_vector_chart(np.linspace(-1, 1, 8), " cat"),
+    "neighbours": lambda: emb_figs.make_neighbour_chart([(1, " Cat", 0.7), (2, " dog", 0.5)], " cat"),
+    "projection": lambda: emb_figs.make_projection_scatter(np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]),
+                                                           ["a", "b", "c"], ["prompt", "word set", "word set"], (0.5, 0.2)),
+    "rope": lambda: emb_figs.make_rope_rotation(np.outer(np.arange(5), [1.0, 0.1]), [0, 1], np.array([6.28, 62.8])),
+    "distance": lambda: emb_figs.make_distance_scores(np.arange(5), np.linspace(0, 1, 5), 2, 0.5, " it", " cat"),
+    "query_layers": lambda: att_figs.make_query_over_layers(np.random.default_rng(0).random((30, 4)), PIECES, query=3),
+    "gqa": lambda: att_figs.make_gqa_diagram(9, 3),
+    "overlay": lambda: logit_figs.make_probability_overlay(["a", "b", "c"], [0.5, 0.3, 0.2], [0.8, 0.15, 0.05],
+                                                           "T = 1", "T = 0.5"),
+    "histogram": lambda: sampling_figs.make_draw_histogram(["a", "b"], [0.6, 0.4], [0.55, 0.45], 1000, 10.1, 1, 0.0015),
+    "strips": lambda: sampling_figs.make_token_strips([[" on", " a"], [" on"]], ["A", "B"], [[0.9, 0.5], [0.8]], 1, "t"),
+    "padded": lambda: batch_figs.make_padded_batch([[None, None, "The", " cat"], ["Once", " upon", " a", " time"]]),
+    "mask": lambda: batch_figs.make_mask_heatmap(np.tril(np.ones((3, 3))), [None, "a", "b"], 0),
+    "timeline": lambda: batch_figs.make_batch_timeline(np.array([[0, 0], [1, -2]]), ["prefill", "decode"], "t", "row"),
+    "kv": lambda: gen_figs.make_kv_heatmaps(np.random.default_rng(1).normal(size=(3, 5, 4)),
+                                            np.random.default_rng(2).normal(size=(3, 5, 4)),
+                                            ["a", "b", "c", "d", "e"], new_rows=[4], layer=2),
+    "phases": lambda: gen_figs.make_phase_timeline(["prefill", "decode", "decode"], [0.2, 0.05, 0.05], [11, 1, 1],
+                                                   [" on", " the", " mat"]),
+    "alternatives": lambda: gen_figs.make_alternatives_bar([" on", " down"], [0.6, 0.2], " down", "step 0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_every_builder_csv_equals_its_traces(name):
+    """For any builder: each trace's rows, in order, give back its x/y (points) or its z (drawn cells)."""
+    fig = BUILDERS[name]()
+    rows = read(figure_csv(fig))
+    names = [trace.name or f"trace {index}" for index, trace in enumerate(fig.data)]
+    assert rows and {r["trace"] for r in rows} == set(names), name
+    for index, trace in enumerate(fig.data):
+        mine = of_trace(rows, names[index])
+        if names.count(names[index]) > 1:  # two traces of one name share their rows: checked by the tests above
+            continue
+        z = getattr(trace, "z", None)
+        if z is not None and np.ndim(z) == 2:
+            z = np.asarray(z, dtype=float)
+            drawn = ~np.isnan(z)
+            assert np.allclose(grid(mine, z.shape)[drawn], z[drawn]), (name, index)
+        elif trace.y is not None and len(trace.y) and not isinstance(trace.y[0], str):
+            assert np.allclose(floats(mine, "y"), np.asarray(trace.y, dtype=float), equal_nan=True), (name, index)
+        elif trace.x is not None and len(trace.x) and not isinstance(trace.x[0], str):
+            assert np.allclose(floats(mine, "x"), np.asarray(trace.x, dtype=float), equal_nan=True), (name, index)
