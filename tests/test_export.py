@@ -1,4 +1,5 @@
-"""Chart export: ``figure_csv`` writes exactly the numbers a figure draws.
+"""Chart export: ``figure_csv`` writes exactly the numbers a figure draws; ``ui.charts`` names the
+PNG and enlarges a copy of the figure for presenter mode.
 
 Figures are built by hand and with the real ``ui/figures`` builders (small inputs, as in
 ``test_figures_*``), and the CSV is read back and compared with the traces."""
@@ -13,6 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
+from ui import charts
 from ui.figures import attention as att_figs
 from ui.figures import batching as batch_figs
 from ui.figures import embeddings as emb_figs
@@ -244,3 +246,25 @@ def test_every_builder_csv_equals_its_traces(name):
             assert np.allclose(floats(mine, "y"), np.asarray(trace.y, dtype=float), equal_nan=True), (name, index)
         elif trace.x is not None and len(trace.x) and not isinstance(trace.x[0], str):
             assert np.allclose(floats(mine, "x"), np.asarray(trace.x, dtype=float), equal_nan=True), (name, index)
+
+
+# -- ui.charts: file names, config, presenter copy ---------------------------------------------
+def test_chart_config_and_file_stem():
+    config = charts.chart_config("llm-explorer_logits_logits_bar")
+    assert config == {"toImageButtonOptions": {"format": "png", "filename": "llm-explorer_logits_logits_bar",
+                                               "scale": 2}, "displaylogo": False}
+    assert charts.file_stem("logits_bar") == "llm-explorer_logits_bar"  # no page outside a Streamlit run
+    assert charts.file_stem("logits_bar", name="top logits / T=0.5") == "llm-explorer_top-logits-T-0-5"
+
+
+def test_presenter_copy_is_larger_and_leaves_the_original_alone():
+    fig = att_figs.make_attention_heatmap(_uniform_causal(4), PIECES, "t")
+    before = fig.to_json()
+    big = charts.presenter_copy(fig)
+    assert fig.to_json() == before
+    assert big.layout.font.size == round(12 * charts.FONT_SCALE)
+    assert big.layout.title.font.size == round(16 * charts.FONT_SCALE)
+    assert big.layout.xaxis.tickfont.size == round(12 * charts.FONT_SCALE)
+    assert big.data[1].textfont.size == round(11 * charts.FONT_SCALE)  # an explicit text size grows too
+    assert big.layout.height == round(fig.layout.height * charts.HEIGHT_SCALE)
+    assert figure_csv(big) == figure_csv(fig)  # same numbers
