@@ -5,6 +5,7 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import charts  # noqa: E402
 from ui import compute_tokens as tok  # noqa: E402  (after the redirect: nothing runs twice)
 from ui import state  # noqa: E402
 from ui.figures.tokens import make_token_id_chart, token_chips_html, visible  # noqa: E402
@@ -52,7 +53,7 @@ if state.get(state.CHAT):
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
     st.caption(f"The chart shows the first {n_chart} of {len(view.ids):,} tokens.")
-st.plotly_chart(make_token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart")
+charts.show(make_token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart")
 
 # 2. Token ids mean nothing numerically
 st.header("Token ids are names, not numbers")

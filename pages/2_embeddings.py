@@ -5,6 +5,7 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import charts  # noqa: E402
 from ui import compute_attention as att  # noqa: E402
 from ui import compute_embeddings as emb  # noqa: E402
 from ui import state  # noqa: E402
@@ -36,15 +37,17 @@ st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vo
 if n < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
 rows = emb.rows_for(view.ids[:n])
-st.plotly_chart(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
+charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
 
 st.header("One token's vector and its neighbours")
 pick = st.selectbox("Token", options=list(range(n)), format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
                     **state.bind("emb_token", min(1, n - 1), options=range(n)))
 token_id, piece = view.ids[pick], view.pieces[pick]
 left, right = st.columns([3, 2])
-left.plotly_chart(figs.make_vector_chart(rows[pick], piece), key="embedding_vector")
-right.plotly_chart(figs.make_neighbour_chart(emb.nearest(token_id), piece), key="embedding_neighbours")
+with left:
+    charts.show(figs.make_vector_chart(rows[pick], piece), key="embedding_vector")
+with right:
+    charts.show(figs.make_neighbour_chart(emb.nearest(token_id), piece), key="embedding_neighbours")
 st.caption(f"Cosine similarity compares directions: 1 = same direction, 0 = unrelated. Computed against all "
            f"{vocab:,} rows of the matrix; token id {token_id} itself is left out.")
 
@@ -55,8 +58,8 @@ words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
 projection = emb.project(view.ids[:n], words)
 if len(projection.labels) < 3:
     st.info("Add a few words (or a longer prompt): a map needs at least three vectors to be worth drawing.")
-st.plotly_chart(figs.make_projection_scatter(projection.points, projection.labels, projection.groups,
-                                             projection.explained), key="embedding_pca")
+charts.show(figs.make_projection_scatter(projection.points, projection.labels, projection.groups,
+                                         projection.explained), key="embedding_pca")
 st.caption(f"PCA keeps the two directions along which these {len(projection.labels)} vectors vary most; "
            f"together they hold {sum(projection.explained):.0%} of the variance, so distances are only a rough "
            f"guide. Words are taken with a leading space, as they appear inside a sentence. Token ids, by contrast, "
@@ -72,7 +75,7 @@ if emb.position_scheme() == "rope":
         "Because query and key are both rotated, their dot product depends only on how far apart they are."
     )
     angles = emb.rope_angles(ROPE_POSITIONS)
-    st.plotly_chart(figs.make_rope_rotation(angles, ROPE_PAIRS, emb.rope_wavelengths()), key="rope_rotation")
+    charts.show(figs.make_rope_rotation(angles, ROPE_PAIRS, emb.rope_wavelengths()), key="rope_rotation")
     maps = att.attention_maps(view.ids)
     pieces = view.pieces[: maps.n_tokens]
     query = att.find_token(pieces, "it")
@@ -87,16 +90,16 @@ if emb.position_scheme() == "rope":
         f"they were *d* positions apart, and score them: the red diamond, at the real distance {by_distance.actual_distance}, "
         "is the score the forward pass recorded; the line shows how the same two vectors would score nearer or farther."
     )
-    st.plotly_chart(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
-                                              by_distance.recorded, pieces[query], pieces[key]), key="rope_distance")
-    st.plotly_chart(figs.make_position_heatmap(
+    charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
+                                          by_distance.recorded, pieces[query], pieces[key]), key="rope_distance")
+    charts.show(figs.make_position_heatmap(
         emb.rope_cos(64), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
         "frequency pair", "cos"), key="rope_table")
 else:
     st.markdown("This model learns one **position row** per position and adds it to the token's row before "
                 "the first block: the same word at a different place gives a different vector.")
-    st.plotly_chart(figs.make_position_heatmap(emb.learned_positions(n), "Learned position rows",
-                                               "dimension", "value"), key="position_rows")
+    charts.show(figs.make_position_heatmap(emb.learned_positions(n), "Learned position rows",
+                                           "dimension", "value"), key="position_rows")
 
 st.header("What to try next")
 st.markdown(

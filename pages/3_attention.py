@@ -5,6 +5,7 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import charts  # noqa: E402
 from ui import compute_attention as att  # noqa: E402
 from ui import state  # noqa: E402
 from ui.figures import attention as figs  # noqa: E402
@@ -46,29 +47,29 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
                          format_func=lambda i: f"{i}: {visible(pieces[i])}",
                          **state.bind("att_query", default_query if default_query is not None else maps.n_tokens - 1,
                                       options=range(maps.n_tokens)))
-    st.plotly_chart(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
-                                                f"Layer {layer}, head {head}: attention weights (each row sums to 1)"),
-                    key="attention_heatmap")
+    charts.show(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
+                                            f"Layer {layer}, head {head}: attention weights (each row sums to 1)"),
+                key="attention_heatmap")
     st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0. The bars on "
                "the right are each row's sum, read from the model's own softmax output.")
 
     # 2. Step by step for one query
     st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
     steps = att.score_steps(maps, layer, head, query)
-    st.plotly_chart(figs.make_score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
-                                          maps.head_dim), key="score_steps")
+    charts.show(figs.make_score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
+                                      maps.head_dim), key="score_steps")
     st.caption(f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
                f"by √{maps.head_dim} so scores do not grow with the head size, future keys set to −∞, then softmax.")
 
     # 3. All heads, grouped-query attention
     st.header(f"All {maps.n_heads} heads of layer {layer}")
-    st.plotly_chart(figs.make_heads_grid(maps.probs[layer], pieces, [maps.kv_group(h) for h in range(maps.n_heads)],
-                                         layer), key="heads_grid")
+    charts.show(figs.make_heads_grid(maps.probs[layer], pieces, [maps.kv_group(h) for h in range(maps.n_heads)],
+                                     layer), key="heads_grid")
     st.markdown(f"This model uses **grouped-query attention**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
                 f"key/value heads; each group of {maps.n_heads // maps.n_kv_heads} query heads reads the same keys and "
                 "values, which makes the KV cache that many times smaller. Heads in one group still attend differently, "
                 "because their queries differ.")
-    st.plotly_chart(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram")
+    charts.show(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram")
 
 
 explore_heads(maps, pieces)
@@ -80,8 +81,8 @@ if it_pos is None:
     st.info("This part follows the default prompt, “The cat sat on the mat because it was tired.”: put a word "
             "“it” in your prompt (and a “cat” or a “mat” before it) to see it.")
 else:
-    st.plotly_chart(figs.make_query_over_layers(att.query_over_layers(maps, it_pos), pieces, it_pos),
-                    key="it_over_layers")
+    charts.show(figs.make_query_over_layers(att.query_over_layers(maps, it_pos), pieces, it_pos),
+                key="it_over_layers")
     st.markdown(
         "Averaged over heads, much of the weight goes to the **first token**: models use it as a resting place "
         "(an *attention sink*) when a head has nothing to fetch. The interesting work happens in single heads:"

@@ -1,7 +1,7 @@
 """Transformer block & logit lens: one block walked with real activations, then every layer read out as a guess."""
 import streamlit as st
 
-from ui import state
+from ui import charts, state
 from ui.compute_logits import current_prompt_logits, traced_prompt
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.figures.logits import visible_token
@@ -29,13 +29,13 @@ if traced.traced_tokens < traced.prompt_tokens:
 st.subheader("1 · One block, walked")
 layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind("block_layer", 0, range(config.n_layers)))
 last = visible_token(cached.token_strings[-1])
-st.plotly_chart(make_block_diagram(walk.stage_names, walk.shape, walk.norms[layer, :, -1].tolist(),
-                                   f"Block {layer} of {config.n_layers}, at the last position ({last})"),
-                key="block_diagram")
+charts.show(make_block_diagram(walk.stage_names, walk.shape, walk.norms[layer, :, -1].tolist(),
+                               f"Block {layer} of {config.n_layers}, at the last position ({last})"),
+            key="block_diagram")
 st.caption(f"Every stage is a {walk.shape[0]} × {walk.shape[1]} tensor (prompt positions × d_model): the residual "
            f"stream's size never changes. ‖x‖ is the length of the {walk.shape[1]}-number vector at the last "
            "position. SmolLM2 is pre-norm: an RMSNorm also sits just before attention (inside that box).")
-st.plotly_chart(make_block_activations(walk.stage_names, walk.last_vectors[layer]), key="block_activations")
+charts.show(make_block_activations(walk.stage_names, walk.last_vectors[layer]), key="block_activations")
 
 # 2. The logit lens: the final norm + output matrix applied after every block
 st.subheader("2 · Logit lens")
@@ -43,11 +43,11 @@ st.caption("Stop after any block, apply the final norm and the output matrix, an
            "would predict. Bottom row: the embeddings alone; top row: the real output. Hover for the top 3.")
 if len(lens.position_tokens) < walk.shape[0]:
     st.caption(f"Showing the last {len(lens.position_tokens)} of {walk.shape[0]} positions.")
-st.plotly_chart(make_logit_lens(lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings),
-                key="logit_lens")
+charts.show(make_logit_lens(lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings),
+            key="logit_lens")
 final = lens.top_strings[-1][-1][0]
-st.plotly_chart(make_answer_formation(lens.layer_labels, lens.final_token_probability.tolist(), final),
-                key="answer_formation")
+charts.show(make_answer_formation(lens.layer_labels, lens.final_token_probability.tolist(), final),
+            key="answer_formation")
 settled = next(i for i in range(len(lens.layer_labels))
                if all(lens.top_strings[j][-1][0] == final for j in range(i, len(lens.layer_labels))))
 st.markdown(f"The final answer **{visible_token(final)}** is the top guess at the last position from "

@@ -1,7 +1,7 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
 import streamlit as st
 
-from ui import sampling_controls, state
+from ui import charts, sampling_controls, state
 from ui.compute_logits import (
     STAGE_LABELS, current_prompt_logits, entropy_bits, params_key, sampling_stages, softmax_at, temperature_sweep,
     token_texts, tokens_for_mass, top_indices, use_article_prompt,
@@ -38,7 +38,7 @@ greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greed
 st.subheader("1 · Logits for the next token")
 st.markdown(f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
             f"({len(cached.token_ids)} tokens). The top {TOP_N} of {cached.logits.size:,} logits:")
-st.plotly_chart(make_logits_bar(tokens, cached.logits[top_ids].tolist(), greedy_at), key="logits_bar")
+charts.show(make_logits_bar(tokens, cached.logits[top_ids].tolist(), greedy_at), key="logits_bar")
 greedy_text = visible_token(token_texts([stages.greedy_token_id])[0])
 if greedy_at == 0:
     st.markdown(f"**Greedy decoding** takes the highest score: **{greedy_text}**.")
@@ -62,21 +62,21 @@ metrics[2].metric("Tokens holding 90 % of the mass",
 metrics[3].metric("Vocabulary", f"{cached.logits.size:,}")
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(make_probability_overlay(tokens, probs_c[top_ids], probs_t[top_ids], f"T = {compare_t:g}",
-                                             f"T = {params.temperature:g} (yours)"), key="probability_overlay")
+    charts.show(make_probability_overlay(tokens, probs_c[top_ids], probs_t[top_ids], f"T = {compare_t:g}",
+                                         f"T = {params.temperature:g} (yours)"), key="probability_overlay")
 with right:
     sweep = temperature_sweep(prompt, chat, SWEEP)
-    st.plotly_chart(make_temperature_sweep(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
-                                           params.temperature), key="temperature_sweep")
+    charts.show(make_temperature_sweep(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
+                                       params.temperature), key="temperature_sweep")
 st.caption("softmax(logits / T) of the model's logits (before any repetition penalty): T < 1 stretches the gaps "
            "between logits (sharper, the top token gains), T > 1 shrinks them (flatter, the tail gains). "
            "T = 1 is the model's own distribution.")
 
 # 3. The sampler's stages, exactly as the engine runs them
 st.subheader("3 · What the sampler keeps")
-st.plotly_chart(make_stage_figure(stages.token_strings, [STAGE_LABELS[n] for n in stages.stage_names],
-                                  stages.stage_probs, [stages.survivors[n] for n in stages.stage_names]),
-                key="stage_figure")
+charts.show(make_stage_figure(stages.token_strings, [STAGE_LABELS[n] for n in stages.stage_names],
+                              stages.stage_probs, [stages.survivors[n] for n in stages.stage_names]),
+            key="stage_figure")
 final_left = stages.survivors["final"]
 if final_left == 1:
     st.markdown(f"Only **one token survives** every stage: **{visible_token(stages.token_strings[0])}**, "

@@ -4,7 +4,7 @@ import dataclasses
 import streamlit as st
 
 from inference import BusyError, PromptError
-from ui import sampling_controls, state
+from ui import charts, sampling_controls, state
 from ui.compute_logits import current_prompt_logits, params_key, use_article_prompt
 from ui.compute_sampling import continuation, draw, draw_history, draw_many, first_divergence
 from ui.figures.logits import visible_token
@@ -58,13 +58,13 @@ else:
 toy_starts, toy_ends = toy_ranges(TOY_PROBS)
 toy_u = one.u if one.u is not None else 0.5
 toy_hit = next(i for i, end in enumerate(toy_ends) if toy_u < end or i == len(toy_ends) - 1)
-st.plotly_chart(make_cumulative_ranges(
+charts.show(make_cumulative_ranges(
     ["token 0", "token 1", "token 2"], toy_starts, toy_ends, toy_u, toy_hit,
     f"TOY example from the article: probabilities {TOY_PROBS} (not the model) · "
     + ("an example u = 0.5 (greedy draws none)" if one.u is None else "same u"), token_labels=False), key="toy_ranges")
 shown_hit = one.chosen_rank if one.chosen_rank < len(one.range_ids) else None
 rest = one.survivors - len(one.range_ids)
-st.plotly_chart(make_cumulative_ranges(
+charts.show(make_cumulative_ranges(
     one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit,
     f"The real model: next token after “…{cached.token_strings[-1]}”, most probable first",
     other_label=f"{rest:,} other tokens" if rest else None), key="real_ranges")
@@ -77,8 +77,8 @@ st.button("Draw 1,000 times", key="draw_1000", on_click=_show_histogram)
 if st.session_state.get(SHOW_HISTOGRAM):
     many = draw_many(prompt, chat, key, 1000)
     gof = many.gof
-    st.plotly_chart(make_draw_histogram(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
-                                        gof.statistic, gof.dof, gof.p_value), key="draw_histogram")
+    charts.show(make_draw_histogram(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
+                                    gof.statistic, gof.dof, gof.p_value), key="draw_histogram")
     if gof.dof == 0:
         st.markdown("Only one token can be drawn, so every draw is that token.")
     else:
@@ -96,7 +96,7 @@ except (BusyError, PromptError) as error:
     st.warning(f"Continuations are not available right now: {error}.")
     st.stop()
 split = first_divergence(greedy_run.token_ids, sampled_run.token_ids)
-st.plotly_chart(make_token_strips(
+charts.show(make_token_strips(
     [greedy_run.token_strings, sampled_run.token_strings], ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"],
     [greedy_run.probabilities, sampled_run.probabilities], split,
     f"Greedy vs sampled, {N_TOKENS} tokens each (seed {params.seed})"), key="greedy_vs_sampled")
@@ -112,7 +112,7 @@ except (BusyError, PromptError) as error:
     st.warning(f"Continuations are not available right now: {error}.")
     st.stop()
 split_ab = first_divergence(run_a.token_ids, run_b.token_ids)
-st.plotly_chart(make_token_strips(
+charts.show(make_token_strips(
     [run_a.token_strings, run_b.token_strings], [f"A: T = {t_a:g}", f"B: T = {t_b:g}"],
     [run_a.probabilities, run_b.probabilities], split_ab,
     f"Same prompt, same seed ({params.seed}), two temperatures"), key="two_settings")

@@ -5,6 +5,7 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import charts  # noqa: E402
 from ui import compute_generation as gen  # noqa: E402
 from ui import sampling_controls  # noqa: E402
 from ui.figures import generation as figs  # noqa: E402
@@ -68,7 +69,7 @@ if stepper.chosen:
               help="Positions read from the cache instead of recomputed.")
     left, right = st.columns([1, 1.4])
     with left:
-        st.plotly_chart(figs.make_alternatives_bar(
+        charts.show(figs.make_alternatives_bar(
             [c.text for c in last.top], [c.probability for c in last.top], last.text,
             f"Step {last.index}: the model's top 5 (chosen: {last.text!r}{', forced' if last.forced else ''})"),
             key="gen_alternatives")
@@ -84,8 +85,8 @@ if len(stepper.cache) == 0:
 else:
     layer = st.slider("Layer", 0, engine.config.n_layers - 1, 0, key="gen_layer")
     cache = gen.cache_view(stepper, layer)
-    st.plotly_chart(figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
-                    key="gen_kv_heatmaps")
+    charts.show(figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
+                key="gen_kv_heatmaps")
     sizes = gen.cache_bytes(stepper)
     b1, b2, b3 = st.columns(3)
     b1.metric("Cache now", f"{sizes.tensors_now / 1024:,.1f} KiB",
@@ -112,8 +113,8 @@ if st.session_state.get(gen.PENDING_KEY) == "measure":
 stored = st.session_state.get(gen.TIMING_KEY)
 if stored and stored[0] == view.ids:
     timing = stored[1]
-    st.plotly_chart(figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
-                    key="gen_timing_chart")
+    charts.show(figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
+                key="gen_timing_chart")
     k1, k2, k3 = st.columns(3)
     last_quarter = max(1, len(timing.cached_ms) // 4)
     cached_ms = sorted(timing.cached_ms[-last_quarter:])[last_quarter // 2]
@@ -130,7 +131,7 @@ else:
 # 4. Prefill vs decode
 st.header("Prefill, then decode")
 if stepper.chosen:
-    st.plotly_chart(figs.make_phase_timeline(
+    charts.show(figs.make_phase_timeline(
         [c.phase for c in stepper.chosen], [c.seconds for c in stepper.chosen],
         [len(stepper.prompt_ids) if c.phase == "prefill" else 1 for c in stepper.chosen],
         [c.text for c in stepper.chosen]), key="gen_timeline")

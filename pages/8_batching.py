@@ -5,6 +5,7 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from ui import charts  # noqa: E402
 from ui import compute_batching as batching  # noqa: E402
 from ui import state  # noqa: E402
 from ui.figures import batching as figs  # noqa: E402
@@ -39,15 +40,15 @@ if not requests.prompts:
 # 1. The padded batch
 st.header("One batch tensor: padding, mask and positions")
 padded = batching.padded_batch(tuple(requests.prompts))
-st.plotly_chart(figs.make_padded_batch(padded.tokens), key="batch_padded")
+charts.show(figs.make_padded_batch(padded.tokens), key="batch_padded")
 st.metric("Share of the prefill batch that is padding", f"{padded.padding_share:.0%}",
           help="Columns computed for nothing: every prompt is left-padded to the longest.")
 c1, c2 = st.columns([1, 1])
 with c1:
     chosen = st.selectbox("Attention mask of request", list(range(len(requests.prompts))), key="batch_mask_row")
-    st.plotly_chart(figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], chosen), key="batch_mask")
+    charts.show(figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], chosen), key="batch_mask")
 with c2:
-    st.plotly_chart(figs.make_positions_heatmap(padded.positions, padded.real), key="batch_positions")
+    charts.show(figs.make_positions_heatmap(padded.positions, padded.real), key="batch_positions")
 
 # 2. Static vs continuous, measured
 st.header("Static vs continuous batching, measured")
@@ -68,10 +69,10 @@ result = st.session_state.get(RESULT_KEY)
 if result is None or result.prompts != requests.prompts:
     st.info("Press **Run static and continuous**: both modes, then every request alone, on the shared model.")
 else:
-    st.plotly_chart(figs.make_batch_timeline(
+    charts.show(figs.make_batch_timeline(
         result.static.grid, result.static.phases, "Static: one row per request until the whole batch is done",
         "row"), key="batch_static_timeline")
-    st.plotly_chart(figs.make_batch_timeline(
+    charts.show(figs.make_batch_timeline(
         result.continuous.grid, result.continuous.phases,
         f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees", "slot"),
         key="batch_continuous_timeline")

@@ -1,8 +1,9 @@
-"""Chart export: ``figure_csv`` writes exactly the numbers a figure draws; ``ui.charts`` names the
-PNG and enlarges a copy of the figure for presenter mode.
+"""Chart export: ``figure_csv`` writes exactly the numbers a figure draws, and every chart on a page
+gets a PNG file name and a CSV download (``ui.charts.show``).
 
-Figures are built by hand and with the real ``ui/figures`` builders (small inputs, as in
-``test_figures_*``), and the CSV is read back and compared with the traces."""
+Unit tests build figures by hand and with the real ``ui/figures`` builders (small inputs, as in
+``test_figures_*``) and read the CSV back; the AppTest part opens real pages and reaches each CSV
+through the download button's deferred callable."""
 from __future__ import annotations
 
 import csv
@@ -13,7 +14,10 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
+from streamlit.runtime.media_file_manager import MediaFileManager
 
+from tests import apptest_utils
+from tests.apptest_utils import assert_clean, chart, plotly_array
 from ui import charts
 from ui.figures import attention as att_figs
 from ui.figures import batching as batch_figs
@@ -23,6 +27,7 @@ from ui.figures import logits as logit_figs
 from ui.figures import sampling as sampling_figs
 from ui.figures.export import decode_array, figure_csv
 from ui.figures.tokens import make_token_id_chart
+from ui.state import PRESENTER
 
 PIECES = ["The", " cat", " sat", "."]
 
@@ -268,3 +273,78 @@ def test_presenter_copy_is_larger_and_leaves_the_original_alone():
     assert big.data[1].textfont.size == round(11 * charts.FONT_SCALE)  # an explicit text size grows too
     assert big.layout.height == round(fig.layout.height * charts.HEIGHT_SCALE)
     assert figure_csv(big) == figure_csv(fig)  # same numbers
+
+
+# -- AppTest: every chart on a page has its PNG name and a working CSV download ----------------
+@pytest.fixture
+def deferred_downloads(monkeypatch) -> dict[str, dict]:
+    """Records each deferred download (its callable, file name, mime) by the button's element id."""
+    recorded: dict[str, dict] = {}
+    original = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, *, element_id=""):
+        recorded[element_id] = {"callable": data_callable, "mimetype": mimetype, "file_name": file_name}
+        return original(self, data_callable, mimetype, coordinates, file_name, element_id=element_id)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    return recorded
+
+
+def chart_exports(at, deferred: dict[str, dict]) -> dict[str, dict]:
+    """{chart key: its config, its CSV button and that button's recorded download} for every chart drawn."""
+    buttons = {b.proto.id.rsplit("-", 1)[-1]: b for b in at.get("download_button")}
+    out = {}
+    for element in at.get("plotly_chart"):
+        key = element.proto.id.rsplit("-", 1)[-1]
+        button = buttons.get(f"{key}_csv")
+        out[key] = {"config": json.loads(element.proto.config), "button": button,
+                    "download": deferred.get(button.proto.id) if button is not None else None}
+    return out
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("script, url_path, keys", [
+    ("pages/3_attention.py", "attention", {"attention_heatmap", "score_steps", "heads_grid", "gqa_diagram"}),
+    ("pages/5_logits.py", "logits", {"logits_bar", "probability_overlay", "temperature_sweep", "stage_figure"}),
+    ("pages/2_embeddings.py", "embeddings", {"embedding_heatmap", "embedding_vector", "embedding_neighbours"}),
+])
+def test_every_chart_on_a_page_is_exportable(script, url_path, keys, deferred_downloads):
+    at = apptest_utils.open_page(script)
+    assert_clean(at)
+    exports = chart_exports(at, deferred_downloads)
+    assert keys <= set(exports), sorted(exports)
+    for key, export in exports.items():
+        stem = f"llm-explorer_{url_path}_{key}"
+        assert export["config"] == charts.chart_config(stem), key
+        button = export["button"]
+        assert button is not None, f"{key}: no download button with key {key}_csv"
+        assert button.proto.label == "Download CSV" and button.proto.type == "tertiary" and button.proto.ignore_rerun
+        assert button.proto.deferred_file_id  # built on click, not on every rerun
+        download = export["download"]
+        assert download["file_name"] == stem + ".csv" and download["mimetype"] == "text/csv", key
+
+
+@pytest.mark.real_model
+def test_logits_csv_download_holds_the_charts_numbers(deferred_downloads):
+    at = apptest_utils.open_page("pages/5_logits.py")
+    assert_clean(at)
+    exports = chart_exports(at, deferred_downloads)
+
+    bars = chart(at, "logits_bar")
+    rows = read(exports["logits_bar"]["download"]["callable"]())
+    assert np.array_equal(floats(rows, "y"), plotly_array(bars["data"][0]["y"]).astype(float))
+    assert [r["x_label"] for r in rows] == bars["layout"]["xaxis"]["ticktext"]
+
+    stages = chart(at, "stage_figure")["data"][0]
+    z = plotly_array(stages["z"]).astype(float)
+    rows = read(exports["stage_figure"]["download"]["callable"]())
+    assert np.array_equal(grid(rows, z.shape), z, equal_nan=True)
+    assert [r["y"] for r in rows if r["col"] == "0"] == stages["y"]
+
+    at.session_state[PRESENTER] = True  # projector mode: bigger text, the same numbers
+    at.run()
+    assert_clean(at)
+    assert chart(at, "logits_bar")["layout"]["font"]["size"] == round(12 * charts.FONT_SCALE)
+    assert chart(at, "logits_bar")["layout"]["height"] == round(bars["layout"]["height"] * charts.HEIGHT_SCALE)
+    exports = chart_exports(at, deferred_downloads)
+    assert read(exports["logits_bar"]["download"]["callable"]()) == read(figure_csv(go.Figure(bars)))
