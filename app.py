@@ -10,7 +10,7 @@ import streamlit as st
 from ui import navigation, presenter, sidebar, state, url_state
 from ui.resources import get_engine, use_app_threads
 
-st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon="🔎", layout="wide")
+st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")
 use_app_threads()
 url_state.restore()
 state.init()

@@ -5,8 +5,8 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
-from ui import charts  # noqa: E402
-from ui import compute_tokens as tok  # noqa: E402  (after the redirect: nothing runs twice)
+from ui import charts  # noqa: E402  (after the redirect: nothing runs twice)
+from ui import compute_tokens as tok  # noqa: E402
 from ui import state  # noqa: E402
 from ui.figures.tokens import make_token_id_chart, token_chips_html, visible  # noqa: E402
 from ui.prompt import prompt_tokens  # noqa: E402

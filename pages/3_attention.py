@@ -7,7 +7,7 @@ redirect_legacy_run()
 
 from ui import charts  # noqa: E402
 from ui import compute_attention as att  # noqa: E402
-from ui import state  # noqa: E402
+from ui import state, url_state  # noqa: E402
 from ui.figures import attention as figs  # noqa: E402
 from ui.figures.tokens import visible  # noqa: E402
 from ui.prompt import prompt_tokens  # noqa: E402
@@ -70,6 +70,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
                 "values, which makes the KV cache that many times smaller. Heads in one group still attend differently, "
                 "because their queries differ.")
     charts.show(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram")
+    url_state.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) current
 
 
 explore_heads(maps, pieces)

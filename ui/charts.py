@@ -13,9 +13,9 @@ import re
 
 import plotly.graph_objects as go
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ui.figures.export import figure_csv
+from ui.navigation import current_url_path
 from ui.state import PRESENTER
 
 FILE_PREFIX = "llm-explorer"
@@ -49,7 +49,7 @@ def chart_config(stem: str) -> dict:
 
 def file_stem(key: str, name: str | None = None) -> str:
     """``llm-explorer_<page url path>_<key>`` (or ``llm-explorer_<name>``), safe as a file name."""
-    parts = [name] if name else [_page_path(), key]
+    parts = [name] if name else [current_url_path(), key]
     return "_".join(_safe(p) for p in [FILE_PREFIX, *parts] if p)
 
 
@@ -80,22 +80,6 @@ def presenter_copy(fig: go.Figure) -> go.Figure:
     if big.layout.height:
         big.layout.height = round(big.layout.height * HEIGHT_SCALE)
     return big
-
-
-def _page_path() -> str:
-    """The url path of the page being run ("attention"), or "" outside a multipage run.
-
-    Streamlit has no public call for this; the page registry that ``st.navigation``
-    filled in is on the script-run context.
-    """
-    ctx = get_script_run_ctx()
-    if ctx is None:
-        return ""
-    try:
-        page = ctx.pages_manager.get_pages().get(ctx.page_script_hash, {})
-    except AttributeError:
-        return ""
-    return page.get("url_pathname", "")
 
 
 def _safe(part: str) -> str:

@@ -18,6 +18,8 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 ROOT_TITLE = "LLM inference explorer"
+FAVICON = "🔎"
+CURRENT_PAGE_KEY = "_page"  # session key: url path of the page being run (see ``current_url_path``)
 
 # True while app.py runs a page; False when Streamlit ran a page script on its own.
 _in_app: ContextVar[bool] = ContextVar("in_app", default=False)
@@ -28,7 +30,7 @@ class PageSpec:
     script: str  # path from the repository root, e.g. "pages/3_attention.py"
     title: str
     url_path: str  # deep link, e.g. "attention" -> http://localhost:8501/attention
-    icon: str
+    icon: str  # shown on the overview's page links (not in the navigation: see ``build``)
     opens_with_chart: bool = True  # draws a Plotly chart before any click (the browser smoke test waits for it)
 
 
@@ -48,8 +50,11 @@ PAGES: list[PageSpec] = [
 
 def build() -> StreamlitPage:
     """Register every page (the first is the default) and return the one to run."""
+    # No icon on st.Page: the browser tab takes the page's icon as its favicon, and Streamlit fetches a
+    # :material/...: favicon from fonts.gstatic.com. The app's emoji favicon is an inline data: URL, and
+    # the icons stay on the overview's page links (drawn with the bundled font): nothing leaves the machine.
     pages = [
-        st.Page(spec.script, title=spec.title, url_path=spec.url_path, icon=spec.icon, default=(i == 0))
+        st.Page(spec.script, title=spec.title, url_path=spec.url_path, default=(i == 0))
         for i, spec in enumerate(PAGES)
     ]
     return st.navigation(pages, position="sidebar")
@@ -61,12 +66,18 @@ def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:
     ``after`` runs once the page is done, also when the page stopped early (``st.stop``).
     """
     token = _in_app.set(True)
+    st.session_state[CURRENT_PAGE_KEY] = spec_of(page).url_path  # also read by fragment reruns
     try:
         page.run()
     finally:
         _in_app.reset(token)
         if after is not None:
             after()
+
+
+def current_url_path() -> str:
+    """The url path of the page being run ("attention"; "overview" for "/"), or "" outside ``run``."""
+    return st.session_state.get(CURRENT_PAGE_KEY, "")
 
 
 def spec_of(page: StreamlitPage) -> PageSpec:
