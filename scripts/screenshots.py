@@ -3,14 +3,17 @@
     .venv/bin/python scripts/screenshots.py [page ...]      # default: every page in SHOTS
 
 Uses Debian's chromium through Playwright (no browser download). Each shot may click
-buttons first (by their label) so the picture shows the page in use.
+buttons first (by their label) so the picture shows the page in use; a shot's path may
+carry a query string (a shared link), and a projector shot keeps a fixed window size.
 """
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
@@ -19,13 +22,31 @@ ROOT = Path(__file__).resolve().parents[1]
 PORT = 8765
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# url path -> (output file, labels of buttons to click in order)
-SHOTS: dict[str, tuple[str, list[str]]] = {
-    "logit_lens": ("logit_lens.png", []),
-    "logits": ("logits.png", []),
-    "sampling": ("sampling.png", ["Draw again", "Draw 1,000 times"]),
-    "generation": ("generation.png", ["Run N", "Measure"]),
-    "batching": ("batching.png", ["Run static and continuous"]),
+
+
+@dataclass(frozen=True)
+class Shot:
+    path: str  # url path, with a query string for a shared link
+    clicks: list[str] = field(default_factory=list)  # labels of buttons to click, in order
+    window: tuple[int, int] | None = None  # a fixed window (what a projector shows) instead of the full page
+
+
+SHARED_LINK = "logits?" + urllib.parse.urlencode({
+    "prompt": "Bank is closed on Sunday, so the", "temperature": "1.3", "top_p": "0.9", "seed": "7",
+    "model": "/etc/passwd",  # refused (not an offered model), with a note on the page
+})
+# shot name (assets/<name>.png) -> what to open and do
+SHOTS: dict[str, Shot] = {
+    "tokenization": Shot("tokenization"),
+    "embeddings": Shot("embeddings"),
+    "attention": Shot("attention"),
+    "logit_lens": Shot("logit_lens"),
+    "logits": Shot("logits"),
+    "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
+    "generation": Shot("generation", ["Run N", "Measure"]),
+    "batching": Shot("batching", ["Run static and continuous"]),
+    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1600, 1000)),
+    "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
 }
 
 
@@ -72,18 +93,21 @@ def main(names: list[str]) -> None:
         wait_healthy(url)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
             for name in names or list(SHOTS):
-                file, clicks = SHOTS[name]
-                page.goto(f"{url}/{name}")
+                shot = SHOTS[name]
+                width, height = shot.window or (1400, 1000)
+                page = browser.new_page(viewport={"width": width, "height": height})  # a fresh session per shot
+                page.goto(f"{url}/{shot.path}")
                 settle(page)
-                for label in clicks:
+                for label in shot.clicks:
                     page.get_by_role("button", name=label, exact=True).first.click()
                     settle(page)
-                full_height(page)
-                page.screenshot(path=str(ROOT / "assets" / file), full_page=True)
-                page.set_viewport_size({"width": 1400, "height": 1000})
-                print("wrote", ROOT / "assets" / file)
+                if shot.window is None:
+                    full_height(page)
+                file = ROOT / "assets" / f"{name}.png"
+                page.screenshot(path=str(file), full_page=shot.window is None)
+                page.close()
+                print("wrote", file)
             browser.close()
     finally:
         server.terminate()

@@ -1,4 +1,6 @@
-"""Real-browser smoke test: every registered page opened by deep link on a freshly started server.
+"""Real-browser tests: every registered page opened by deep link on a freshly started server, with every
+request the page makes recorded (all must go to the local server: nothing leaves the machine), and a
+shared link opened in a fresh browser context showing the same chart numbers.
 
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
@@ -13,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+import json
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,10 +122,32 @@ def _screenshot(page, name: str, folder: Path) -> None:
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
+def _record_requests(page) -> list[str]:
+    """Every URL the page (and its frames, workers) requests, as it happens."""
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    return requested
+
+
+def _outside(urls: list[str], server: str) -> list[str]:
+    """The URLs that would leave the machine (anything but the local server and inline data)."""
+    local = urllib.parse.urlsplit(server).netloc
+    return [url for url in urls
+            if urllib.parse.urlsplit(url).scheme not in ("data", "blob", "about")
+            and urllib.parse.urlsplit(url).netloc != local]
+
+
+def _chart_numbers(page) -> str:
+    """Every drawn Plotly chart's data, as JSON (what the user sees, read from the browser)."""
+    return page.evaluate("""() => JSON.stringify([...document.querySelectorAll('.js-plotly-plot')]
+        .map(el => el.data.map(t => ({x: t.x, y: t.y, z: t.z, text: t.text}))))""")
+
+
 @pytest.mark.parametrize("spec", PAGES, ids=[spec.url_path for spec in PAGES])
 def test_deep_link_on_fresh_server(spec, fresh_server, browser, tmp_path):
     is_default = spec is PAGES[0]
     page = browser.new_page(viewport={"width": 1400, "height": 900})
+    requested = _record_requests(page)
     page.goto(fresh_server + ("/" if is_default else f"/{spec.url_path}"))
     page.wait_for_selector("h1", timeout=RENDER_S * 1000)
     charts_drawn = not spec.opens_with_chart or _charts_drawn(page)
@@ -147,4 +173,68 @@ def test_deep_link_on_fresh_server(spec, fresh_server, browser, tmp_path):
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     assert page.get_by_text("Page not found").count() == 0
     assert charts_drawn, f"no Plotly chart drawn on /{spec.url_path} (screenshot in {folder})"
+
+    # offline: every request went to this server (no CDN, web font, icon set or telemetry)
+    assert requested and not _outside(requested, fresh_server), _outside(requested, fresh_server)
+    page.close()
+
+
+def _slider_right(page, label: str, presses: int) -> str:
+    """Move the slider labelled ``label`` right by ``presses`` arrow-key steps, as a user would; its new value."""
+    handle = page.locator('[data-testid="stSlider"]').filter(has_text=label).locator('input[type=range]').first
+    handle.focus()
+    for _ in range(presses):
+        handle.press("ArrowRight")
+        time.sleep(0.3)
+    _wait_for_run_to_finish(page)
+    return handle.get_attribute("aria-valuetext")
+
+
+def test_shared_link_restores_the_same_numbers(fresh_server, browser):
+    """Change controls in one browser, copy the address bar, open it in a fresh context: same charts."""
+    first = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = first.new_page()
+    requested = _record_requests(page)
+    query = urllib.parse.urlencode({"prompt": "Bank is closed because it is Sunday", "seed": "3"})
+    page.goto(f"{fresh_server}/attention?{query}")
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=RENDER_S * 1000)
+    _wait_for_run_to_finish(page)
+    layer = _slider_right(page, "Layer", 4)  # inside the page's fragment: its run must update the URL too
+    assert layer not in (None, "0")
+    deadline = time.monotonic() + 30
+    while f"layer={layer}" not in page.url and time.monotonic() < deadline:
+        time.sleep(0.25)
+    link = page.url
+    assert f"layer={layer}" in link and "seed=3" in link and "prompt=Bank" in link, link
+    numbers = _chart_numbers(page)
+    assert not _outside(requested, fresh_server)
+
+    second = browser.new_context(viewport={"width": 1400, "height": 900})  # no shared cookies or storage
+    fresh = second.new_page()
+    fresh.goto(link)
+    fresh.wait_for_selector(".js-plotly-plot .main-svg", timeout=RENDER_S * 1000)
+    _wait_for_run_to_finish(fresh)
+    assert fresh.get_by_text(f"Layer {layer}, head 0").count() > 0
+    assert fresh.locator('[data-testid="stAlertContentWarning"]').count() == 0  # nothing was clamped
+    assert json.loads(_chart_numbers(fresh)) == json.loads(numbers)
+    assert fresh.locator('[data-testid="stSidebar"] textarea').input_value() == "Bank is closed because it is Sunday"
+    first.close()
+    second.close()
+
+
+def test_hostile_link_in_a_real_browser(fresh_server, browser):
+    """Script tags, a path as the model and a 10,000-character value: notes, no injected HTML, no traceback."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    query = urllib.parse.urlencode({"prompt": "<img src=x onerror=alert(1)><script>alert(2)</script>",
+                                    "model": "../../etc/passwd", "<b>x</b>": "1", "top_k": "9" * 10_000})
+    page.goto(f"{fresh_server}/logits?{query}")
+    page.wait_for_selector('[data-testid="stAlertContentWarning"]', timeout=RENDER_S * 1000)
+    _wait_for_run_to_finish(page)
+    notes = page.locator('[data-testid="stAlertContentWarning"]').first.inner_text()
+    assert "not one of the models" in notes and "unknown link parameter" in notes and "top_k" in notes
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator("main img[src='x'], main b:text('x')").count() == 0
+    assert dialogs == []
     page.close()
