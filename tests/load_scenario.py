@@ -1,0 +1,225 @@
+"""A class on one server: many students at once, each with their own prompt, on different pages.
+
+Owns what the load test (``tests/test_load.py``) and the load benchmark
+(``scripts/bench_load.py``) share: starting a fresh ``streamlit run app.py`` and
+reading its memory (``AppServer``), the words that make every student's prompt
+recognisable (``MARKERS``), one student's walk through the story (``student``) and
+what it observed (``StudentReport``), and running many at once (``run_class``).
+
+A student's prompt ends with its own marker word, a single token that no page's
+fixed text contains ("…, said the zebra"). Every page shows the prompt's last token
+or all of its tokens, so a student checks on every page that its own word is there
+and that no other student's word is anywhere on the page: a cache keyed by the
+wrong thing would show up as someone else's word. The continuations the model
+writes are left out of that scan: after "said the tiger" the model may well write
+"The old leopard" (it does, at T = 1.25). That batched generation gives each caller
+its own tokens is proven exactly, against solo runs, in ``tests/test_server.py``.
+"""
+from __future__ import annotations
+
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.streamlit_client import Run, StreamlitSession
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTUP_S = 120  # server start + model load on 2 shared cores
+
+# Animal names that are one token each (with their leading space) in SmolLM2's vocabulary.
+MARKERS = ["zebra", "lizard", "parrot", "beaver", "camel", "donkey", "eagle", "falcon", "moose", "panda",
+           "rabbit", "salmon", "turtle", "bison", "dolphin", "goose", "owl", "penguin", "tiger", "whale",
+           "crab", "pigeon", "sheep", "goat", "horse", "frog", "snake", "shark", "wolf", "fox", "deer",
+           "lion", "monkey", "spider", "kitten", "puppy", "chicken", "pony", "lobster", "squid", "giraffe",
+           "leopard", "kangaroo", "squirrel", "gorilla", "hawk"]
+WARM_UP_MARKER = "octopus"  # the warm-up tab's word, never a student's
+TEMPLATES = ["The cat sat on the mat because it was tired, said the {word}",
+             "The dog slept by the door because it was late, said the {word}"]  # one per round: caches must evict
+PAGES = ["tokenization", "attention", "logits", "sampling"]
+BATCH_CAPTION = re.compile(r"forwards of up to (\d+) requests")
+# What the model wrote (Sampling page): the token strips and the texts quoting them.
+GENERATED_CHARTS = frozenset({"greedy_vs_sampled", "two_settings"})
+GENERATED_TEXTS = ("**Greedy:**", "**A:**")
+
+
+def prompt_for(word: str, round_index: int = 0) -> str:
+    return TEMPLATES[round_index % len(TEMPLATES)].format(word=word)
+
+
+# -- the server ------------------------------------------------------------------------
+class AppServer:
+    """A fresh ``streamlit run app.py`` on a free localhost port (a context manager)."""
+
+    def __init__(self, log_path: Path, extra_env: dict[str, str] | None = None) -> None:
+        import os
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port),
+             "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none",
+             "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(extra_env or {})},
+        )
+
+    def wait_healthy(self, timeout: float = STARTUP_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with code {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"no healthy server at {self.url} after {timeout:.0f} s")
+
+    def rss_mib(self) -> float:
+        """The server process's resident memory (VmRSS), in MiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS line")
+
+    def __enter__(self) -> "AppServer":
+        try:
+            self.wait_healthy()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+# -- one student -------------------------------------------------------------------------
+@dataclass
+class StudentReport:
+    index: int
+    word: str
+    timings: list[tuple[str, float]] = field(default_factory=list)  # (what, seconds): "open:attention", ...
+    problems: list[str] = field(default_factory=list)  # exceptions, errors, busy messages
+    leaks: list[str] = field(default_factory=list)  # another student's word on this student's page
+    missing: list[str] = field(default_factory=list)  # pages that did not show this student's own word
+    batch_sizes: list[int] = field(default_factory=list)  # from the Sampling page's caption
+
+
+def _has_word(text: str, word: str) -> bool:
+    return re.search(rf"(?<![A-Za-z]){word}(?![A-Za-z])", text) is not None
+
+
+def check_page(run: Run, report: StudentReport, others: list[str], what: str) -> None:
+    """Own word shown, no other student's word, no exception or error; collect the batch size."""
+    texts = run.texts()
+    page_text = "\n".join(run.texts(GENERATED_CHARTS, GENERATED_TEXTS))
+    report.problems += [f"{what}: {problem}" for problem in run.problems]
+    report.problems += [f"{what}: {el.alert.body}" for el in run.of_type("alert") if "busy" in el.alert.body]
+    if not _has_word(page_text, report.word):
+        report.missing.append(what)
+    report.leaks += [f"{what}: {word!r}" for word in others if _has_word(page_text, word)]
+    for text in texts:
+        report.batch_sizes += [int(n) for n in BATCH_CAPTION.findall(text)]
+
+
+# The slider each page's student moves, and the value for student i (distinct values spread the cache keys).
+SLIDERS = {
+    "tokenization": ("_w_tok_vocab", lambda i, step: 260 + (7 * i + 11 * step) % 140),
+    "attention": ("_w_att_layer", lambda i, step: (3 * i + 7 * step) % 30),
+    "logits": ("_w_temperature", lambda i, step: round(0.3 + 0.05 * ((i + step) % 30), 2)),
+    "sampling": ("_w_temperature", lambda i, step: round(0.4 + 0.05 * ((i + step) % 20), 2)),
+}
+
+
+def student(url: str, index: int, word: str, others: list[str], round_index: int = 0, n_pages: int = 4,
+            slider_moves: int = 1, start: threading.Barrier | None = None, timeout: float = 120.0) -> StudentReport:
+    """One browser tab: open a page, type its prompt, then walk ``n_pages`` of the four pages from its own
+    starting point (student i starts at page i mod 4), moving each page's slider ``slider_moves`` times."""
+    report = StudentReport(index, word)
+    order = (PAGES[index % len(PAGES):] + PAGES[:index % len(PAGES)])[:n_pages]
+    if start is not None:
+        start.wait()
+    try:
+        with StreamlitSession(url, timeout=timeout) as tab:
+            run = tab.open(order[0])
+            report.timings.append((f"open:{order[0]}", run.seconds))
+            run = tab.set("_w_prompt", prompt_for(word, round_index))
+            report.timings.append((f"prompt:{order[0]}", run.seconds))
+            check_page(run, report, others, f"{order[0]} after typing")
+            for position, page in enumerate(order):
+                if position:
+                    run = tab.open(page)
+                    report.timings.append((f"open:{page}", run.seconds))
+                    check_page(run, report, others, page)
+                key, value_for = SLIDERS[page]
+                for step in range(slider_moves):
+                    run = tab.set(key, value_for(index, step + round_index))
+                    report.timings.append((f"slider:{page}", run.seconds))
+                    check_page(run, report, others, f"{page} after moving {key}")
+    except Exception as exc:  # noqa: BLE001  (a timeout or a closed socket is a finding, not a crash)
+        report.problems.append(f"{type(exc).__name__}: {exc}")
+    return report
+
+
+def run_class(url: str, n_students: int, round_index: int = 0, n_pages: int = 4, slider_moves: int = 1,
+              timeout: float = 120.0) -> list[StudentReport]:
+    """``n_students`` tabs at once (one thread each, released together); their reports in order."""
+    if n_students > len(MARKERS):
+        raise ValueError(f"at most {len(MARKERS)} students (one marker word each), got {n_students}")
+    words = MARKERS[:n_students]
+    reports: list[StudentReport | None] = [None] * n_students
+    start = threading.Barrier(n_students)
+
+    def one(i: int) -> None:
+        others = [w for w in MARKERS + [WARM_UP_MARKER] if w != words[i]]  # including unused ones
+        reports[i] = student(url, i, words[i], others, round_index, n_pages, slider_moves, start, timeout)
+
+    threads = [threading.Thread(target=one, args=(i,), name=f"student-{i}") for i in range(n_students)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [r for r in reports if r is not None]
+
+
+# -- summaries ---------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by linear interpolation between order statistics."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def timings_of(reports: list[StudentReport], prefix: str) -> list[float]:
+    return [seconds for r in reports for what, seconds in r.timings if what.startswith(prefix)]
+
+
+def latency_line(label: str, values: list[float]) -> str:
+    if not values:
+        return f"{label}: no samples"
+    return (f"{label}: n={len(values)} median {statistics.median(values):.2f} s, "
+            f"p95 {percentile(values, 95):.2f} s, max {max(values):.2f} s")

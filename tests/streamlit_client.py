@@ -1,0 +1,199 @@
+"""A headless Streamlit user: speaks the app's websocket protocol the way the browser does.
+
+Owns ``StreamlitSession`` (one browser tab: a websocket to ``/_stcore/stream``, the
+widget states the tab would hold, the page it is on) and ``Run`` (what one script run
+drew). No browser and no new dependency: the protobufs come from the installed
+``streamlit.proto`` and the socket from ``websockets`` (a dependency of streamlit).
+
+The protocol, as the frontend uses it:
+- every interaction is one ``BackMsg.rerun_script`` (a ``ClientState``): the page
+  (``page_name`` = the url path, e.g. ``attention``) and the value of every widget
+  the tab has a state for, the changed one included;
+- the server answers with ForwardMsgs: ``new_session`` (a run starts), ``delta``
+  (an element at a ``delta_path``), ... and ``script_finished``; a run cut short
+  by ``st.rerun()`` ends with ``FINISHED_EARLY_FOR_RERUN`` and the next run follows
+  on its own, so a run is over at the first other ``script_finished``;
+- widget ids look like ``$$ID-<hash>-<user key>``; widgets are found here by the
+  user key (``_w_prompt``, ``_w_temperature``);
+- values go in the field the frontend uses: text → ``string_value``, slider →
+  ``double_array_value``, number input → ``double_value``, toggle/checkbox →
+  ``bool_value``, button → ``trigger_value`` (sent once, like a click).
+
+Used by the load test (``tests/test_load.py``) and the load benchmark
+(``scripts/bench_load.py``).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.Element_pb2 import Element
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from websockets.sync.client import connect
+
+_EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
+_ERROR_ALERT = 1  # Alert.Format.ERROR
+_TEXT_FIELDS = {"markdown": "body", "heading": "body", "text": "body", "alert": "body", "code": "code_text"}
+
+
+class ProtocolError(RuntimeError):
+    """The server said something a browser tab could not have handled."""
+
+
+@dataclass
+class Run:
+    """What one script run drew, in the order of its delta paths."""
+
+    page: str
+    seconds: float  # from sending the rerun to its script_finished
+    elements: dict[tuple[int, ...], Element] = field(default_factory=dict)
+
+    def of_type(self, kind: str) -> list[Element]:
+        return [el for _, el in sorted(self.elements.items()) if el.WhichOneof("type") == kind]
+
+    @property
+    def widget_ids(self) -> dict[str, str]:
+        """User key → widget id, for every keyed widget or chart of the run."""
+        ids = {}
+        for el in self.elements.values():
+            widget_id = getattr(getattr(el, el.WhichOneof("type")), "id", "")
+            if isinstance(widget_id, str) and widget_id.startswith("$$ID-") and widget_id.count("-") >= 2:
+                ids[widget_id.split("-", 2)[2]] = widget_id
+        return ids
+
+    def chart(self, key: str) -> dict:
+        """The Plotly figure (as a dict) of the chart drawn with ``key=``."""
+        for el in self.of_type("plotly_chart"):
+            if el.plotly_chart.id.endswith("-" + key):
+                return json.loads(el.plotly_chart.spec)
+        raise KeyError(f"no chart with key {key!r} on {self.page}")
+
+    def texts(self, skip_charts: frozenset[str] = frozenset(), skip_prefixes: tuple[str, ...] = ()) -> list[str]:
+        """Every visible text: markdown, headings, alerts, captions and chart specs (JSON, unescaped),
+        without the charts keyed ``skip_charts`` and the texts that start with one of ``skip_prefixes``."""
+        out = []
+        for _, el in sorted(self.elements.items()):
+            kind = el.WhichOneof("type")
+            if kind in _TEXT_FIELDS:
+                text = getattr(getattr(el, kind), _TEXT_FIELDS[kind])
+                if not text.startswith(skip_prefixes):
+                    out.append(text)
+            elif kind == "plotly_chart" and el.plotly_chart.id.split("-", 2)[-1] not in skip_charts:
+                out.append(json.dumps(json.loads(el.plotly_chart.spec), ensure_ascii=False))
+        return out
+
+    @property
+    def problems(self) -> list[str]:
+        """Exceptions and error alerts shown to the user (empty when the run went well)."""
+        found = [f"exception {el.exception.type}: {el.exception.message}" for el in self.of_type("exception")]
+        found += [f"error: {el.alert.body}" for el in self.of_type("alert") if el.alert.format == _ERROR_ALERT]
+        return found
+
+
+class StreamlitSession:
+    """One browser tab on a running app: open pages, type, move sliders, click buttons."""
+
+    def __init__(self, base_url: str, timeout: float = 120.0) -> None:
+        ws_url = base_url.replace("http://", "ws://").rstrip("/") + "/_stcore/stream"
+        self.timeout = timeout
+        self.page = ""
+        self.last: Run | None = None
+        self._states: dict[str, WidgetState] = {}  # widget id -> the value this tab holds
+        self._kinds: dict[str, str] = {}  # widget id -> element type, from the last run that drew it
+        self._socket = connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout)
+
+    # -- what a user does ------------------------------------------------------------
+    def open(self, page: str) -> Run:
+        """Go to a page by its url path ('' = the default page), as a click in the sidebar does."""
+        self.page = page
+        return self._rerun()
+
+    def set(self, key: str, value: Any) -> Run:
+        """Change the widget with user key ``key`` (``_w_temperature``) to ``value``; the app reruns."""
+        widget_id = self._widget_id(key)
+        self._states[widget_id] = _widget_state(widget_id, self._kinds[widget_id], value)
+        return self._rerun()
+
+    def click(self, key: str) -> Run:
+        """Press the button with user key ``key``."""
+        widget_id = self._widget_id(key)
+        state = WidgetState(id=widget_id, trigger_value=True)
+        return self._rerun(extra=[state])
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def __enter__(self) -> "StreamlitSession":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the protocol ------------------------------------------------------------------
+    def _widget_id(self, key: str) -> str:
+        if self.last is None or key not in self.last.widget_ids:
+            raise KeyError(f"no widget with key {key!r} on page {self.page!r}")
+        return self.last.widget_ids[key]
+
+    def _rerun(self, extra: list[WidgetState] | None = None) -> Run:
+        message = BackMsg()
+        message.rerun_script.page_name = self.page
+        message.rerun_script.query_string = ""
+        message.rerun_script.widget_states.widgets.extend(list(self._states.values()) + (extra or []))
+        started = time.perf_counter()
+        self._socket.send(message.SerializeToString())
+        run = self._collect(started)
+        self.last = run
+        self._forget_widgets_not_drawn(run)
+        return run
+
+    def _collect(self, started: float) -> Run:
+        """Read ForwardMsgs until the run (and any st.rerun() it triggered) has finished."""
+        run = Run(self.page, 0.0)
+        deadline = started + self.timeout
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise TimeoutError(f"page {self.page!r} did not finish within {self.timeout:.0f} s")
+            msg = ForwardMsg()
+            msg.ParseFromString(self._socket.recv(timeout=remaining))
+            kind = msg.WhichOneof("type")
+            if kind == "new_session":
+                run.elements.clear()  # a new run (e.g. after st.rerun()) redraws the page
+            elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                run.elements[tuple(msg.metadata.delta_path)] = msg.delta.new_element
+            elif kind == "page_not_found":
+                raise ProtocolError(f"page not found: {msg.page_not_found.page_name!r}")
+            elif kind == "ref_hash":
+                raise ProtocolError("the server sent a cached-message reference; this client caches nothing")
+            elif kind == "script_finished" and msg.script_finished != _EARLY_FOR_RERUN:
+                run.seconds = time.perf_counter() - started
+                return run
+
+    def _forget_widgets_not_drawn(self, run: Run) -> None:
+        """Like the frontend: a widget that is not on the page any more loses its state."""
+        drawn = {widget_id: el.WhichOneof("type") for widget_id, el in
+                 ((getattr(getattr(el, el.WhichOneof("type")), "id", ""), el) for el in run.elements.values())
+                 if isinstance(widget_id, str) and widget_id}
+        self._kinds = drawn
+        self._states = {widget_id: state for widget_id, state in self._states.items() if widget_id in drawn}
+
+
+def _widget_state(widget_id: str, kind: str, value: Any) -> WidgetState:
+    """The WidgetState the frontend would send for ``value`` in a widget of type ``kind``."""
+    state = WidgetState(id=widget_id)
+    if kind in ("text_area", "text_input"):
+        state.string_value = str(value)
+    elif kind == "slider":
+        state.double_array_value.data[:] = [float(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    elif kind == "number_input":
+        state.double_value = float(value)
+    elif kind == "checkbox":
+        state.bool_value = bool(value)
+    else:
+        raise NotImplementedError(f"setting a {kind} is not supported by this client")
+    return state
