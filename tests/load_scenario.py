@@ -17,6 +17,7 @@ its own tokens is proven exactly, against solo runs, in ``tests/test_server.py``
 """
 from __future__ import annotations
 
+import os
 import re
 import socket
 import statistics
@@ -58,8 +59,6 @@ class AppServer:
     """A fresh ``streamlit run app.py`` on a free localhost port (a context manager)."""
 
     def __init__(self, log_path: Path, extra_env: dict[str, str] | None = None) -> None:
-        import os
-
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]

@@ -7,8 +7,9 @@ drew). No browser and no new dependency: the protobufs come from the installed
 
 The protocol, as the frontend uses it:
 - every interaction is one ``BackMsg.rerun_script`` (a ``ClientState``): the page
-  (``page_name`` = the url path, e.g. ``attention``) and the value of every widget
-  the tab has a state for, the changed one included;
+  (``page_name`` = the url path, e.g. ``attention``), the URL's query string (the
+  app may rewrite it, ``page_info_changed``) and the value of every widget the tab
+  has a state for, the changed one included;
 - the server answers with ForwardMsgs: ``new_session`` (a run starts), ``delta``
   (an element at a ``delta_path``), ... and ``script_finished``; a run cut short
   by ``st.rerun()`` ends with ``FINISHED_EARLY_FOR_RERUN`` and the next run follows
@@ -56,14 +57,21 @@ class Run:
         return [el for _, el in sorted(self.elements.items()) if el.WhichOneof("type") == kind]
 
     @property
-    def widget_ids(self) -> dict[str, str]:
-        """User key → widget id, for every keyed widget or chart of the run."""
+    def element_ids(self) -> dict[str, str]:
+        """Element id → element type, for every widget or chart of the run."""
         ids = {}
         for el in self.elements.values():
-            widget_id = getattr(getattr(el, el.WhichOneof("type")), "id", "")
-            if isinstance(widget_id, str) and widget_id.startswith("$$ID-") and widget_id.count("-") >= 2:
-                ids[widget_id.split("-", 2)[2]] = widget_id
+            kind = el.WhichOneof("type")
+            element_id = getattr(getattr(el, kind), "id", "")
+            if isinstance(element_id, str) and element_id:
+                ids[element_id] = kind
         return ids
+
+    @property
+    def widget_ids(self) -> dict[str, str]:
+        """User key → element id, for every keyed widget or chart of the run (ids end in ``-<key>``)."""
+        return {element_id.split("-", 2)[2]: element_id for element_id in self.element_ids
+                if element_id.startswith("$$ID-") and element_id.count("-") >= 2}
 
     def chart(self, key: str) -> dict:
         """The Plotly figure (as a dict) of the chart drawn with ``key=``."""
@@ -101,6 +109,7 @@ class StreamlitSession:
         ws_url = base_url.replace("http://", "ws://").rstrip("/") + "/_stcore/stream"
         self.timeout = timeout
         self.page = ""
+        self.query_string = ""  # the address bar's query, as the app last set it (st.query_params)
         self.last: Run | None = None
         self._states: dict[str, WidgetState] = {}  # widget id -> the value this tab holds
         self._kinds: dict[str, str] = {}  # widget id -> element type, from the last run that drew it
@@ -142,7 +151,7 @@ class StreamlitSession:
     def _rerun(self, extra: list[WidgetState] | None = None) -> Run:
         message = BackMsg()
         message.rerun_script.page_name = self.page
-        message.rerun_script.query_string = ""
+        message.rerun_script.query_string = self.query_string
         message.rerun_script.widget_states.widgets.extend(list(self._states.values()) + (extra or []))
         started = time.perf_counter()
         self._socket.send(message.SerializeToString())
@@ -166,6 +175,8 @@ class StreamlitSession:
                 run.elements.clear()  # a new run (e.g. after st.rerun()) redraws the page
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 run.elements[tuple(msg.metadata.delta_path)] = msg.delta.new_element
+            elif kind == "page_info_changed":  # the app wrote st.query_params: the browser's URL follows
+                self.query_string = msg.page_info_changed.query_string
             elif kind == "page_not_found":
                 raise ProtocolError(f"page not found: {msg.page_not_found.page_name!r}")
             elif kind == "ref_hash":
@@ -176,11 +187,8 @@ class StreamlitSession:
 
     def _forget_widgets_not_drawn(self, run: Run) -> None:
         """Like the frontend: a widget that is not on the page any more loses its state."""
-        drawn = {widget_id: el.WhichOneof("type") for widget_id, el in
-                 ((getattr(getattr(el, el.WhichOneof("type")), "id", ""), el) for el in run.elements.values())
-                 if isinstance(widget_id, str) and widget_id}
-        self._kinds = drawn
-        self._states = {widget_id: state for widget_id, state in self._states.items() if widget_id in drawn}
+        self._kinds = run.element_ids
+        self._states = {widget_id: state for widget_id, state in self._states.items() if widget_id in self._kinds}
 
 
 def _widget_state(widget_id: str, kind: str, value: Any) -> WidgetState:
