@@ -122,7 +122,8 @@ class Stepper:
 
     def _generator(self, index: int) -> torch.Generator:
         seed = 0 if self.params.seed is None else self.params.seed
-        return torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + index)
+        # modulo 2**64: torch takes seeds up to 2**64 - 1, and any seed < 2**63 is a valid setting
+        return torch.Generator(device="cpu").manual_seed((seed * 1_000_003 + index) % 2**64)
 
     @property
     def text(self) -> str:
