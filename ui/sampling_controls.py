@@ -5,9 +5,13 @@ Owns the session keys of the part-2 sampling controls (kept across pages through
 step from raw widget values to a validated ``SamplingParams`` plus plain-language
 notes: T = 0 is greedy, top-k above the vocabulary is clamped, a tiny top-p leaves one
 token. ``resolve`` never raises; bad input comes back as ``error`` for the page to show.
+A stored value the controls cannot show (set from code or an old session, never by
+the widgets) is brought into the control's range with a note, since Streamlit raises
+on a slider whose value lies outside it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +23,12 @@ from ui import state
 TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = "temperature", "top_k", "top_p", "min_p", "repetition_penalty"
 DEFAULTS: dict[str, Any] = {TEMPERATURE: 0.8, TOP_K: 0, TOP_P: 1.0, MIN_P: 0.0, REPETITION_PENALTY: 1.0}
 SMALLEST_TOP_P = 0.001
+# What each control can show: (lowest, highest or None for no upper end).
+RANGES: dict[str, tuple[float, float | None]] = {
+    TEMPERATURE: (0.0, 2.0), TOP_K: (0, None), TOP_P: (0.0, 1.0), MIN_P: (0.0, 1.0), REPETITION_PENALTY: (0.5, 2.0),
+}
+LABELS = {TEMPERATURE: "temperature", TOP_K: "top-k", TOP_P: "top-p", MIN_P: "min-p",
+          REPETITION_PENALTY: "repetition penalty"}
 
 
 @dataclass
@@ -72,8 +82,34 @@ def resolve(raw: dict[str, Any], seed: Any, vocab_size: int, max_new_tokens: int
     return Settings(params=params, notes=notes)
 
 
+def fit_to_controls(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``values`` as the controls can show them (clamped into range, or the default), and a note for each change."""
+    fitted, notes = dict(values), []
+    for key, value in values.items():
+        if key not in RANGES:
+            continue
+        low, high = RANGES[key]
+        kind = type(DEFAULTS[key])  # float for the sliders, int for top-k
+        usable = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            isinstance(value, int) or (not math.isnan(value) and (kind is float or value.is_integer())))
+        if not usable:
+            fitted[key] = DEFAULTS[key]
+            notes.append(f"{LABELS[key]} = {value!r} is not a setting the control can hold: "
+                         f"reset to {DEFAULTS[key]:g}.")
+            continue
+        fitted[key] = kind(max(value, low) if high is None else min(max(value, low), high))
+        if fitted[key] != value:
+            span = f"{low:g}–{high:g}" if high is not None else f"≥ {low:g}"
+            notes.append(f"{LABELS[key]} = {value:g} is outside the control's range ({span}): "
+                         f"using {fitted[key]:g}.")
+    return fitted, notes
+
+
 def render(vocab_size: int) -> Settings:
     """Draw the five sampling controls in one row and resolve them with the shared seed."""
+    stored = {key: st.session_state[key] for key in DEFAULTS if key in st.session_state}
+    fitted, fit_notes = fit_to_controls(stored)
+    st.session_state.update(fitted)
     columns = st.columns(5)
     with columns[0]:
         st.slider("Temperature T", 0.0, 2.0, step=0.05, help="0 = greedy. Logits are divided by T before softmax.",
@@ -93,7 +129,9 @@ def render(vocab_size: int) -> Settings:
                   help="Push down tokens already in the prompt (divide positive logits, multiply negative ones).",
                   **state.bind(REPETITION_PENALTY, DEFAULTS[REPETITION_PENALTY]))
     raw = {key: st.session_state.get(key, default) for key, default in DEFAULTS.items()}
-    return resolve(raw, state.get(state.SEED), vocab_size)
+    settings = resolve(raw, state.get(state.SEED), vocab_size)
+    settings.notes[:0] = fit_notes
+    return settings
 
 
 def show_notes(settings: Settings) -> None:
