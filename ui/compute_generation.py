@@ -116,9 +116,11 @@ def parse_forced_token(engine: Engine, text: str) -> int:
         raise StepperError("type the token to force, e.g. ' under' (mind the leading space)")
     ids = engine.tokenizer.backend.encode(text, add_special_tokens=False).ids
     if len(ids) != 1:
-        pieces = [engine.tokenizer.decode([i]) for i in ids]
-        raise StepperError(f"{text!r} is {len(ids)} tokens ({pieces}), not one: force a single token, "
-                           f"e.g. {pieces[0]!r}" if ids else f"{text!r} gives no token")
+        shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"  # a pasted page stays a short message
+        pieces = [engine.tokenizer.decode([i]) for i in ids[:5]]
+        listed = ", ".join(map(repr, pieces)) + (", …" if len(ids) > 5 else "")
+        raise StepperError(f"{shown} is {len(ids):,} tokens ({listed}), not one: force a single token, "
+                           f"e.g. {pieces[0]!r}" if ids else f"{shown} gives no token")
     return ids[0]
 
 
