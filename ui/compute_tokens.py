@@ -95,11 +95,16 @@ def pre_tokens(text: str) -> list[str]:
     return [piece for piece, _ in get_engine().tokenizer.backend.pre_tokenizer.pre_tokenize_str(text)]
 
 
+MAX_BPE_BYTES = 64  # a longer word is replayed on its first 64 bytes (the page draws one row per merge)
+
+
 @cache_data(max_entries=32, show_spinner=False)
 def bpe_steps(word: str) -> list[MergeStep]:
-    """Replay the model's merges on ``word``'s first pre-token: start from bytes, merge the best-ranked pair."""
+    """Replay the model's merges on ``word``'s first pre-token (its first ``MAX_BPE_BYTES`` bytes at most):
+    start from bytes, merge the best-ranked pair. The cap keeps a pasted page from costing seconds
+    (the replay is quadratic) and thousands of rows."""
     pieces = pre_tokens(word)
-    parts = list(pieces[0]) if pieces else []
+    parts = list(pieces[0])[:MAX_BPE_BYTES] if pieces else []
     ranks = _merge_ranks()
     steps = [MergeStep(parts[:], None, None)]
     while len(parts) > 1:
