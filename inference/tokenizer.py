@@ -38,6 +38,11 @@ class Tokenizer:
     def special_ids(self) -> set[int]:
         return set(self.hf.all_special_ids)
 
+    @property
+    def added_texts(self) -> list[str]:
+        """The added tokens' texts (``<|im_start|>``, ``<repo_name>``, …); typed in a prompt, each reads as that token."""
+        return [token.content for token in self.hf.added_tokens_decoder.values()]
+
     def encode(self, text: str) -> list[int]:
         return list(self.hf.encode(text, add_special_tokens=True))
 

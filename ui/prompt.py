@@ -2,7 +2,8 @@
 
 Pages call ``prompt_tokens()``: it shows a clear ``st.error`` for a prompt the model
 cannot run (empty, too long) and notes for text worth knowing about (emoji,
-right-to-left scripts, control characters), then returns the tokens or ``None``.
+right-to-left scripts, control characters, typed special tokens), then returns the
+tokens or ``None``.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from inference import PromptError, TokenizerError
 
 from . import state
 from .compute_tokens import TokenView, tokenize
+from .resources import get_engine
 
 
-def prompt_notes(text: str) -> list[str]:
+def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
     """Plain-words notes about characters that tokenize in surprising ways."""
     notes = []
     if any(unicodedata.category(ch) == "So" or ord(ch) > 0xFFFF for ch in text):
@@ -29,6 +31,11 @@ def prompt_notes(text: str) -> list[str]:
     if controls:
         names = ", ".join(f"U+{ord(ch):04X}" for ch in controls[:5])
         notes.append(f"The prompt contains control characters ({names}); they are tokens too, shown as ␀-style symbols.")
+    typed = [special for special in special_texts if special in text]
+    if typed:
+        names = ", ".join(f"`{special}`" for special in typed[:3])
+        notes.append(f"The prompt contains the text of special tokens ({names}): the tokenizer reads each as that one "
+                     "special token, not as characters, so the model sees a real marker (say, the start of a chat turn).")
     return notes
 
 
@@ -40,6 +47,6 @@ def prompt_tokens() -> TokenView | None:
     except (PromptError, TokenizerError) as err:
         st.error(f"Cannot run this prompt: {err}. Edit the prompt in the sidebar.")
         return None
-    for note in prompt_notes(prompt):
+    for note in prompt_notes(prompt, get_engine().tokenizer.added_texts):
         st.info(note)
     return view
