@@ -234,7 +234,7 @@ def act(action: str) -> None:
         return
     try:
         if action == "next":
-            run_steps(stepper, 1)
+            stepper.step()  # after the end: says so ("rewind to continue") rather than doing nothing
         elif action == "run":  # long: the page runs it with a progress bar
             st.session_state[PENDING_KEY] = "run"
         elif action == "measure":
