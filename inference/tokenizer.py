@@ -40,7 +40,7 @@ class Tokenizer:
 
     @property
     def added_texts(self) -> list[str]:
-        """The added tokens' texts (``<|im_start|>``, ``<repo_name>``, …); typed in a prompt, each reads as that token."""
+        """Added tokens' texts (``<|im_start|>``, ``<repo_name>``, …): typed in a prompt, each reads as that token."""
         return [token.content for token in self.hf.added_tokens_decoder.values()]
 
     def encode(self, text: str) -> list[int]:

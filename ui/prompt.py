@@ -34,8 +34,9 @@ def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> 
     typed = [special for special in special_texts if special in text]
     if typed:
         names = ", ".join(f"`{special}`" for special in typed[:3])
-        notes.append(f"The prompt contains the text of special tokens ({names}): the tokenizer reads each as that one "
-                     "special token, not as characters, so the model sees a real marker (say, the start of a chat turn).")
+        notes.append(f"The prompt contains the text of special tokens ({names}): the tokenizer reads each as "
+                     "that one special token, not as characters, so the model sees a real marker (say, the start "
+                     "of a chat turn).")
     return notes
 
 
