@@ -221,5 +221,5 @@ def show_notes() -> None:
     if not notes:
         return
     st.warning("**Some of this link's settings were not used as given:**\n\n" +
-               "\n".join(f"- {note}" for note in notes), icon="🔗")
+               "\n".join(f"- {note}" for note in notes), icon=":material/link:")
     st.button("Dismiss", key="url_notes_dismiss", on_click=st.session_state.pop, args=(NOTES_KEY, None))
