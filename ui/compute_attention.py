@@ -45,7 +45,7 @@ class AttentionMaps:
         return head // (self.n_heads // self.n_kv_heads)
 
 
-@cache_data(max_entries=4, show_spinner="Running the model and recording attention…")
+@cache_data(max_entries=16, show_spinner="Running the model and recording attention…")  # ≤ 18 MB each (128 tokens)
 def attention_maps(ids: list[int]) -> AttentionMaps:
     """Every layer's and head's attention for the first ``MAX_TOKENS`` tokens of ``ids``."""
     engine = get_engine()

@@ -45,7 +45,7 @@ class PromptLogits:
     logits: np.ndarray  # (V,) float32: the next-token logits at the last position
 
 
-@cache_data(max_entries=16, show_spinner="Running the model on the prompt…")
+@cache_data(max_entries=64, show_spinner="Running the model on the prompt…")  # ~0.2 MB each (one logit row)
 def prompt_logits(prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
     engine = get_engine()
@@ -97,7 +97,7 @@ class TemperatureSweep:
     top_probability: np.ndarray  # (S,) probability of the most likely token
 
 
-@cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=64, show_spinner=False)
 def temperature_sweep(prompt: str, chat: bool, temperatures: tuple[float, ...]) -> TemperatureSweep:
     """Entropy and top-token probability of softmax(logits / T) for each T (prompt logits cached)."""
     logits = prompt_logits(prompt, chat).logits
@@ -201,7 +201,7 @@ class TracedPrompt:
 MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three times: T² memory
 
 
-@cache_data(max_entries=8, show_spinner="Running a traced forward (every layer recorded)…")
+@cache_data(max_entries=32, show_spinner="Running a traced forward (every layer recorded)…")
 def traced_prompt(prompt: str, chat: bool, max_positions: int = 16) -> TracedPrompt:
     """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens of) the prompt, as the lens and the walk."""
     engine = get_engine()

@@ -11,14 +11,17 @@ itself). Continuations come from ``engine.generate``. Results are plain numpy/Py
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+import streamlit as st
 import torch
 
 from inference import SamplingParams, sample_many
 from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, token_texts
-from ui.resources import cache_data, get_engine, get_server
+from ui.resources import cache_data, cache_resource, get_engine, get_server
 
 
 # -- one draw -----------------------------------------------------------------------------
@@ -164,7 +167,7 @@ def draw_history(prompt: str, chat: bool, key: tuple, upto: int, last: int = 12)
     return list(zip(range(first, upto + 1), token_texts(drawn[first:])))
 
 
-@cache_data(max_entries=16, show_spinner="Drawing…")
+@cache_data(max_entries=64, show_spinner="Drawing…")
 def draw_many(prompt: str, chat: bool, key: tuple, n: int = 1000, top_n: int = 10) -> Histogram:
     """Draw ``n`` tokens with the page's settings and compare their frequencies with the exact probabilities."""
     drawn, order, probs = draw_token_ids(prompt, chat, key, n)
@@ -191,17 +194,69 @@ class Continuation:
     max_batch_size: int | None = None  # the most requests (from every session) that shared a forward with it
 
 
-@cache_data(max_entries=32, show_spinner="Generating…")
+MAX_STORED_CONTINUATIONS = 1024  # ~1 KB each; a class of 40 sessions moving sliders needs hundreds
+
+
+class ContinuationStore:
+    """A bounded, thread-safe LRU of finished continuations, shared by every session of one model."""
+
+    def __init__(self, max_entries: int = MAX_STORED_CONTINUATIONS) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple, Continuation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Continuation | None:
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+            return None
+
+    def put(self, key: tuple, value: Continuation) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@cache_resource(show_spinner=False)
+def continuation_store() -> ContinuationStore:
+    return ContinuationStore()
+
+
+def continuations(prompt: str, chat: bool, keys: list[tuple], n_tokens: int = 10) -> list[Continuation]:
+    """``n_tokens`` tokens for each settings key, from the shared server (the same tokens as ``Engine.generate``).
+
+    The ones not stored yet are submitted together, so they share the server's forwards with each
+    other and with other sessions' requests, instead of queueing one after another. Raises
+    ``BusyError`` when the server is full (requests already submitted are cancelled when dropped).
+    """
+    store = continuation_store()
+    found = {key: store.get((prompt, chat, key, n_tokens)) for key in keys}
+    missing = [key for key in dict.fromkeys(keys) if found[key] is None]
+    if missing:
+        with st.spinner(f"Generating {len(missing)} continuation{'s' * (len(missing) > 1)}…"):
+            handles = [(key, get_server().submit(
+                prompt, dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens), chat=chat))
+                for key in missing]
+            for key, handle in handles:
+                result = handle.result(timeout=300)
+                found[key] = Continuation(
+                    token_ids=result.token_ids, token_strings=get_engine().tokenizer.token_strings(result.token_ids),
+                    probabilities=result.probabilities, text=result.text, finish_reason=result.finish_reason,
+                    max_batch_size=result.max_batch_size,
+                )
+                store.put((prompt, chat, key, n_tokens), found[key])
+    return [found[key] for key in keys]
+
+
 def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
-    """``n_tokens`` tokens with these settings and seed, from the shared server (batched with other sessions'
-    requests; the same tokens as ``Engine.generate``). Raises ``BusyError`` when the server is full."""
-    params = dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens)
-    result = get_server().submit(prompt, params, chat=chat).result(timeout=300)
-    return Continuation(
-        token_ids=result.token_ids, token_strings=get_engine().tokenizer.token_strings(result.token_ids),
-        probabilities=result.probabilities, text=result.text, finish_reason=result.finish_reason,
-        max_batch_size=result.max_batch_size,
-    )
+    """One continuation (see ``continuations``)."""
+    return continuations(prompt, chat, [key], n_tokens)[0]
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -213,4 +268,4 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
 
 
 __all__ = ["Draw", "draw", "draw_history", "Histogram", "draw_many", "draw_token_ids", "GoodnessOfFit", "chi_square_gof",
-           "chi2_survival", "Continuation", "continuation", "first_divergence", "stepped_generator"]
+           "chi2_survival", "Continuation", "ContinuationStore", "continuation", "continuations", "first_divergence", "stepped_generator"]

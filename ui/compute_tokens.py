@@ -62,7 +62,7 @@ def piece_text(raw_token: str, is_special: bool) -> str:
         return "".join(f"<0x{b:02X}>" if b >= 0x80 else chr(b) for b in data)
 
 
-@cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=128, show_spinner=False)
 def tokenize(prompt: str, chat: bool) -> TokenView:
     """The prompt as the model sees it. Raises ``inference.PromptError`` for empty or too-long text."""
     engine = get_engine()
