@@ -66,6 +66,8 @@ if neighbours:
         "meaning comes later, from the **embedding** row each id selects (next page)."
     )
     st.dataframe([{"id": i, "token": visible(p)} for i, p in neighbours], hide_index=True, key="id_neighbours")
+elif not word.strip():
+    st.info("Type a word to see the ids around its id.")
 
 # 3. Why subwords
 st.header("Why subwords? Words, BPE and bytes")
@@ -93,6 +95,8 @@ if compare.strip():
         st.caption(f"Vocabulary: 256 byte values. {len(data)} tokens: nothing unknown, but long sequences.")
         st.markdown(token_chips_html([chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:200],
                                      data[:200]), unsafe_allow_html=True)
+else:
+    st.info("Type some text to compare the three tokenizers.")
 
 # 4. Merge by merge with the model's own merges
 st.header("Merge by merge")
@@ -106,6 +110,9 @@ else:
     if len(pieces) > 1:
         st.info(f"The pre-tokenizer splits this text into {len(pieces)} words before BPE; showing the first, "
                 f"`{visible(tok.token_bytes(pieces[0]).decode('utf-8', 'replace'))}`.")
+    if len(tok.token_bytes(pieces[0])) > tok.MAX_BPE_BYTES:
+        st.info(f"This word is {len(tok.token_bytes(pieces[0])):,} bytes long: the merges below are replayed on its "
+                f"first {tok.MAX_BPE_BYTES}.")
     steps = tok.bpe_steps(bpe_word)
     for n, step in enumerate(steps):
         if step.merged is None:

@@ -5,6 +5,7 @@ from ui.navigation import redirect_legacy_run
 
 redirect_legacy_run()
 
+from inference import SamplingError  # noqa: E402
 from ui import charts  # noqa: E402
 from ui import compute_batching as batching  # noqa: E402
 from ui import state  # noqa: E402
@@ -60,9 +61,12 @@ s3.button("Run static and continuous", key="batch_run", type="primary", use_cont
           on_click=st.session_state.__setitem__, args=("batch_pending", True))
 if st.session_state.pop("batch_pending", False):
     bar = st.progress(0.0, text="starting…")
-    st.session_state[RESULT_KEY] = batching.compare(
-        requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
-        lambda share, text: bar.progress(share, text=text))
+    try:
+        st.session_state[RESULT_KEY] = batching.compare(
+            requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
+            lambda share, text: bar.progress(share, text=text))
+    except SamplingError as error:
+        st.error(f"Cannot run these requests: {error}. Set the seed in the sidebar.", icon=":material/block:")
     bar.empty()
 
 result = st.session_state.get(RESULT_KEY)

@@ -8,9 +8,6 @@ a session value no widget can produce), and then checks three things:
    caption or markdown element), and no alert is longer than ``MAX_MESSAGE_CHARS``;
 3. the app is still usable: after a good value is restored, the page runs with no
    exception and no error, and draws its main chart.
-
-A row with ``pending`` documents behaviour that needs a fix in a page script; it is a
-strict xfail, so it fails (XPASS) as soon as the page is fixed and the marker can go.
 """
 from __future__ import annotations
 
@@ -123,7 +120,6 @@ class Row:
     inputs: tuple[Action, ...]
     expect: str  # part of the message the page must show
     restore: tuple[Action, ...] = GOOD_PROMPT  # a good value again
-    pending: str | None = None  # the page fix this row waits for (strict xfail until then)
 
 
 ROWS: list[Row] = [
@@ -147,20 +143,17 @@ ROWS: list[Row] = [
     Row("html-in-prompt", "tokenization", (Prompt("<script>alert(1)</script>"),), "&lt;"),  # chips show it escaped
     Row("prompt-beyond-context", "tokenization", (Prompt(BEYOND_CONTEXT),), "context holds 8192"),
     Row("id-word-empty", "tokenization", (Set("text_input", "_w_tok_id_word", ""),), "Type a word to see the ids",
-        restore=(Set("text_input", "_w_tok_id_word", " cat"),),
-        pending="pages/1_tokenization.py: section 2 shows nothing for an empty word (no st.info)"),
+        restore=(Set("text_input", "_w_tok_id_word", " cat"),)),
     Row("id-word-10k", "tokenization", (Set("text_input", "_w_tok_id_word", "x" * 10_000),),
         "have nothing to do with it", restore=(Set("text_input", "_w_tok_id_word", " cat"),)),
     Row("compare-text-empty", "tokenization", (Set("text_input", "_w_tok_compare", ""),), "Type some text to compare",
-        restore=(Set("text_input", "_w_tok_compare", "The cat sat"),),
-        pending="pages/1_tokenization.py: section 3 shows nothing for empty text (no st.info)"),
+        restore=(Set("text_input", "_w_tok_compare", "The cat sat"),)),
     Row("compare-text-10k", "tokenization", (Set("text_input", "_w_tok_compare", "y" * 10_000),),
         "256 byte values. 10000 tokens", restore=(Set("text_input", "_w_tok_compare", "The cat sat"),)),
     Row("bpe-word-empty", "tokenization", (Set("text_input", "_w_tok_bpe_word", ""),),
         "Type a word to see it built merge by merge", restore=(Set("text_input", "_w_tok_bpe_word", "thecat"),)),
     Row("bpe-word-10k", "tokenization", (Set("text_input", "_w_tok_bpe_word", "z" * 10_000),),
-        "replayed on its first 64", restore=(Set("text_input", "_w_tok_bpe_word", "thecat"),),
-        pending="pages/1_tokenization.py: section 4 does not say the word is cut to tok.MAX_BPE_BYTES"),
+        "replayed on its first 64", restore=(Set("text_input", "_w_tok_bpe_word", "thecat"),)),
     Row("training-paragraph-empty", "tokenization", (Set("text_area", "_w_tok_corpus", ""),), "above: 0 merges learned",
         restore=(Set("text_area", "_w_tok_corpus", "The cat sat on the mat."),)),
 
@@ -253,8 +246,7 @@ ROWS: list[Row] = [
     Row("batch-prompt-too-long", "batching", (edits({2: {"prompt": "x " * 200}}),), "the page's limit is 64",
         restore=NO_EDITS),
     Row("batch-negative-seed-run", "batching", (State("seed", -3), Click("batch_run")), "seed must be",
-        restore=(State("seed", 0),),
-        pending="pages/8_batching.py: batching.compare raises SamplingError for the seed (no st.error)"),
+        restore=(State("seed", 0),)),
 ]
 
 
@@ -275,13 +267,7 @@ def final_page(row: Row) -> Page:
     return PAGES[moves[-1] if moves else row.page]
 
 
-def params():
-    for row in ROWS:
-        marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=row.pending)] if row.pending else []
-        yield pytest.param(row, id=row.id, marks=marks)
-
-
-@pytest.mark.parametrize("row", params())
+@pytest.mark.parametrize("row", [pytest.param(row, id=row.id) for row in ROWS])
 def test_bad_input_gives_a_clear_message_and_the_app_stays_usable(row: Row):
     at = open_page(PAGES[row.page].script)
     assert_clean(at)
