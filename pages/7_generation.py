@@ -43,7 +43,7 @@ c4.text_input("Force the next token", value=" under", key="gen_force",
 c4.button("Force it", key="gen_force_go", use_container_width=True, on_click=gen.act, args=("force",))
 error = st.session_state.pop(gen.ERROR_KEY, None)
 if error:
-    st.error(f"{error}. Nothing was changed.", icon="🚫")
+    st.error(f"{error}. Nothing was changed.", icon=":material/block:")
 if st.session_state.get(gen.PENDING_KEY) == "run":
     del st.session_state[gen.PENDING_KEY]
     bar = st.progress(0.0, text="generating…")

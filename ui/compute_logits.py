@@ -257,7 +257,7 @@ def current_prompt_logits() -> tuple[str, bool, PromptLogits] | None:
     try:
         return prompt, chat, prompt_logits(prompt, chat)
     except (PromptError, TokenizerError) as error:
-        st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon="🚫")
+        st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon=":material/block:")
         return None
 
 

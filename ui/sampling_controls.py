@@ -137,9 +137,9 @@ def render(vocab_size: int) -> Settings:
 def show_notes(settings: Settings) -> None:
     """Each note as an info box; the error (if any) as an error box."""
     for note in settings.notes:
-        st.info(note, icon="ℹ️")
+        st.info(note, icon=":material/info:")
     if settings.error:
-        st.error(settings.error, icon="🚫")
+        st.error(settings.error, icon=":material/block:")
 
 
 def settings_or_stop(vocab_size: int) -> Settings:
