@@ -45,7 +45,7 @@ SHOTS: dict[str, Shot] = {
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
     "batching": Shot("batching", ["Run static and continuous"]),
-    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1600, 1000)),
+    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1600, 1500)),
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
 }
 
