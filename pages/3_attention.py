@@ -42,11 +42,9 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
     head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
                         **state.bind("att_head", 0, options=range(maps.n_heads)))
-    default_query = att.find_token(pieces, "it")
     query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
                          format_func=lambda i: f"{i}: {visible(pieces[i])}",
-                         **state.bind("att_query", default_query if default_query is not None else maps.n_tokens - 1,
-                                      options=range(maps.n_tokens)))
+                         **state.bind("att_query", att.default_query(pieces), options=range(maps.n_tokens)))
     charts.show(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
                                             f"Layer {layer}, head {head}: attention weights (each row sums to 1)"),
                 key="attention_heatmap")

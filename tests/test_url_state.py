@@ -122,6 +122,9 @@ def test_hostile_link_gives_notes_not_tracebacks():
 
 def test_link_round_trip_restores_state_and_numbers():
     first = open_with({}, "pages/3_attention.py")
+    assert dict(first.query_params) == {}  # every control at its default: a bare link
+    first.selectbox(key="_w_att_query").set_value(3).run()
+    assert first.query_params["query"] == "3"
     first.text_area(key="_w_prompt").input("Bank is closed because it is Sunday").run()
     first.slider(key="_w_att_layer").set_value(5).run()
     first.selectbox(key="_w_att_head").set_value(4).run()

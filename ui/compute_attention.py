@@ -95,6 +95,12 @@ def find_token(pieces: list[str], word: str) -> int | None:
     return None
 
 
+def default_query(pieces: list[str]) -> int:
+    """The query token the page starts on: the first "it" (the article's example), else the last token."""
+    found = find_token(pieces[:MAX_TOKENS], "it")
+    return found if found is not None else min(len(pieces), MAX_TOKENS) - 1
+
+
 def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """RoPE as the model applies it (half-split pairs): x * cos + rotate_half(x) * sin."""
     first, second = np.split(x, 2, axis=-1)

@@ -27,6 +27,7 @@ from inference import PromptError, TokenizerError
 
 from . import compute_generation as generation
 from . import models, sampling_controls, state
+from .compute_attention import default_query
 from .compute_tokens import tokenize
 from .resources import get_engine
 
@@ -82,7 +83,7 @@ PARAMS: list[Param] = [
     _sampling(sampling_controls.REPETITION_PENALTY, 0.5, 2.0, 0.05),
     Param("layer", "att_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
     Param("head", "att_head", "int", 0, 0, lambda lim: lim.n_heads - 1),
-    Param("query", "att_query", "int", None, 0, lambda lim: lim.n_tokens - 1),
+    Param("query", "att_query", "int", None, 0, lambda lim: lim.n_tokens - 1),  # default: the page's, per prompt
     Param("block", "block_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
     Param("step", generation.REPLAY_KEY, "int", 0, 0, generation.MAX_STEPS),
     Param("present", state.PRESENTER, "bool", False),
@@ -195,7 +196,8 @@ def current_query() -> dict[str, str]:
             query.update(generation.walk_query())
             continue
         value = st.session_state.get(param.key)
-        if value is None or value == param.default:
+        default = _prompt_default_query() if param.key == "att_query" else param.default
+        if value is None or value == default:
             continue
         if param.kind == "bool":
             query[param.name] = "1" if value else "0"
@@ -206,6 +208,14 @@ def current_query() -> dict[str, str]:
     if query.get("model") == models.default_name():
         del query["model"]
     return query
+
+
+def _prompt_default_query() -> int | None:
+    """The Attention page's own starting query for the current prompt (left out of the URL like any default)."""
+    try:
+        return default_query(tokenize(state.get(state.PROMPT), state.get(state.CHAT)).pieces)
+    except (PromptError, TokenizerError):
+        return None
 
 
 def publish() -> None:
