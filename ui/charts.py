@@ -16,7 +16,7 @@ import streamlit as st
 
 from ui.figures.export import figure_csv
 from ui.navigation import current_url_path
-from ui.state import PRESENTER
+from ui.presenter import is_on as presenting
 
 FILE_PREFIX = "llm-explorer"
 PNG_SCALE = 2  # the PNG is drawn at twice the on-screen size: sharp on slides
@@ -33,7 +33,7 @@ def show(fig: go.Figure, key: str, name: str | None = None) -> None:
     ``name`` replaces ``<page>_<key>`` in the file names when given.
     """
     stem = file_stem(key, name)
-    shown = presenter_copy(fig) if st.session_state.get(PRESENTER) else fig
+    shown = presenter_copy(fig) if presenting() else fig
     st.plotly_chart(shown, key=key, config=chart_config(stem))
     st.download_button(
         "Download CSV", data=lambda: figure_csv(fig), file_name=f"{stem}.csv", mime="text/csv", key=f"{key}_csv",

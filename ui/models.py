@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 
 import streamlit as st
 
@@ -24,18 +25,26 @@ class ModelListError(ValueError):
 
 
 def allowlist() -> dict[str, str | None]:
-    """Name -> source (``None`` = the embedded default GGUF), default first, at most ``MAX_MODELS``."""
-    default_source = os.environ.get("LLM_EXPLORER_MODEL") or None
+    """Name -> source (``None`` = the embedded default GGUF), default first, at most ``MAX_MODELS``.
+
+    Read on every cached call of every page run (results are keyed by model): the
+    parse is cached per value of the two environment variables.
+    """
+    return dict(_parse(os.environ.get("LLM_EXPLORER_MODEL") or None, os.environ.get("LLM_EXPLORER_MODELS", "")))
+
+
+@lru_cache(maxsize=8)
+def _parse(default_source: str | None, extra: str) -> tuple[tuple[str, str | None], ...]:
     default_name = os.path.basename(default_source.rstrip("/")) if default_source else DEFAULT_NAME
     models: dict[str, str | None] = {_checked_name(default_name.removesuffix(".gguf")): default_source}
-    for entry in filter(None, (part.strip() for part in os.environ.get("LLM_EXPLORER_MODELS", "").split(";"))):
+    for entry in filter(None, (part.strip() for part in extra.split(";"))):
         name, sep, source = entry.partition("=")
         if not sep or not source.strip():
             raise ModelListError(f"LLM_EXPLORER_MODELS entry {entry!r} is not name=source")
         models[_checked_name(name.strip())] = source.strip()
     if len(models) > MAX_MODELS:
         raise ModelListError(f"LLM_EXPLORER_MODELS offers {len(models)} models; at most {MAX_MODELS} are kept loaded")
-    return models
+    return tuple(models.items())
 
 
 def _checked_name(name: str) -> str:

@@ -23,10 +23,12 @@ from ui import state
 TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = "temperature", "top_k", "top_p", "min_p", "repetition_penalty"
 DEFAULTS: dict[str, Any] = {TEMPERATURE: 0.8, TOP_K: 0, TOP_P: 1.0, MIN_P: 0.0, REPETITION_PENALTY: 1.0}
 SMALLEST_TOP_P = 0.001
-# What each control can show: (lowest, highest or None for no upper end).
+# What each control can show: (lowest, highest or None for no upper end), and the sliders' steps.
+# The widgets, ``fit_to_controls`` and the shared links (``ui.url_state``) all read these.
 RANGES: dict[str, tuple[float, float | None]] = {
     TEMPERATURE: (0.0, 2.0), TOP_K: (0, None), TOP_P: (0.0, 1.0), MIN_P: (0.0, 1.0), REPETITION_PENALTY: (0.5, 2.0),
 }
+STEPS: dict[str, float] = {TEMPERATURE: 0.05, TOP_P: 0.01, MIN_P: 0.01, REPETITION_PENALTY: 0.05}
 LABELS = {TEMPERATURE: "temperature", TOP_K: "top-k", TOP_P: "top-p", MIN_P: "min-p",
           REPETITION_PENALTY: "repetition penalty"}
 
@@ -112,20 +114,21 @@ def render(vocab_size: int) -> Settings:
     st.session_state.update(fitted)
     columns = st.columns(5)
     with columns[0]:
-        st.slider("Temperature T", 0.0, 2.0, step=0.05, help="0 = greedy. Logits are divided by T before softmax.",
+        st.slider("Temperature T", *RANGES[TEMPERATURE], step=STEPS[TEMPERATURE],
+                  help="0 = greedy. Logits are divided by T before softmax.",
                   **state.bind(TEMPERATURE, DEFAULTS[TEMPERATURE]))
     with columns[1]:
-        st.number_input("top-k (0 = off)", min_value=0, step=1, help="Keep only the k most probable tokens.",
-                        **state.bind(TOP_K, DEFAULTS[TOP_K]))
+        st.number_input("top-k (0 = off)", min_value=RANGES[TOP_K][0], step=1,
+                        help="Keep only the k most probable tokens.", **state.bind(TOP_K, DEFAULTS[TOP_K]))
     with columns[2]:
-        st.slider("top-p (1 = off)", 0.0, 1.0, step=0.01,
+        st.slider("top-p (1 = off)", *RANGES[TOP_P], step=STEPS[TOP_P],
                   help="Keep the smallest set of most probable tokens whose mass reaches p.",
                   **state.bind(TOP_P, DEFAULTS[TOP_P]))
     with columns[3]:
-        st.slider("min-p (0 = off)", 0.0, 1.0, step=0.01, help="Drop tokens below min-p × the top probability.",
-                  **state.bind(MIN_P, DEFAULTS[MIN_P]))
+        st.slider("min-p (0 = off)", *RANGES[MIN_P], step=STEPS[MIN_P],
+                  help="Drop tokens below min-p × the top probability.", **state.bind(MIN_P, DEFAULTS[MIN_P]))
     with columns[4]:
-        st.slider("Repetition penalty (1 = off)", 0.5, 2.0, step=0.05,
+        st.slider("Repetition penalty (1 = off)", *RANGES[REPETITION_PENALTY], step=STEPS[REPETITION_PENALTY],
                   help="Push down tokens already in the prompt (divide positive logits, multiply negative ones).",
                   **state.bind(REPETITION_PENALTY, DEFAULTS[REPETITION_PENALTY]))
     raw = {key: st.session_state.get(key, default) for key, default in DEFAULTS.items()}

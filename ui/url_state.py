@@ -67,20 +67,24 @@ class Param:
     step: float | None = None  # floats are snapped to the widget's step
 
 
-def _sampling(name: str, low: Bound, high: Bound, step: float | None = None, kind: str = "float") -> Param:
-    return Param(name, name, kind, sampling_controls.DEFAULTS[name], low, high, step)
+def _sampling(name: str, kind: str = "float", high: Bound | None = None) -> Param:
+    """A sampling setting, with the range and step of its control (``high`` where the control has no upper end)."""
+    low, control_high = sampling_controls.RANGES[name]
+    return Param(name, name, kind, sampling_controls.DEFAULTS[name], low,
+                 control_high if control_high is not None else high, sampling_controls.STEPS.get(name))
 
 
+# In restore order: model, prompt and chat first, since the other ranges depend on them.
 PARAMS: list[Param] = [
     Param("model", models.MODEL, "model"),
     Param("prompt", state.PROMPT, "text", state.DEFAULT_PROMPT),
     Param("chat", state.CHAT, "bool", False),
     Param("seed", state.SEED, "int", 0, 0, 2**31 - 1),
-    _sampling(sampling_controls.TEMPERATURE, 0.0, 2.0, 0.05),
-    _sampling(sampling_controls.TOP_K, 0, lambda lim: lim.vocab_size, kind="int"),
-    _sampling(sampling_controls.TOP_P, 0.0, 1.0, 0.01),
-    _sampling(sampling_controls.MIN_P, 0.0, 1.0, 0.01),
-    _sampling(sampling_controls.REPETITION_PENALTY, 0.5, 2.0, 0.05),
+    _sampling(sampling_controls.TEMPERATURE),
+    _sampling(sampling_controls.TOP_K, "int", high=lambda lim: lim.vocab_size),
+    _sampling(sampling_controls.TOP_P),
+    _sampling(sampling_controls.MIN_P),
+    _sampling(sampling_controls.REPETITION_PENALTY),
     Param("layer", "att_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
     Param("head", "att_head", "int", 0, 0, lambda lim: lim.n_heads - 1),
     Param("query", "att_query", "int", None, 0, lambda lim: lim.n_tokens - 1),  # default: the page's, per prompt
@@ -161,14 +165,11 @@ def restore() -> None:
     if unknown:
         shown = ", ".join(_quote(name, 20) for name in unknown[:5])
         notes.append(f"Ignored {len(unknown)} unknown link parameter{'s' * (len(unknown) > 1)}: {shown}.")
-    # model, prompt and chat first: the other ranges depend on them
-    order = [p for p in PARAMS if p.kind in ("model", "text") or p.key == state.CHAT] + \
-            [p for p in PARAMS if not (p.kind in ("model", "text") or p.key == state.CHAT)]
     limits = None
-    for param in order:
+    for param in PARAMS:  # in order: the model, prompt and chat are set before any range is computed
         if param.name not in query:
             continue
-        if limits is None and param.kind not in ("model", "text") and param.key != state.CHAT:
+        if limits is None and param.kind in ("int", "float"):
             limits = _limits()
         try:
             value, note = parse(param, query[param.name], limits)
@@ -196,8 +197,7 @@ def current_query() -> dict[str, str]:
             query.update(generation.walk_query())
             continue
         value = st.session_state.get(param.key)
-        default = _prompt_default_query() if param.key == "att_query" else param.default
-        if value is None or value == default:
+        if value is None or value == param.default or (param.key == "att_query" and value == _prompt_default_query()):
             continue
         if param.kind == "bool":
             query[param.name] = "1" if value else "0"
