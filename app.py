@@ -8,10 +8,10 @@ the state after every run (``url_state.publish``).
 import streamlit as st
 
 from ui import navigation, presenter, sidebar, state, url_state
-from ui.resources import get_engine, use_app_threads
+from ui.resources import configure_threads, get_engine
 
 st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")
-use_app_threads()
+configure_threads()  # the app's one thread setting (LLM_EXPLORER_THREADS), once per process
 url_state.restore()
 state.init()
 page = navigation.build()

@@ -5,27 +5,40 @@
     for step in engine.generate("The cat sat", SamplingParams(temperature=0.8, seed=0)):
         print(step.text, end="")
 
+This file is the public API. The packages below it, by concern (each depends only on
+the ones before it):
+
+- ``inference.model``: config, GGUF reading, weights, loading, the transformer, the
+  KV cache, traces, the tokenizer;
+- ``inference.generation``: the sampler and its stop rule, the engine, the stepper;
+- ``inference.serving``: request records, left padding, static and continuous
+  batching, the scheduler, the slot cache, the server and ``ServeConfig``;
+- ``inference.bench``: benchmarks against references (not part of the library).
+
 The package never imports streamlit or plotly.
 """
-from .batching import BatchResult, BatchRun, BatchStep, run_static
-from .config import ModelConfig, UnsupportedModelError
-from .continuous import ContinuousBatcher, run_continuous
-from .engine import Candidate, Completion, Engine, PromptError, StepRecord
-from .gguf_loader import ModelLoadError
-from .kv_cache import CacheFullError, KVCache
-from .loader import load_engine
-from .sampling import SampleResult, SamplingError, SamplingParams, sample, sample_many
-from .scheduler import Scheduler, Sequence, SequenceStatus
-from .server import BusyError, EngineServer, RequestHandle, TokenEvent
-from .slot_cache import SlotKVCache
-from .tokenizer import TokenizerError
-from .trace import ForwardTrace, LayerTrace
+from .generation.engine import Candidate, Completion, Engine, PromptError, StepRecord, load_engine
+from .generation.sampling import SampleResult, SamplingError, SamplingParams, sample, sample_many
+from .generation.stepper import Stepper, StepperError
+from .model.config import ModelConfig, UnsupportedModelError
+from .model.errors import ModelLoadError
+from .model.kv_cache import CacheFullError, KVCache
+from .model.tokenizer import TokenizerError
+from .model.trace import ForwardTrace, LayerTrace
+from .serving.config import ServeConfig
+from .serving.continuous import ContinuousBatcher, run_continuous
+from .serving.requests import BatchResult, BatchRun, BatchStep
+from .serving.scheduler import Scheduler, Sequence, SequenceStatus
+from .serving.server import BusyError, EngineServer, RequestHandle, TokenEvent
+from .serving.slot_cache import SlotKVCache
+from .serving.static import run_static
+from .threads import set_threads
 
 __all__ = [
     "load_engine", "SamplingParams", "SamplingError", "SampleResult", "sample", "sample_many", "Engine", "StepRecord",
-    "Candidate", "Completion", "ModelConfig", "KVCache", "CacheFullError", "ForwardTrace", "LayerTrace",
-    "PromptError", "ModelLoadError", "TokenizerError", "UnsupportedModelError",
-    "BatchResult", "BatchRun", "BatchStep", "run_static", "run_continuous", "ContinuousBatcher",
+    "Candidate", "Completion", "Stepper", "StepperError", "ModelConfig", "KVCache", "CacheFullError", "ForwardTrace",
+    "LayerTrace", "PromptError", "ModelLoadError", "TokenizerError", "UnsupportedModelError",
+    "BatchResult", "BatchRun", "BatchStep", "run_static", "run_continuous", "ContinuousBatcher", "ServeConfig",
     "Scheduler", "Sequence", "SequenceStatus", "SlotKVCache",
-    "EngineServer", "RequestHandle", "TokenEvent", "BusyError",
+    "EngineServer", "RequestHandle", "TokenEvent", "BusyError", "set_threads",
 ]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ModelLoadError, PromptError, SamplingError, SamplingParams, UnsupportedModelError, load_engine
-from .tokenizer import TokenizerError
+from . import (ModelLoadError, PromptError, SamplingError, SamplingParams, TokenizerError, UnsupportedModelError,
+               load_engine, set_threads)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
             repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed,
         )
-        engine = load_engine(args.model, device=args.device, dtype=args.dtype, threads=args.threads)
+        set_threads(args.threads)  # the command line's one setting: every core unless told otherwise
+        engine = load_engine(args.model, device=args.device, dtype=args.dtype)
         prompt_tokens = len(engine.encode_prompt(args.prompt, chat=args.chat))
         print(args.prompt, end="", flush=True)
         steps = []

@@ -1,11 +1,9 @@
 """Overview: the landing page at "/", the map of the walk through one forward pass."""
 import streamlit as st
 
-from ui.navigation import redirect_legacy_run
+from ui.navigation import PAGES, redirect_legacy_run
 
-redirect_legacy_run()
-
-from ui.navigation import PAGES  # noqa: E402
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("LLM inference explorer")
 st.markdown(

@@ -1,15 +1,14 @@
-"""Tokenization: how text becomes the token ids the model reads (seeds 000, 001, 004)."""
+"""Tokenization: how text becomes the token ids the model reads."""
 import streamlit as st
 
+from ui import charts
+from ui import compute_tokens as tok
+from ui import models, state
+from ui.figures.tokens import make_token_id_chart, token_chips_html, visible
 from ui.navigation import redirect_legacy_run
+from ui.prompt import prompt_tokens
 
-redirect_legacy_run()
-
-from ui import charts  # noqa: E402  (after the redirect: nothing runs twice)
-from ui import compute_tokens as tok  # noqa: E402
-from ui import state  # noqa: E402
-from ui.figures.tokens import make_token_id_chart, token_chips_html, visible  # noqa: E402
-from ui.prompt import prompt_tokens  # noqa: E402
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
 CHIP_LIMIT = 512  # tokens drawn as chips
 CHART_LIMIT = 128  # bars in the id chart
@@ -27,6 +26,7 @@ st.markdown(
     "words are one token, rare words and typos are built from several pieces, so any text can be written."
 )
 
+model = models.current()
 view = prompt_tokens()
 if view is None:
     st.stop()
@@ -48,7 +48,7 @@ if state.get(state.CHAT):
     with st.expander("The chat template: what the model actually receives"):
         st.code(view.text, language=None)
         st.caption("The template (Jinja) that produced it, from the model's tokenizer:")
-        st.code(tok.chat_template(), language="jinja")
+        st.code(tok.chat_template(model), language="jinja")
 
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
@@ -58,7 +58,7 @@ charts.show(make_token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key=
 # 2. Token ids mean nothing numerically
 st.header("Token ids are names, not numbers")
 word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind("tok_id_word", " cat"))
-neighbours = tok.id_neighbours(word) if word.strip() else []
+neighbours = tok.id_neighbours(model, word) if word.strip() else []
 if neighbours:
     st.markdown(
         f"The ids right next to `{visible(word)}`'s id have nothing to do with it: the vocabulary is ordered by "
@@ -76,7 +76,7 @@ corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE 
                       height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
 if compare.strip():
     words = tok.word_level(compare, corpus)
-    bpe_ids, bpe = tok.model_bpe(compare)
+    bpe_ids, bpe = tok.model_bpe(model, compare)
     data = tok.raw_bytes(compare)
     a, b, c = st.columns(3)
     with a:
@@ -87,7 +87,7 @@ if compare.strip():
         st.markdown(token_chips_html([w for w, _ in words], [i for _, i in words]), unsafe_allow_html=True)
     with b:
         st.subheader("(b) The model's BPE")
-        st.caption(f"Vocabulary: {tok.vocab_size():,} subwords. {len(bpe_ids)} tokens, "
+        st.caption(f"Vocabulary: {tok.vocab_size(model):,} subwords. {len(bpe_ids)} tokens, "
                    "nothing unknown: rare words are spelled from pieces.")
         st.markdown(token_chips_html(bpe, bpe_ids), unsafe_allow_html=True)
     with c:
@@ -103,7 +103,7 @@ st.header("Merge by merge")
 st.markdown("Byte-pair encoding starts from single bytes and repeatedly glues together the adjacent pair that "
             "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent).")
 bpe_word = st.text_input("Word to build", **state.bind("tok_bpe_word", "thecatsatonthemat"))
-pieces = tok.pre_tokens(bpe_word) if bpe_word else []
+pieces = tok.pre_tokens(model, bpe_word) if bpe_word else []
 if not pieces:
     st.info("Type a word to see it built merge by merge.")
 else:
@@ -113,7 +113,7 @@ else:
     if len(tok.token_bytes(pieces[0])) > tok.MAX_BPE_BYTES:
         st.info(f"This word is {len(tok.token_bytes(pieces[0])):,} bytes long: the merges below are replayed on its "
                 f"first {tok.MAX_BPE_BYTES}.")
-    steps = tok.bpe_steps(bpe_word)
+    steps = tok.bpe_steps(model, bpe_word)
     for n, step in enumerate(steps):
         if step.merged is None:
             label = "start: single bytes"

@@ -1,21 +1,19 @@
-"""Embeddings: each token id selects one row of the embedding matrix; position is added by RoPE (seeds 000, 004)."""
+"""Embeddings: each token id selects one row of the embedding matrix; position is added by RoPE."""
 import streamlit as st
 
+from ui import charts
+from ui import compute_attention as att
+from ui import compute_embeddings as emb
+from ui import models, state
+from ui.figures import embeddings as figs
+from ui.figures.tokens import visible
 from ui.navigation import redirect_legacy_run
+from ui.prompt import prompt_tokens
 
-redirect_legacy_run()
-
-from ui import charts  # noqa: E402
-from ui import compute_attention as att  # noqa: E402
-from ui import compute_embeddings as emb  # noqa: E402
-from ui import state  # noqa: E402
-from ui.figures import embeddings as figs  # noqa: E402
-from ui.figures.tokens import visible  # noqa: E402
-from ui.prompt import prompt_tokens  # noqa: E402
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
 HEATMAP_LIMIT = 64  # tokens in the rows heatmap and the token picker
 ROPE_POSITIONS = 12  # positions drawn as arrows
-ROPE_PAIRS = [0, 8, 16, 31]  # fast → slow frequency pairs
 
 st.title("Embeddings")
 st.markdown(
@@ -25,18 +23,19 @@ st.markdown(
     "rows so that tokens used alike point alike: *cat* sits near *dog*, far from *banana*."
 )
 
+model = models.current()
 view = prompt_tokens()
 if view is None:
     st.stop()
 
-vocab, width = emb.matrix_shape()
+vocab, width = emb.matrix_shape(model)
 n = min(len(view.ids), HEATMAP_LIMIT)
 st.header("The prompt's rows")
 st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vocabulary × model width): "
             f"{vocab * width:,} numbers. Your prompt selects {len(view.ids):,} of its rows.")
 if n < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
-rows = emb.rows_for(view.ids[:n])
+rows = emb.rows_for(model, view.ids[:n])
 charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
 
 st.header("One token's vector and its neighbours")
@@ -47,7 +46,7 @@ left, right = st.columns([3, 2])
 with left:
     charts.show(figs.make_vector_chart(rows[pick], piece), key="embedding_vector")
 with right:
-    charts.show(figs.make_neighbour_chart(emb.nearest(token_id), piece), key="embedding_neighbours")
+    charts.show(figs.make_neighbour_chart(emb.nearest(model, token_id), piece), key="embedding_neighbours")
 st.caption(f"Cosine similarity compares directions: 1 = same direction, 0 = unrelated. Computed against all "
            f"{vocab:,} rows of the matrix; token id {token_id} itself is left out.")
 
@@ -55,7 +54,7 @@ st.header("A map of meaning (2-D projection)")
 words_text = st.text_input("Words to add to the map (comma-separated)",
                            **state.bind("emb_words", ", ".join(w.strip() for w in emb.WORD_SET)))
 words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
-projection = emb.project(view.ids[:n], words)
+projection = emb.project(model, view.ids[:n], words)
 if len(projection.labels) < 3:
     st.info("Add a few words (or a longer prompt): a map needs at least three vectors to be worth drawing.")
 charts.show(figs.make_projection_scatter(projection.points, projection.labels, projection.groups,
@@ -66,7 +65,7 @@ st.caption(f"PCA keeps the two directions along which these {len(projection.labe
            f"carry no such closeness (see the Tokenization page).")
 
 st.header("How position enters")
-if emb.position_scheme() == "rope":
+if emb.position_scheme(model) == "rope":
     st.markdown(
         "The rows above say *what* each token is, not *where* it is: the same word has the same row at every "
         "position. This model uses **rotary position embeddings (RoPE)**: inside attention, each query and key is "
@@ -74,16 +73,18 @@ if emb.position_scheme() == "rope":
         "Fast pairs spin quickly (telling neighbours apart), slow pairs barely move (telling far-apart tokens apart). "
         "Because query and key are both rotated, their dot product depends only on how far apart they are."
     )
-    angles = emb.rope_angles(ROPE_POSITIONS)
-    charts.show(figs.make_rope_rotation(angles, ROPE_PAIRS, emb.rope_wavelengths()), key="rope_rotation")
-    maps = att.attention_maps(view.ids)
+    angles = emb.rope_angles(model, ROPE_POSITIONS)  # (P, hd/2)
+    n_pairs = angles.shape[1]
+    pairs = sorted({0, n_pairs // 4, n_pairs // 2, n_pairs - 1})  # fast → slow frequency pairs
+    charts.show(figs.make_rope_rotation(angles, pairs, emb.rope_wavelengths(model)), key="rope_rotation")
+    maps = att.attention_maps(model, view.ids)
     pieces = view.pieces[: maps.n_tokens]
     query = att.find_token(pieces, "it")
     query = query if query is not None else maps.n_tokens - 1
     key = att.find_token(pieces[:query], "cat")
     key = key if key is not None else 0
     layer, head, _ = att.top_heads(maps, query, key, k=1)[0]
-    by_distance = att.scores_by_distance(maps, layer, head, query, key)
+    by_distance = att.scores_by_distance(model, maps, layer, head, query, key)
     st.markdown(
         f"A real pair: the query of `{visible(pieces[query])}` and the key of `{visible(pieces[key])}` in layer "
         f"{layer}, head {head} (the head that links them most). Undo their rotations, rotate them again as if "
@@ -93,12 +94,12 @@ if emb.position_scheme() == "rope":
     charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
                                           by_distance.recorded, pieces[query], pieces[key]), key="rope_distance")
     charts.show(figs.make_position_heatmap(
-        emb.rope_cos(64), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
+        emb.rope_cos(model, 64), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
         "frequency pair", "cos"), key="rope_table")
 else:
     st.markdown("This model learns one **position row** per position and adds it to the token's row before "
                 "the first block: the same word at a different place gives a different vector.")
-    charts.show(figs.make_position_heatmap(emb.learned_positions(n), "Learned position rows",
+    charts.show(figs.make_position_heatmap(emb.learned_positions(model, n), "Learned position rows",
                                            "dimension", "value"), key="position_rows")
 
 st.header("What to try next")

@@ -1,16 +1,15 @@
-"""Attention: every token looks back at the tokens before it, one weighted average per head (seeds 000, 001)."""
+"""Attention: every token looks back at the tokens before it, one weighted average per head."""
 import streamlit as st
 
+from ui import charts
+from ui import compute_attention as att
+from ui import models, state, url_state
+from ui.figures import attention as figs
+from ui.figures.tokens import visible
 from ui.navigation import redirect_legacy_run
+from ui.prompt import prompt_tokens
 
-redirect_legacy_run()
-
-from ui import charts  # noqa: E402
-from ui import compute_attention as att  # noqa: E402
-from ui import state, url_state  # noqa: E402
-from ui.figures import attention as figs  # noqa: E402
-from ui.figures.tokens import visible  # noqa: E402
-from ui.prompt import prompt_tokens  # noqa: E402
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Attention")
 st.markdown(
@@ -26,7 +25,7 @@ view = prompt_tokens()
 if view is None:
     st.stop()
 
-maps = att.attention_maps(view.ids)
+maps = att.attention_maps(models.current(), view.ids)
 pieces = view.pieces[: maps.n_tokens]
 if maps.total_tokens > maps.n_tokens:
     st.warning(f"The prompt has {maps.total_tokens:,} tokens; attention is computed and drawn for the first "

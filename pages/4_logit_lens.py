@@ -1,14 +1,14 @@
 """Transformer block & logit lens: one block walked with real activations, then every layer read out as a guess."""
 import streamlit as st
 
-from ui import charts, state
+from ui import charts, models, state
 from ui.compute_logits import current_prompt_logits, traced_prompt
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.figures.logits import visible_token
 from ui.navigation import redirect_legacy_run
-from ui.resources import get_engine
+from ui.resources import engine_for
 
-redirect_legacy_run()
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Transformer block & logit lens")
 st.caption("Each block reads the residual stream, adds what attention found, then adds what the feed-forward "
@@ -17,8 +17,9 @@ loaded = current_prompt_logits()
 if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
-config = get_engine().config
-traced = traced_prompt(prompt, chat)
+model = models.current()
+config = engine_for(model).config
+traced = traced_prompt(model, prompt, chat)
 walk, lens = traced.walk, traced.lens
 if traced.traced_tokens < traced.prompt_tokens:
     st.warning(f"The prompt has {traced.prompt_tokens:,} tokens; this page traces only its last "

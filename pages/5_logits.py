@@ -1,7 +1,7 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
 import streamlit as st
 
-from ui import charts, sampling_controls, state
+from ui import charts, models, sampling_controls, state
 from ui.compute_logits import (
     STAGE_LABELS, current_prompt_logits, entropy_bits, params_key, sampling_stages, softmax_at, temperature_sweep,
     token_texts, tokens_for_mass, top_indices, use_article_prompt,
@@ -10,9 +10,10 @@ from ui.figures.logits import (
     make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
 )
 from ui.navigation import redirect_legacy_run
-from ui.resources import get_engine
+from ui.resources import engine_for
 
-redirect_legacy_run()
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
+
 TOP_N = 12
 COMPARE_OPTIONS = [0.3, 0.5, 1.0, 1.5, 2.0]
 SWEEP = tuple(round(0.05 * i, 2) for i in range(2, 61))  # T = 0.1 … 3.0
@@ -27,19 +28,20 @@ loaded = current_prompt_logits()
 if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
-settings = sampling_controls.settings_or_stop(get_engine().config.vocab_size)
+model = models.current()
+settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked
-stages = sampling_stages(prompt, chat, params_key(params), TOP_N)  # the engine's sampler on the cached logits
+stages = sampling_stages(model, prompt, chat, params_key(params), TOP_N)  # the engine's sampler on the cached logits
 top_ids = top_indices(cached.logits, TOP_N)
-tokens = token_texts(top_ids.tolist())
+tokens = token_texts(model, top_ids.tolist())
 greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greedy_token_id), -1)
 st.subheader("1 · Logits for the next token")
 st.markdown(f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
             f"({len(cached.token_ids)} tokens). The top {TOP_N} of {cached.logits.size:,} logits:")
 charts.show(make_logits_bar(tokens, cached.logits[top_ids].tolist(), greedy_at), key="logits_bar")
-greedy_text = visible_token(token_texts([stages.greedy_token_id])[0])
+greedy_text = visible_token(token_texts(model, [stages.greedy_token_id])[0])
 if greedy_at == 0:
     st.markdown(f"**Greedy decoding** takes the highest score: **{greedy_text}**.")
 else:
@@ -65,7 +67,7 @@ with left:
     charts.show(make_probability_overlay(tokens, probs_c[top_ids], probs_t[top_ids], f"T = {compare_t:g}",
                                          f"T = {params.temperature:g} (yours)"), key="probability_overlay")
 with right:
-    sweep = temperature_sweep(prompt, chat, SWEEP)
+    sweep = temperature_sweep(model, prompt, chat, SWEEP)
     charts.show(make_temperature_sweep(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
                                        params.temperature), key="temperature_sweep")
 st.caption("softmax(logits / T) of the model's logits (before any repetition penalty): T < 1 stretches the gaps "

@@ -4,17 +4,18 @@ import dataclasses
 import streamlit as st
 
 from inference import BusyError, PromptError
-from ui import charts, sampling_controls, state
+from ui import charts, models, sampling_controls, state
 from ui.compute_logits import current_prompt_logits, params_key, use_article_prompt
 from ui.compute_sampling import continuations, draw, draw_history, draw_many, first_divergence
 from ui.figures.logits import visible_token
 from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
 from ui.navigation import redirect_legacy_run
-from ui.resources import get_engine
+from ui.resources import engine_for
 
-redirect_legacy_run()
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
+
 DRAW_INDEX, SHOW_HISTOGRAM = "sampling_draw_index", "sampling_show_histogram"
-TOY_PROBS = [0.1, 0.2, 0.7]  # seed 001's example
+TOY_PROBS = [0.1, 0.2, 0.7]  # the article's example
 N_TOKENS = 10
 
 
@@ -35,7 +36,8 @@ loaded = current_prompt_logits()
 if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
-settings = sampling_controls.settings_or_stop(get_engine().config.vocab_size)
+model = models.current()
+settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
 params, key = settings.params, params_key(settings.params)
 
 # 1. One draw: the engine's ranges, its u and its choice
@@ -44,7 +46,7 @@ buttons = st.columns([1, 1, 4])
 buttons[0].button("Draw again", key="draw_again", on_click=_step_draw, args=(1,), type="primary")
 buttons[1].button("Start over", key="draw_reset", on_click=_step_draw, args=(None,))
 index = st.session_state.setdefault(DRAW_INDEX, 0)
-one = draw(prompt, chat, key, index)
+one = draw(model, prompt, chat, key, index)
 if one.greedy:
     st.markdown(f"T = 0: no u is drawn. The highest-probability token **{visible_token(one.token_string)}** "
                 "owns the whole range, every draw.")
@@ -53,7 +55,7 @@ else:
                 f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
                 f"(probability {one.probability:.4f}, rank {one.chosen_rank + 1} of {one.survivors:,} survivors).")
     if index:
-        history = " · ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(prompt, chat, key, index))
+        history = " · ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(model, prompt, chat, key, index))
         st.caption(f"Draws so far: {history}")
 toy_starts, toy_ends = toy_ranges(TOY_PROBS)
 toy_u = one.u if one.u is not None else 0.5
@@ -75,7 +77,7 @@ st.caption("The real ranges, u and choice are the values the engine's `sample(re
 st.subheader("2 · Draw 1,000 times")
 st.button("Draw 1,000 times", key="draw_1000", on_click=_show_histogram)
 if st.session_state.get(SHOW_HISTOGRAM):
-    many = draw_many(prompt, chat, key, 1000)
+    many = draw_many(model, prompt, chat, key, 1000)
     gof = many.gof
     charts.show(make_draw_histogram(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
                                     gof.statistic, gof.dof, gof.p_value), key="draw_histogram")
@@ -94,7 +96,7 @@ t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state
 t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_b", 1.5))
 settings = [dataclasses.replace(params, temperature=t) for t in (0.0, params.temperature, t_a, t_b)]
 try:  # all four submitted together: they share the server's forwards
-    greedy_run, sampled_run, run_a, run_b = continuations(prompt, chat, [params_key(p) for p in settings], N_TOKENS)
+    greedy_run, sampled_run, run_a, run_b = continuations(model, prompt, chat, [params_key(p) for p in settings], N_TOKENS)
 except (BusyError, PromptError) as error:
     st.warning(f"Continuations are not available right now: {error}.")
     st.stop()

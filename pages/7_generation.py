@@ -1,21 +1,20 @@
-"""Generation & the KV cache: the autoregressive loop step by step, and why the cache makes it fast (seeds 000, 004)."""
+"""Generation & the KV cache: the autoregressive loop step by step, and why the cache makes it fast."""
 import streamlit as st
 
+from ui import charts
+from ui import compute_generation as gen
+from ui import sampling_controls
+from ui.figures import generation as figs
 from ui.navigation import redirect_legacy_run
+from ui.prompt import prompt_tokens
+from ui.resources import get_engine
 
-redirect_legacy_run()
-
-from ui import charts  # noqa: E402
-from ui import compute_generation as gen  # noqa: E402
-from ui import sampling_controls  # noqa: E402
-from ui.figures import generation as figs  # noqa: E402
-from ui.prompt import prompt_tokens  # noqa: E402
-from ui.resources import get_engine  # noqa: E402
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Generation & the KV cache")
 st.markdown(
     "A model answers one token at a time: it reads the sequence, scores every possible next token, one is chosen, "
-    "and the sequence — now one token longer — goes in again (*autoregressive* generation, seed 004: "
+    "and the sequence — now one token longer — goes in again (*autoregressive* generation, as in the article's example: "
     "\"The cat sat\" → \" on\" → \" the\" → …). Read naively, every step re-reads the whole context. The **KV "
     "cache** keeps each layer's keys and values of the tokens already seen, so a step only computes the one new "
     "position and attends to the stored rest. Step through it below on the real model."

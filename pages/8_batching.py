@@ -1,21 +1,20 @@
-"""Batching: many requests of different lengths through one model at once, static vs continuous (seed 000)."""
+"""Batching: many requests of different lengths through one model at once, static vs continuous."""
 import streamlit as st
 
+from inference import SamplingError
+from ui import charts
+from ui import compute_batching as batching
+from ui import models, state
+from ui.figures import batching as figs
 from ui.navigation import redirect_legacy_run
 
-redirect_legacy_run()
-
-from inference import SamplingError  # noqa: E402
-from ui import charts  # noqa: E402
-from ui import compute_batching as batching  # noqa: E402
-from ui import state  # noqa: E402
-from ui.figures import batching as figs  # noqa: E402
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
 RESULT_KEY = "batch_comparison"
 
 st.title("Batching")
 st.markdown(
-    "A server rarely answers one prompt at a time. Seed 000 asks: how do we process **requests of different "
+    "A server rarely answers one prompt at a time. So the question is: how do we process **requests of different "
     "sizes, producing different amounts of output tokens**, together? One forward over a batch reads the "
     "weights once for every request in it — the expensive part on this hardware — but prompts of different "
     "lengths must be **padded** to one rectangle, and in a **static** batch a request that finishes early keeps "
@@ -31,7 +30,8 @@ rows = st.data_editor(batching.DEFAULT_REQUESTS, num_rows="dynamic", key="batch_
                       use_container_width=True,
                       column_config={"prompt": st.column_config.TextColumn("prompt", width="large"),
                                      "max new tokens": st.column_config.NumberColumn(min_value=1, step=1)})
-requests = batching.parse_requests(list(rows))
+model = models.current()
+requests = batching.parse_requests(model, list(rows))
 for problem in requests.problems:
     st.warning(problem)
 if not requests.prompts:
@@ -40,7 +40,7 @@ if not requests.prompts:
 
 # 1. The padded batch
 st.header("One batch tensor: padding, mask and positions")
-padded = batching.padded_batch(tuple(requests.prompts))
+padded = batching.padded_batch(model, tuple(requests.prompts))
 charts.show(figs.make_padded_batch(padded.tokens), key="batch_padded")
 st.metric("Share of the prefill batch that is padding", f"{padded.padding_share:.0%}",
           help="Columns computed for nothing: every prompt is left-padded to the longest.")
@@ -63,7 +63,7 @@ if st.session_state.pop("batch_pending", False):
     bar = st.progress(0.0, text="starting…")
     try:
         st.session_state[RESULT_KEY] = batching.compare(
-            requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
+            model, requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
             lambda share, text: bar.progress(share, text=text))
     except SamplingError as error:
         st.error(f"Cannot run these requests: {error}. Set the seed in the sidebar.", icon=":material/block:")

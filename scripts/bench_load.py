@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.load_scenario, run as a script from anywhere
 
-from tests.load_scenario import (MARKERS, PAGES, SLIDERS, WARM_UP_MARKER, AppServer, StudentReport,  # noqa: E402
+from tests.load_scenario import (CLASS_SERVER_ENV, MARKERS, PAGES, SLIDERS, WARM_UP_MARKER, AppServer, StudentReport,  # noqa: E402
                                  percentile, prompt_for, run_class, student, timings_of)
 from tests.streamlit_client import StreamlitSession  # noqa: E402
 
@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
 
     log = Path(tempfile.mkdtemp(prefix="bench-load-")) / "streamlit.log"
-    with AppServer(log) as server:
+    with AppServer(log, extra_env=CLASS_SERVER_ENV) as server:
         rss = {"started": server.rss_mib()}
         warm = student(server.url, 0, WARM_UP_MARKER, MARKERS)  # every page once: imports, model, first runs
         rss["warmed up"] = server.rss_mib()

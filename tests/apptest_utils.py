@@ -1,4 +1,4 @@
-"""Shared helpers for the AppTest suites: open a page through app.py, read a chart, decode Plotly arrays."""
+"""Shared helpers for the AppTest suites: the pages, open a page through app.py, read a chart, decode Plotly arrays."""
 from __future__ import annotations
 
 import base64
@@ -10,6 +10,19 @@ from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 120  # the first run loads the model; 2 shared cores
+
+# The pages the per-page suites open by short name.
+READING_PAGES = {  # short name: (script, title, main chart key)
+    "tokenization": ("pages/1_tokenization.py", "Tokenization", "token_ids_chart"),
+    "embeddings": ("pages/2_embeddings.py", "Embeddings", "embedding_heatmap"),
+    "attention": ("pages/3_attention.py", "Attention", "attention_heatmap"),
+}
+PREDICTING_PAGES = {  # short name: (script, title)
+    "logit_lens": ("pages/4_logit_lens.py", "Transformer block & logit lens"),
+    "logits": ("pages/5_logits.py", "Logits & temperature"),
+    "sampling": ("pages/6_sampling.py", "Sampling"),
+}
+N_TOKENS = 11  # of the shell's default prompt, for the embedded SmolLM2 tokenizer
 
 
 def open_page(script: str, prompt: str | None = None, timeout: float = TIMEOUT) -> AppTest:
@@ -45,3 +58,7 @@ def plotly_array(value) -> np.ndarray:
 
 def assert_clean(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(elements) -> str:
+    return " ".join(e.value for e in elements)

@@ -1,8 +1,28 @@
-"""Shared fixtures: one real engine for the whole session, tiny random models for the rest."""
+"""Shared fixtures: one real engine for the whole session, tiny random models for the rest.
+
+The suite's one thread setting is made here, once, like any entry point's
+(``LLM_EXPLORER_TEST_THREADS``, default every core); no test changes it.
+"""
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
+
+
+def pytest_configure(config):
+    from inference import set_threads
+
+    set_threads(int(os.environ["LLM_EXPLORER_TEST_THREADS"]) if os.environ.get("LLM_EXPLORER_TEST_THREADS") else None)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_folder():
+    """A folder holding the embedded model's tokenizer files (converted once, never loaded as a model)."""
+    from inference.model.gguf import converted_folder, default_gguf_path
+
+    return converted_folder(default_gguf_path())
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +40,42 @@ def hf_reference(engine):
 
     model = AutoModelForCausalLM.from_pretrained(str(engine.folder), dtype=torch.float32)
     return model.eval()
+
+
+@pytest.fixture
+def ui_engine(engine, monkeypatch):
+    """Point the UI helpers' model lookup at the session's engine instead of loading a second one."""
+    import streamlit as st
+
+    from ui import compute_attention, compute_embeddings, compute_tokens
+
+    for module in (compute_tokens, compute_embeddings, compute_attention):
+        monkeypatch.setattr(module, "engine_for", lambda model: engine)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield engine
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def ui_engine_and_server(engine, monkeypatch):
+    """The helpers, pointed at the session's engine (and a server over it), with empty caches."""
+    import streamlit as st
+
+    from inference import EngineServer, ServeConfig
+    from ui import compute_logits, compute_sampling
+
+    server = EngineServer(engine, ServeConfig(n_slots=4, max_waiting=4, slot_capacity=512))
+    monkeypatch.setattr(compute_logits, "engine_for", lambda model: engine)
+    monkeypatch.setattr(compute_sampling, "engine_for", lambda model: engine)
+    monkeypatch.setattr(compute_sampling, "server_for", lambda model: server)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield engine
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    server.close()
 
 
 def pytest_collection_modifyitems(items):

@@ -55,6 +55,11 @@ def prompt_for(word: str, round_index: int = 0) -> str:
 
 
 # -- the server ------------------------------------------------------------------------
+# A class server's documented setting (README, docs/classroom.md): one torch thread per forward, since
+# many sessions run forwards at once and two threads each on shared cores wait on each other.
+CLASS_SERVER_ENV = {"LLM_EXPLORER_THREADS": "1"}
+
+
 class AppServer:
     """A fresh ``streamlit run app.py`` on a free localhost port (a context manager)."""
 

@@ -37,7 +37,7 @@ def test_bad_rows_are_explained_and_the_rest_still_runs():
     from ui.compute_batching import parse_requests
 
     at = open_batching()  # loads the engine into the cache for parse_requests
-    requests = parse_requests([{"prompt": "", "max new tokens": 4}, {"prompt": "The cat sat", "max new tokens": 999},
+    requests = parse_requests("SmolLM2-135M-Instruct", [{"prompt": "", "max new tokens": 4}, {"prompt": "The cat sat", "max new tokens": 999},
                                {"prompt": "x " * 200, "max new tokens": 3}, {"prompt": "Hi", "max new tokens": "abc"}])
     assert requests.prompts == ["The cat sat", "Hi"] and requests.max_new_tokens == [32, 8]
     assert any("Request 0 is left out" in p and "empty" in p for p in requests.problems)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from inference import ModelLoadError, PromptError, SamplingParams, load_engine
-from inference import gguf_loader
+from inference.model import gguf as gguf_loader
 
 
 def test_empty_prompt(engine):

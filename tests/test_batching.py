@@ -3,43 +3,31 @@
 The tiny engines are built here from ``ModelConfig`` + ``Transformer`` (random weights,
 no files); prompts are token-id lists, and ``IdTokenizer`` is just enough tokenizer for
 the engine and the streaming decoder. ``test_server.py`` reuses these helpers.
+
+Batched and solo runs use other matrix shapes (padding, several rows), so their float32
+sums are taken in other orders: logits are compared within ``tests.tolerances``'
+derived bound, and greedy tokens must agree wherever the solo run's top two logits are
+further apart than that bound (closer, either choice is a correct rounding).
 """
 from __future__ import annotations
 
 import pytest
 import torch
 
-from inference.batching import left_pad, run_static
-from inference.config import ModelConfig
-from inference.continuous import ContinuousBatcher, run_continuous
-from inference.engine import Engine
-from inference.model import Transformer
-from inference.sampling import SamplingParams, sample
-from inference.scheduler import Scheduler, Sequence, SequenceStatus
+from inference import ContinuousBatcher, Engine, ModelConfig, SamplingParams, ServeConfig, run_continuous, run_static
+from inference.generation.sampling import sample
+from inference.model.transformer import Transformer
+from inference.serving.padding import left_pad
+from inference.serving.scheduler import Scheduler, Sequence, SequenceStatus
+from tests.tolerances import max_abs_diff, model_tolerance, top2_margin
 
-TOL = 1e-4
 VOCAB = 97
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    """One thread: tiny models run many times faster so, and this machine's cores are shared.
-
-    Function-scoped so it applies after the session ``engine`` fixture (``load_engine``
-    sets its own thread count), and restores the setting for other test files.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-class _HFStub:
-    eos_token_id = None
-
-
 class IdTokenizer:
-    hf = _HFStub()
+    """Token ids as text (" 5 60 17"): enough for the engine's stop rule and the streaming decoder."""
+
+    eos_ids: frozenset[int] = frozenset()
 
     def decode(self, ids: list[int]) -> str:
         return "".join(f" {i}" for i in ids)
@@ -99,9 +87,17 @@ def tiny(request):
     return tiny_engine(request.param)
 
 
-def max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
-    assert len(a) == len(b)
-    return max((x - y).abs().max().item() for x, y in zip(a, b))
+def assert_batched_equals_solo(engine: Engine, batched_tokens: list[int], batched_logits: list[torch.Tensor],
+                               solo_tokens: list[int], solo_logits: list[torch.Tensor]) -> None:
+    """Logits within the derived fp32 bound at every step; tokens equal wherever the choice was not a near-tie."""
+    steps = min(len(batched_logits), len(solo_logits))
+    tolerance = model_tolerance(engine.config, torch.stack(solo_logits[:steps]), context=256)
+    for step in range(steps):
+        if batched_tokens[step] != solo_tokens[step]:
+            assert top2_margin(solo_logits[step]) < 2 * tolerance, f"step {step}: a clear choice differs"
+            return  # a near-tie went the other way: the sequences may part from here
+        assert max_abs_diff(batched_logits[step], solo_logits[step]) <= tolerance, f"step {step}"
+    assert batched_tokens == solo_tokens
 
 
 # -- batched == solo ------------------------------------------------------------------
@@ -111,8 +107,7 @@ def test_greedy_batched_equals_solo_tokens_and_logits(tiny, mode):
     run = RUNNERS[mode](tiny, PROMPTS, params, keep_logits=True)
     for prompt, p, result in zip(PROMPTS, params, run.results):
         tokens, logits = solo(tiny, prompt, p)
-        assert result.token_ids == tokens, f"prompt of {len(prompt)} tokens"
-        assert max_diff(result.logits, logits) <= TOL
+        assert_batched_equals_solo(tiny, result.token_ids, result.logits, tokens, logits)
         assert result.finish_reason == "length"
 
 
@@ -122,13 +117,12 @@ def test_continuous_with_fewer_slots_than_requests_equals_solo(tiny):
     run = run_continuous(tiny, PROMPTS, params, n_slots=2, keep_logits=True)
     for prompt, p, result in zip(PROMPTS, params, run.results):
         tokens, logits = solo(tiny, prompt, p)
-        assert result.token_ids == tokens
-        assert max_diff(result.logits, logits) <= TOL
+        assert_batched_equals_solo(tiny, result.token_ids, result.logits, tokens, logits)
     assert max(step.cache_slots_in_use for step in run.steps) <= 2
 
 
 def test_request_joining_midway_gets_its_solo_tokens(tiny):
-    batcher = ContinuousBatcher(tiny, n_slots=4, slot_capacity=128, keep_logits=True)
+    batcher = ContinuousBatcher(tiny, ServeConfig(n_slots=4, slot_capacity=128), keep_logits=True)
     first = batcher.add(PROMPTS[3], greedy(12, stop_on_eos=False))
     for _ in range(4):
         batcher.step()
@@ -139,8 +133,7 @@ def test_request_joining_midway_gets_its_solo_tokens(tiny):
     assert phases[0] == "prefill"  # the newcomer was admitted at the next step
     for seq, prompt in ((first, PROMPTS[3]), (late, PROMPTS[2])):
         tokens, logits = solo(tiny, prompt, seq.params)
-        assert seq.output_ids == tokens
-        assert max_diff(batcher.result(seq, 0).logits, logits) <= TOL
+        assert_batched_equals_solo(tiny, seq.output_ids, batcher.result(seq, 0).logits, tokens, logits)
 
 
 @pytest.mark.parametrize("mode", ["static", "continuous"])
@@ -159,9 +152,12 @@ def test_seeded_sampled_request_ignores_its_batch_mates(tiny, mode):
 def test_each_token_carries_the_probability_it_was_drawn_with(tiny, mode):
     params = SamplingParams(temperature=0.9, top_p=0.95, seed=5, max_new_tokens=6, stop_on_eos=False)
     steps = list(tiny.generate(PROMPTS[1], params))
-    result = RUNNERS[mode](tiny, [PROMPTS[0], PROMPTS[1]], [greedy(3), params]).results[1]
+    result = RUNNERS[mode](tiny, [PROMPTS[0], PROMPTS[1]], [greedy(3), params], keep_logits=True).results[1]
     assert result.token_ids == [s.token_id for s in steps]
-    assert result.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
+    # softmax(z / T) moves by at most p · 2·max|Δz| / T when the logits move by Δz
+    tolerance = model_tolerance(tiny.config, torch.stack(result.logits), context=256)
+    for got, step in zip(result.probabilities, steps):
+        assert got == pytest.approx(step.probability, abs=step.probability * 2 * tolerance / params.temperature + 1e-12)
 
 
 # -- finishing ----------------------------------------------------------------------------
@@ -191,7 +187,7 @@ def test_eos_in_the_middle_stops_only_that_request(mode):
 
 
 def test_cancel_frees_the_slot_for_the_next_request(tiny):
-    batcher = ContinuousBatcher(tiny, n_slots=1, slot_capacity=128)
+    batcher = ContinuousBatcher(tiny, ServeConfig(n_slots=1, slot_capacity=128))
     doomed = batcher.add(PROMPTS[1], greedy(50, stop_on_eos=False))
     waiting = batcher.add(PROMPTS[0], greedy(3, stop_on_eos=False))
     batcher.step()
@@ -227,7 +223,7 @@ def test_left_pad_positions_start_at_zero_for_every_prompt():
 
 
 def test_scheduler_is_pure_bookkeeping():
-    import inference.scheduler as scheduler_module
+    import inference.serving.scheduler as scheduler_module
 
     assert not hasattr(scheduler_module, "torch")
     scheduler = Scheduler(n_slots=2, slot_capacity=16, max_seq_len=256)
@@ -247,18 +243,18 @@ def test_scheduler_is_pure_bookkeeping():
 @pytest.mark.parametrize("mode", ["static", "continuous"])
 def test_bad_batches_raise_clear_errors(tiny, mode):
     with pytest.raises(ValueError, match="empty"):
-        tiny.generate_batch([], [], mode=mode)
+        RUNNERS[mode](tiny, [], [])
     with pytest.raises(ValueError, match="2 prompts but 1"):
-        tiny.generate_batch([[1, 2], [3]], [greedy(2)], mode=mode)
-    with pytest.raises(ValueError, match="mode"):
-        tiny.generate_batch([[1]], [greedy(1)], mode="sideways")
+        RUNNERS[mode](tiny, [[1, 2], [3]], [greedy(2)])
+    with pytest.raises(ValueError, match="list of prompts"):
+        RUNNERS[mode](tiny, "one string", None)
 
 
 @pytest.mark.parametrize("mode", ["static", "continuous"])
 def test_one_bad_prompt_does_not_stop_the_others(tiny, mode):
     prompts = [PROMPTS[1], [], [5, 10_000], PROMPTS[0]]
     params = [greedy(4, stop_on_eos=False)] * 4
-    results = tiny.generate_batch(prompts, params, mode=mode)
+    results = RUNNERS[mode](tiny, prompts, params).results
     assert [r.index for r in results] == [0, 1, 2, 3]
     assert results[1].finish_reason == "error" and "no tokens" in str(results[1].error)
     assert not results[2].ok and "outside the vocabulary" in str(results[2].error)
@@ -277,16 +273,15 @@ def test_real_model_batched_equals_solo(engine, mode):
     run = RUNNERS[mode](engine, REAL_PROMPTS, params, keep_logits=True)
     for prompt, p, result in zip(REAL_PROMPTS, params, run.results):
         tokens, logits = solo(engine, engine.encode_prompt(prompt), p)
-        assert result.token_ids == tokens
-        assert max_diff(result.logits, logits) <= TOL
-        assert result.text == engine.tokenizer.decode(tokens)
+        assert_batched_equals_solo(engine, result.token_ids, result.logits, tokens, logits)
+        assert result.text == engine.tokenizer.decode(result.token_ids)
 
 
 @pytest.mark.real_model
-def test_real_model_generate_batch_api(engine):
+def test_real_model_sampled_batch_equals_generate(engine):
     params_a = SamplingParams(temperature=0.8, top_p=0.9, seed=3, max_new_tokens=4)
     params_b = greedy(3)
-    results = engine.generate_batch(REAL_PROMPTS, [params_a, params_b])
+    results = run_static(engine, REAL_PROMPTS, [params_a, params_b]).results
     assert len(results) == 2 and all(r.ok for r in results)
     alone = [s.token_id for s in engine.generate(REAL_PROMPTS[0], params_a)]
     assert results[0].token_ids == alone

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from inference import SamplingParams
+from tests.tolerances import max_abs_diff, model_tolerance
 
 pytestmark = pytest.mark.real_model
 
@@ -22,7 +23,8 @@ def test_logits_match_transformers(engine, hf_reference, prompt):
     ids = engine.tokenizer.encode(prompt)
     expected = hf_reference(torch.tensor([ids])).logits[0]
     got = engine.forward_logits(ids)
-    assert (got - expected).abs().max().item() <= 1e-3
+    # same weights, other kernels and sum orders: the derived fp32 bound (tests/tolerances.py), ~2.9e-3 here
+    assert max_abs_diff(got, expected) <= model_tolerance(engine.config, expected, context=len(ids))
 
 
 def test_greedy_32_tokens_match_transformers(engine, hf_reference):
@@ -37,8 +39,9 @@ def test_cache_equals_recompute_on_real_model(engine):
     cache = engine.new_cache(len(ids))
     steps = [engine.prefill(ids[:4], cache)] + [engine.decode_step(t, cache) for t in ids[4:-1]]
     full = engine.forward_logits(ids[:-1])
+    tolerance = model_tolerance(engine.config, full, context=len(ids))  # one row vs T rows: other sum orders
     for offset, logits in enumerate(steps):
-        assert (logits - full[3 + offset]).abs().max().item() <= 1e-3
+        assert max_abs_diff(logits, full[3 + offset]) <= tolerance
 
 
 def test_cached_and_uncached_generation_agree(engine):
@@ -48,10 +51,14 @@ def test_cached_and_uncached_generation_agree(engine):
     assert with_cache == without
 
 
-def test_tokenizer_is_real_fast_tokenizer_with_chat_template(engine):
-    import tokenizers
-
-    assert isinstance(engine.tokenizer.backend, tokenizers.Tokenizer)
+def test_tokenizer_public_api_on_the_real_tokenizer(engine):
+    tokenizer = engine.tokenizer
+    assert tokenizer.eos_ids <= engine.eos_ids and tokenizer.eos_ids
+    assert tokenizer.merge_ranks[("Ġ", "t")] == 0  # the first merge SmolLM2's BPE learned
+    assert tokenizer.pre_tokens("The cat sat") == ["The", "Ġcat", "Ġsat"]
+    assert tokenizer.token_bytes(tokenizer.encode(" cat")[0]) == b" cat"
+    assert tokenizer.encode("The", special_tokens=False) == tokenizer.encode("The")  # SmolLM2 adds no BOS
+    assert "<|im_start|>" in tokenizer.added_texts and tokenizer.special_ids
     assert "<|im_start|>" in engine.tokenizer.chat_template
     chat = engine.tokenizer.apply_chat("Hi")
     assert chat.endswith("<|im_start|>assistant\n") and "<|im_start|>user\nHi<|im_end|>" in chat
@@ -66,7 +73,7 @@ def test_chat_answer_stops_on_eos(engine):
 def test_streamed_text_equals_full_decode_with_emoji(engine):
     """Byte-level pieces of multi-byte characters are held back until complete."""
     emoji_ids = engine.tokenizer.encode(" 🐱 café 日本")
-    from inference.tokenizer import StreamDecoder
+    from inference.model.tokenizer import StreamDecoder
 
     decoder = StreamDecoder(engine.tokenizer)
     deltas = [decoder.push(i) for i in emoji_ids] + [decoder.flush()]

@@ -1,4 +1,9 @@
-"""Fast engine tests on tiny random Llama and GPT-2 models: parity with transformers, cache == no cache."""
+"""Fast engine tests on tiny random Llama and GPT-2 models: parity with transformers, cache == no cache.
+
+Every logit comparison uses the derived float32 bound of ``tests/tolerances.py`` (two
+evaluations that sum in other orders); on these models it is ~1e-5 and the measured
+differences are ~4e-7.
+"""
 from __future__ import annotations
 
 import pytest
@@ -6,13 +11,17 @@ import torch
 
 from inference import load_engine
 from tests.tiny_models import save_folder, tiny_gpt2, tiny_llama
+from tests.tolerances import max_abs_diff, model_tolerance, top2_margin
 
-TOL = 1e-4
 IDS = [5, 900, 17, 4000, 31, 8, 12000, 77, 3, 64]
 
 
+def tol(engine, reference: torch.Tensor) -> float:
+    return model_tolerance(engine.config, reference, context=len(IDS))
+
+
 @pytest.fixture(scope="module", params=["llama", "llama-gqa-bias", "gpt2"])
-def tiny_pair(request, tmp_path_factory, engine):
+def tiny_pair(request, tmp_path_factory, tokenizer_folder):
     """(our engine, transformers model) on the same random weights, loaded from a local HF folder."""
     if request.param == "llama":
         reference = tiny_llama()
@@ -20,7 +29,7 @@ def tiny_pair(request, tmp_path_factory, engine):
         reference = tiny_llama(attention_bias=True, num_key_value_heads=1, tie_word_embeddings=True)
     else:
         reference = tiny_gpt2()
-    folder = save_folder(reference, tmp_path_factory.mktemp(request.param), engine.folder)
+    folder = save_folder(reference, tmp_path_factory.mktemp(request.param), tokenizer_folder)
     return load_engine(model=folder, device="cpu", dtype="float32"), reference
 
 
@@ -29,7 +38,7 @@ def test_logits_match_transformers(tiny_pair):
     expected = reference(torch.tensor([IDS])).logits[0]
     got = ours.forward_logits(IDS)
     assert got.shape == expected.shape
-    assert (got - expected).abs().max().item() <= TOL
+    assert max_abs_diff(got, expected) <= tol(ours, expected)
 
 
 def test_family_detected(tiny_pair):
@@ -48,7 +57,7 @@ def test_cache_equals_no_cache_every_step(tiny_pair):
     full = ours.forward_logits(IDS)  # (T, V)
     for step, logits in enumerate(cached):
         position = len(prompt) - 1 + step
-        assert (logits - full[position]).abs().max().item() <= TOL, f"step {step}"
+        assert max_abs_diff(logits, full[position]) <= tol(ours, full), f"step {step}"
     assert len(cache) == len(IDS)
 
 
@@ -59,7 +68,7 @@ def test_chunked_prefill_after_cache_matches(tiny_pair):
     ours.prefill(IDS[:3], cache)
     chunk = ours.model(torch.tensor([IDS[3:]]), kv_cache=cache)[0]  # (T', V)
     full = ours.forward_logits(IDS)
-    assert (chunk - full[3:]).abs().max().item() <= TOL
+    assert max_abs_diff(chunk, full[3:]) <= tol(ours, full)
 
 
 def test_greedy_generation_matches_transformers(tiny_pair):
@@ -70,13 +79,16 @@ def test_greedy_generation_matches_transformers(tiny_pair):
     got = ours.complete(IDS[:5], params).token_ids
     expected = reference.generate(torch.tensor([IDS[:5]]), max_new_tokens=12, do_sample=False,
                                   eos_token_id=None, pad_token_id=0)[0, 5:].tolist()
-    assert got == expected
+    if got != expected:  # only a near-tie (top two within the rounding bound) may go either way
+        split = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+        logits = ours.forward_logits(IDS[:5] + got[:split])[-1]
+        assert top2_margin(logits) < 2 * tol(ours, logits), f"token {split} differs on a clear choice"
 
 
 def test_traced_forward_matches_fast_path(tiny_pair):
     ours, _ = tiny_pair
     logits, trace = ours.traced_forward(IDS)
-    assert (logits - ours.forward_logits(IDS)).abs().max().item() <= TOL
+    assert max_abs_diff(logits, ours.forward_logits(IDS)) <= tol(ours, logits)  # SDPA vs step by step
     layer = trace.layers[0]
     probs = layer.attention_probs[0]  # (H, T, S)
     assert torch.allclose(probs.sum(-1), torch.ones_like(probs.sum(-1)), atol=1e-5)
@@ -84,7 +96,7 @@ def test_traced_forward_matches_fast_path(tiny_pair):
     assert len(trace.layers) == ours.config.n_layers
     # the logit lens of the last block's output is the model's own answer
     lens = ours.unembed(trace.layers[-1].block_output[0])
-    assert (lens - logits).abs().max().item() <= TOL
+    assert max_abs_diff(lens, logits) <= tol(ours, logits)
 
 
 def test_cache_size_in_bytes_matches_the_config_formula(tiny_pair):

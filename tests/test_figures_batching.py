@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference.batching import BatchRun, BatchStep
+from inference import BatchRun, BatchStep
 from ui.compute_batching import _mode_run
 from ui.figures import batching as figs
 

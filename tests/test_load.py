@@ -15,7 +15,7 @@ import pytest
 
 from streamlit.proto.Element_pb2 import Element
 
-from tests.load_scenario import (MARKERS, WARM_UP_MARKER, AppServer, StudentReport, check_page, latency_line,
+from tests.load_scenario import (CLASS_SERVER_ENV, MARKERS, WARM_UP_MARKER, AppServer, StudentReport, check_page, latency_line,
                                  run_class, student, timings_of)
 from tests.streamlit_client import Run
 
@@ -50,7 +50,7 @@ def test_the_page_check_sees_another_tabs_word_and_a_missing_own_word():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with AppServer(tmp_path_factory.mktemp("load") / "streamlit.log") as app:
+    with AppServer(tmp_path_factory.mktemp("load") / "streamlit.log", extra_env=CLASS_SERVER_ENV) as app:
         yield app
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from inference import SamplingError, SamplingParams, sample
-from inference.sampling import min_p_mask, top_k_mask, top_p_mask
+from inference.generation.sampling import min_p_mask, top_k_mask, top_p_mask
 
 PROBS = torch.tensor([0.05, 0.4, 0.1, 0.3, 0.15])  # sorted: 1 (0.4), 3 (0.3), 4 (0.15), 2 (0.1), 0 (0.05)
 LOGITS = PROBS.log()

@@ -7,12 +7,9 @@ import time
 
 import pytest
 
-from inference.batching import run_static
-from inference.continuous import run_continuous
-from inference.engine import PromptError
-from inference.sampling import SamplingParams
-from inference.server import BusyError, EngineServer, TokenEvent
-from tests.test_batching import PROMPTS, greedy, single_thread, solo, tiny_engine  # noqa: F401
+from inference import (BusyError, EngineServer, PromptError, SamplingParams, ServeConfig, TokenEvent, run_continuous,
+                       run_static)
+from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
 
 WAIT = 60.0  # generous upper bound for a wait on a busy machine; never a performance assertion
 
@@ -48,7 +45,7 @@ def wait_until(condition) -> None:
 
 def test_stream_of_one_request_equals_solo(tiny):
     params = greedy(7, stop_on_eos=False)
-    with EngineServer(tiny, n_slots=2) as server:
+    with EngineServer(tiny, ServeConfig(n_slots=2)) as server:
         handle = server.submit(PROMPTS[2], params)
         events = list(handle)
     assert all(isinstance(e, TokenEvent) for e in events)
@@ -73,7 +70,7 @@ def test_threads_submitting_at_once_each_get_their_own_tokens(tiny):
         handle = server.submit(*requests[i])
         got[i] = [event.token_id for event in handle]
 
-    with EngineServer(tiny, n_slots=3, max_waiting=8) as server:
+    with EngineServer(tiny, ServeConfig(n_slots=3, max_waiting=8)) as server:
         threads = [threading.Thread(target=caller, args=(i,)) for i in range(len(requests))]
         for thread in threads:
             thread.start()
@@ -85,7 +82,7 @@ def test_threads_submitting_at_once_each_get_their_own_tokens(tiny):
 
 
 def test_full_queue_answers_busy_instead_of_growing(tiny):
-    with EngineServer(tiny, n_slots=1, max_waiting=1) as server:
+    with EngineServer(tiny, ServeConfig(n_slots=1, max_waiting=1)) as server:
         gate = StepGate(server)
         first = server.submit(PROMPTS[0], greedy(3, stop_on_eos=False))
         second = server.submit(PROMPTS[1], greedy(2, stop_on_eos=False))
@@ -99,7 +96,7 @@ def test_full_queue_answers_busy_instead_of_growing(tiny):
 
 
 def test_cancel_stops_a_request_and_frees_its_slot(tiny):
-    with EngineServer(tiny, n_slots=1, max_waiting=4) as server:
+    with EngineServer(tiny, ServeConfig(n_slots=1, max_waiting=4)) as server:
         gate = StepGate(server)
         doomed = server.submit(PROMPTS[1], greedy(100, stop_on_eos=False))
         waiting = server.submit(PROMPTS[0], greedy(4, stop_on_eos=False))
@@ -115,7 +112,7 @@ def test_cancel_stops_a_request_and_frees_its_slot(tiny):
 
 
 def test_request_is_cancelled_when_its_caller_goes_away(tiny):
-    with EngineServer(tiny, n_slots=1, max_waiting=1) as server:
+    with EngineServer(tiny, ServeConfig(n_slots=1, max_waiting=1)) as server:
         gate = StepGate(server)
         handle = server.submit(PROMPTS[1], greedy(100, stop_on_eos=False))
         gate.allow(2)
@@ -127,7 +124,7 @@ def test_request_is_cancelled_when_its_caller_goes_away(tiny):
 
 
 def test_bad_prompt_raises_for_its_caller_only(tiny):
-    with EngineServer(tiny, n_slots=2, slot_capacity=64) as server:
+    with EngineServer(tiny, ServeConfig(n_slots=2, slot_capacity=64)) as server:
         with pytest.raises(PromptError, match="no tokens"):
             server.submit([], greedy(2))
         with pytest.raises(PromptError, match="cache slots hold 64"):
@@ -137,7 +134,7 @@ def test_bad_prompt_raises_for_its_caller_only(tiny):
 
 
 def test_closed_server_refuses_and_releases_waiters(tiny):
-    server = EngineServer(tiny, n_slots=1)
+    server = EngineServer(tiny, ServeConfig(n_slots=1))
     gate = StepGate(server)
     handle = server.submit(PROMPTS[0], greedy(50, stop_on_eos=False))
     gate.allow(1)
@@ -153,7 +150,7 @@ def test_closed_server_refuses_and_releases_waiters(tiny):
 
 def test_each_result_reports_how_many_requests_shared_its_forward(tiny):
     """Callers that overlap in time are batched: their results say so; a request alone says 1."""
-    with EngineServer(tiny, n_slots=4, max_waiting=4) as server:
+    with EngineServer(tiny, ServeConfig(n_slots=4, max_waiting=4)) as server:
         gate = StepGate(server)
         handles = [server.submit(PROMPTS[i], greedy(6, stop_on_eos=False)) for i in range(3)]
         gate.allow(1000)

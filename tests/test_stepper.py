@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from inference import SamplingParams
-from inference.stepper import Stepper, StepperError
+from inference import SamplingParams, Stepper, StepperError
+from tests.tolerances import max_abs_diff, model_tolerance
 
 pytestmark = pytest.mark.real_model
 
@@ -43,7 +43,7 @@ def test_branch_reuses_cache_and_matches_full_recompute(engine, prompt_ids):
     assert stepper.chosen[-1].forced and stepper.chosen[-1].text == " under"
     cached = stepper.next_logits()
     full = engine.forward_logits(stepper.ids)[-1]
-    assert (cached - full).abs().max().item() <= 1e-3
+    assert max_abs_diff(cached, full) <= model_tolerance(engine.config, full)  # cached decode vs recompute
     assert stepper.chosen[-1].cache_len_before == len(prompt_ids)  # positions up to the branch were reused
 
 

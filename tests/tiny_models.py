@@ -2,7 +2,8 @@
 
 Nothing is downloaded: the configs are built here, the weights are random, and the
 tokenizer files are copied from the embedded model's converted folder (any fast
-tokenizer will do for id-level tests).
+tokenizer will do for id-level tests), or trained here on a paragraph
+(``train_tokenizer``) when a model needs a tokenizer of its own.
 """
 from __future__ import annotations
 
@@ -40,3 +41,24 @@ def save_folder(model, folder: Path, tokenizer_source: Path) -> Path:
         if (tokenizer_source / name).exists():
             shutil.copy(tokenizer_source / name, folder / name)
     return folder
+
+
+CORPUS = ("The cat sat on the mat because it was tired. A dog ran to the park and the cat watched it. "
+          "Bank is closed on Sunday, so the dog and the cat stayed home. ") * 20
+
+
+def train_tokenizer(folder: Path, vocab_size: int = 320, corpus: str = CORPUS) -> int:
+    """Train a small byte-level BPE on ``corpus`` and save it in ``folder`` as a fast tokenizer; its vocabulary size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator([corpus], trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|endoftext|>")
+    folder.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(folder))
+    return tokenizer.get_vocab_size()

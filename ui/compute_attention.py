@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import streamlit as st
 import torch
 
-from .resources import cache_data, get_engine
+from .resources import engine_for
 
 MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earlier rows (causal mask)
 
@@ -45,10 +46,10 @@ class AttentionMaps:
         return head // (self.n_heads // self.n_kv_heads)
 
 
-@cache_data(max_entries=16, show_spinner="Running the model and recording attention…")  # ≤ 18 MB each (128 tokens)
-def attention_maps(ids: list[int]) -> AttentionMaps:
-    """Every layer's and head's attention for the first ``MAX_TOKENS`` tokens of ``ids``."""
-    engine = get_engine()
+@st.cache_data(max_entries=16, show_spinner="Running the model and recording attention…")  # ≤ 18 MB each (128 tokens)
+def attention_maps(model: str, ids: list[int]) -> AttentionMaps:
+    """Every layer's and head's attention in ``model`` for the first ``MAX_TOKENS`` tokens of ``ids``."""
+    engine = engine_for(model)
     _, trace = engine.traced_forward(ids[:MAX_TOKENS])
     with torch.inference_mode():
         raw = torch.stack([layer.raw_scores[0] for layer in trace.layers])  # (L, H, T, T)
@@ -115,14 +116,14 @@ class DistanceScores:
     recorded: float  # the scaled score the forward pass recorded at the actual positions
 
 
-def scores_by_distance(maps: AttentionMaps, layer: int, head: int, query: int, key: int,
+def scores_by_distance(model: str, maps: AttentionMaps, layer: int, head: int, query: int, key: int,
                        max_distance: int = 64) -> DistanceScores:
     """Take one real query and key, undo their RoPE rotations, and score them again at other distances.
 
     With RoPE the score depends only on how far apart the two tokens are, so it can be
     recomputed for any distance by rotating the query to position ``d`` and the key to 0.
     """
-    rope = get_engine().model.rope
+    rope = engine_for(model).model.rope
     cos, sin = rope.cos.numpy(), rope.sin.numpy()  # (P, hd)
     q = maps.queries[layer, head, query]
     k = maps.keys[layer, maps.kv_group(head), key]

@@ -13,17 +13,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inference import PromptError, SamplingParams
-from inference.batching import BatchRun, left_pad, run_static
-from inference.continuous import run_continuous
-from inference.kv_cache import causal_padding_mask
+import streamlit as st
+
+from inference import BatchRun, PromptError, SamplingParams, run_continuous, run_static
+from inference.model.kv_cache import causal_padding_mask
+from inference.serving.padding import left_pad
 from ui.figures.batching import EMPTY, IDLE
-from ui.resources import cache_data, get_engine
+from ui.resources import engine_for
 
 MAX_REQUESTS = 8
 MAX_PROMPT_TOKENS = 64
 MAX_NEW_TOKENS = 32
-DEFAULT_REQUESTS = [  # different sizes, different amounts of output (seed 000)
+DEFAULT_REQUESTS = [  # different sizes, different amounts of output (the articles' examples)
     {"prompt": "The cat sat", "max new tokens": 6},
     {"prompt": "Once upon a time there was", "max new tokens": 20},
     {"prompt": "Bank is closed", "max new tokens": 3},
@@ -41,9 +42,9 @@ class Requests:
     problems: list[str]  # one message per rejected or clamped row
 
 
-def parse_requests(rows: list[dict]) -> Requests:
+def parse_requests(model: str, rows: list[dict]) -> Requests:
     """Valid (prompt, max new tokens) pairs from the editor; every other row explained."""
-    engine = get_engine()
+    engine = engine_for(model)
     prompts, budgets, kept, problems = [], [], [], []
     if len(rows) > MAX_REQUESTS:
         problems.append(f"{len(rows)} requests: only the first {MAX_REQUESTS} are run.")
@@ -84,10 +85,10 @@ class PaddedBatch:
     padding_share: float
 
 
-@cache_data(max_entries=16, show_spinner=False)
-def padded_batch(prompts: tuple[str, ...]) -> PaddedBatch:
+@st.cache_data(max_entries=16, show_spinner=False)
+def padded_batch(model: str, prompts: tuple[str, ...]) -> PaddedBatch:
     """The prompts left-padded exactly as static batching pads them (the engine's ``left_pad``)."""
-    engine = get_engine()
+    engine = engine_for(model)
     rows = [engine.encode_prompt(p) for p in prompts]
     ids, mask, positions = left_pad(rows)  # each (B, T)
     texts = [[engine.tokenizer.decode([int(t)]) if real else None for t, real in zip(row_ids, row_mask)]
@@ -145,10 +146,10 @@ def _mode_run(run: BatchRun, n_rows: int) -> ModeRun:
     )
 
 
-def compare(prompts: list[str], budgets: list[int], temperature: float, seed: int, n_slots: int,
+def compare(model: str, prompts: list[str], budgets: list[int], temperature: float, seed: int, n_slots: int,
             progress: Callable[[float, str], None] | None = None) -> Comparison:
     """Static, continuous (``n_slots`` cache slots) and solo runs of the same requests and settings."""
-    engine = get_engine()
+    engine = engine_for(model)
     params = [SamplingParams(temperature=temperature, max_new_tokens=b, seed=seed + i, stop_on_eos=True)
               for i, b in enumerate(budgets)]
     report = progress or (lambda share, text: None)

@@ -10,49 +10,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import streamlit as st
 import torch
 
 from .compute_tokens import piece_text
-from .resources import cache_data, cache_resource, get_engine
+from .resources import engine_for
 
 WORD_SET = (" cat", " dog", " kitten", " car", " truck", " banana", " apple", " mat", " tired", " sleepy")
 
 
-def matrix_shape() -> tuple[int, int]:
+def matrix_shape(model: str) -> tuple[int, int]:
     """(vocabulary size, model width) of the embedding matrix."""
-    rows, width = get_engine().model.embed.weight.shape
+    rows, width = engine_for(model).model.embed.weight.shape
     return int(rows), int(width)
 
 
-@cache_resource(show_spinner=False)
-def _unit_rows() -> torch.Tensor:
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _unit_rows(model: str) -> torch.Tensor:
     """Every embedding row scaled to length 1, so a matrix-vector product gives cosine similarities."""
     with torch.inference_mode():
-        weight = get_engine().model.embed.weight.float()  # (V, D)
+        weight = engine_for(model).model.embed.weight.float()  # (V, D)
         return weight / weight.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-@cache_data(max_entries=16, show_spinner=False)
-def rows_for(ids: list[int]) -> np.ndarray:
+@st.cache_data(max_entries=16, show_spinner=False)
+def rows_for(model: str, ids: list[int]) -> np.ndarray:
     """The embedding rows (T, D) that the token ids select: the model's first view of the prompt."""
     with torch.inference_mode():
-        return get_engine().model.embed.weight[torch.tensor(ids)].float().numpy().copy()
+        return engine_for(model).model.embed.weight[torch.tensor(ids)].float().numpy().copy()
 
 
-def _piece(token_id: int) -> str:
-    tokenizer = get_engine().tokenizer
+def _piece(model: str, token_id: int) -> str:
+    tokenizer = engine_for(model).tokenizer
     return piece_text(tokenizer.raw_tokens([token_id])[0], token_id in tokenizer.special_ids)
 
 
-@cache_data(max_entries=64, show_spinner=False)
-def nearest(token_id: int, k: int = 12) -> list[tuple[int, str, float]]:
+@st.cache_data(max_entries=64, show_spinner=False)
+def nearest(model: str, token_id: int, k: int = 12) -> list[tuple[int, str, float]]:
     """The ``k`` vocabulary entries whose rows point most nearly the same way (cosine), itself excluded."""
-    unit = _unit_rows()
+    unit = _unit_rows(model)
     with torch.inference_mode():
         cosines = unit @ unit[token_id]  # (V,)
         cosines[token_id] = -2.0
         values, indices = cosines.topk(k)
-    return [(int(i), _piece(int(i)), float(v)) for v, i in zip(values, indices)]
+    return [(int(i), _piece(model, int(i)), float(v)) for v, i in zip(values, indices)]
 
 
 @dataclass(frozen=True)
@@ -63,17 +64,18 @@ class Projection:
     explained: tuple[float, float]  # share of the variance along each axis (of these N vectors)
 
 
-@cache_data(max_entries=16, show_spinner=False)
-def project(ids: list[int], words: tuple[str, ...]) -> Projection:
+@st.cache_data(max_entries=16, show_spinner=False)
+def project(model: str, ids: list[int], words: tuple[str, ...]) -> Projection:
     """PCA to 2-D of the prompt's distinct token rows plus a word set (multi-token words: mean of rows)."""
-    tokenizer = get_engine().tokenizer
+    engine = engine_for(model)
+    tokenizer = engine.tokenizer
     seen, labels, groups, vectors = set(), [], [], []
-    weight = get_engine().model.embed.weight
+    weight = engine.model.embed.weight
     with torch.inference_mode():
         for i in ids:
             if i not in seen:
                 seen.add(i)
-                labels.append(_piece(i))
+                labels.append(_piece(model, i))
                 groups.append("prompt")
                 vectors.append(weight[i].float().numpy())
         for word in words:
@@ -93,41 +95,41 @@ def project(ids: list[int], words: tuple[str, ...]) -> Projection:
     return Projection(points, labels, groups, explained)
 
 
-@cache_data(max_entries=4, show_spinner=False)
-def rope_angles(n_positions: int) -> np.ndarray:
+@st.cache_data(max_entries=8, show_spinner=False)
+def rope_angles(model: str, n_positions: int) -> np.ndarray:
     """RoPE rotation angle (radians, wrapped to [-pi, pi]) per position and frequency pair: (P, hd/2).
 
     Read from the model's own cos/sin tables; pair i rotates dims (i, i + hd/2) together.
     """
-    rope = get_engine().model.rope
+    rope = engine_for(model).model.rope
     half = rope.cos.shape[-1] // 2
     cos, sin = rope.cos[:n_positions, :half], rope.sin[:n_positions, :half]  # (P, hd/2)
     return torch.atan2(sin, cos).numpy().copy()
 
 
-@cache_data(max_entries=4, show_spinner=False)
-def rope_cos(n_positions: int) -> np.ndarray:
+@st.cache_data(max_entries=8, show_spinner=False)
+def rope_cos(model: str, n_positions: int) -> np.ndarray:
     """cos(angle) per position and frequency pair (P, hd/2), straight from the model's table."""
-    rope = get_engine().model.rope
+    rope = engine_for(model).model.rope
     return rope.cos[:n_positions, : rope.cos.shape[-1] // 2].numpy().copy()
 
 
-@cache_data(max_entries=4, show_spinner=False)
-def rope_wavelengths() -> np.ndarray:
+@st.cache_data(max_entries=8, show_spinner=False)
+def rope_wavelengths(model: str) -> np.ndarray:
     """Positions needed for one full turn of each frequency pair: 2*pi / (angle per position)."""
-    rope = get_engine().model.rope
+    rope = engine_for(model).model.rope
     half = rope.cos.shape[-1] // 2
     step = torch.atan2(rope.sin[1, :half], rope.cos[1, :half])  # angle per position, (hd/2,)
     return (2 * np.pi / step.clamp_min(1e-12)).numpy().copy()
 
 
-@cache_data(max_entries=4, show_spinner=False)
-def learned_positions(n_positions: int) -> np.ndarray:
+@st.cache_data(max_entries=8, show_spinner=False)
+def learned_positions(model: str, n_positions: int) -> np.ndarray:
     """GPT-2 style learned position rows (P, D)."""
     with torch.inference_mode():
-        return get_engine().model.pos_embed.weight[:n_positions].float().numpy().copy()
+        return engine_for(model).model.pos_embed.weight[:n_positions].float().numpy().copy()
 
 
-def position_scheme() -> str:
+def position_scheme(model: str) -> str:
     """'rope' or 'learned': how this model tells positions apart."""
-    return "rope" if get_engine().model.rope is not None else "learned"
+    return "rope" if engine_for(model).model.rope is not None else "learned"

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import Engine, PromptError, SamplingParams, TokenizerError
-from inference.stepper import Stepper, StepperError
+from inference import Engine, PromptError, SamplingParams, Stepper, StepperError, TokenizerError
 
-from . import state
+from . import models, state
 from .compute_tokens import tokenize
 
 STEPPER_KEY = "gen_stepper"
@@ -93,7 +92,7 @@ def walk_query() -> dict[str, str]:
 
 def _current_prompt_ids() -> list[int] | None:
     try:
-        return tokenize(state.get(state.PROMPT), state.get(state.CHAT)).ids
+        return tokenize(models.current(), state.get(state.PROMPT), state.get(state.CHAT)).ids
     except (PromptError, TokenizerError):
         return None
 
@@ -114,7 +113,7 @@ def parse_forced_token(engine: Engine, text: str) -> int:
     """The id of ``text`` if it is exactly one token; otherwise a ``StepperError`` saying what it is."""
     if text == "":
         raise StepperError("type the token to force, e.g. ' under' (mind the leading space)")
-    ids = engine.tokenizer.backend.encode(text, add_special_tokens=False).ids
+    ids = engine.tokenizer.encode(text, special_tokens=False)
     if len(ids) != 1:
         shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"  # a pasted page stays a short message
         pieces = [engine.tokenizer.decode([i]) for i in ids[:5]]

@@ -19,7 +19,8 @@ import torch
 
 from inference import PromptError, SamplingParams, TokenizerError, sample
 from ui import state
-from ui.resources import cache_data, get_engine
+from ui import models
+from ui.resources import engine_for
 
 STAGE_LABELS: dict[str, str] = {
     "softmax": "softmax (after repetition penalty)",
@@ -45,18 +46,18 @@ class PromptLogits:
     logits: np.ndarray  # (V,) float32: the next-token logits at the last position
 
 
-@cache_data(max_entries=64, show_spinner="Running the model on the prompt…")  # ~0.2 MB each (one logit row)
-def prompt_logits(prompt: str, chat: bool) -> PromptLogits:
+@st.cache_data(max_entries=64, show_spinner="Running the model on the prompt…")  # ~0.2 MB each (one logit row)
+def prompt_logits(model: str, prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
-    engine = get_engine()
+    engine = engine_for(model)
     ids = engine.encode_prompt(prompt, chat=chat)
     logits = engine.forward_logits(ids)[-1]  # (V,)
     return PromptLogits(ids, engine.tokenizer.token_strings(ids), logits.numpy().copy())
 
 
-def token_texts(token_ids: list[int]) -> list[str]:
-    """Each id's own text, as the tokenizer decodes it alone."""
-    return get_engine().tokenizer.token_strings([int(i) for i in token_ids])
+def token_texts(model: str, token_ids: list[int]) -> list[str]:
+    """Each id's own text, as ``model``'s tokenizer decodes it alone."""
+    return engine_for(model).tokenizer.token_strings([int(i) for i in token_ids])
 
 
 # -- softmax and temperature (plain formulas on cached logits) ----------------------------
@@ -97,10 +98,10 @@ class TemperatureSweep:
     top_probability: np.ndarray  # (S,) probability of the most likely token
 
 
-@cache_data(max_entries=64, show_spinner=False)
-def temperature_sweep(prompt: str, chat: bool, temperatures: tuple[float, ...]) -> TemperatureSweep:
+@st.cache_data(max_entries=64, show_spinner=False)
+def temperature_sweep(model: str, prompt: str, chat: bool, temperatures: tuple[float, ...]) -> TemperatureSweep:
     """Entropy and top-token probability of softmax(logits / T) for each T (prompt logits cached)."""
-    logits = prompt_logits(prompt, chat).logits
+    logits = prompt_logits(model, prompt, chat).logits
     dists = [softmax_at(logits, t) for t in temperatures]
     return TemperatureSweep(
         np.array(temperatures), np.array([entropy_bits(p) for p in dists]), np.array([p.max() for p in dists])
@@ -138,18 +139,19 @@ def params_from_key(key: tuple) -> SamplingParams:
     return SamplingParams(**dict(zip(names, key)))
 
 
-def recorded_sample(prompt: str, chat: bool, params: SamplingParams, generator: torch.Generator | None = None):
+def recorded_sample(model: str, prompt: str, chat: bool, params: SamplingParams,
+                    generator: torch.Generator | None = None):
     """One call of the engine's ``sample(record=True)`` on the prompt's cached logits."""
-    cached = prompt_logits(prompt, chat)
+    cached = prompt_logits(model, prompt, chat)
     generator = generator if generator is not None else params.make_generator()
     return sample(torch.from_numpy(cached.logits), params, generator, previous_ids=cached.token_ids, record=True)
 
 
-@cache_data(max_entries=64, show_spinner=False)
-def sampling_stages(prompt: str, chat: bool, key: tuple, top_n: int = 12) -> StageView:
+@st.cache_data(max_entries=64, show_spinner=False)
+def sampling_stages(model: str, prompt: str, chat: bool, key: tuple, top_n: int = 12) -> StageView:
     """The probability of the top-N tokens after each stage of the engine's sampler (no model rerun)."""
     params = params_from_key(key)
-    result = recorded_sample(prompt, chat, params)
+    result = recorded_sample(model, prompt, chat, params)
     stage_probs = {name: probs.numpy() for name, probs in result.stage_probs.items()}  # (V,) each
     names = [name for name in STAGE_LABELS if name in stage_probs]
     softmax = stage_probs["softmax"]
@@ -158,7 +160,7 @@ def sampling_stages(prompt: str, chat: bool, key: tuple, top_n: int = 12) -> Sta
     ids = [int(i) for i in top_ids]
     return StageView(
         token_ids=ids,
-        token_strings=token_texts(ids),
+        token_strings=token_texts(model, ids),
         stage_names=names,
         stage_probs=np.stack([stage_probs[name][top_ids] for name in names]).astype(np.float64),  # (S, N)
         survivors={name: int(np.count_nonzero(stage_probs[name])) for name in names},
@@ -201,10 +203,10 @@ class TracedPrompt:
 MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three times: T² memory
 
 
-@cache_data(max_entries=32, show_spinner="Running a traced forward (every layer recorded)…")
-def traced_prompt(prompt: str, chat: bool, max_positions: int = 16) -> TracedPrompt:
+@st.cache_data(max_entries=32, show_spinner="Running a traced forward (every layer recorded)…")
+def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) -> TracedPrompt:
     """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens of) the prompt, as the lens and the walk."""
-    engine = get_engine()
+    engine = engine_for(model)
     all_ids = engine.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
     logits, trace = engine.traced_forward(ids)
@@ -248,20 +250,20 @@ def _block_walk(trace) -> BlockWalk:
 
 
 # -- the shared prompt, for the pages -----------------------------------------------------
-ARTICLE_PROMPT = "The cat sat"  # seed 004's example: the model should continue with " on"
+ARTICLE_PROMPT = "The cat sat"  # the article's example: the model should continue with " on"
 
 
 def current_prompt_logits() -> tuple[str, bool, PromptLogits] | None:
     """The sidebar's prompt and chat flag with their cached logits, or None after an ``st.error`` saying why."""
     prompt, chat = str(state.get(state.PROMPT) or ""), bool(state.get(state.CHAT))
     try:
-        return prompt, chat, prompt_logits(prompt, chat)
+        return prompt, chat, prompt_logits(models.current(), prompt, chat)
     except (PromptError, TokenizerError) as error:
         st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon=":material/block:")
         return None
 
 
 def use_article_prompt() -> None:
-    """Button callback: put seed 004's "The cat sat" into the shared prompt (chat template off)."""
+    """Button callback: put the article's "The cat sat" into the shared prompt (chat template off)."""
     st.session_state[state.PROMPT] = ARTICLE_PROMPT
     st.session_state[state.CHAT] = False

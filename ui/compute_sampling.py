@@ -21,7 +21,7 @@ import torch
 
 from inference import SamplingParams, sample_many
 from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, token_texts
-from ui.resources import cache_data, cache_resource, get_engine, get_server
+from ui.resources import engine_for, server_for
 
 
 # -- one draw -----------------------------------------------------------------------------
@@ -53,11 +53,11 @@ def stepped_generator(params: SamplingParams, steps: int) -> torch.Generator:
     return generator
 
 
-@cache_data(max_entries=64, show_spinner=False)
-def draw(prompt: str, chat: bool, key: tuple, draw_index: int, top_n: int = 10) -> Draw:
+@st.cache_data(max_entries=64, show_spinner=False)
+def draw(model: str, prompt: str, chat: bool, key: tuple, draw_index: int, top_n: int = 10) -> Draw:
     """Draw number ``draw_index`` of the seeded stream, with the sampler's own recorded numbers."""
     params = params_from_key(key)
-    result = recorded_sample(prompt, chat, params, stepped_generator(params, draw_index))
+    result = recorded_sample(model, prompt, chat, params, stepped_generator(params, draw_index))
     if params.greedy:  # the sampler records no ranges: the argmax owns all of [0, 1)
         ids, starts, ends = [result.token_id], np.array([0.0]), np.array([1.0])
         rank, survivors, chosen = 0, 1, (0.0, 1.0)
@@ -70,9 +70,9 @@ def draw(prompt: str, chat: bool, key: tuple, draw_index: int, top_n: int = 10) 
         chosen = (float(result.range_starts[rank]), float(result.range_ends[rank]))
     return Draw(
         draw_index=draw_index, greedy=params.greedy, u=result.u, token_id=result.token_id,
-        token_string=token_texts([result.token_id])[0], probability=result.probability,
+        token_string=token_texts(model, [result.token_id])[0], probability=result.probability,
         chosen_rank=rank, chosen_start=chosen[0], chosen_end=chosen[1], survivors=survivors,
-        range_ids=ids, range_strings=token_texts(ids), range_starts=starts, range_ends=ends,
+        range_ids=ids, range_strings=token_texts(model, ids), range_starts=starts, range_ends=ends,
     )
 
 
@@ -141,17 +141,17 @@ class Histogram:
     drawn_ids: list[int]  # every draw, in order (draw k = "Draw again" number k)
 
 
-def draw_token_ids(prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[int], list[int], np.ndarray]:
+def draw_token_ids(model: str, prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[int], list[int], np.ndarray]:
     """Draws 0..n-1 of the seeded stream: (drawn ids, the sampler's range order, its final probs in that order).
 
     The draws come from the engine's ``sample_many``: exactly ``n`` calls of ``sample``
     with the request's generator, with the stages and ranges computed once.
     """
     params = params_from_key(key)
-    result = recorded_sample(prompt, chat, params)
+    result = recorded_sample(model, prompt, chat, params)
     if params.greedy:
         return [result.token_id] * n, [result.token_id], np.array([1.0])
-    cached = prompt_logits(prompt, chat)
+    cached = prompt_logits(model, prompt, chat)
     drawn = sample_many(torch.from_numpy(cached.logits), params, n, params.make_generator(),
                         previous_ids=cached.token_ids)
     order = result.range_token_ids  # (K,)
@@ -159,23 +159,23 @@ def draw_token_ids(prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[in
     return [d.token_id for d in drawn], order.tolist(), probs
 
 
-@cache_data(max_entries=64, show_spinner=False)
-def draw_history(prompt: str, chat: bool, key: tuple, upto: int, last: int = 12) -> list[tuple[int, str]]:
+@st.cache_data(max_entries=64, show_spinner=False)
+def draw_history(model: str, prompt: str, chat: bool, key: tuple, upto: int, last: int = 12) -> list[tuple[int, str]]:
     """(draw number, token text) of the last ``last`` draws among draws 0..upto of the seeded stream."""
-    drawn, _, _ = draw_token_ids(prompt, chat, key, upto + 1)
+    drawn, _, _ = draw_token_ids(model, prompt, chat, key, upto + 1)
     first = max(0, upto + 1 - last)
-    return list(zip(range(first, upto + 1), token_texts(drawn[first:])))
+    return list(zip(range(first, upto + 1), token_texts(model, drawn[first:])))
 
 
-@cache_data(max_entries=64, show_spinner="Drawing…")
-def draw_many(prompt: str, chat: bool, key: tuple, n: int = 1000, top_n: int = 10) -> Histogram:
+@st.cache_data(max_entries=64, show_spinner="Drawing…")
+def draw_many(model: str, prompt: str, chat: bool, key: tuple, n: int = 1000, top_n: int = 10) -> Histogram:
     """Draw ``n`` tokens with the page's settings and compare their frequencies with the exact probabilities."""
-    drawn, order, probs = draw_token_ids(prompt, chat, key, n)
+    drawn, order, probs = draw_token_ids(model, prompt, chat, key, n)
     slot_of = {token: slot for slot, token in enumerate(order)}
     counts = np.bincount([slot_of[t] for t in drawn], minlength=len(order)).astype(np.float64)  # (K,)
     shown = min(top_n, len(order))
     rest = len(order) - shown
-    observed, expected, labels = counts[:shown] / n, probs[:shown], token_texts(order[:shown])
+    observed, expected, labels = counts[:shown] / n, probs[:shown], token_texts(model, order[:shown])
     if rest:  # one bucket for the long tail
         observed = np.append(observed, counts[shown:].sum() / n)
         expected = np.append(expected, probs[shown:].sum())
@@ -223,30 +223,31 @@ class ContinuationStore:
         return len(self._entries)
 
 
-@cache_resource(show_spinner=False)
-def continuation_store() -> ContinuationStore:
+@st.cache_resource(show_spinner=False, max_entries=4)
+def continuation_store(model: str) -> ContinuationStore:
+    """The continuations ``model`` has generated for any session (keyed by prompt, chat, settings, length)."""
     return ContinuationStore()
 
 
-def continuations(prompt: str, chat: bool, keys: list[tuple], n_tokens: int = 10) -> list[Continuation]:
+def continuations(model: str, prompt: str, chat: bool, keys: list[tuple], n_tokens: int = 10) -> list[Continuation]:
     """``n_tokens`` tokens for each settings key, from the shared server (the same tokens as ``Engine.generate``).
 
     The ones not stored yet are submitted together, so they share the server's forwards with each
     other and with other sessions' requests, instead of queueing one after another. Raises
     ``BusyError`` when the server is full (requests already submitted are cancelled when dropped).
     """
-    store = continuation_store()
+    store = continuation_store(model)
     found = {key: store.get((prompt, chat, key, n_tokens)) for key in keys}
     missing = [key for key in dict.fromkeys(keys) if found[key] is None]
     if missing:
         with st.spinner(f"Generating {len(missing)} continuation{'s' * (len(missing) > 1)}…"):
-            handles = [(key, get_server().submit(
+            handles = [(key, server_for(model).submit(
                 prompt, dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens), chat=chat))
                 for key in missing]
             for key, handle in handles:
                 result = handle.result(timeout=300)
                 found[key] = Continuation(
-                    token_ids=result.token_ids, token_strings=get_engine().tokenizer.token_strings(result.token_ids),
+                    token_ids=result.token_ids, token_strings=engine_for(model).tokenizer.token_strings(result.token_ids),
                     probabilities=result.probabilities, text=result.text, finish_reason=result.finish_reason,
                     max_batch_size=result.max_batch_size,
                 )
@@ -254,9 +255,9 @@ def continuations(prompt: str, chat: bool, keys: list[tuple], n_tokens: int = 10
     return [found[key] for key in keys]
 
 
-def continuation(prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
+def continuation(model: str, prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
     """One continuation (see ``continuations``)."""
-    return continuations(prompt, chat, [key], n_tokens)[0]
+    return continuations(model, prompt, chat, [key], n_tokens)[0]
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
+import streamlit as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
-from .resources import cache_data, get_engine
+from inference.model.tokenizer import Tokenizer, parse_merges
+
+from .resources import engine_for
 
 UNK = "<unk>"
 
@@ -31,24 +33,9 @@ class TokenView:
     n_bytes: int
 
 
-@lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, reversed: the printable stand-in character -> the byte."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    codes = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            codes.append(256 + extra)
-            extra += 1
-    return {chr(code): byte for byte, code in zip(printable, codes)}
-
-
 def token_bytes(raw_token: str) -> bytes:
     """The bytes a byte-level BPE vocabulary entry stands for ('Ġcat' -> b' cat')."""
-    decoder = _byte_decoder()
-    return bytes(decoder[ch] for ch in raw_token if ch in decoder)
+    return Tokenizer.entry_bytes(raw_token)
 
 
 def piece_text(raw_token: str, is_special: bool) -> str:
@@ -62,10 +49,10 @@ def piece_text(raw_token: str, is_special: bool) -> str:
         return "".join(f"<0x{b:02X}>" if b >= 0x80 else chr(b) for b in data)
 
 
-@cache_data(max_entries=128, show_spinner=False)
-def tokenize(prompt: str, chat: bool) -> TokenView:
-    """The prompt as the model sees it. Raises ``inference.PromptError`` for empty or too-long text."""
-    engine = get_engine()
+@st.cache_data(max_entries=128, show_spinner=False)
+def tokenize(model: str, prompt: str, chat: bool) -> TokenView:
+    """The prompt as ``model`` sees it. Raises ``inference.PromptError`` for empty or too-long text."""
+    engine = engine_for(model)
     ids = engine.encode_prompt(prompt, chat=chat)
     text = engine.tokenizer.apply_chat(prompt) if chat else prompt
     raw = engine.tokenizer.raw_tokens(ids)
@@ -75,14 +62,6 @@ def tokenize(prompt: str, chat: bool) -> TokenView:
     return TokenView(text, ids, pieces, raw, special, len(text), len(text.encode("utf-8")))
 
 
-@lru_cache(maxsize=1)
-def _merge_ranks() -> dict[tuple[str, str], int]:
-    model = json.loads(get_engine().tokenizer.backend.to_str())["model"]
-    merges = model["merges"]
-    pairs = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in merges]
-    return {pair: rank for rank, pair in enumerate(pairs)}
-
-
 @dataclass(frozen=True)
 class MergeStep:
     parts: list[str]  # the word's pieces after this step (byte-level alphabet)
@@ -90,22 +69,22 @@ class MergeStep:
     rank: int | None  # that merge's rank in the model's list (lower = learned earlier)
 
 
-def pre_tokens(text: str) -> list[str]:
-    """How the model's pre-tokenizer splits text before BPE (merges never cross these borders)."""
-    return [piece for piece, _ in get_engine().tokenizer.backend.pre_tokenizer.pre_tokenize_str(text)]
+def pre_tokens(model: str, text: str) -> list[str]:
+    """How ``model``'s pre-tokenizer splits text before BPE (merges never cross these borders)."""
+    return engine_for(model).tokenizer.pre_tokens(text)
 
 
 MAX_BPE_BYTES = 64  # a longer word is replayed on its first 64 bytes (the page draws one row per merge)
 
 
-@cache_data(max_entries=32, show_spinner=False)
-def bpe_steps(word: str) -> list[MergeStep]:
+@st.cache_data(max_entries=32, show_spinner=False)
+def bpe_steps(model: str, word: str) -> list[MergeStep]:
     """Replay the model's merges on ``word``'s first pre-token (its first ``MAX_BPE_BYTES`` bytes at most):
     start from bytes, merge the best-ranked pair. The cap keeps a pasted page from costing seconds
     (the replay is quadratic) and thousands of rows."""
-    pieces = pre_tokens(word)
+    pieces = pre_tokens(model, word)
     parts = list(pieces[0])[:MAX_BPE_BYTES] if pieces else []
-    ranks = _merge_ranks()
+    ranks = engine_for(model).tokenizer.merge_ranks
     steps = [MergeStep(parts[:], None, None)]
     while len(parts) > 1:
         candidates = [(ranks[(a, b)], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if (a, b) in ranks]
@@ -142,7 +121,7 @@ class TinyBPE:
     tokens: list[str]  # the prompt through the tiny tokenizer
 
 
-@cache_data(max_entries=16, show_spinner=False)
+@st.cache_data(max_entries=16, show_spinner=False)
 def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
     """Train a byte-level BPE with ``tokenizers`` on ``corpus`` and tokenize ``prompt`` with it."""
     tokenizer = HFTokenizer(models.BPE())
@@ -151,15 +130,14 @@ def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
         vocab_size=vocab_size, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train_from_iterator([corpus], trainer=trainer)
-    merges = json.loads(tokenizer.to_str())["model"]["merges"]
-    pairs = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in merges]
+    pairs = parse_merges(json.loads(tokenizer.to_str())["model"]["merges"])
     return TinyBPE(pairs, tokenizer.get_vocab_size(), tokenizer.encode(prompt).tokens)
 
 
-@cache_data(max_entries=32, show_spinner=False)
-def id_neighbours(word: str, spread: int = 3) -> list[tuple[int, str]]:
+@st.cache_data(max_entries=32, show_spinner=False)
+def id_neighbours(model: str, word: str, spread: int = 3) -> list[tuple[int, str]]:
     """The vocabulary entries whose ids sit right next to ``word``'s first token id."""
-    engine = get_engine()
+    engine = engine_for(model)
     ids = engine.tokenizer.encode(word)
     if not ids:
         return []
@@ -169,17 +147,17 @@ def id_neighbours(word: str, spread: int = 3) -> list[tuple[int, str]]:
     return [(i, piece_text(r, i in engine.tokenizer.special_ids)) for i, r in zip(around, raw)]
 
 
-@cache_data(max_entries=32, show_spinner=False)
-def model_bpe(text: str) -> tuple[list[int], list[str]]:
+@st.cache_data(max_entries=32, show_spinner=False)
+def model_bpe(model: str, text: str) -> tuple[list[int], list[str]]:
     """``text`` through the model's own tokenizer: ids and byte-exact pieces."""
-    tokenizer = get_engine().tokenizer
+    tokenizer = engine_for(model).tokenizer
     ids = tokenizer.encode(text)
     return ids, [piece_text(r, i in tokenizer.special_ids) for i, r in zip(ids, tokenizer.raw_tokens(ids))]
 
 
-def chat_template() -> str:
-    return get_engine().tokenizer.chat_template or "(this model has no chat template)"
+def chat_template(model: str) -> str:
+    return engine_for(model).tokenizer.chat_template or "(this model has no chat template)"
 
 
-def vocab_size() -> int:
-    return get_engine().config.vocab_size
+def vocab_size(model: str) -> int:
+    return engine_for(model).config.vocab_size

@@ -86,7 +86,8 @@ def spec_of(page: StreamlitPage) -> PageSpec:
 
 
 def redirect_legacy_run() -> None:
-    """First call of every page script: make sure ``app.py`` (sidebar, state, navigation) ran.
+    """The deep-link fix, called by every page script as its first statement after its imports:
+    make sure ``app.py`` (sidebar, state, navigation) ran.
 
     A freshly started server that finds a ``pages/`` folder runs its first request in
     Streamlit's legacy multipage mode: a deep link such as ``/attention`` executes

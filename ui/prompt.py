@@ -13,9 +13,9 @@ import streamlit as st
 
 from inference import PromptError, TokenizerError
 
-from . import state
+from . import models, state
 from .compute_tokens import TokenView, tokenize
-from .resources import get_engine
+from .resources import engine_for
 
 
 def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -42,12 +42,12 @@ def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> 
 
 def prompt_tokens() -> TokenView | None:
     """The shared prompt's tokens, or ``None`` after showing why it cannot be run."""
-    prompt, chat = state.get(state.PROMPT), state.get(state.CHAT)
+    model, prompt, chat = models.current(), state.get(state.PROMPT), state.get(state.CHAT)
     try:
-        view = tokenize(prompt, chat)
+        view = tokenize(model, prompt, chat)
     except (PromptError, TokenizerError) as err:
         st.error(f"Cannot run this prompt: {err}. Edit the prompt in the sidebar.")
         return None
-    for note in prompt_notes(prompt, get_engine().tokenizer.added_texts):
+    for note in prompt_notes(prompt, engine_for(model).tokenizer.added_texts):
         st.info(note)
     return view

@@ -29,7 +29,7 @@ from . import compute_generation as generation
 from . import models, sampling_controls, state
 from .compute_attention import default_query
 from .compute_tokens import tokenize
-from .resources import get_engine
+from .resources import engine_for
 
 MAX_VALUE_CHARS = 64  # any value but the prompt; longer ones are ignored
 MAX_PROMPT_CHARS = 4000  # a longer prompt in a link is cut (the sidebar accepts more, typed)
@@ -146,9 +146,10 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
 
 
 def _limits() -> Limits:
-    engine = get_engine()
+    model = models.current()
+    engine = engine_for(model)
     try:
-        n_tokens = len(tokenize(state.get(state.PROMPT), state.get(state.CHAT)).ids)
+        n_tokens = len(tokenize(model, state.get(state.PROMPT), state.get(state.CHAT)).ids)
     except (PromptError, TokenizerError):
         n_tokens = 1  # the pages explain the prompt's problem themselves
     return Limits(engine.config.n_layers, engine.config.n_heads, engine.config.vocab_size, max(1, n_tokens))
@@ -213,7 +214,7 @@ def current_query() -> dict[str, str]:
 def _prompt_default_query() -> int | None:
     """The Attention page's own starting query for the current prompt (left out of the URL like any default)."""
     try:
-        return default_query(tokenize(state.get(state.PROMPT), state.get(state.CHAT)).pieces)
+        return default_query(tokenize(models.current(), state.get(state.PROMPT), state.get(state.CHAT)).pieces)
     except (PromptError, TokenizerError):
         return None
 

@@ -6,14 +6,13 @@ this step outlined, cached vs uncached step times, and the prefill/decode timeli
 """
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .tokens import visible
+from .tokens import chip_html, chips_html, visible
 
 PROMPT_COLOR, SAMPLED_COLOR, FORCED_COLOR = "#e9ecef", "#cfe2ff", "#ffd8a8"
 CACHED_COLOR, UNCACHED_COLOR = "#1f77b4", "#d62728"
@@ -22,15 +21,10 @@ PHASE_COLORS = {"prefill": "#6f42c1", "decode": "#20c997"}
 
 def sequence_html(prompt_pieces: Sequence[str], chosen_pieces: Sequence[str], forced: Sequence[bool]) -> str:
     """The prompt (grey) followed by the chosen tokens (blue, or orange when forced), step numbers below."""
-    def chip(text: str, colour: str, label: str) -> str:
-        return (f"<span style='display:inline-block;unicode-bidi:isolate;margin:2px;padding:2px 5px;"
-                f"background:{colour};border:1px solid #bbb;border-radius:4px;font-family:monospace;"
-                f"text-align:center;white-space:pre'>{html.escape(visible(text))}"
-                f"<br><span style='font-size:0.7em;color:#555'>{label}</span></span>")
-    chips = [chip(p, PROMPT_COLOR, "prompt") for p in prompt_pieces]
-    chips += [chip(p, FORCED_COLOR if f else SAMPLED_COLOR, f"step {i}{' ✎' if f else ''}")
+    chips = [chip_html(p, PROMPT_COLOR, "prompt") for p in prompt_pieces]
+    chips += [chip_html(p, FORCED_COLOR if f else SAMPLED_COLOR, f"step {i}{' ✎' if f else ''}")
               for i, (p, f) in enumerate(zip(chosen_pieces, forced))]
-    return "<div dir='ltr' style='line-height:2.4'>" + "".join(chips) + "</div>"
+    return chips_html(chips, line_height=2.4)
 
 
 def make_alternatives_bar(tokens: Sequence[str], probs: Sequence[float], chosen: str, title: str) -> go.Figure:

@@ -24,23 +24,31 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-def token_chips_html(pieces: list[str], ids: list[int] | None = None, special: list[bool] | None = None) -> str:
-    """Tokens as coloured chips (one colour per token, cycling), with visible whitespace and ids below.
+def chip_html(text: str, colour: str, label: str | None = None, border: str = "1px solid #bbb") -> str:
+    """One token as a coloured chip with visible whitespace and an optional small label below (an id, a step).
 
-    Each chip isolates its own text direction, so right-to-left scripts stay in token order.
+    The chip isolates its own text direction, so right-to-left scripts stay in token order.
     """
+    below = f"<br><span style='font-size:0.7em;color:#555'>{html.escape(label)}</span>" if label is not None else ""
+    return (f"<span style='display:inline-block;unicode-bidi:isolate;margin:2px;padding:2px 5px;"
+            f"background:{colour};border:{border};border-radius:4px;font-family:monospace;"
+            f"text-align:center;white-space:pre'>{html.escape(visible(text))}{below}</span>")
+
+
+def chips_html(chips: list[str], line_height: float = 2.2) -> str:
+    """Chips from ``chip_html`` in one left-to-right row that wraps."""
+    return f"<div dir='ltr' style='line-height:{line_height}'>" + "".join(chips) + "</div>"
+
+
+def token_chips_html(pieces: list[str], ids: list[int] | None = None, special: list[bool] | None = None) -> str:
+    """Tokens as coloured chips (one colour per token, cycling; special tokens orange), ids below."""
     chips = []
     for i, piece in enumerate(pieces):
         is_special = bool(special and special[i])
         colour = "#ffd6a5" if is_special else PALETTE[i % len(PALETTE)]
         border = "2px solid #e85d04" if is_special else "1px solid #bbb"
-        label = f"<br><span style='font-size:0.7em;color:#555'>{ids[i]}</span>" if ids is not None else ""
-        chips.append(
-            f"<span style='display:inline-block;unicode-bidi:isolate;margin:2px;padding:2px 5px;"
-            f"background:{colour};border:{border};border-radius:4px;font-family:monospace;"
-            f"text-align:center;white-space:pre'>{html.escape(visible(piece))}{label}</span>"
-        )
-    return "<div dir='ltr' style='line-height:2.2'>" + "".join(chips) + "</div>"
+        chips.append(chip_html(piece, colour, str(ids[i]) if ids is not None else None, border))
+    return chips_html(chips)
 
 
 def make_token_id_chart(pieces: list[str], ids: list[int]) -> go.Figure:

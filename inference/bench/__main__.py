@@ -1,6 +1,6 @@
 """Engine benchmark: our prefill/decode speed against transformers on the same weights, same run.
 
-    python -m inference.bench [--dtypes float32,bfloat16] [--new-tokens 64] [--repeats 3] [--device cpu]
+    python -m inference.bench [--dtypes float32,bfloat16] [--new-tokens 64] [--repeats 3] [--device cpu] [--threads N]
 
 Prints a table and writes ``bench-results/engine.json``. Machines here are noisy, so
 every figure that matters is a ratio against a reference measured in the same run,
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-from . import SamplingParams, load_engine
-from .engine import Engine
+from ..generation.engine import Engine, load_engine
+from ..generation.sampling import SamplingParams
+from ..threads import available_cores, set_threads
 
 PROMPT = "The cat sat on the mat because it was tired."
 
@@ -124,8 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: every core)")
     parser.add_argument("--out", default="bench-results/engine.json")
     args = parser.parse_args(argv)
+    set_threads(args.threads or available_cores())  # the entry point's one setting; both engines run under it
     results = [bench_dtype(d, args.device, args.new_tokens, args.repeats) for d in args.dtypes.split(",")]
     print_table(results)
     out = Path(args.out)

@@ -1,23 +1,25 @@
-"""Finding, reading and placing a model: ``load_engine`` and its helpers.
+"""Finding, reading and placing a model: ``load_model`` and its helpers.
 
 Owns model resolution (the embedded default GGUF, a ``.gguf`` path, a local Hugging
 Face folder, or a hub id when a hub is reachable), safetensors-only weight reading
 (no pickle, never ``trust_remote_code``), and the device/dtype choice: CUDA in
 bfloat16 if present, else Apple MPS, else CPU in float32, each overridable.
+It returns the weights and the tokenizer; ``inference.generation.engine.load_engine``
+wraps them in an ``Engine``. Thread counts are not its concern (``inference.threads``).
 """
 from __future__ import annotations
 
 import json
-import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from .config import ModelConfig
-from .engine import Engine
-from .gguf_loader import ModelLoadError, converted_folder, default_gguf_path
-from .model import RotaryEmbedding, Transformer
+from .errors import ModelLoadError
+from .gguf import converted_folder, default_gguf_path
 from .tokenizer import Tokenizer
+from .transformer import RotaryEmbedding, Transformer
 from .weights import to_engine_state_dict
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -52,10 +54,6 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
         return DTYPES[str(dtype).lower()]
     except KeyError:
         raise ValueError(f"unknown dtype {dtype!r}: use one of {sorted(DTYPES)}") from None
-
-
-def default_threads() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def model_folder(model: str | Path | None) -> Path:
@@ -126,26 +124,29 @@ def build_model(config: ModelConfig, hf_tensors: dict[str, torch.Tensor], device
     return model.eval()
 
 
-def load_engine(
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """What ``load_model`` read: the weights on their device, the tokenizer, and the folder they came from."""
+
+    transformer: Transformer
+    tokenizer: Tokenizer
+    folder: Path
+
+
+def load_model(
     model: str | Path | None = None,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
-    threads: int | None = None,
-) -> Engine:
-    """Load a model for inference: the embedded SmolLM2-135M-Instruct by default."""
+) -> LoadedModel:
+    """Read a model (the embedded SmolLM2-135M-Instruct by default) onto ``device`` in ``dtype``."""
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)
-    if resolved_device.type == "cpu":
-        torch.set_num_threads(threads or default_threads())
     folder = model_folder(model)
     config, tensors = read_folder(folder)
     if model is None:
-        config = _with_name(config, "SmolLM2-135M-Instruct")
+        config = replace(config, name=DEFAULT_MODEL_NAME)
     transformer = build_model(config, tensors, resolved_device, resolved_dtype)
-    return Engine(transformer, Tokenizer.from_folder(folder), folder=folder)
-
-
-def _with_name(config: ModelConfig, name: str) -> ModelConfig:
-    from dataclasses import replace
-
-    return replace(config, name=name)
+    return LoadedModel(transformer, Tokenizer.from_folder(folder), folder)

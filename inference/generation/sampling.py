@@ -1,6 +1,7 @@
-"""Choosing the next token from logits: the sampler and its per-request settings.
+"""Choosing the next token from logits: the sampler, its per-request settings, and the stop rule.
 
-Owns ``SamplingParams`` (validated on construction) and ``sample``. The stages are
+Owns ``SamplingParams`` (validated on construction), ``sample`` and ``finish_reason``
+(when a sequence stops: the one rule every runner uses). The stages are
 always applied in this order, everywhere (the same order as transformers'
 ``generate``):
 
@@ -228,3 +229,19 @@ def sample_many(
     ranges = Ranges.from_probs(probs)
     generator = generator if generator is not None else params.make_generator()
     return [SampleResult(token, probability, u) for token, probability, u in (ranges.draw(generator) for _ in range(n))]
+
+
+def finish_reason(params: SamplingParams, eos_ids: frozenset[int], outputs: list[int], total_ids: int,
+                  position_limit: int) -> str | None:
+    """Why a sequence stops after its latest output token, or None: the one rule every runner uses.
+
+    End of text (when the request stops on it), its token budget, or no room left
+    (``total_ids`` prompt + output positions reaching ``position_limit``), in that order.
+    """
+    if params.stop_on_eos and outputs[-1] in eos_ids:
+        return "eos"
+    if len(outputs) >= params.max_new_tokens:
+        return "length"
+    if total_ids >= position_limit:
+        return "context"
+    return None

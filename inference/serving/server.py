@@ -7,7 +7,7 @@ and the cache; callers talk to it through thread-safe queues.
 
 - No cross-talk: every request has its own id, its own output queue, its own cache
   slot and its own seeded generator; a caller can only read its own queue.
-- Bounded: at most ``n_slots`` requests run and ``max_waiting`` more wait; one more
+- Bounded: at most ``n_slots`` requests run and ``max_waiting`` more wait (``ServeConfig``); one more
   ``submit`` raises ``BusyError`` at once instead of growing memory.
 - Cancellation: ``handle.cancel()``, or the handle being garbage-collected (the
   caller, e.g. a closed browser session, went away) frees the request's slot at the
@@ -29,17 +29,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import torch
-
-from .batching import BatchResult, BatchStep
-from .continuous import DEFAULT_SLOT_CAPACITY, ContinuousBatcher
-from .engine import PromptError
-from .sampling import SamplingParams
+from ..generation.engine import PromptError
+from ..generation.sampling import SamplingParams
+from ..model.tokenizer import StreamDecoder
+from ..threads import set_threads
+from .config import ServeConfig
+from .continuous import ContinuousBatcher
+from .requests import BatchResult, BatchStep
 from .scheduler import Sequence, new_request_id
-from .tokenizer import StreamDecoder
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..generation.engine import Engine
 
 
 class BusyError(RuntimeError):
@@ -107,26 +107,13 @@ class RequestHandle:
 
 
 class EngineServer:
-    def __init__(
-        self,
-        engine: "Engine",
-        n_slots: int = 8,
-        max_waiting: int = 32,
-        slot_capacity: int = DEFAULT_SLOT_CAPACITY,
-        keep_steps: int = 256,
-        threads: int | None = 1,
-    ) -> None:
-        """``threads``: torch intra-op threads for the worker (None = torch's default).
-
-        Under torch's OpenMP backend the setting belongs to the calling thread, so the
-        worker sets its own. One is the default because on a shared 2-core CPU, two
-        threads competing with other processes made a forward many times slower.
-        """
+    def __init__(self, engine: "Engine", config: ServeConfig | None = None) -> None:
+        """Start the worker; ``config`` (default ``ServeConfig()``) bounds slots, queue and the worker's threads."""
         self.engine = engine
-        self.threads = threads
-        self.batcher = ContinuousBatcher(engine, n_slots, slot_capacity)
-        self.max_in_flight = n_slots + max_waiting
-        self._recent_steps: deque[BatchStep] = deque(maxlen=keep_steps)
+        self.config = config = config or ServeConfig()
+        self.batcher = ContinuousBatcher(engine, config)
+        self.max_in_flight = config.n_slots + config.max_waiting
+        self._recent_steps: deque[BatchStep] = deque(maxlen=config.keep_steps)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._closed = False
@@ -191,8 +178,8 @@ class EngineServer:
 
     # -- worker side (the one background thread) ---------------------------------
     def _serve(self) -> None:
-        if self.threads is not None:
-            torch.set_num_threads(self.threads)
+        if self.config.threads is not None:
+            set_threads(self.config.threads)  # an entry point: the worker thread's own setting
         while not self._closed:
             self._take_submissions()
             self._take_cancels()
@@ -213,11 +200,7 @@ class EngineServer:
         self._fail_all(RuntimeError("the engine server was closed"))
 
     def _take_submissions(self) -> None:
-        while True:
-            try:
-                sub = self._inbox.get_nowait()
-            except queue.Empty:
-                return
+        for sub in _drain(self._inbox):
             try:
                 seq = self.batcher.add(sub.prompt_ids, sub.params, sub.request_id)
             except ValueError as exc:
@@ -227,11 +210,7 @@ class EngineServer:
             self._live[sub.request_id] = (seq, sub, StreamDecoder(self.engine.tokenizer))
 
     def _take_cancels(self) -> None:
-        while True:
-            try:
-                request_id = self._cancels.get_nowait()
-            except queue.Empty:
-                return
+        for request_id in _drain(self._cancels):
             if request_id in self._live and self.batcher.cancel(request_id) is not None:
                 seq, sub, _ = self._live.pop(request_id)
                 self._end(sub, self.batcher.result(seq, index=0))
@@ -258,3 +237,12 @@ class EngineServer:
             seq, sub, _ = self._live.pop(request_id)
             self.batcher.cancel(request_id)
             self._end(sub, exc)
+
+
+def _drain(inbox: queue.SimpleQueue) -> Iterator:
+    """Everything a queue holds right now, without waiting."""
+    while True:
+        try:
+            yield inbox.get_nowait()
+        except queue.Empty:
+            return

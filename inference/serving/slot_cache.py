@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import ModelConfig
-from .kv_cache import CacheFullError
+from ..model.config import ModelConfig
+from ..model.kv_cache import CacheFullError
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,6 @@ class SlotKVCache:
     @property
     def nbytes(self) -> int:
         return self.keys.nbytes + self.values.nbytes
-
-    @property
-    def bytes_per_position(self) -> int:
-        return self.nbytes // (self.n_slots * self.capacity)
 
     def begin_step(self, rows: list[SlotWrite]) -> torch.Tensor:
         """Plan the next forward for ``rows``; returns the position ids (B, T) to pass to the model."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..model.kv_cache import KVCache
 from .engine import Candidate, Engine
-from .kv_cache import KVCache
 from .sampling import SampleResult, SamplingParams, sample
 
 

@@ -39,14 +39,6 @@ class ForwardTrace:
     cache_start: int = 0  # positions [0, cache_start) were reused from the KV cache
     cache_end: int = 0  # positions [cache_start, cache_end) were computed and written now
 
-    @property
-    def reused_positions(self) -> range:
-        return range(0, self.cache_start)
-
-    @property
-    def new_positions(self) -> range:
-        return range(self.cache_start, self.cache_end)
-
 
 def keep(tensor: torch.Tensor) -> torch.Tensor:
     """A detached float32 CPU copy, safe to hold after the forward returns."""

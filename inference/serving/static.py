@@ -1,139 +1,30 @@
-"""Several requests in one forward: result and step records, input checks, and static batching.
-
-Owns ``BatchResult`` (one request's outcome) and ``BatchStep`` (what one batched
-forward did, for the explorer), the checks shared by both batching modes, and
-static batching: all prompts left-padded into one batch, prefilled together, then
-decoded together until the last one finishes. Continuous batching (admit and
-retire at every step) lives in ``continuous.py``; ``generate_batch`` picks one.
+"""Static batching: all prompts left-padded into one batch, prefilled together, then decoded together.
 
 Static batching, step by step:
 
-1. left-pad the prompts to the longest; ``padding_mask`` marks real tokens, and
-   each row's positions are ``cumsum(mask) - 1`` so every prompt starts at 0
-   exactly as if it ran alone (pads get position 0; they are masked as keys and
-   their outputs are never used, so no row is ever fully masked);
+1. left-pad the prompts to the longest (``padding.left_pad``): ``padding_mask`` marks
+   real tokens and each row's positions start at 0, exactly as if it ran alone;
 2. one prefill forward through a batch ``KVCache`` gives every row its first token;
 3. decode: feed each row its last token at its own next position, sample with the
    row's own settings and its own seeded generator, so batch mates never change a
    request's tokens. A row that has finished keeps its place until the whole batch
    is done (that is static batching's waste, reported in each ``BatchStep``).
+
+Continuous batching (admit and retire at every step) lives in ``continuous.py``.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
 
-from .sampling import SamplingParams, sample
-from .scheduler import finish_reason
+from ..generation.sampling import SamplingParams, finish_reason, sample
+from .padding import left_pad
+from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each
 
 if TYPE_CHECKING:
-    from .engine import Engine
-
-
-@dataclass
-class BatchResult:
-    """One request's outcome; ``error`` is set (and no tokens) when its prompt could not run."""
-
-    index: int  # position in the caller's list
-    prompt_ids: list[int]
-    token_ids: list[int] = field(default_factory=list)
-    probabilities: list[float] = field(default_factory=list)  # of each token after all sampling stages
-    text: str = ""
-    finish_reason: str | None = None  # "eos", "length", "context", "cancelled" or "error"
-    error: Exception | None = None
-    time_to_first_token: float | None = None  # seconds from submission to the first token
-    time_per_output_token: float | None = None  # mean seconds between later tokens
-    max_batch_size: int | None = None  # the most requests that shared one forward with this one (itself included)
-    logits: list[torch.Tensor] | None = field(default=None, repr=False)  # (V,) per token, with keep_logits
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-@dataclass
-class BatchStep:
-    """One batched forward, as the explorer shows it."""
-
-    index: int
-    phase: str  # "prefill" or "decode"
-    request_ids: list[int]  # rows of the batch, in order
-    new_tokens: dict[int, int]  # request -> positions it fed this step (prefill: its prompt; decode: 1)
-    sampled: dict[int, int]  # request -> token produced (requests still in need of tokens)
-    batch_positions: int  # rows x columns actually computed
-    wasted_positions: int  # computed but useless: padding, and rows that had already finished
-    cache_slots_in_use: int  # static: rows of the batch cache; continuous: occupied slots
-    cache_slots_total: int
-    cache_positions_in_use: int  # positions holding real tokens after the step
-    cache_positions_reserved: int  # positions allocated for the rows/slots in use
-    finished: list[int]  # requests that finished at this step
-    seconds: float
-    slots: dict[int, int] = field(default_factory=dict)  # request -> batch row (static) or cache slot (continuous)
-
-
-@dataclass
-class BatchRun:
-    results: list[BatchResult]
-    steps: list[BatchStep]
-
-
-def check_batch_inputs(
-    prompts: list[str | list[int]], params_list: list[SamplingParams | None] | None
-) -> list[SamplingParams]:
-    """The parameters for each prompt; a clear ``ValueError`` for an empty or mismatched batch."""
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)):
-        raise ValueError("prompts must be a list of prompts (strings or token-id lists)")
-    if not prompts:
-        raise ValueError("the batch is empty: pass at least one prompt")
-    if params_list is None:
-        return [SamplingParams() for _ in prompts]
-    if len(params_list) != len(prompts):
-        raise ValueError(f"got {len(prompts)} prompts but {len(params_list)} sampling parameter sets: "
-                         "pass one per prompt (or None for the defaults)")
-    for index, params in enumerate(params_list):
-        if params is not None and not isinstance(params, SamplingParams):
-            raise ValueError(f"params_list[{index}] is a {type(params).__name__}, not SamplingParams")
-    return [params or SamplingParams() for params in params_list]
-
-
-def encode_each(engine: "Engine", prompts: list[str | list[int]], chat: bool = False) -> list[BatchResult]:
-    """Encode every prompt; a bad one gets its own error and the others go on."""
-    results = []
-    for index, prompt in enumerate(prompts):
-        try:
-            results.append(BatchResult(index, engine.encode_prompt(prompt, chat=chat)))
-        except (ValueError, TypeError) as exc:
-            results.append(BatchResult(index, [], finish_reason="error", error=exc))
-    return results
-
-
-def generate_batch(
-    engine: "Engine",
-    prompts: list[str | list[int]],
-    params_list: list[SamplingParams | None] | None = None,
-    mode: str = "static",
-    **options,
-) -> list[BatchResult]:
-    """One ``BatchResult`` per prompt, in order, by static or continuous batching."""
-    if mode == "static":
-        return run_static(engine, prompts, params_list, **options).results
-    if mode == "continuous":
-        from .continuous import run_continuous
-
-        return run_continuous(engine, prompts, params_list, **options).results
-    raise ValueError(f"mode must be 'static' or 'continuous', got {mode!r}")
-
-
-def left_pad(rows: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Token ids, padding mask and positions, each (B, T), for prompts of different lengths."""
-    width = max(len(row) for row in rows)
-    ids = torch.tensor([[pad_id] * (width - len(row)) + row for row in rows], dtype=torch.long)  # (B, T)
-    mask = torch.tensor([[False] * (width - len(row)) + [True] * len(row) for row in rows])  # (B, T)
-    positions = (mask.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, T) every prompt starts at 0
-    return ids, mask, positions
+    from ..generation.engine import Engine
 
 
 def run_static(

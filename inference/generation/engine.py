@@ -1,10 +1,11 @@
 """The engine: one loaded model plus tokenizer, and the generation loop around them.
 
-Owns prompt checks, ``prefill`` / ``decode_step`` (one forward each, through an
-explicit per-request ``KVCache``), the step-by-step ``generate`` generator, and the
-traced forward the explorer reads. It holds weights only: every request brings its
-own cache and its own random generator, so many users can share one engine.
-Sampling rules live in ``sampling.py``; text handling in ``tokenizer.py``.
+Owns ``load_engine``, prompt checks, ``prefill`` / ``decode_step`` (one forward each,
+through an explicit per-request ``KVCache``), the step-by-step ``generate`` generator,
+and the traced forward the explorer reads. It holds weights only: every request
+brings its own cache and its own random generator, so many users can share one
+engine. Sampling rules live in ``sampling.py``; text handling in the model's
+tokenizer; batching many requests in ``inference.serving``.
 """
 from __future__ import annotations
 
@@ -12,20 +13,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
-from .config import ModelConfig
-from .kv_cache import KVCache
-from .model import Transformer
-from .sampling import SampleResult, SamplingParams, sample
-from .scheduler import finish_reason
-from .tokenizer import StreamDecoder, Tokenizer, TokenizerError
-from .trace import ForwardTrace
-
-if TYPE_CHECKING:
-    from .batching import BatchResult
+from ..model.config import ModelConfig
+from ..model.kv_cache import KVCache
+from ..model.loader import load_model
+from ..model.tokenizer import StreamDecoder, Tokenizer, TokenizerError
+from ..model.trace import ForwardTrace
+from ..model.transformer import Transformer
+from ..threads import set_threads
+from .sampling import SampleResult, SamplingParams, finish_reason, sample
 
 
 class PromptError(ValueError):
@@ -64,10 +62,7 @@ class Engine:
         self.folder = folder
         first = next(model.parameters())
         self.device, self.dtype = first.device, first.dtype
-        eos = set(self.config.eos_token_ids)
-        if tokenizer.hf.eos_token_id is not None:
-            eos.add(tokenizer.hf.eos_token_id)
-        self.eos_ids = frozenset(eos)
+        self.eos_ids = frozenset(self.config.eos_token_ids) | tokenizer.eos_ids
 
     # -- prompts -----------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:
@@ -188,18 +183,6 @@ class Engine:
         steps = list(self.generate(prompt, params, **kwargs))
         return Completion(steps)
 
-    def generate_batch(
-        self,
-        prompts: list[str | list[int]],
-        params_list: list[SamplingParams | None] | None = None,
-        mode: str = "static",
-        **options,
-    ) -> list[BatchResult]:
-        """One ``BatchResult`` per prompt, in order, batched ("static" or "continuous"); see ``batching.py``."""
-        from .batching import generate_batch
-
-        return generate_batch(self, prompts, params_list, mode=mode, **options)
-
 
 @dataclass
 class Completion:
@@ -218,4 +201,21 @@ class Completion:
         return self.steps[-1].finish_reason if self.steps else None
 
 
-__all__ = ["Engine", "StepRecord", "Candidate", "Completion", "PromptError", "TokenizerError"]
+def load_engine(
+    model: str | Path | None = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    threads: int | None = None,
+) -> Engine:
+    """Load a model for inference: the embedded SmolLM2-135M-Instruct by default.
+
+    ``model`` is a ``.gguf`` file, a local Hugging Face folder or a hub id; ``threads``
+    sets torch's CPU threads for the process (``None`` leaves them as they are).
+    """
+    if threads is not None:
+        set_threads(threads)
+    loaded = load_model(model, device=device, dtype=dtype)
+    return Engine(loaded.transformer, loaded.tokenizer, folder=loaded.folder)
+
+
+__all__ = ["Engine", "StepRecord", "Candidate", "Completion", "PromptError", "TokenizerError", "load_engine"]

@@ -3,7 +3,7 @@
 Owns ``Sequence`` (one request's own state: status, prompt and output ids, cache
 slot, cached length, timings) and ``Scheduler`` (admits waiting sequences into free
 slots, retires finished ones, cancels). Pure Python bookkeeping: it never touches a
-tensor and never imports torch at run time; the runner (``continuous.py``) does the
+tensor (its one outside rule, ``finish_reason``, comes from the sampler); the runner (``continuous.py``) does the
 forwards and hands back the sampled token ids.
 
 The policy is nano-vllm's: if a waiting request fits (a free slot, and the step's
@@ -21,26 +21,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from ..generation.sampling import finish_reason
+
 if TYPE_CHECKING:
     import torch
 
-    from .sampling import SamplingParams
-
-
-def finish_reason(params: "SamplingParams", eos_ids: frozenset[int], outputs: list[int], total_ids: int,
-                  position_limit: int) -> str | None:
-    """Why a sequence stops after its latest output token, or None: the one rule every runner uses.
-
-    End of text (when the request stops on it), its token budget, or no room left
-    (``total_ids`` prompt + output positions reaching ``position_limit``), in that order.
-    """
-    if params.stop_on_eos and outputs[-1] in eos_ids:
-        return "eos"
-    if len(outputs) >= params.max_new_tokens:
-        return "length"
-    if total_ids >= position_limit:
-        return "context"
-    return None
+    from ..generation.sampling import SamplingParams
 
 
 class SequenceStatus(Enum):

@@ -14,40 +14,35 @@ forward). Its ``step()`` is the nano-vllm loop, one forward per call:
 Each step returns a ``BatchStep`` record (rows, tokens fed per request, padding,
 slots and positions in use); each request's ``BatchResult`` carries its time to
 first token and time per output token. ``run_continuous`` serves a fixed list of
-prompts this way, for ``generate_batch`` and the benchmark; ``server.py`` drives
-the same runner from a background thread for many callers.
+prompts this way (the explorer's Batching page, the tests, the benchmark);
+``server.py`` drives the same runner from a background thread for many callers.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
-from .batching import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each
-from .sampling import SamplingParams, sample
+from ..generation.sampling import SamplingParams, sample
+from .config import ServeConfig
+from .padding import left_pad
+from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each
 from .scheduler import ScheduledStep, Scheduler, Sequence
 from .slot_cache import SlotKVCache, SlotWrite
 
 if TYPE_CHECKING:
-    from .engine import Engine
-
-DEFAULT_SLOT_CAPACITY = 512
+    from ..generation.engine import Engine
 
 
 class ContinuousBatcher:
-    def __init__(
-        self,
-        engine: "Engine",
-        n_slots: int = 8,
-        slot_capacity: int = DEFAULT_SLOT_CAPACITY,
-        max_prefill_tokens: int = 4096,
-        keep_logits: bool = False,
-    ) -> None:
+    def __init__(self, engine: "Engine", config: ServeConfig | None = None, keep_logits: bool = False) -> None:
+        config = config or ServeConfig()
         self.engine = engine
-        self.cache = SlotKVCache(engine.config, n_slots, slot_capacity, engine.device, engine.dtype)
-        self.scheduler = Scheduler(n_slots, slot_capacity, engine.config.max_seq_len, engine.eos_ids,
-                                   max_prefill_tokens)
+        self.cache = SlotKVCache(engine.config, config.n_slots, config.slot_capacity, engine.device, engine.dtype)
+        self.scheduler = Scheduler(config.n_slots, config.slot_capacity, engine.config.max_seq_len, engine.eos_ids,
+                                   config.max_prefill_tokens)
         self.keep_logits = keep_logits
         self.logits: dict[int, list[torch.Tensor]] = {}  # request -> (V,) per token, with keep_logits
         self.steps_done = 0
@@ -88,8 +83,7 @@ class ContinuousBatcher:
     def _run(self, scheduled: ScheduledStep) -> torch.Tensor:
         """One forward over the scheduled rows (left-padded within the step); last-position logits (B, V)."""
         pending = [seq.pending_ids for seq in scheduled.sequences]
-        width = max(len(ids) for ids in pending)
-        ids = torch.tensor([[0] * (width - len(row)) + row for row in pending], device=self.engine.device)  # (B, T)
+        ids = left_pad(pending)[0].to(self.engine.device)  # (B, T); the slot cache sets positions and masks
         rows = [SlotWrite(seq.slot, seq.cached, len(p)) for seq, p in zip(scheduled.sequences, pending)]
         positions = self.cache.begin_step(rows)  # (B, T)
         logits = self.engine.model(ids, kv_cache=self.cache, positions=positions, last_only=True)
@@ -141,9 +135,9 @@ def run_continuous(
 ) -> BatchRun:
     """Serve a fixed list of prompts by continuous batching (all arrive at once).
 
-    ``n_slots`` (default: one per prompt, at most 16) bounds how many run together;
-    the rest wait and join as slots free up. ``slot_capacity`` defaults to the
-    longest prompt plus its answer.
+    ``n_slots`` (default: one per prompt, at most ``ServeConfig``'s) bounds how many run
+    together; the rest wait and join as slots free up. ``slot_capacity`` defaults to
+    the longest prompt plus its answer.
     """
     all_params = check_batch_inputs(prompts, params_list)
     results = encode_each(engine, prompts, chat)
@@ -153,7 +147,9 @@ def run_continuous(
     if slot_capacity is None:
         slot_capacity = min(engine.config.max_seq_len,
                             max(len(r.prompt_ids) + all_params[r.index].max_new_tokens for r in live))
-    batcher = ContinuousBatcher(engine, n_slots or min(len(live), 16), slot_capacity, keep_logits=keep_logits)
+    config = replace(ServeConfig(), slot_capacity=slot_capacity)
+    config = replace(config, n_slots=n_slots or min(len(live), config.n_slots))
+    batcher = ContinuousBatcher(engine, config, keep_logits=keep_logits)
     sequences = {}
     for result in live:
         try:

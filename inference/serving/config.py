@@ -1,0 +1,28 @@
+"""``ServeConfig``: every serving default in one dataclass, for the continuous batcher and the server.
+
+The defaults are the shared class server's (the app uses them as they are); a test or
+a benchmark passes its own. Why these numbers: ``docs/batching.md`` and
+``docs/classroom.md`` give the measurements behind them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    n_slots: int = 16  # requests that run at once, each in its own KV-cache slot
+    slot_capacity: int = 1024  # positions one slot holds: prompt + answer
+    max_waiting: int = 160  # requests that may queue for a slot; one more gets BusyError at once
+    max_prefill_tokens: int = 4096  # prompt tokens admitted into one prefill step (the first always goes)
+    keep_steps: int = 256  # batch-step records the server keeps for the explorer
+    threads: int | None = None  # torch threads the server's worker sets for itself (None: leave as is)
+
+    def __post_init__(self) -> None:
+        for name in ("n_slots", "slot_capacity", "max_prefill_tokens", "keep_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ServeConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_waiting < 0:
+            raise ValueError(f"ServeConfig.max_waiting must be >= 0, got {self.max_waiting}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"ServeConfig.threads must be >= 1 or None, got {self.threads}")

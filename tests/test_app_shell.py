@@ -1,0 +1,43 @@
+"""AppTest for the shell: defaults, sidebar, navigation, and the prompt and page choices surviving page switches."""
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests import apptest_utils
+from tests.apptest_utils import APP, READING_PAGES, assert_clean
+
+pytestmark = pytest.mark.real_model
+
+PROMPT = "The cat sat on the mat because it was tired."
+TIMEOUT = 90  # the first run loads the model; 2 shared cores
+PAGES = READING_PAGES
+
+
+def open_page(page: str, prompt: str | None = None) -> AppTest:
+    return apptest_utils.open_page(PAGES[page][0], prompt, TIMEOUT)
+
+
+def test_shell_defaults_sidebar_and_navigation():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert_clean(at)
+    assert at.title[0].value == "LLM inference explorer"
+    assert at.text_area(key="_w_prompt").value == PROMPT
+    assert at.toggle(key="_w_chat").value is False and at.number_input(key="_w_seed").value == 0
+    facts = " ".join(c.value for c in at.sidebar.caption)
+    for word in ("SmolLM2-135M-Instruct", "cpu", "float32", "Parameters"):
+        assert word in facts
+
+
+def test_prompt_and_page_choices_survive_page_switches():
+    at = open_page("attention", prompt="Tom fed his dog because it was hungry.")
+    at.slider(key="_w_att_layer").set_value(5).run()
+    at.switch_page("pages/1_tokenization.py").run()
+    assert_clean(at)
+    assert at.text_area(key="_w_prompt").value == "Tom fed his dog because it was hungry."
+    at.switch_page("pages/2_embeddings.py").run()
+    at.switch_page("pages/3_attention.py").run()
+    assert_clean(at)
+    assert at.slider(key="_w_att_layer").value == 5
+    assert at.session_state["prompt"] == "Tom fed his dog because it was hungry."

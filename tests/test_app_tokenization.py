@@ -1,0 +1,31 @@
+"""AppTest for the Tokenization page: its widgets (found by key) re-render it."""
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests import apptest_utils
+from tests.apptest_utils import N_TOKENS, READING_PAGES, assert_clean, chart, plotly_array
+
+pytestmark = pytest.mark.real_model
+
+TIMEOUT = 90  # the first run loads the model; 2 shared cores
+PAGES = READING_PAGES
+
+
+def open_page(page: str, prompt: str | None = None) -> AppTest:
+    return apptest_utils.open_page(PAGES[page][0], prompt, TIMEOUT)
+
+
+def test_tokenization_widgets_rerender():
+    at = open_page("tokenization")
+    before = len(at.markdown)
+    at.text_input(key="_w_tok_bpe_word").input("banana").run()
+    assert_clean(at)
+    assert at.session_state["tok_bpe_word"] == "banana" and len(at.markdown) != before
+    at.slider(key="_w_tok_vocab").set_value(270).run()
+    assert_clean(at)
+    assert any("14 merges learned" in c.value for c in at.caption)
+    at.toggle(key="_w_chat").set_value(True).run()
+    assert_clean(at)
+    assert len(plotly_array(chart(at, "token_ids_chart")["data"][0]["y"])) > N_TOKENS  # the template's tokens

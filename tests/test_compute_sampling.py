@@ -1,0 +1,108 @@
+"""The sampling helpers (ui.compute_sampling): the chi-square fit, and draws and continuations on the real model."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from inference import SamplingParams, sample
+from ui import compute_logits, compute_sampling
+from ui.compute_sampling import chi2_survival, chi_square_gof, first_divergence
+
+PROMPT = "The cat sat"
+MODEL = "SmolLM2-135M-Instruct"  # the name every engine-backed helper is asked about
+
+
+@pytest.fixture
+def real(ui_engine_and_server):
+    """The session's engine, behind the logits and sampling helpers (``ui_engine_and_server`` in conftest.py)."""
+    return ui_engine_and_server
+
+
+def _key(**changes) -> tuple:
+    return compute_logits.params_key(dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes))
+
+
+def test_chi2_survival_matches_tables():
+    assert chi2_survival(3.841, 1) == pytest.approx(0.05, abs=5e-4)
+    assert chi2_survival(18.307, 10) == pytest.approx(0.05, abs=5e-4)
+    assert chi2_survival(0.0, 3) == pytest.approx(1.0)
+
+
+def test_chi_square_accepts_right_and_rejects_wrong_distribution():
+    probs = np.array([0.7, 0.2, 0.1])
+    counts = np.bincount(np.random.default_rng(1).choice(3, size=2000, p=probs), minlength=3)
+    assert chi_square_gof(counts, probs).p_value > 0.001
+    assert chi_square_gof(counts, np.array([0.1, 0.2, 0.7])).p_value < 1e-12  # negative control
+
+
+def test_chi_square_pools_rare_bins_and_flags_impossible_draws():
+    probs = np.array([0.5, 0.49, 0.004, 0.003, 0.003])
+    gof = chi_square_gof(np.array([50, 49, 1, 0, 0]), probs)
+    assert gof.n_bins == 2 and gof.dof == 1  # the three rare ones fold into the smaller big bin
+    assert chi_square_gof(np.array([5, 5, 1]), np.array([0.5, 0.5, 0.0])).p_value == 0.0
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 4]) == 2
+    assert first_divergence([1, 2], [1, 2]) is None
+    assert first_divergence([1, 2], [1, 2, 3]) == 2
+
+
+# This test can fail: it draws with the page's own helper and checks the counts against the
+# sampler's probabilities with a chi-square test, next to a negative control that must reject the
+# same counts against a wrong distribution.
+@pytest.mark.real_model
+def test_histogram_agrees_with_the_probabilities(real):
+    """The page's 1,000 draws fit the sampler's probabilities; the same counts reject a wrong distribution."""
+    key = _key(temperature=1.0, top_p=0.95)
+    drawn, order, probs = compute_sampling.draw_token_ids(MODEL, PROMPT, False, key, 1000)
+    slot = {t: i for i, t in enumerate(order)}
+    counts = np.bincount([slot[t] for t in drawn], minlength=len(order))
+    assert chi_square_gof(counts, probs).p_value > 0.001
+    histogram = compute_sampling.draw_many(MODEL, PROMPT, False, key, 1000)
+    assert histogram.gof.p_value > 0.001 and histogram.observed.sum() == pytest.approx(1.0)
+    assert histogram.expected.sum() == pytest.approx(1.0, abs=1e-5)
+    # Negative control: the same counts against the T = 2 distribution must be rejected.
+    wrong = compute_sampling.draw_token_ids(MODEL, PROMPT, False, _key(temperature=2.0, top_p=0.95), 1)
+    wrong_probs = dict(zip(wrong[1], wrong[2]))
+    assert chi_square_gof(counts, np.array([wrong_probs.get(t, 0.0) for t in order])).p_value < 1e-6
+
+
+@pytest.mark.real_model
+def test_draws_are_the_samplers_own(real):
+    """Draw k (one at a time, and inside the 1,000) equals sample() after k earlier draws of the seeded stream."""
+    params = SamplingParams(temperature=0.9, top_k=20, seed=5)
+    key = compute_logits.params_key(params)
+    ids = real.encode_prompt(PROMPT)
+    logits = real.forward_logits(ids)[-1]
+    generator = params.make_generator()
+    expected = [sample(logits, params, generator, previous_ids=ids) for _ in range(25)]
+    drawn, _, _ = compute_sampling.draw_token_ids(MODEL, PROMPT, False, key, 25)
+    assert drawn == [r.token_id for r in expected]
+    for k in (0, 1, 7, 24):
+        one = compute_sampling.draw(MODEL, PROMPT, False, key, k)
+        assert (one.token_id, one.u) == (expected[k].token_id, expected[k].u)
+        assert one.chosen_start <= one.u < one.chosen_end
+    assert compute_sampling.draw(MODEL, PROMPT, False, key, 3).u == compute_sampling.draw(MODEL, PROMPT, False, key, 3).u
+    history = compute_sampling.draw_history(MODEL, PROMPT, False, key, 7, last=3)
+    assert history == [(k, real.tokenizer.decode([expected[k].token_id])) for k in (5, 6, 7)]
+
+
+@pytest.mark.real_model
+def test_greedy_continuation_starts_with_on(real):
+    run = compute_sampling.continuation(MODEL, PROMPT, False, _key(temperature=0.0), 4)
+    assert run.token_strings[0] == " on" and len(run.token_ids) == 4
+    assert all(p == 1.0 for p in run.probabilities)  # greedy: the chosen token has all the final mass
+
+
+@pytest.mark.real_model
+def test_sampled_continuation_comes_from_the_shared_server_and_equals_generate(real):
+    key = _key(temperature=1.2, top_p=0.95)
+    run = compute_sampling.continuation(MODEL, PROMPT, False, key, 6)
+    params = dataclasses.replace(compute_logits.params_from_key(key), max_new_tokens=6)
+    steps = list(real.generate(PROMPT, params))
+    assert run.token_ids == [s.token_id for s in steps]
+    assert run.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
+    assert compute_sampling.server_for(MODEL).recent_steps, "the request went through the server's batcher"

@@ -1,0 +1,47 @@
+"""The token helpers (ui.compute_tokens) on the real model: BPE merges, token pieces, word-level, bytes, tiny BPE."""
+from __future__ import annotations
+
+import pytest
+
+MODEL = "SmolLM2-135M-Instruct"  # the name every helper below is asked about
+
+
+@pytest.fixture
+def real(ui_engine):
+    """The session's engine, with the UI helpers' model lookup pointed at it (``ui_engine`` in conftest.py)."""
+    return ui_engine
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("word", ["thecatsatonthemat", " inference", " tokenization", "héllo", " 🙂"])
+def test_replayed_merges_match_the_tokenizer(real, word):
+    from ui.compute_tokens import bpe_steps
+
+    steps = bpe_steps(MODEL, word)
+    assert steps[0].merged is None and all(s.rank is not None for s in steps[1:])
+    assert steps[-1].parts == real.tokenizer.raw_tokens(real.tokenizer.encode(word))
+
+
+@pytest.mark.real_model
+def test_token_pieces_are_byte_exact_and_specials_flagged(real):
+    from ui.compute_tokens import token_bytes, tokenize
+
+    text = "héllo 🙂 שלום\x00\x07\n\tend"
+    view = tokenize(MODEL, text, False)
+    assert b"".join(token_bytes(r) for r in view.raw) == text.encode("utf-8")
+    assert "<0xD7>" in view.pieces and view.n_bytes == len(text.encode("utf-8"))
+    chat = tokenize(MODEL, "The cat", True)
+    assert any(chat.special) and "<|im_start|>" in chat.pieces
+
+
+@pytest.mark.real_model
+def test_word_level_bytes_and_tiny_bpe(real):
+    from ui.compute_tokens import UNK, id_neighbours, raw_bytes, train_tiny_bpe, word_level
+
+    assert [w for w, _ in word_level("the cat thecatsatonthemat", "the cat sat")] == ["the", "cat", UNK]
+    assert raw_bytes("é") == [0xC3, 0xA9]
+    tiny = train_tiny_bpe("the cat sat on the mat. " * 5, 280, "the cat")
+    assert 0 < len(tiny.merges) <= 280 - 256 and tiny.tokens
+    assert ("a", "t") in tiny.merges[:5]
+    around = id_neighbours(MODEL, " cat")
+    assert [i for i, _ in around] == list(range(2641, 2648)) and (2644, " cat") in around

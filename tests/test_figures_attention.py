@@ -1,0 +1,55 @@
+"""The attention figure builders (ui.figures.attention), on hand-made data."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.figures import attention as att_figs
+
+PIECES = ["The", " cat", " sat", "."]
+
+
+def _uniform_causal(t: int) -> np.ndarray:
+    probs = np.tril(np.ones((t, t)))
+    return probs / probs.sum(-1, keepdims=True)
+
+
+def test_attention_heatmap_masks_future_and_shows_row_sums():
+    fig = att_figs.make_attention_heatmap(_uniform_causal(4), PIECES, "t")
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (4, 4)
+    assert np.isnan(z[np.triu_indices(4, k=1)]).all() and not np.isnan(z[np.tril_indices(4)]).any()
+    assert np.allclose(fig.data[1].x, 1.0)
+
+
+def test_heads_grid_one_heatmap_per_head_with_kv_groups():
+    probs = np.stack([_uniform_causal(4)] * 9)
+    fig = att_figs.make_heads_grid(probs, PIECES, [h // 3 for h in range(9)], layer=2)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert len(fig.data) == 1 and z.shape == (3 * 4 + 2, 3 * 4 + 2)  # 3 × 3 tiles of 4 × 4, 1-cell gaps
+    assert np.allclose(z[5:9, 5:9][np.tril_indices(4)], _uniform_causal(4)[np.tril_indices(4)])  # head 4's tile
+    assert np.isnan(z[4]).all() and np.isnan(z[:, 4]).all()  # the gaps
+    titles = [a.text for a in fig.layout.annotations]
+    assert "head 4 · K/V head 1" in titles and "head 8 · K/V head 2" in titles
+
+
+def test_score_steps_four_panels_and_minus_infinity_labels():
+    raw = np.array([8.0, 4.0, -2.0, 1.0])
+    scaled = raw / 8
+    masked = np.where(np.arange(4) <= 1, scaled, -np.inf)
+    probs = np.exp(masked - masked.max())
+    probs /= probs.sum()
+    fig = att_figs.make_score_steps(raw, scaled, masked, probs, PIECES, query=1, head_dim=64)
+    bars = [trace for trace in fig.data if isinstance(trace, go.Bar)]
+    assert len(bars) == 4 and list(bars[0].y) == list(raw)
+    assert np.isnan(np.asarray(bars[2].y, dtype=float)[2:]).all()
+    labels = [trace for trace in fig.data if isinstance(trace, go.Scatter)][0]
+    assert list(labels.text) == ["−∞", "−∞"]
+
+
+def test_query_over_layers_and_gqa_diagram():
+    fig = att_figs.make_query_over_layers(np.full((30, 4), 0.25), PIECES, query=3)
+    assert np.asarray(fig.data[0].z).shape == (30, 4)
+    gqa = att_figs.make_gqa_diagram(9, 3)
+    assert len(gqa.data) == 9 + 2  # one wire per query head, then the two rows of nodes
+    assert len(gqa.data[-2].x) == 9 and len(gqa.data[-1].x) == 3

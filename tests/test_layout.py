@@ -1,0 +1,150 @@
+"""The house rules, checked on the source: no import cycle, layers that only look down, a UI-free engine.
+
+The import graph is read with ``ast`` from every module under ``inference/`` and ``ui/``,
+counting every import (top level, inside functions, under ``TYPE_CHECKING``), so a
+cycle cannot hide behind a deferred import.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# inference's packages in dependency order: each may import only those before it (and the top-level helpers).
+LAYERS = ["inference.model", "inference.generation", "inference.serving", "inference.bench"]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules(package: str) -> dict[str, Path]:
+    return {module_name(p): p for p in sorted((ROOT / package).rglob("*.py"))}
+
+
+def imported(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports (``from x import y`` counts x.y when it is a module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]  # a name inside a module: the module itself
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def graph(package: str) -> dict[str, set[str]]:
+    found = modules(package)
+    known = set(found)
+    return {name: imported(name, path, known) for name, path in found.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    """Positive control: the checker must be able to fail."""
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def package_of(module: str) -> str:
+    """A module's package below ``inference`` ('inference.model' for 'inference.model.kv_cache')."""
+    return ".".join(module.split(".")[:2])
+
+
+@pytest.mark.parametrize("package", ["inference", "ui"])
+def test_no_import_cycle(package):
+    edges = graph(package)
+    if package == "inference":
+        # A package's __init__ re-exporting its modules would make every module "depend" on its
+        # parent through the re-export; the rule is about modules, so the facade is left out.
+        edges = {name: deps - {"inference"} for name, deps in edges.items()}
+    assert find_cycle(edges) is None, f"import cycle: {' -> '.join(find_cycle(edges))}"
+
+
+def test_inference_packages_only_import_the_layers_below():
+    for name, deps in graph("inference").items():
+        if package_of(name) not in LAYERS:
+            continue
+        rank = LAYERS.index(package_of(name))
+        for dep in deps:
+            if package_of(dep) in LAYERS:
+                assert LAYERS.index(package_of(dep)) <= rank, f"{name} imports {dep}, a layer above it"
+            else:
+                assert dep in ("inference.threads",), f"{name} imports {dep}: only the layers below and inference.threads"
+
+
+def test_inference_never_imports_the_ui():
+    for name, path in modules("inference").items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for target in names:
+                assert target.split(".")[0] not in ("streamlit", "plotly", "ui"), f"{name} imports {target}"
+
+
+def test_no_module_outside_the_tokenizer_touches_the_wrapped_tokenizer():
+    """The tokenizer wrapper's Hugging Face objects are private to ``inference/model/tokenizer.py``."""
+    offenders = []
+    for folder in ("inference", "ui", "pages", "tests"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name in ("tokenizer.py", "test_layout.py"):
+                continue
+            text = path.read_text()
+            for attribute in ("tokenizer._hf", "tokenizer._backend", "tokenizer.hf", "tokenizer.backend"):
+                if attribute in text:
+                    offenders.append(f"{path.relative_to(ROOT)}: {attribute}")
+    assert not offenders, offenders
+
+
+def test_every_page_hands_a_legacy_run_over_to_the_app_first():
+    """The deep-link fix (``ui.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        body = [node for node in ast.parse(path.read_text()).body
+                if not isinstance(node, (ast.Import, ast.ImportFrom))
+                and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]  # the docstring
+        first = body[0]
+        assert (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)
+                and getattr(first.value.func, "id", None) == "redirect_legacy_run"), path.name
+        imports_after = [node for node in ast.parse(path.read_text()).body
+                         if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno > first.lineno]
+        assert not imports_after, f"{path.name} imports after the redirect"
