@@ -61,8 +61,16 @@ class Engine:
         self.config: ModelConfig = model.config
         self.folder = folder
         first = next(model.parameters())
-        self.device, self.dtype = first.device, first.dtype
+        self.device, self.dtype = first.device, first.dtype  # dtype: of the activations and the KV cache
         self.eos_ids = frozenset(self.config.eos_token_ids) | tokenizer.eos_ids
+
+    @property
+    def weights_description(self) -> str:
+        """What the weights are, in words (for the sidebar and the benchmark)."""
+        summary = self.model.quantization
+        if summary is None:
+            return f"dense {str(self.dtype).removeprefix('torch.')} weights and activations"
+        return summary.describe()
 
     # -- prompts -----------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:
@@ -206,15 +214,18 @@ def load_engine(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     threads: int | None = None,
+    quant: str | None = None,
 ) -> Engine:
     """Load a model for inference: the embedded SmolLM2-135M-Instruct by default.
 
-    ``model`` is a ``.gguf`` file, a local Hugging Face folder or a hub id; ``threads``
-    sets torch's CPU threads for the process (``None`` leaves them as they are).
+    ``model`` is a ``.gguf`` file, a local Hugging Face folder or a hub id; ``quant`` keeps
+    a GGUF's own quantized blocks ("gguf") or quantizes on load ("int8", "int4"), None for
+    dense weights; ``threads`` sets torch's CPU threads for the process (``None`` leaves
+    them as they are).
     """
     if threads is not None:
         set_threads(threads)
-    loaded = load_model(model, device=device, dtype=dtype)
+    loaded = load_model(model, device=device, dtype=dtype, quant=quant)
     return Engine(loaded.transformer, loaded.tokenizer, folder=loaded.folder)
 
 

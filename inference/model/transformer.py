@@ -202,6 +202,7 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
+        self.quantization = None  # a QuantSummary once quant.quantize_model has swapped the projections
 
     @torch.inference_mode()
     def forward(
