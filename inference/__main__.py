@@ -2,7 +2,7 @@
 
     python -m inference "The cat sat" --max-new-tokens 32 --temperature 0.8 --seed 0 \
         [--model PATH_OR_ID] [--device cpu|cuda] [--dtype float32|bfloat16] [--quant gguf|int8|int4]
-        [--no-cache] [--chat]
+        [--compile] [--no-cache] [--chat]
 
 Errors (bad settings, missing model, empty prompt) print as one line and exit 2.
 """
@@ -30,6 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
     parser.add_argument("--quant", default=None, choices=["gguf", "int8", "int4"],
                         help="gguf: keep the GGUF file's own quantized blocks; int8/int4: quantize on load")
+    parser.add_argument("--compile", action="store_true", help="compile the decode step (torch.compile; ~20 s once)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed,
         )
         set_threads(args.threads)  # the command line's one setting: every core unless told otherwise
-        engine = load_engine(args.model, device=args.device, dtype=args.dtype, quant=args.quant)
+        engine = load_engine(args.model, device=args.device, dtype=args.dtype, quant=args.quant, compile=args.compile)
         prompt_tokens = len(engine.encode_prompt(args.prompt, chat=args.chat))
         print(args.prompt, end="", flush=True)
         steps = []

@@ -1,10 +1,11 @@
 """Engine benchmark: one row per weights mode, against transformers and llama.cpp measured in the same run.
 
-    python -m inference.bench [--modes fp32,bf16,gguf,int8,int4] [--new-tokens 64] [--repeats 3]
+    python -m inference.bench [--modes fp32,bf16,gguf,gguf-compiled,int8,int4] [--new-tokens 64] [--repeats 3]
                               [--threads N] [--device cpu] [--model PATH.gguf]
 
 Rows: ours in float32 and bfloat16 (dense), and each quantized mode (``quant="gguf"``:
-the file's own blocks; "int8" / "int4": quantized on load). For each row:
+the file's own blocks, also with the decode step compiled; "int8" / "int4": quantized on
+load). For each row:
 
 - decode tok/s at batch 1 (greedy, after an 11-token prompt; the steps after the first);
 - aggregate decode tok/s at batch 16 (16 requests in one static batch, decode steps only);
@@ -37,8 +38,10 @@ from ..threads import available_cores, set_threads
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem, timed
 
 PROMPT = "The cat sat on the mat because it was tired."
-MODES = {"fp32": ("float32", None), "bf16": ("bfloat16", None), "gguf": ("float32", "gguf"),
-         "int8": ("float32", "int8"), "int4": ("float32", "int4")}
+MODES = {  # name -> (dtype of the activations, quant, compiled decode step)
+    "fp32": ("float32", None, False), "bf16": ("bfloat16", None, False), "gguf": ("float32", "gguf", False),
+    "gguf-compiled": ("float32", "gguf", True), "int8": ("float32", "int8", False), "int4": ("float32", "int4", False),
+}
 
 
 def read_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5) -> float:
@@ -99,8 +102,8 @@ def ours_prefill(engine: Engine, ids: list[int]) -> float:
 
 
 def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, threads: int, model: str | None) -> dict:
-    engines = {mode: load_engine(model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1])
-               for mode in modes}
+    engines = {mode: load_engine(model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1],
+                                 compile=MODES[mode][2]) for mode in modes}
     first = next(iter(engines.values()))
     short = first.tokenizer.encode(PROMPT)
     long = first.tokenizer.encode(" ".join([PROMPT] * 14))[:128]
@@ -113,8 +116,9 @@ def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, thr
     systems.update({f"hf-{d}": System(f"transformers, {str(d).removeprefix('torch.')}") for d in references})
     if llama is not None:
         systems["llama.cpp"] = System(f"llama.cpp {llama.version}")
-    for engine in engines.values():  # warm-up: first-call allocations out of the timings
+    for engine in engines.values():  # warm-up: first-call allocations (and compilation) out of the timings
         ours_decode(engine, short, 4)
+        ours_batch16(engine, short, 4)
     for _ in range(repeats):
         for mode, engine in engines.items():
             systems[mode].decode.append(ours_decode(engine, short, new_tokens))
@@ -182,7 +186,7 @@ def print_table(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", default="fp32,bf16,gguf,int8,int4")
+    parser.add_argument("--modes", default="fp32,bf16,gguf,gguf-compiled,int8,int4")
     parser.add_argument("--device", default=None)
     parser.add_argument("--model", default=None, help="a .gguf file (default: the embedded SmolLM2)")
     parser.add_argument("--new-tokens", type=int, default=64)

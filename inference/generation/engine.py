@@ -68,9 +68,13 @@ class Engine:
     def weights_description(self) -> str:
         """What the weights are, in words (for the sidebar and the benchmark)."""
         summary = self.model.quantization
-        if summary is None:
-            return f"dense {str(self.dtype).removeprefix('torch.')} weights and activations"
-        return summary.describe()
+        words = (f"dense {str(self.dtype).removeprefix('torch.')} weights and activations" if summary is None
+                 else summary.describe())
+        if self.model.decode_step is not None:
+            words += "; decode step compiled (torch.compile)"
+        elif self.model.compile_note:
+            words += f"; {self.model.compile_note}"
+        return words
 
     # -- prompts -----------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:
@@ -215,17 +219,19 @@ def load_engine(
     dtype: str | torch.dtype | None = None,
     threads: int | None = None,
     quant: str | None = None,
+    compile: bool = False,
 ) -> Engine:
     """Load a model for inference: the embedded SmolLM2-135M-Instruct by default.
 
     ``model`` is a ``.gguf`` file, a local Hugging Face folder or a hub id; ``quant`` keeps
     a GGUF's own quantized blocks ("gguf") or quantizes on load ("int8", "int4"), None for
-    dense weights; ``threads`` sets torch's CPU threads for the process (``None`` leaves
-    them as they are).
+    dense weights; ``compile`` compiles the one-token decode step with torch.compile (the
+    first step then takes some seconds); ``threads`` sets torch's CPU threads for the
+    process (``None`` leaves them as they are).
     """
     if threads is not None:
         set_threads(threads)
-    loaded = load_model(model, device=device, dtype=dtype, quant=quant)
+    loaded = load_model(model, device=device, dtype=dtype, quant=quant, compile=compile)
     return Engine(loaded.transformer, loaded.tokenizer, folder=loaded.folder)
 
 

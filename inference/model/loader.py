@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
+from .decode_step import DecodeStep, compiler_problem
 from .errors import ModelLoadError
 from .gguf import converted_folder, default_gguf_path, read_raw_weights
 from .quant import QuantizationError, quantize_model
@@ -157,11 +158,14 @@ def load_model(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     quant: str | None = None,
+    compile: bool = False,
 ) -> LoadedModel:
     """Read a model (the embedded SmolLM2-135M-Instruct by default) onto ``device`` in ``dtype``.
 
     ``quant`` (``inference.model.quant``): None keeps dense weights; "gguf" keeps a GGUF file's own
-    blocks; "int8" / "int4" quantize the weights on load.
+    blocks; "int8" / "int4" quantize the weights on load. ``compile`` compiles the one-token decode
+    step (``inference.model.decode_step``); without a C++ compiler it keeps the eager path and
+    says why in ``transformer.compile_note``.
     """
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)
@@ -173,6 +177,12 @@ def load_model(
     del tensors
     if quant is not None:
         transformer.quantization = quantize_model(transformer, quant, _gguf_weights(model, config, quant))
+    if compile:
+        problem = compiler_problem() or (None if config.family == "llama" else f"the {config.family} family")
+        if problem:
+            transformer.compile_note = f"compile=True fell back to the eager decode step: {problem}"
+        else:
+            transformer.decode_step = DecodeStep()
     return LoadedModel(transformer, Tokenizer.from_folder(folder), folder)
 
 
