@@ -19,6 +19,7 @@ import torch
 from ..model.config import ModelConfig
 from ..model.kv_cache import KVCache
 from ..model.loader import load_model
+from ..model.quant import count_parameters
 from ..model.tokenizer import StreamDecoder, Tokenizer, TokenizerError
 from ..model.trace import ForwardTrace
 from ..model.transformer import Transformer
@@ -63,6 +64,11 @@ class Engine:
         first = next(model.parameters())
         self.device, self.dtype = first.device, first.dtype  # dtype: of the activations and the KV cache
         self.eos_ids = frozenset(self.config.eos_token_ids) | tokenizer.eos_ids
+
+    @property
+    def parameter_count(self) -> int:
+        """Weights the model has (tied embeddings once), dense or quantized."""
+        return count_parameters(self.model)
 
     @property
     def weights_description(self) -> str:

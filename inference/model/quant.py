@@ -319,3 +319,17 @@ def _buffer_bytes(module: nn.Module) -> int:
         return module.codes.nbytes + module.scale.nbytes
     return sum(p.nbytes for p in module.parameters())
 
+
+def count_parameters(model: nn.Module) -> int:
+    """How many weights the model has, whatever form they are stored in (a tied output matrix counted once)."""
+    total = 0
+    for name, module in model.named_modules():
+        if name == "lm_head" and model.config.tie_embeddings:
+            continue
+        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear)):
+            total += module.out_features * module.in_features + (module.bias.numel() if module.bias is not None else 0)
+        elif isinstance(module, QuantEmbedding):
+            total += module.num_embeddings * module.embedding_dim
+        else:
+            total += sum(p.numel() for p in module.parameters(recurse=False))
+    return total
