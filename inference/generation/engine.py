@@ -3,7 +3,8 @@
 Owns ``load_engine``, prompt checks, ``prefill`` / ``decode_step`` (one forward each,
 through an explicit per-request ``KVCache``), the step-by-step ``generate`` generator,
 and the traced forward the explorer reads. It holds weights only: every request
-brings its own cache and its own random generator, so many users can share one
+brings its own cache, its own random generator and (optionally) its own
+interventions (``inference.model.interventions``), so many users can share one
 engine. Sampling rules live in ``sampling.py``; text handling in the model's
 tokenizer; batching many requests in ``inference.serving``.
 """
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import torch
 
+from ..model.attribution import LogitAttribution, attribute_logit
 from ..model.config import ModelConfig
+from ..model.interventions import Interventions, head_means
 from ..model.kv_cache import KVCache
 from ..model.loader import load_model
 from ..model.quant import count_parameters
@@ -106,18 +109,48 @@ class Engine:
     def _ids_tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)  # (1, T)
 
+    # -- interventions ---------------------------------------------------------------
+    def prepare_interventions(self, interventions: Interventions | None, ids: list[int]) -> Interventions | None:
+        """Check a spec against this model and fill in head means over ``ids``' positions; None for no edit.
+
+        Raises ``InterventionError`` (a ``ValueError``) for an edit out of range or an unsupported model.
+        """
+        if interventions is None:
+            return None
+        if not isinstance(interventions, Interventions):
+            raise TypeError(f"interventions must be an Interventions, got {type(interventions).__name__}")
+        interventions.check(self.config)
+        if interventions.empty:
+            return None
+        if interventions.needs_means:
+            _, trace = self.traced_forward(ids)
+            interventions = interventions.with_means(head_means(trace))
+        return interventions
+
     # -- forward passes ------------------------------------------------------------
-    def forward_logits(self, token_ids: list[int]) -> torch.Tensor:
+    def forward_logits(self, token_ids: list[int], interventions: Interventions | None = None) -> torch.Tensor:
         """Logits (T, V) for every position, float32 on the CPU; full recompute, no cache."""
         ids = self.encode_prompt(token_ids)
-        return self.model(self._ids_tensor(ids))[0].float().cpu()
+        spec = self.prepare_interventions(interventions, ids)
+        return self.model(self._ids_tensor(ids), interventions=spec)[0].float().cpu()
 
-    def traced_forward(self, token_ids: list[int]) -> tuple[torch.Tensor, ForwardTrace]:
-        """Logits (T, V) and every recorded internal of one full forward."""
+    def traced_forward(self, token_ids: list[int],
+                       interventions: Interventions | None = None) -> tuple[torch.Tensor, ForwardTrace]:
+        """Logits (T, V) and every recorded internal of one full forward (under ``interventions`` if given)."""
         ids = self.encode_prompt(token_ids)
+        spec = self.prepare_interventions(interventions, ids)
         trace = ForwardTrace()
-        logits = self.model(self._ids_tensor(ids), trace=trace)[0].float().cpu()
+        logits = self.model(self._ids_tensor(ids), trace=trace, interventions=spec)[0].float().cpu()
         return logits, trace
+
+    def logit_attribution(self, token_ids: list[int], token_id: int,
+                          interventions: Interventions | None = None) -> LogitAttribution:
+        """Direct logit attribution of ``token_id`` at the last position (see ``model/attribution.py``)."""
+        ids = self.encode_prompt(token_ids)
+        logits, trace = self.traced_forward(ids, interventions)
+        last = len(ids) - 1
+        patched = [p.layer for p in interventions.patches if p.position == last] if interventions else []
+        return attribute_logit(self.model, logits, trace, token_id, last, patched)
 
     def unembed(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits (…, V) for residual-stream vectors (…, D): final norm, then the output matrix.
@@ -131,17 +164,25 @@ class Engine:
     def new_cache(self, capacity: int, batch_size: int = 1) -> KVCache:
         return KVCache(self.config, capacity, batch_size, self.device, self.dtype)
 
-    def prefill(self, ids: list[int], kv_cache: KVCache, trace: ForwardTrace | None = None) -> torch.Tensor:
-        """Run the prompt in one pass, filling the cache; logits (V,) of the last position."""
-        return self.model(self._ids_tensor(ids), kv_cache=kv_cache, last_only=True, trace=trace)[0, -1].float().cpu()
+    def prefill(self, ids: list[int], kv_cache: KVCache, trace: ForwardTrace | None = None,
+                interventions: Interventions | None = None) -> torch.Tensor:
+        """Run the prompt in one pass, filling the cache; logits (V,) of the last position.
 
-    def decode_step(self, token_id: int, kv_cache: KVCache, trace: ForwardTrace | None = None) -> torch.Tensor:
+        ``interventions`` (prepared: see ``prepare_interventions``) apply to this forward, so
+        the K/V it writes are the intervened ones; ``decode_step`` takes them again.
+        """
+        return self.model(self._ids_tensor(ids), kv_cache=kv_cache, last_only=True, trace=trace,
+                          interventions=interventions)[0, -1].float().cpu()
+
+    def decode_step(self, token_id: int, kv_cache: KVCache, trace: ForwardTrace | None = None,
+                    interventions: Interventions | None = None) -> torch.Tensor:
         """Feed one new token, appending its K/V to the cache; logits (V,) for the next one."""
-        return self.model(self._ids_tensor([token_id]), kv_cache=kv_cache, trace=trace)[0, -1].float().cpu()
+        return self.model(self._ids_tensor([token_id]), kv_cache=kv_cache, trace=trace,
+                          interventions=interventions)[0, -1].float().cpu()
 
-    def recompute_last(self, ids: list[int]) -> torch.Tensor:
+    def recompute_last(self, ids: list[int], interventions: Interventions | None = None) -> torch.Tensor:
         """The no-cache path: the whole sequence again, logits (V,) of the last position."""
-        return self.model(self._ids_tensor(ids), last_only=True)[0, -1].float().cpu()
+        return self.model(self._ids_tensor(ids), last_only=True, interventions=interventions)[0, -1].float().cpu()
 
     # -- generation ----------------------------------------------------------------
     def generate(
@@ -152,10 +193,15 @@ class Engine:
         chat: bool = False,
         record_sampling: bool = False,
         top_n: int = 5,
+        interventions: Interventions | None = None,
     ) -> Iterator[StepRecord]:
-        """Yield one ``StepRecord`` per generated token until EOS, max tokens or the context end."""
+        """Yield one ``StepRecord`` per generated token until EOS, max tokens or the context end.
+
+        ``interventions`` stay on for every step: the prompt's forward and each decode step.
+        """
         params = params or SamplingParams()
         ids = self.encode_prompt(prompt, chat=chat)
+        spec = self.prepare_interventions(interventions, ids)
         generator = params.make_generator()
         decoder = StreamDecoder(self.tokenizer)
         capacity = min(len(ids) + params.max_new_tokens, self.config.max_seq_len)
@@ -167,11 +213,11 @@ class Engine:
             started = time.perf_counter()
             # 1. forward: the prompt once (prefill), then one token per step (decode)
             if kv_cache is None:
-                logits = self.recompute_last(ids)
+                logits = self.recompute_last(ids, interventions=spec)
             elif next_input is None:
-                logits = self.prefill(ids, kv_cache)
+                logits = self.prefill(ids, kv_cache, interventions=spec)
             else:
-                logits = self.decode_step(next_input, kv_cache)
+                logits = self.decode_step(next_input, kv_cache, interventions=spec)
             # 2. sample the next token with this request's own generator
             choice = sample(logits, params, generator, previous_ids=ids, record=record_sampling)
             seconds = time.perf_counter() - started

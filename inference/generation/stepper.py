@@ -5,7 +5,8 @@ prompt, the tokens chosen so far (sampled or forced), the request's ``KVCache`` 
 logits for the next position. Rewinding to step s truncates the cache to the prompt
 plus s tokens and recomputes only the last of them, so a branch re-uses everything
 before it. The draw at step i uses its own generator seeded from (seed, i), so
-replaying a rewound step gives the same token again.
+replaying a rewound step gives the same token again. An ``interventions`` spec, if
+given, stays on for every forward of the walk (and so for every K/V it writes).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..model.interventions import Interventions
 from ..model.kv_cache import KVCache
 from .engine import Candidate, Engine
 from .sampling import SampleResult, SamplingParams, sample
@@ -39,12 +41,14 @@ class ChosenToken:
 
 
 class Stepper:
-    def __init__(self, engine: Engine, prompt_ids: list[int], params: SamplingParams, max_steps: int = 128) -> None:
+    def __init__(self, engine: Engine, prompt_ids: list[int], params: SamplingParams, max_steps: int = 128,
+                 interventions: Interventions | None = None) -> None:
         if max_steps < 1:
             raise StepperError("max_steps must be at least 1")
         self.engine = engine
         self.prompt_ids = list(prompt_ids)
         self.params = params
+        self.interventions = engine.prepare_interventions(interventions, self.prompt_ids)
         self.max_steps = min(max_steps, engine.config.max_seq_len - len(prompt_ids))
         if self.max_steps < 1:
             raise StepperError("the prompt already fills the model's context")
@@ -72,9 +76,10 @@ class Stepper:
             self._cache_before = len(self.cache)
             started = time.perf_counter()
             if len(self.cache) == 0:
-                self._logits, self._logits_phase = self.engine.prefill(self.prompt_ids, self.cache), "prefill"
+                self._logits = self.engine.prefill(self.prompt_ids, self.cache, interventions=self.interventions)
+                self._logits_phase = "prefill"
             else:
-                self._logits = self.engine.decode_step(self.ids[-1], self.cache)
+                self._logits = self.engine.decode_step(self.ids[-1], self.cache, interventions=self.interventions)
                 self._logits_phase = "decode"
             self._logits_seconds = time.perf_counter() - started
         return self._logits

@@ -2,7 +2,8 @@
 
 A ``KVCache`` is created per request, preallocated to a capacity, and passed into
 ``Transformer.forward``. The shared model never holds one, so two users of the
-same loaded model can never see each other's cache. All rows of a batch share one
+same loaded model can never see each other's cache. It also logs which interventions (if any) wrote
+which positions, since K/V computed under an intervention are the intervened ones. All rows of a batch share one
 write position (left padding keeps them aligned); padded positions are hidden by
 ``key_padding_mask``.
 """
@@ -36,6 +37,8 @@ class KVCache:
         self.batch_size = batch_size
         self.length = 0  # positions committed so far (same for every row)
         self._pending = 0  # positions written by the forward in progress
+        # (start, end, one spec per row): positions written under interventions (none logged: none used)
+        self.written_under: list[tuple[int, int, tuple]] = []
 
     def __len__(self) -> int:
         return self.length
@@ -75,6 +78,21 @@ class KVCache:
         self._pending = steps
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]  # (B, n_kv, S, hd)
 
+    def note_interventions(self, specs: tuple) -> None:
+        """Log that the positions the forward in progress writes were computed under ``specs`` (one per row)."""
+        end = self.length + self._pending
+        if self.written_under and self.written_under[-1][1] == self.length and self.written_under[-1][2] == specs:
+            self.written_under[-1] = (self.written_under[-1][0], end, specs)  # the same request, one more step
+        else:
+            self.written_under.append((self.length, end, specs))
+
+    def interventions_at(self, position: int) -> tuple | None:
+        """The specs (one per row) that wrote ``position``'s K/V, or None when it was written without any."""
+        for start, end, specs in reversed(self.written_under):
+            if start <= position < end:
+                return specs
+        return None
+
     def commit(self) -> None:
         """Make the positions written by the last forward part of the cache."""
         self.length += self._pending
@@ -85,6 +103,8 @@ class KVCache:
         if not 0 <= length <= self.length:
             raise ValueError(f"cannot truncate a cache of length {self.length} to {length}")
         self.length = length
+        self.written_under = [(start, min(end, length), specs) for start, end, specs in self.written_under
+                              if start < length]
 
     def layer_views(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of the committed positions for one layer, each (B, n_kv, length, hd)."""

@@ -27,6 +27,7 @@ class LayerTrace:
     raw_scores: torch.Tensor  # (B, H, T, S) q·k, before scaling and masking
     scaled_scores: torch.Tensor  # (B, H, T, S) q·k / sqrt(hd), masked entries = -inf
     attention_probs: torch.Tensor  # (B, H, T, S) softmax of the scaled, masked scores
+    head_outputs: torch.Tensor | None = None  # (B, H, T, hd) each head's weighted values (after any head edit)
 
 
 @dataclass

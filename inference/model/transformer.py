@@ -2,7 +2,8 @@
 
 Owns the modules (norm, rotary embedding, attention, MLP, block, model) and nothing
 else: weights come from ``weights.py``, the cache is passed in from outside
-(``kv_cache.py``), and tracing is opt-in (``trace.py``). Llama: RMSNorm, RoPE,
+(``kv_cache.py``), and tracing is opt-in (``trace.py``), as are interventions
+(``interventions.py``: a few hooks, each skipped when none is given). Llama: RMSNorm, RoPE,
 grouped-query attention, SwiGLU. GPT-2: LayerNorm, learned positions, GELU.
 Q/K/V are one fused projection, as are the SwiGLU gate and up projections, so a
 decode step launches as few matmuls as possible.
@@ -17,6 +18,7 @@ from torch import nn
 
 from .config import ModelConfig
 from .decode_step import DecodeStep
+from .interventions import ForwardEdits, Spec
 from .kv_cache import KVCache, causal_padding_mask
 from .trace import ForwardTrace, LayerTrace, keep
 
@@ -84,6 +86,7 @@ class Attention(nn.Module):
         kv_cache: KVCache | None,
         mask: torch.Tensor | None,
         record: dict | None,
+        edits: ForwardEdits | None = None,
     ) -> torch.Tensor:
         cfg = self.config
         batch, steps, _ = x.shape
@@ -97,11 +100,17 @@ class Attention(nn.Module):
             q, k = apply_rotary(q, rope_angles), apply_rotary(k, rope_angles)
         if kv_cache is not None:
             k, v = kv_cache.append(self.layer_index, k, v)  # (B, n_kv, S, hd)
+        if edits is not None:  # cut edges: hidden before the softmax
+            mask = edits.attention_mask(self.layer_index, mask, cfg.n_heads, k.shape[2])
 
         if record is None:
             attended = self._fast_attention(q, k, v, mask)  # (B, H, T, hd)
         else:
             attended = self._traced_attention(q, k, v, mask, record)
+        if edits is not None:  # head ablations: each head's output before the projection mixes them
+            attended = edits.head_outputs(self.layer_index, attended)
+        if record is not None:
+            record["head_outputs"] = keep(attended)
         attended = attended.transpose(1, 2).reshape(batch, steps, cfg.n_heads * cfg.head_dim)  # (B, T, H*hd)
         return self.out(attended)
 
@@ -114,6 +123,8 @@ class Attention(nn.Module):
             # Decode: the group's queries all see every cached key, so they can stand in the
             # query-length slot of their K/V head; no copy of K or V is made.
             grouped = q.view(batch, n_kv, group, head_dim)  # (B, n_kv, group, hd)
+            if mask is not None and mask.shape[1] > 1:  # a per-head mask (cut edges), laid out like the groups
+                mask = mask.view(batch, n_kv, group, -1)  # (B, n_kv, group, S)
             out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=mask)  # (B, n_kv, group, hd)
             return out.view(batch, n_heads, 1, head_dim)  # (B, H, 1, hd)
         if group > 1 and not q.is_cuda:
@@ -171,13 +182,18 @@ class Block(nn.Module):
         self.mlp_norm = make_norm(config)
         self.mlp = MLP(config)
 
-    def forward(self, x, rope_angles, kv_cache, mask, trace: ForwardTrace | None) -> torch.Tensor:
+    def forward(self, x, rope_angles, kv_cache, mask, trace: ForwardTrace | None,
+                edits: ForwardEdits | None = None) -> torch.Tensor:
         record = {} if trace is not None else None
-        attn_output = self.attn(self.attn_norm(x), rope_angles, kv_cache, mask, record)
+        attn_output = self.attn(self.attn_norm(x), rope_angles, kv_cache, mask, record, edits)
         after_attn = x + attn_output
         mlp_input = self.mlp_norm(after_attn)
         mlp_output = self.mlp(mlp_input)
+        if edits is not None:
+            mlp_output = edits.mlp_output(self.attn.layer_index, mlp_output)
         out = after_attn + mlp_output
+        if edits is not None:  # activation patching: the stream after this block, from another run
+            out = edits.residual(self.attn.layer_index, out)
         if trace is not None:
             trace.layers.append(LayerTrace(
                 block_input=keep(x), attn_output=keep(attn_output), after_attn=keep(after_attn),
@@ -215,19 +231,21 @@ class Transformer(nn.Module):
         padding_mask: torch.Tensor | None = None,
         last_only: bool = False,
         trace: ForwardTrace | None = None,
+        interventions: Spec = None,
     ) -> torch.Tensor:
         """Logits (B, T, V), or (B, 1, V) with ``last_only``.
 
         ``input_ids`` (B, T) continue the sequences held in ``kv_cache`` (from its length
         on) or, without a cache, are the whole sequences. ``padding_mask`` (B, T) marks
         real tokens (False = left padding); ``positions`` (B, T) default to consecutive
-        positions after the cache.
+        positions after the cache. ``interventions`` (one spec, or one per row) changes
+        the forward as ``interventions.py`` describes.
         """
-        if self.decode_step is not None and padding_mask is None and DecodeStep.applies(
+        if self.decode_step is not None and padding_mask is None and interventions is None and DecodeStep.applies(
                 self, kv_cache, input_ids.shape[1], trace):
             return self._compiled_decode(input_ids, kv_cache, positions, last_only)
         with torch.inference_mode():
-            return self._forward(input_ids, kv_cache, positions, padding_mask, last_only, trace)
+            return self._forward(input_ids, kv_cache, positions, padding_mask, last_only, trace, interventions)
 
     def _compiled_decode(self, input_ids, kv_cache, positions, last_only) -> torch.Tensor:
         if positions is None:
@@ -236,12 +254,16 @@ class Transformer(nn.Module):
         with torch.inference_mode():
             return self.lm_head(self.final_norm(x))
 
-    def _forward(self, input_ids, kv_cache, positions, padding_mask, last_only, trace) -> torch.Tensor:
+    def _forward(self, input_ids, kv_cache, positions, padding_mask, last_only, trace,
+                 interventions: Spec = None) -> torch.Tensor:
         batch, steps = input_ids.shape
         start = kv_cache.length if kv_cache is not None else 0
         if positions is None:
             positions = torch.arange(start, start + steps, device=input_ids.device).expand(batch, steps)
         mask = self._mask(batch, steps, start, kv_cache, padding_mask, input_ids.device)
+        edits = None
+        if interventions is not None:
+            edits = ForwardEdits.build(interventions, self.config, positions, input_ids.device, self.embed.weight.dtype)
 
         x = self.embed(input_ids)  # (B, T, D)
         if self.pos_embed is not None:
@@ -250,8 +272,10 @@ class Transformer(nn.Module):
             trace.embeddings, trace.cache_start, trace.cache_end = keep(x), start, start + steps
         rope_angles = self.rope(positions, x.dtype) if self.rope is not None else None
         for block in self.layers:
-            x = block(x, rope_angles, kv_cache, mask, trace)
+            x = block(x, rope_angles, kv_cache, mask, trace, edits)
         if kv_cache is not None:
+            if edits is not None:
+                edits.note_written(kv_cache)
             kv_cache.commit()
         if last_only:
             x = x[:, -1:]  # (B, 1, D)

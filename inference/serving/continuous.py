@@ -13,7 +13,9 @@ forward). Its ``step()`` is the nano-vllm loop, one forward per call:
 
 Each step returns a ``BatchStep`` record (rows, tokens fed per request, padding,
 slots and positions in use); each request's ``BatchResult`` carries its time to
-first token and time per output token. ``run_continuous`` serves a fixed list of
+first token and time per output token. A request may bring its own interventions
+(``add(..., interventions=)``): its ``Sequence`` carries them, every forward passes one
+spec per row, and its slot's K/V are written under them alone. ``run_continuous`` serves a fixed list of
 prompts this way (the explorer's Batching page, the tests, the benchmark);
 ``server.py`` drives the same runner from a background thread for many callers.
 """
@@ -26,9 +28,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..generation.sampling import SamplingParams, sample
+from ..model.interventions import Interventions
 from .config import ServeConfig
 from .padding import left_pad
-from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each
+from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each, prepare_each, row_specs
 from .scheduler import ScheduledStep, Scheduler, Sequence
 from .slot_cache import SlotKVCache, SlotWrite
 
@@ -48,10 +51,11 @@ class ContinuousBatcher:
         self.steps_done = 0
 
     def add(self, prompt_ids: list[int], params: SamplingParams | None = None,
-            request_id: int | None = None) -> Sequence:
-        """Queue an encoded prompt; it joins the batch at the next step with a free slot."""
+            request_id: int | None = None, interventions: Interventions | None = None) -> Sequence:
+        """Queue an encoded prompt (with its own interventions, if any); it joins at the next step with a free slot."""
         params = params or SamplingParams()
         seq = Sequence(list(prompt_ids), params, params.make_generator())
+        seq.interventions = self.engine.prepare_interventions(interventions, seq.prompt_ids)
         if request_id is not None:
             seq.request_id = request_id
         self.scheduler.add(seq)
@@ -86,7 +90,8 @@ class ContinuousBatcher:
         ids = left_pad(pending)[0].to(self.engine.device)  # (B, T); the slot cache sets positions and masks
         rows = [SlotWrite(seq.slot, seq.cached, len(p)) for seq, p in zip(scheduled.sequences, pending)]
         positions = self.cache.begin_step(rows)  # (B, T)
-        logits = self.engine.model(ids, kv_cache=self.cache, positions=positions, last_only=True)
+        specs = row_specs([seq.interventions for seq in scheduled.sequences])
+        logits = self.engine.model(ids, kv_cache=self.cache, positions=positions, last_only=True, interventions=specs)
         return logits[:, -1].float().cpu()  # (B, V)
 
     def _sample(self, seq: Sequence, logits: torch.Tensor) -> int:
@@ -132,6 +137,7 @@ def run_continuous(
     slot_capacity: int | None = None,
     chat: bool = False,
     keep_logits: bool = False,
+    interventions_list: list[Interventions | None] | None = None,
 ) -> BatchRun:
     """Serve a fixed list of prompts by continuous batching (all arrive at once).
 
@@ -141,6 +147,7 @@ def run_continuous(
     """
     all_params = check_batch_inputs(prompts, params_list)
     results = encode_each(engine, prompts, chat)
+    specs = prepare_each(engine, results, interventions_list)
     live = [r for r in results if r.ok]
     if not live:
         return BatchRun(results, [])
@@ -153,7 +160,8 @@ def run_continuous(
     sequences = {}
     for result in live:
         try:
-            sequences[result.index] = batcher.add(result.prompt_ids, all_params[result.index], result.index)
+            sequences[result.index] = batcher.add(result.prompt_ids, all_params[result.index], result.index,
+                                                  specs[result.index])
         except ValueError as exc:
             result.finish_reason, result.error = "error", exc
     steps = []

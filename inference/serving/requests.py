@@ -2,7 +2,8 @@
 
 Owns ``BatchResult`` (one request's outcome), ``BatchStep`` (what one batched forward
 did, for the explorer), ``BatchRun``, and the input checks both batching modes share
-(``check_batch_inputs``, ``encode_each``). No tensors are computed here.
+(``check_batch_inputs``, ``encode_each``, ``prepare_each`` for per-request interventions).
+No tensors are computed here.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..generation.sampling import SamplingParams
+from ..model.interventions import Interventions
 
 if TYPE_CHECKING:
     from ..generation.engine import Engine
@@ -92,3 +94,28 @@ def encode_each(engine: "Engine", prompts: list[str | list[int]], chat: bool = F
         except (ValueError, TypeError) as exc:
             results.append(BatchResult(index, [], finish_reason="error", error=exc))
     return results
+
+
+def prepare_each(engine: "Engine", results: list[BatchResult],
+                 interventions_list: list[Interventions | None] | None) -> dict[int, Interventions | None]:
+    """Each request's own interventions, checked and prepared against its prompt; a bad one fails only its request."""
+    if interventions_list is None:
+        return {r.index: None for r in results}
+    if not isinstance(interventions_list, (list, tuple)) or len(interventions_list) != len(results):
+        raise ValueError(f"got {len(results)} prompts but interventions_list has "
+                         f"{len(interventions_list) if isinstance(interventions_list, (list, tuple)) else 'no'} "
+                         "entries: pass one per prompt (or None for a request without)")
+    prepared = {}
+    for result, spec in zip(results, interventions_list):
+        if not result.ok:
+            continue
+        try:
+            prepared[result.index] = engine.prepare_interventions(spec, result.prompt_ids)
+        except (ValueError, TypeError) as exc:
+            result.finish_reason, result.error = "error", exc
+    return prepared
+
+
+def row_specs(specs: list[Interventions | None]) -> list[Interventions | None] | None:
+    """The forward's ``interventions`` argument for these rows: None when no row has one (the plain path)."""
+    return None if all(spec is None for spec in specs) else list(specs)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..generation.sampling import SamplingParams
+    from ..model.interventions import Interventions
 
 
 class SequenceStatus(Enum):
@@ -59,6 +60,7 @@ class Sequence:
     first_token_at: float | None = None
     finished_at: float | None = None
     max_batch_size: int = 0  # the most sequences that shared one forward with this one (itself included)
+    interventions: "Interventions | None" = None  # this request's own edits; its slot's K/V are written under them
 
     @property
     def all_ids(self) -> list[int]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from ..generation.engine import PromptError
 from ..generation.sampling import SamplingParams
+from ..model.interventions import Interventions
 from ..model.tokenizer import StreamDecoder
 from ..threads import set_threads
 from .config import ServeConfig
@@ -60,6 +61,7 @@ class _Submission:
     params: SamplingParams
     outbox: queue.SimpleQueue  # TokenEvent..., then the final BatchResult (or an Exception)
     submitted_at: float = field(default_factory=time.perf_counter)
+    interventions: Interventions | None = None  # prepared against the prompt
 
 
 class RequestHandle:
@@ -126,10 +128,12 @@ class EngineServer:
 
     # -- caller side (any thread) ------------------------------------------------
     def submit(self, prompt: str | list[int], params: SamplingParams | None = None,
-               chat: bool = False) -> RequestHandle:
-        """Queue a request; raises ``PromptError`` for a bad prompt, ``BusyError`` when full."""
+               chat: bool = False, interventions: Interventions | None = None) -> RequestHandle:
+        """Queue a request (with its own interventions, if any); raises ``PromptError`` for a bad prompt,
+        ``InterventionError`` for a bad spec, ``BusyError`` when full."""
         params = params or SamplingParams()
         ids = self.engine.encode_prompt(prompt, chat=chat)
+        spec = self.engine.prepare_interventions(interventions, ids)
         limit = self.batcher.scheduler.position_limit
         if len(ids) >= limit:
             raise PromptError(f"the prompt is {len(ids)} tokens but this server's cache slots hold {limit} "
@@ -144,7 +148,7 @@ class EngineServer:
         request_id = new_request_id()
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         handle = RequestHandle(self, request_id, outbox)
-        self._inbox.put(_Submission(request_id, ids, params, outbox))
+        self._inbox.put(_Submission(request_id, ids, params, outbox, interventions=spec))
         self._wake.set()
         return handle
 
@@ -202,7 +206,7 @@ class EngineServer:
     def _take_submissions(self) -> None:
         for sub in _drain(self._inbox):
             try:
-                seq = self.batcher.add(sub.prompt_ids, sub.params, sub.request_id)
+                seq = self.batcher.add(sub.prompt_ids, sub.params, sub.request_id, sub.interventions)
             except ValueError as exc:
                 self._end(sub, exc)
                 continue

@@ -10,6 +10,9 @@ Static batching, step by step:
    request's tokens. A row that has finished keeps its place until the whole batch
    is done (that is static batching's waste, reported in each ``BatchStep``).
 
+Each request may bring its own interventions (``interventions_list``): every forward
+passes one spec per row, so batch mates never see each other's edits.
+
 Continuous batching (admit and retire at every step) lives in ``continuous.py``.
 """
 from __future__ import annotations
@@ -20,8 +23,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..generation.sampling import SamplingParams, finish_reason, sample
+from ..model.interventions import Interventions
 from .padding import left_pad
-from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each
+from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each, prepare_each, row_specs
 
 if TYPE_CHECKING:
     from ..generation.engine import Engine
@@ -33,15 +37,18 @@ def run_static(
     params_list: list[SamplingParams | None] | None = None,
     chat: bool = False,
     keep_logits: bool = False,
+    interventions_list: list[Interventions | None] | None = None,
 ) -> BatchRun:
     """Static batching of every valid prompt in one batch; see the module docstring."""
     all_params = check_batch_inputs(prompts, params_list)
     results = encode_each(engine, prompts, chat)
+    specs = prepare_each(engine, results, interventions_list)
     started = time.perf_counter()
     live = [r for r in results if r.ok]
     if not live:
         return BatchRun(results, [])
     batch = _StaticBatch(engine, live, [all_params[r.index] for r in live], keep_logits, started)
+    batch.interventions = row_specs([specs[r.index] for r in live])
     steps = batch.run()
     for result in live:
         result.text = engine.tokenizer.decode(result.token_ids)
@@ -54,6 +61,7 @@ class _StaticBatch:
     def __init__(self, engine: "Engine", results: list[BatchResult], params: list[SamplingParams],
                  keep_logits: bool, started: float) -> None:
         self.engine, self.results, self.params, self.started = engine, results, params, started
+        self.interventions: list[Interventions | None] | None = None  # one spec per row, or None for none
         self.generators = [p.make_generator() for p in params]
         self.lengths = [len(r.prompt_ids) for r in results]  # real tokens per row (prompt + outputs)
         self.done = [False] * len(results)
@@ -89,7 +97,8 @@ class _StaticBatch:
         active_rows = [row for row, done in enumerate(self.done) if not done]
         active = [self.results[row] for row in active_rows]
         logits = engine.model(ids.to(engine.device), kv_cache=self.cache, positions=positions.to(engine.device),
-                              padding_mask=None if mask is None else mask.to(engine.device), last_only=True)
+                              padding_mask=None if mask is None else mask.to(engine.device), last_only=True,
+                              interventions=self.interventions)
         logits = logits[:, -1].float().cpu()  # (B, V)
         now = time.perf_counter()
         fed = {r.index: (len(r.prompt_ids) if mask is not None else 1) for r in active}
