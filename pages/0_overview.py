@@ -12,7 +12,7 @@ st.markdown(
     "model, live. The prompt in the sidebar carries from page to page.\n\n"
     "The story, in order: text is cut into **tokens**; each token id picks a row of the **embedding** matrix; "
     "**attention** lets every token look back at the ones before it; blocks of attention and feed-forward layers "
-    "refine those vectors; the last vector becomes **logits**, one score per vocabulary entry; "
+    "refine those vectors (and **experiments** switch parts of them off to see what each does); the last vector becomes **logits**, one score per vocabulary entry; "
     "**temperature** and **sampling** turn scores into one chosen token; and **generation** repeats it all, "
     "reusing a **KV cache**."
 )

@@ -6,6 +6,7 @@ from ui import compute_attention as att
 from ui import models, state, url_state
 from ui.figures import attention as figs
 from ui.figures.tokens import visible
+from ui.head_switch import render as switch_heads_off
 from ui.navigation import redirect_legacy_run
 from ui.prompt import prompt_tokens
 
@@ -67,6 +68,9 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
                 "values, which makes the KV cache that many times smaller. Heads in one group still attend differently, "
                 "because their queries differ.")
     charts.show(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram")
+
+    # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
+    switch_heads_off(maps, pieces, layer, head)
     url_state.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) current
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from inference.generation import experiments
-from inference.model.interventions import HeadEdit, InterventionError, Interventions
+from inference.model.interventions import HeadEdit, InterventionError, Interventions, ResidualPatch
 from tests.test_batching import tiny_engine
 from tests.tolerances import max_abs_diff, model_tolerance
 
@@ -38,14 +38,25 @@ def test_patching_restores_nothing_before_the_difference_and_everything_at_the_e
     run = experiments.clean_run(tiny, CLEAN)
     clean_gap = float(experiments.answer_gap(run.last_logits, clean_answer, corrupt_answer))
     corrupt_gap = float(experiments.answer_gap(tiny.recompute_last(CORRUPT), clean_answer, corrupt_answer))
-    last_layer = tiny.config.n_layers - 1
-    gaps = experiments.patch_layer(tiny, CORRUPT, run.streams, last_layer, list(range(len(CLEAN))),
-                                   clean_answer, corrupt_answer)
+    gaps = torch.stack([experiments.patch_position(tiny, CORRUPT, run.streams, p, clean_answer, corrupt_answer)
+                        for p in range(len(CLEAN))], dim=1)  # (L, T)
     share = experiments.restored_share(gaps, clean_gap, corrupt_gap)
     bound = model_tolerance(tiny.config, run.last_logits, context=len(CLEAN))
     scale = abs(clean_gap - corrupt_gap)
-    assert abs(float(share[-1]) - 1.0) <= 2 * bound / scale  # the final stream is the clean one
-    assert torch.all((share[:first]).abs() <= 2 * bound / scale)  # identical streams before the difference
+    assert abs(float(share[-1, -1]) - 1.0) <= 2 * bound / scale  # the final stream is the clean one
+    assert torch.all((share[:, :first]).abs() <= 2 * bound / scale)  # identical streams before the difference
+
+
+def test_a_patch_through_the_shared_prefix_equals_the_full_recompute(tiny):
+    """The batch reuses the corrupted K/V before the patched position: the same as running every position."""
+    run = experiments.clean_run(tiny, CLEAN)
+    position, answers = 4, (11, 12)
+    gaps = experiments.patch_position(tiny, CORRUPT, run.streams, position, *answers)  # (L,)
+    full = torch.stack([experiments.answer_gap(tiny.forward_logits(
+        CORRUPT, Interventions(patches=(ResidualPatch(layer, position, run.streams[layer, position]),)))[-1], *answers)
+        for layer in range(tiny.config.n_layers)])
+    # a gap is the difference of two logits, each within the bound: twice the bound
+    assert max_abs_diff(gaps, full) <= 2 * model_tolerance(tiny.config, run.last_logits, context=len(CLEAN))
 
 
 def test_bad_patching_prompts_and_layers_are_refused(tiny):

@@ -212,11 +212,12 @@ def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) 
     logits, trace = engine.traced_forward(ids)
     keep_from = max(0, len(ids) - max_positions)  # the lens shows at most the last max_positions tokens
     streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
-    lens = _logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
+    lens = logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
     return TracedPrompt(lens=lens, walk=_block_walk(trace), prompt_tokens=len(all_ids), traced_tokens=len(ids))
 
 
-def _logit_lens(engine, streams: list[torch.Tensor], ids: list[int], keep_from: int, final_id: int) -> LogitLens:
+def logit_lens(engine, streams: list[torch.Tensor], ids: list[int], keep_from: int, final_id: int) -> LogitLens:
+    """The top-3 guesses of each stream (1, T, D) from position ``keep_from`` on (also read by the Experiments page)."""
     top_ids, top_probs, final_p = [], [], []
     for stream in streams:  # one layer at a time: (T, V) logits never pile up to (L, T, V)
         probs = engine.unembed(stream[0, keep_from:]).softmax(-1)  # (T', V)

@@ -3,8 +3,8 @@
 The first entry is the default page, served at ``/`` (Streamlit gives the default
 page no deep link of its own, so it is a short overview rather than a story page).
 To add a page, append a ``PageSpec`` to ``PAGES`` at its place in the story
-(Tokenization → Embeddings → Attention → Transformer block & logit lens → Logits &
-temperature → Sampling → Generation & KV cache → Quantization → Batching). ``url_path`` is the deep
+(Tokenization → Embeddings → Attention → Transformer block & logit lens → Experiments →
+Logits & temperature → Sampling → Generation & KV cache → Quantization → Batching). ``url_path`` is the deep
 link (``/attention``); it must equal the file name without its number prefix and
 ``.py`` (see ``redirect_legacy_run`` for why).
 """
@@ -40,6 +40,7 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/2_embeddings.py", "Embeddings", "embeddings", ":material/scatter_plot:"),
     PageSpec("pages/3_attention.py", "Attention", "attention", ":material/visibility:"),
     PageSpec("pages/4_logit_lens.py", "Transformer block & logit lens", "logit_lens", ":material/layers:"),
+    PageSpec("pages/45_experiments.py", "Experiments", "experiments", ":material/science:"),
     PageSpec("pages/5_logits.py", "Logits & temperature", "logits", ":material/bar_chart:"),
     PageSpec("pages/6_sampling.py", "Sampling", "sampling", ":material/casino:"),
     PageSpec("pages/7_generation.py", "Generation & KV cache", "generation", ":material/autorenew:",

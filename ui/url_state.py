@@ -2,7 +2,9 @@
 
 Owns the list of what a link carries (``PARAMS``: prompt, chat, seed, model, sampling
 settings, attention layer/head/query, logit-lens block, the Generation walk, presenter
-mode; the page is the URL path), how each value is checked, and the two directions:
+mode, the experiment: heads, edges and MLPs changed, the target token, the patching
+prompts and which sweeps ran; the page is the URL path), how each value is checked,
+and the two directions:
 
 - ``restore()`` runs once per browser session, before anything is drawn: every query
   parameter is parsed against its allowlist or range. Unknown names, unparsable values
@@ -26,6 +28,7 @@ import streamlit as st
 from inference import PromptError, TokenizerError
 
 from . import compute_generation as generation
+from . import experiment_state as exp
 from . import models, sampling_controls, state
 from .compute_attention import default_query
 from .compute_tokens import tokenize
@@ -60,11 +63,12 @@ Bound = float | Callable[[Limits], float]
 class Param:
     name: str  # in the URL
     key: str  # in the session
-    kind: str  # "int", "float", "bool", "text" or "model"
+    kind: str  # "int", "float", "bool", "text", "model", "choice", "token", "heads", "edges" or "layers"
     default: Any = None  # left out of the URL at this value (None: always written when set)
     low: Bound | None = None
     high: Bound | None = None
     step: float | None = None  # floats are snapped to the widget's step
+    options: tuple[str, ...] = ()  # "choice": the allowed values
 
 
 def _sampling(name: str, kind: str = "float", high: Bound | None = None) -> Param:
@@ -91,6 +95,18 @@ PARAMS: list[Param] = [
     Param("block", "block_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
     Param("step", generation.REPLAY_KEY, "int", 0, 0, generation.MAX_STEPS),
     Param("present", state.PRESENTER, "bool", False),
+    # the experiment (pages/45_experiments.py; "off" is also the Attention page's switched-off heads)
+    Param("off", exp.HEADS, "heads", ()),
+    Param("head_mode", exp.HEAD_MODE, "choice", "zero", options=tuple(exp.HEAD_MODES)),
+    Param("head_scale", exp.HEAD_FACTOR, "float", 0.0, *exp.FACTOR_RANGE, exp.FACTOR_STEP),
+    Param("cut", exp.EDGES, "edges", ()),
+    Param("mlp_off", exp.MLPS, "layers", ()),
+    Param("mlp_scale", exp.MLP_FACTOR, "float", 0.0, *exp.FACTOR_RANGE, exp.FACTOR_STEP),
+    Param("target", exp.TARGET, "token", ""),
+    Param("clean", exp.CLEAN, "text", exp.DEFAULT_CLEAN),
+    Param("corrupt", exp.CORRUPT, "text", exp.DEFAULT_CORRUPT),
+    Param("sweep", exp.SWEEP, "bool", False),
+    Param("patching", exp.PATCHING, "bool", False),
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
@@ -113,9 +129,17 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
             return raw[:MAX_PROMPT_CHARS], (f"`{param.name}` in the link had {len(raw):,} characters: "
                                             f"kept the first {MAX_PROMPT_CHARS:,}.")
         return raw, None
+    if param.kind in ("heads", "edges", "layers"):
+        return _parse_list(param, raw, limits)
     if len(raw) > MAX_VALUE_CHARS:
         raise _Ignored(f"`{param.name}` ignored: {len(raw):,} characters is not a setting.")
+    if param.kind == "token":
+        return raw, None  # one token's text; the page checks that it is one token of the model
     value = raw.strip()
+    if param.kind == "choice":
+        if value not in param.options:
+            raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not one of {', '.join(param.options)}.")
+        return value, None
     if param.kind == "model":
         offered = models.allowlist()
         if value not in offered:
@@ -145,6 +169,26 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
     return result, note
 
 
+def _parse_list(param: Param, raw: str, limits: Limits) -> tuple[tuple, str | None]:
+    """A comma-separated list of heads, edges or layers; items that do not fit the model or prompt are left out."""
+    if len(raw) > exp.MAX_LIST_CHARS:
+        raise _Ignored(f"`{param.name}` ignored: {len(raw):,} characters is not a list of settings.")
+    if param.kind == "heads":
+        kept, bad = exp.parse_heads(raw, limits.n_layers, limits.n_heads)
+        rule = f"layer.head with layers 0…{limits.n_layers - 1} and heads 0…{limits.n_heads - 1}"
+    elif param.kind == "edges":
+        kept, bad = exp.parse_edges(raw, limits.n_tokens)
+        rule = f"query-key with key < query < {limits.n_tokens} (the prompt's tokens)"
+    else:
+        kept, bad = exp.parse_layers(raw, limits.n_layers)
+        rule = f"layers 0…{limits.n_layers - 1}"
+    note = None
+    if bad:
+        shown = ", ".join(_quote(item, 12) for item in bad[:4]) + (" …" if len(bad) > 4 else "")
+        note = f"`{param.name}`: left out {shown}, not {rule}."
+    return kept, note
+
+
 def _limits() -> Limits:
     model = models.current()
     engine = engine_for(model)
@@ -170,7 +214,7 @@ def restore() -> None:
     for param in PARAMS:  # in order: the model, prompt and chat are set before any range is computed
         if param.name not in query:
             continue
-        if limits is None and param.kind in ("int", "float"):
+        if limits is None and param.kind in ("int", "float", "heads", "edges", "layers"):
             limits = _limits()
         try:
             value, note = parse(param, query[param.name], limits)
@@ -202,6 +246,12 @@ def current_query() -> dict[str, str]:
             continue
         if param.kind == "bool":
             query[param.name] = "1" if value else "0"
+        elif param.kind in ("heads", "edges", "layers"):
+            value = tuple(value)
+            if value == param.default:
+                continue
+            fmt = {"heads": exp.format_heads, "edges": exp.format_edges, "layers": exp.format_layers}[param.kind]
+            query[param.name] = fmt(value)
         elif param.kind == "float":
             query[param.name] = f"{value:g}"
         else:

@@ -1,14 +1,14 @@
 """Interpretability experiments built from batched forwards with interventions: head importance and activation patching.
 
-Owns the two sweeps the explorer's Experiments page runs, one layer at a time so a
-caller can show progress (and cache each layer):
+Owns the two sweeps the explorer's Experiments page runs, one batched forward at a
+time so a caller can show progress (and cache each):
 
 - **head importance**: ablate each head of a layer in turn, one forward over a batch of
   ``n_heads`` rows (row h ablates head h), and read the change in the target token's
   log-probability at the last position;
 - **activation patching**: run the corrupted prompt with the residual stream after one
-  block, at one position, replaced by the clean run's; one forward per layer over a batch
-  of positions. The score is the share of the clean answer restored:
+  block, at one position, replaced by the clean run's; one forward per position over a
+  batch of layers, reusing the corrupted run's K/V before that position. The score is the share of the clean answer restored:
   (d_patched - d_corrupt) / (d_clean - d_corrupt), with d = logit(clean answer) -
   logit(corrupted answer) at the last position: 0 = no better than the corrupted run,
   1 = as good as the clean one.
@@ -86,17 +86,30 @@ def answer_gap(logits: torch.Tensor, clean_answer: int, corrupt_answer: int) -> 
     return logits[..., clean_answer] - logits[..., corrupt_answer]
 
 
-def patch_layer(engine: Engine, corrupt_ids: list[int], clean_streams: torch.Tensor, layer: int,
-                positions: list[int], clean_answer: int, corrupt_answer: int) -> torch.Tensor:
-    """d for the corrupted prompt with the stream after block ``layer`` patched at each of ``positions``: (P,).
+def patch_position(engine: Engine, corrupt_ids: list[int], clean_streams: torch.Tensor, position: int,
+                   clean_answer: int, corrupt_answer: int) -> torch.Tensor:
+    """d for the corrupted prompt with the stream at ``position`` patched after each block in turn: (L,).
 
-    ``clean_streams`` is the clean run's (L, T, D); one forward over a batch of P rows.
+    ``clean_streams`` is the clean run's (L, T, D). One forward over a batch of L rows (row l
+    patches after block l). A patch cannot change earlier positions (attention looks back
+    only), so the rows share the corrupted run's K/V for positions 0..position-1: they are
+    computed once, copied into the batch's cache, and the forward runs only the positions
+    from ``position`` on.
     """
-    if not positions:
-        return torch.zeros(0)
-    specs = [Interventions(patches=(ResidualPatch(layer, p, clean_streams[layer, p]),)) for p in positions]
-    batch = torch.tensor([corrupt_ids], dtype=torch.long, device=engine.device).expand(len(positions), -1)  # (P, T)
-    logits = engine.model(batch, last_only=True, interventions=specs)[:, -1].float().cpu()  # (P, V)
+    n_layers, steps = engine.config.n_layers, len(corrupt_ids)
+    if not 0 <= position < steps:
+        raise InterventionError(f"position {position} is out of range: the prompt has 0..{steps - 1}")
+    cache = engine.new_cache(steps, batch_size=n_layers)
+    if position:
+        prefix = engine.new_cache(position)
+        engine.prefill(corrupt_ids[:position], prefix)
+        cache.keys[:, :, :, :position] = prefix.keys[:, :1]  # (L, rows, n_kv, P, hd): one prefix for every row
+        cache.values[:, :, :, :position] = prefix.values[:, :1]
+        cache.length = position  # those positions are committed, exactly as a prefill of the prefix leaves them
+    specs = [Interventions(patches=(ResidualPatch(layer, position, clean_streams[layer, position]),))
+             for layer in range(n_layers)]
+    rest = torch.tensor([corrupt_ids[position:]], dtype=torch.long, device=engine.device).expand(n_layers, -1)
+    logits = engine.model(rest, kv_cache=cache, last_only=True, interventions=specs)[:, -1].float().cpu()  # (L, V)
     return answer_gap(logits, clean_answer, corrupt_answer)
 
 

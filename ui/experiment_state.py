@@ -1,0 +1,152 @@
+"""The session's experiment: which heads, attention edges and MLPs are changed, and how, shared by the pages.
+
+Owns the session keys of the intervention the learner builds (the Attention page's
+"Switch off this head" and the Experiments page both edit ``HEADS``), their defaults,
+the plain, hashable ``Settings`` every cached helper is keyed by, and the text forms a
+link carries (``off=13.8,3.8``, ``cut=7-1``, ``mlp_off=2,5``) with their strict parsers.
+No torch here: ``Settings.spec()`` builds the engine's ``Interventions`` on demand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from inference.model.interventions import EdgeCut, HeadEdit, Interventions, MLPEdit
+
+HEADS = "exp_heads"  # tuple[(layer, head), ...]: the heads changed
+HEAD_MODE = "exp_head_mode"  # "zero", "mean" or "scale"
+HEAD_FACTOR = "exp_head_factor"  # the scale for "scale"
+EDGES = "exp_edges"  # tuple[(query, key), ...]: attention edges cut in every layer and head
+MLPS = "exp_mlps"  # tuple[layer, ...]: MLPs changed
+MLP_FACTOR = "exp_mlp_factor"  # 0 = off
+TARGET = "exp_target"  # text of the token the sweeps and the attribution follow ("" = the model's top guess)
+CLEAN = "exp_clean"  # activation patching: the clean prompt
+CORRUPT = "exp_corrupt"  # ... and the corrupted one
+SWEEP = "exp_sweep"  # bool: the head-importance sweep was asked for
+PATCHING = "exp_patching"  # bool: the patching sweep was asked for
+
+HEAD_MODES = {"zero": "switch off (output = 0)", "mean": "replace by its mean over the prompt",
+              "scale": "scale by a factor"}
+FACTOR_RANGE = (-1.0, 3.0)  # slider range of both scale factors
+FACTOR_STEP = 0.1
+MAX_ITEMS = 64  # heads, edges or MLPs a link may carry
+MAX_LIST_CHARS = 512
+DEFAULT_CLEAN = "The cat sat on the mat because it was tired, so the"
+DEFAULT_CORRUPT = "The dog sat on the mat because it was tired, so the"
+EXAMPLE_PROMPT = DEFAULT_CLEAN  # the sidebar prompt the Experiments page suggests
+
+DEFAULTS = {HEADS: (), HEAD_MODE: "zero", HEAD_FACTOR: 0.0, EDGES: (), MLPS: (), MLP_FACTOR: 0.0, TARGET: "",
+            CLEAN: DEFAULT_CLEAN, CORRUPT: DEFAULT_CORRUPT, SWEEP: False, PATCHING: False}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One experiment as plain, hashable values (a cache key); ``spec()`` is the engine's form."""
+
+    heads: tuple[tuple[int, int], ...] = ()
+    head_mode: str = "zero"
+    head_factor: float = 0.0
+    edges: tuple[tuple[int, int], ...] = ()
+    mlps: tuple[int, ...] = ()
+    mlp_factor: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.heads or self.edges or self.mlps)
+
+    def spec(self) -> Interventions:
+        """The ``Interventions`` (raises ``InterventionError`` when an edit does not fit)."""
+        return Interventions(
+            heads=tuple(HeadEdit(layer, head, self.head_mode, self.head_factor) for layer, head in self.heads),
+            edges=tuple(EdgeCut(query, key) for query, key in self.edges),
+            mlps=tuple(MLPEdit(layer, self.mlp_factor) for layer in self.mlps),
+        )
+
+    def heads_only(self) -> "Settings":
+        """Just the switched-off heads, zeroed (what the Attention page shows)."""
+        return Settings(heads=self.heads)
+
+
+def init() -> None:
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+
+
+def current() -> Settings:
+    """The session's experiment."""
+    init()
+    get = st.session_state.get
+    return Settings(tuple(get(HEADS)), get(HEAD_MODE), float(get(HEAD_FACTOR)), tuple(get(EDGES)),
+                    tuple(get(MLPS)), float(get(MLP_FACTOR)))
+
+
+def set_heads(heads: list[tuple[int, int]]) -> None:
+    """Button callback: the changed heads, sorted, without repeats."""
+    st.session_state[HEADS] = tuple(sorted(set((int(l), int(h)) for l, h in heads)))
+
+
+def add_head(layer: int, head: int) -> None:
+    set_heads([*st.session_state.get(HEADS, ()), (layer, head)])
+
+
+def remove_head(layer: int, head: int) -> None:
+    set_heads([pair for pair in st.session_state.get(HEADS, ()) if pair != (layer, head)])
+
+
+# -- the link's text forms -----------------------------------------------------------------
+def format_heads(heads) -> str:
+    return ",".join(f"{layer}.{head}" for layer, head in heads)
+
+
+def format_edges(edges) -> str:
+    return ",".join(f"{query}-{key}" for query, key in edges)
+
+
+def format_layers(layers) -> str:
+    return ",".join(str(layer) for layer in layers)
+
+
+def _items(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _pair(item: str, sep: str) -> tuple[int, int] | None:
+    left, found, right = item.partition(sep)
+    if not found or not (left.isdigit() and right.isdigit()) or len(left) > 6 or len(right) > 6:
+        return None
+    return int(left), int(right)
+
+
+def parse_heads(raw: str, n_layers: int, n_heads: int) -> tuple[tuple[tuple[int, int], ...], list[str]]:
+    """``"13.8,3.8"`` -> ((3, 8), (13, 8)); malformed and out-of-range items are left out, each named once."""
+    kept, bad = [], []
+    for item in _items(raw):
+        pair = _pair(item, ".")
+        if pair is None or pair[0] >= n_layers or pair[1] >= n_heads:
+            bad.append(item)
+        else:
+            kept.append(pair)
+    return tuple(sorted(set(kept)))[:MAX_ITEMS], bad
+
+
+def parse_edges(raw: str, n_tokens: int) -> tuple[tuple[tuple[int, int], ...], list[str]]:
+    """``"7-1"`` -> ((7, 1),): query 7 may not look at key 1; needs key < query < the prompt's length."""
+    kept, bad = [], []
+    for item in _items(raw):
+        pair = _pair(item, "-")
+        if pair is None or not pair[1] < pair[0] < n_tokens:
+            bad.append(item)
+        else:
+            kept.append(pair)
+    return tuple(sorted(set(kept)))[:MAX_ITEMS], bad
+
+
+def parse_layers(raw: str, n_layers: int) -> tuple[tuple[int, ...], list[str]]:
+    kept, bad = [], []
+    for item in _items(raw):
+        if item.isdigit() and len(item) <= 6 and int(item) < n_layers:
+            kept.append(int(item))
+        else:
+            bad.append(item)
+    return tuple(sorted(set(kept)))[:MAX_ITEMS], bad

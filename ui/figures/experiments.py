@@ -1,0 +1,109 @@
+"""Pure figure builders for the experiments (the Experiments page, and the Attention page's switched-off heads).
+
+``make_before_after`` compares the next-token distribution with and without the
+intervention; ``make_lens_with_region`` is the logit lens after it, with the region the
+edit can reach shaded and the cells whose top guess changed outlined;
+``make_head_importance`` and ``make_patching`` are the sweeps' heatmaps;
+``make_attribution`` the direct logit attribution as bars. Plain numbers in, ``go.Figure`` out.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.figures.block import make_logit_lens
+from ui.figures.logits import visible_token
+
+BEFORE_COLOR, AFTER_COLOR = "#9ecae1", "#e6550d"
+REGION_COLOR = "rgba(230, 85, 13, 0.14)"
+
+
+def make_before_after(token_strings: Sequence[str], before: np.ndarray, after: np.ndarray, title: str) -> go.Figure:
+    """Grouped bars: each token's next-token probability without (before) and with (after) the intervention."""
+    labels = [visible_token(t) for t in token_strings]
+    before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    fig = go.Figure([
+        go.Bar(x=labels, y=before, name="before", marker_color=BEFORE_COLOR,
+               hovertemplate="%{x}: p = %{y:.4f} before<extra></extra>"),
+        go.Bar(x=labels, y=after, name="after", marker_color=AFTER_COLOR,
+               customdata=after - before, hovertemplate="%{x}: p = %{y:.4f} after (Δp %{customdata:+.4f})<extra></extra>"),
+    ])
+    fig.update_layout(title=title, barmode="group", yaxis_title="probability", xaxis_title="next token",
+                      xaxis={"type": "category"}, height=360, margin={"t": 60, "b": 40},
+                      legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"})
+    return fig
+
+
+def make_lens_with_region(layer_labels: Sequence[str], position_tokens: Sequence[str], top_probs: np.ndarray,
+                          top_strings, region: tuple[int, int] | None, changed: np.ndarray) -> go.Figure:
+    """The logit lens after the intervention; the rows/columns it can reach shaded, changed top guesses outlined.
+
+    ``region`` is (first row, first column) of the reachable block (rows: embeddings, then
+    each block's output); ``changed`` (rows, columns) marks cells whose top-1 differs from before.
+    """
+    fig = make_logit_lens(layer_labels, position_tokens, top_probs, top_strings)
+    n_rows, n_cols = np.asarray(top_probs).shape[:2]
+    if region is not None and region[0] < n_rows and region[1] < n_cols:
+        fig.add_shape(type="rect", x0=region[1] - 0.5, x1=n_cols - 0.5, y0=region[0] - 0.5, y1=n_rows - 0.5,
+                      xref="x", yref="y", fillcolor=REGION_COLOR, line={"color": AFTER_COLOR, "width": 2})
+    rows, cols = np.nonzero(np.asarray(changed, dtype=bool))
+    fig.add_trace(go.Scatter(
+        x=cols.tolist(), y=[layer_labels[r] for r in rows], mode="markers", name="top guess changed",
+        marker={"symbol": "square-open", "size": 22, "color": AFTER_COLOR, "line": {"width": 2}},
+        hovertemplate="%{y}, after %{x}: top guess changed<extra></extra>",
+    ))
+    fig.update_layout(title="Logit lens with the intervention: shaded = what it can reach, outlined = top guess "
+                            "changed", showlegend=False)
+    return fig
+
+
+def make_head_importance(delta: np.ndarray, target_text: str, action: str) -> go.Figure:
+    """Layer (rows) × head (columns): change in log p(target) when that head alone is changed."""
+    values = np.asarray(delta, dtype=float)
+    limit = float(np.abs(values).max()) or 1.0
+    n_layers, n_heads = values.shape
+    fig = go.Figure(go.Heatmap(
+        z=values, x=[f"head {h}" for h in range(n_heads)], y=list(range(n_layers)), colorscale="RdBu", zmid=0,
+        zmin=-limit, zmax=limit, colorbar={"title": "Δ log p"}, xgap=1, ygap=1,
+        hovertemplate="layer %{y}, %{x}: Δ log p = %{z:+.4f}<extra></extra>",
+    ))
+    fig.update_yaxes(title="layer", autorange="reversed", dtick=1 if n_layers <= 12 else 2)
+    fig.update_layout(title=f"Head importance: change in log p({visible_token(target_text)}) with each head {action}",
+                      height=max(360, 18 * n_layers + 140), margin={"t": 60, "b": 40})
+    return fig
+
+
+def make_patching(restored: np.ndarray, position_tokens: Sequence[str], answers: tuple[str, str]) -> go.Figure:
+    """Layer (rows) × position: share of the clean answer restored by patching the clean stream there."""
+    values = np.asarray(restored, dtype=float)
+    n_layers, n_pos = values.shape
+    fig = go.Figure(go.Heatmap(
+        z=values, x=list(range(n_pos)), y=list(range(n_layers)), colorscale="Viridis", zmin=0, zmax=1,
+        colorbar={"title": "restored"}, xgap=1, ygap=1,
+        hovertemplate="after block %{y}, position %{x}: %{z:.1%} restored<extra></extra>",
+    ))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n_pos)), ticktext=[visible_token(t) for t in position_tokens],
+                     title="position patched (its clean token)")
+    fig.update_yaxes(title="stream after block", autorange="reversed", dtick=1 if n_layers <= 12 else 2)
+    clean, corrupt = (visible_token(a) for a in answers)
+    fig.update_layout(title=f"Activation patching: how much of {clean} over {corrupt} each patch restores",
+                      height=max(360, 18 * n_layers + 140), margin={"t": 60, "b": 60})
+    return fig
+
+
+def make_attribution(labels: Sequence[str], values: np.ndarray, target_text: str, top_n: int = 20) -> go.Figure:
+    """Horizontal bars of the ``top_n`` largest terms (by size) of the target's logit, largest on top."""
+    values = np.asarray(values, dtype=float)
+    order = np.argsort(-np.abs(values), kind="stable")[:top_n]
+    shown = [labels[i] for i in order][::-1]
+    fig = go.Figure(go.Bar(
+        x=values[order][::-1], y=shown, orientation="h",
+        marker_color=[AFTER_COLOR if v > 0 else BEFORE_COLOR for v in values[order][::-1]],
+        hovertemplate="%{y}: %{x:+.4f}<extra></extra>",
+    ))
+    fig.update_layout(title=f"Direct logit attribution: the {len(order)} largest terms of the logit of "
+                            f"{visible_token(target_text)}", xaxis_title="contribution to the logit",
+                      yaxis={"type": "category"}, height=max(360, 22 * len(order) + 120), margin={"t": 60, "b": 40})
+    return fig
