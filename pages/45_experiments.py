@@ -92,7 +92,8 @@ except ce.ExperimentError as error:
 chosen = exp.current()  # the sweep changes heads the way the editor's "How" says, whatever else is chosen
 mode, factor = chosen.head_mode, chosen.head_factor
 action = {"zero": "switched off", "mean": "replaced by its mean", "scale": f"scaled by {factor:g}"}[mode]
-st.markdown(f"Each of the {config.n_layers * config.n_heads} heads is changed alone ({action}) and the change in "
+st.markdown(f"Each of the {config.n_layers * config.n_heads} heads is changed alone ({action}), on the plain "
+            "run without the edits above, and the change in "
             f"the target's log-probability recorded: {config.n_layers} forwards, each over a batch of "
             f"{config.n_heads} copies of the prompt (copy h changes head h).")
 st.button("Run the head sweep", key="exp_sweep_run", on_click=state.set_values, args=({exp.SWEEP: True},),
@@ -161,7 +162,9 @@ if target is not None:
     split = ce.attribution(model, ids, target, settings)
     charts.show(figs.make_attribution(split.labels, split.values, split.token_text), key="exp_attribution")
     st.markdown(
-        f"The logit of {visible_token(split.token_text)} is **{split.logit:.4f}**; the {len(split.labels)} terms sum to "
+        f"The logit of {visible_token(split.token_text)}"
+        f"{' (with the intervention above)' if not settings.empty else ''} is **{split.logit:.4f}**; the "
+        f"{len(split.labels)} terms sum to "
         f"**{split.total:.4f}** (difference {split.residual:+.1e}, within the rounding bound {split.bound:.1e} derived "
         f"from float arithmetic). **The approximation:** the final norm divides the stream by its size σ, which "
         "depends on every term; here σ is frozen at this run's value, so each head, MLP and the embeddings add their "
@@ -173,5 +176,6 @@ st.header("What to try next")
 st.markdown(
     "- On the **Attention** page, switch off the heads that send “it” to “cat”, then come back: does the answer move?\n"
     "- Sweep the heads with the example prompt, switch off the three that matter most, and compare the continuation.\n"
-    "- Patch “dog” into “cat” and watch the information move from the noun's position to the last one, layer by layer."
+    "- Run activation patching on the example pair: in which blocks does the noun's own position carry “cat”, and "
+    "from which block on does the last position?"
 )

@@ -35,12 +35,18 @@ SHARED_LINK = "logits?" + urllib.parse.urlencode({
     "prompt": "Bank is closed on Sunday, so the", "temperature": "1.3", "top_p": "0.9", "seed": "7",
     "model": "/etc/passwd",  # refused (not an offered model), with a note on the page
 })
+EXPERIMENT_LINK = "experiments?" + urllib.parse.urlencode({
+    "prompt": "The cat sat on the mat because it was tired, so the",
+    "off": "3.8,13.8", "cut": "12-1",  # two heads that send "it" to "cat", and the last "the" cut off from "cat"
+    "sweep": "1", "patching": "1",
+})
 # shot name (assets/<name>.png) -> what to open and do
 SHOTS: dict[str, Shot] = {
     "tokenization": Shot("tokenization"),
     "embeddings": Shot("embeddings"),
     "attention": Shot("attention"),
     "logit_lens": Shot("logit_lens"),
+    "experiments": Shot(EXPERIMENT_LINK),
     "logits": Shot("logits"),
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),

@@ -63,6 +63,19 @@ class State:
 
 
 @dataclass(frozen=True)
+class BoundState:
+    """Write a value stored for a bound widget (``state.bind``): its plain key and its widget's shadow key, as a
+    session left by another model or page would hold them (AppTest otherwise sends the widget's old value back)."""
+
+    key: str
+    value: Any
+
+    def apply(self, at: AppTest) -> None:
+        at.session_state[self.key] = self.value
+        at.session_state["_w_" + self.key] = self.value
+
+
+@dataclass(frozen=True)
 class Click:
     key: str
 
@@ -80,7 +93,7 @@ class Go:
         at.switch_page(PAGES[self.page].script)
 
 
-Action = Prompt | Set | State | Click | Go
+Action = Prompt | Set | State | BoundState | Click | Go
 
 
 def edits(edited: dict | None = None, added: tuple = (), deleted: tuple = ()) -> State:
@@ -107,6 +120,7 @@ PAGES = {
     "sampling": Page("pages/6_sampling.py", "real_ranges"),
     "generation": Page("pages/7_generation.py", "gen_alternatives", ready=(Click("gen_next"),)),
     "batching": Page("pages/8_batching.py", "batch_padded"),
+    "experiments": Page("pages/9_experiments.py", "exp_before_after"),
 }
 
 GOOD_PROMPT = (Prompt(DEFAULT_PROMPT),)
@@ -232,6 +246,17 @@ ROWS: list[Row] = [
     Row("repetition-penalty-huge", "generation", (State("repetition_penalty", 100.0),), "using 2",
         restore=(State("repetition_penalty", 1.0),)),
     Row("generation-prompt-beyond-context", "generation", (Prompt(BEYOND_CONTEXT),), "context holds 8192"),
+
+    # Experiments: the target token, the patching prompts, a prompt too long to trace, a stored head of no model
+    Row("experiments-two-token-target", "experiments", (Set("text_input", "_w_exp_target", " cat dog"),),
+        "the target must be exactly one", restore=(Set("text_input", "_w_exp_target", ""),)),
+    Row("experiments-patch-prompts-of-other-lengths", "experiments",
+        (Set("text_input", "_w_exp_corrupt", "The big dog sat on the mat because it was tired, so the"),),
+        "they need the same number of tokens",
+        restore=(Set("text_input", "_w_exp_corrupt", "The dog sat on the mat because it was tired, so the"),)),
+    Row("experiments-10k-prompt", "experiments", (Prompt(TEN_K),), "run at most 128 tokens"),
+    Row("experiments-head-out-of-range", "experiments", (BoundState("exp_heads", ((99, 1), (3, 8))),),
+        "1 item(s) did not fit this model or prompt and were left out", restore=(BoundState("exp_heads", ()),)),
 
     # Batching: the request editor
     Row("batch-empty-prompt-row", "batching", (edits({0: {"prompt": ""}}),),

@@ -149,11 +149,11 @@ def lens_pair(model: str, ids: tuple[int, ...], settings: Settings) -> LensPair:
     keep_from = max(0, len(ids) - LENS_POSITIONS)
     spec = prepared_spec(model, ids, settings)
     lenses = []
-    for run_spec in (None, spec):
+    for run_spec in (None, spec) if spec is not None else (None,):  # no edit: one run is both
         logits, trace = engine.traced_forward(list(ids), run_spec)
         streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
         lenses.append(logit_lens(engine, streams, list(ids), keep_from, int(logits[-1].argmax())))
-    before, after = lenses
+    before, after = lenses[0], lenses[-1]
     region = None
     if spec is not None:
         first_block, first_position = spec.affected_from()

@@ -1,0 +1,39 @@
+"""Pure figure builders of ``ui/figures/experiments.py`` on hand-made numbers."""
+from __future__ import annotations
+
+import numpy as np
+
+from ui.figures import experiments as figs
+
+
+def test_before_after_bars_and_their_differences():
+    fig = figs.make_before_after([" cat", " dog"], np.array([0.6, 0.1]), np.array([0.2, 0.3]), "t")
+    assert [trace.name for trace in fig.data] == ["before", "after"]
+    assert list(fig.data[1].customdata) == [-0.4, 0.2] or np.allclose(fig.data[1].customdata, [-0.4, 0.2])
+    assert list(fig.data[0].x) == ["·cat", "·dog"]
+
+
+def test_lens_region_is_shaded_and_changed_cells_outlined():
+    probs = np.full((3, 2, 3), 0.4)
+    strings = [[["a", "b", "c"]] * 2] * 3
+    changed = np.array([[False, False], [False, True], [True, True]])
+    fig = figs.make_lens_with_region(["embed", "layer 0", "layer 1"], ["x", "y"], probs, strings, (1, 1), changed)
+    shape = fig.layout.shapes[0]
+    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (0.5, 1.5, 0.5, 2.5)
+    assert list(fig.data[-1].x) == [1, 0, 1] and list(fig.data[-1].y) == ["layer 0", "layer 1", "layer 1"]
+    assert not figs.make_lens_with_region(["embed"], ["x"], probs[:1, :1], strings, None, changed[:1, :1]).layout.shapes
+
+
+def test_sweep_heatmaps_keep_their_numbers_and_shapes():
+    delta = np.array([[0.0, -1.0], [0.5, 0.25]])
+    fig = figs.make_head_importance(delta, " cat", "switched off")
+    assert np.array_equal(np.asarray(fig.data[0].z), delta) and fig.data[0].zmin == -1.0
+    restored = np.array([[0.0, 1.0, 0.2], [0.0, 0.1, 0.9]])
+    fig = figs.make_patching(restored, ["The", " cat", " so"], (" cat", " dog"))
+    assert np.array_equal(np.asarray(fig.data[0].z), restored)
+    assert list(fig.layout.xaxis.ticktext) == ["The", "·cat", "·so"]
+
+
+def test_attribution_shows_the_largest_terms_largest_on_top():
+    fig = figs.make_attribution(["a", "b", "c", "d"], np.array([0.1, -3.0, 2.0, 0.0]), " cat", top_n=3)
+    assert list(fig.data[0].y) == ["a", "c", "b"] and list(fig.data[0].x) == [0.1, 2.0, -3.0]
