@@ -120,7 +120,7 @@ PAGES = {
     "sampling": Page("pages/6_sampling.py", "real_ranges"),
     "generation": Page("pages/7_generation.py", "gen_alternatives", ready=(Click("gen_next"),)),
     "batching": Page("pages/8_batching.py", "batch_padded"),
-    "experiments": Page("pages/9_experiments.py", "exp_before_after"),
+    "experiments": Page("pages/45_experiments.py", "exp_before_after"),
 }
 
 GOOD_PROMPT = (Prompt(DEFAULT_PROMPT),)

@@ -16,7 +16,9 @@ compute from it (that is what an ablation measures).
 The sum differs from the model's logit only by float rounding (the two are sums of the
 same numbers taken in other orders); ``rounding_bound`` is the derived bound of
 ``tests/tolerances.py`` with the sum of the terms' magnitudes as the scale, because
-terms that cancel carry the rounding of their own size.
+terms that cancel carry the rounding of their own size. A quantized model (``quant.py``) is
+split with its decoded weights, and bounded with bfloat16's roundoff, since its matmuls round
+their inputs to bfloat16.
 """
 from __future__ import annotations
 
@@ -74,6 +76,12 @@ def rounding_bound(magnitude: float, reduction: int, depth: int, compared: int,
     return math.sqrt(2.0) * math.sqrt(2.0 * math.log(max(compared, 2))) * sigma
 
 
+def _dense_weight(module) -> torch.Tensor:
+    """A projection's weight (N, K) as a dense float tensor; a quantized module decodes its own."""
+    dense = getattr(module, "dense_weight", None)
+    return dense() if callable(dense) else module.weight
+
+
 def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrace, token_id: int,
                     position: int = -1, patched_layers: Iterable[int] = ()) -> LogitAttribution:
     """Split ``logits[position, token_id]`` of a traced forward (row 0) into per-component terms.
@@ -94,7 +102,8 @@ def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrac
         stream = trace.layers[-1].block_output[0, position].double()  # (D,)
         centred = stream - stream.mean() if layer_norm else stream
         inverse_rms = 1.0 / math.sqrt(float((centred**2).mean()) + norm.eps)  # frozen σ
-        direction = model.lm_head.weight[token_id].double().cpu() * norm.weight.double().cpu() * inverse_rms  # (D,)
+        unembed = _dense_weight(model.lm_head)[token_id].double().cpu()  # (D,)
+        direction = unembed * norm.weight.double().cpu() * inverse_rms  # (D,)
 
         def term(vectors: torch.Tensor) -> torch.Tensor:
             """Contributions of (…, D) component vectors through the frozen norm and the token's row."""
@@ -108,7 +117,7 @@ def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrac
         for index, (block, layer) in enumerate(zip(model.layers, trace.layers)):
             out = block.attn.out
             head_out = layer.head_outputs[0, :, position].double()  # (H, hd)
-            weight = out.weight.double().cpu().view(config.d_model, config.n_heads, config.head_dim)  # (D, H, hd)
+            weight = _dense_weight(out).double().cpu().view(config.d_model, config.n_heads, config.head_dim)  # (D, H, hd)
             per_head = torch.einsum("dhk,hk->hd", weight, head_out)  # (H, D)
             heads.append(term(per_head))
             biases.append(term(out.bias.double().cpu()) if out.bias is not None else torch.zeros((), dtype=torch.float64))
@@ -118,13 +127,14 @@ def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrac
                     layer.after_attn[0, position].double() + layer.mlp_output[0, position].double())
                 patch_total += float(term(jump))
         embedding = float(term(trace.embeddings[0, position]))
-        final_bias = float(norm.bias.double().cpu() @ model.lm_head.weight[token_id].double().cpu()) \
-            if layer_norm and norm.bias is not None else 0.0
+        final_bias = float(norm.bias.double().cpu() @ unembed) if layer_norm and norm.bias is not None else 0.0
     heads_t, biases_t, mlps_t = torch.stack(heads), torch.stack(biases), torch.stack(mlps)  # (L, H), (L,), (L,)
     magnitude = (abs(embedding) + float(heads_t.abs().sum()) + float(biases_t.abs().sum()) + float(mlps_t.abs().sum())
                  + abs(patch_total) + abs(final_bias))
     reduction = max(config.d_model, config.d_ff, config.n_heads * config.head_dim)
     dtype = next(model.parameters()).dtype
+    if getattr(model, "quantization", None) is not None:
+        dtype = torch.bfloat16  # quantized matmuls round their inputs to bfloat16: that is the rounding to bound
     return LogitAttribution(
         token_id=token_id, position=position, logit=float(logits[position, token_id]), embedding=embedding,
         heads=heads_t, attention_bias=biases_t, mlps=mlps_t, patches=patch_total, final_bias=final_bias,
