@@ -258,3 +258,22 @@ def test_unsupported_models_and_malformed_calls_are_refused():
         run_static(engine, PROMPTS, interventions_list=[spec])
     bad = run_continuous(engine, PROMPTS[:2], [greedy(2)] * 2, interventions_list=[Interventions(mlps=(MLPEdit(9),)), None])
     assert isinstance(bad.results[0].error, InterventionError) and bad.results[1].ok  # only its own request fails
+
+
+def test_an_intervened_decode_step_never_takes_the_compiled_path(monkeypatch):
+    """The compiled one-token step (``decode_step.py``) knows no hooks: a spec sends the step through ``_forward``."""
+    from inference.model.decode_step import DecodeStep
+
+    engine = tiny_engine("llama")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the compiled step ran")
+
+    monkeypatch.setattr(engine.model, "decode_step", refuse)
+    monkeypatch.setattr(DecodeStep, "applies", staticmethod(lambda *args: True))
+    spec = Interventions(heads=(HeadEdit(1, 1),))
+    cache = engine.new_cache(len(IDS) + 1)
+    engine.prefill(IDS, cache, interventions=spec)
+    engine.decode_step(7, cache, interventions=spec)  # the plain path, with the hooks
+    with pytest.raises(AssertionError, match="the compiled step ran"):
+        engine.decode_step(8, engine.new_cache(2))  # without a spec the compiled step would be taken
