@@ -1,6 +1,7 @@
 """Refresh the README's screenshots: start the app, open pages in headless Chromium, save PNGs in assets/.
 
     .venv/bin/python scripts/screenshots.py [page ...]      # default: every page in SHOTS
+    SCREENSHOTS_DIR=/tmp/shots .venv/bin/python scripts/screenshots.py   # look first, elsewhere than assets/
 
 Uses Debian's chromium through Playwright (no browser download). Each shot may click
 buttons first (by their label) so the picture shows the page in use; a shot's path may
@@ -8,6 +9,7 @@ carry a query string (a shared link), and a projector shot keeps a fixed window 
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -44,8 +46,8 @@ SHOTS: dict[str, Shot] = {
     "logits": Shot("logits"),
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
-    "batching": Shot("batching", ["Run static and continuous"]),
-    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1600, 1500)),
+    "batching": Shot("batching", ["Run static and continuous", "Measure throughput vs batch size"]),
+    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720)),  # a projector's 720p
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
 }
 
@@ -104,7 +106,7 @@ def main(names: list[str]) -> None:
                     settle(page)
                 if shot.window is None:
                     full_height(page)
-                file = ROOT / "assets" / f"{name}.png"
+                file = Path(os.environ.get("SCREENSHOTS_DIR") or ROOT / "assets") / f"{name}.png"
                 page.screenshot(path=str(file), full_page=shot.window is None)
                 page.close()
                 print("wrote", file)

@@ -26,7 +26,7 @@ def test_logit_lens_page_shows_the_answer_forming():
     z = plotly_array(lens["z"])
     assert z.shape == (31, 3)  # embeddings + 30 blocks, 3 prompt positions
     assert lens["text"][-1][-1] == "·on"  # the last layer's guess after "sat" is the model's answer
-    assert "is the top guess at the last position from" in texts(at.markdown)
+    assert "At the last position the final answer is **·on**" in texts(at.markdown)
     first = chart(at, "block_diagram")["layout"]["annotations"][0]["text"]
     assert "3 × 576" in first
     at.slider(key="_w_block_layer").set_value(20).run()

@@ -26,7 +26,7 @@ def test_sampling_page_draw_again_steps_the_seeded_stream():
     at = open_page("sampling")
     assert_clean(at)
     toy = chart(at, "toy_ranges")
-    assert "TOY" in toy["layout"]["title"]["text"]
+    assert "made-up example" in toy["layout"]["title"]["text"] and "not the model" in toy["layout"]["title"]["text"]
     assert [round(d["base"][0], 2) for d in toy["data"]] == [0.0, 0.1, 0.3]
     first = _draw_line(at)
     assert first.startswith("Draw **#0** with seed **0**")

@@ -141,8 +141,14 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
     result = int(clamped) if param.kind == "int" else float(clamped)
     note = None
     if number < low or number > high:
-        note = f"`{param.name}` = {_quote(value)} is outside {low:g}…{high:g}: clamped to {result:g}."
+        note = (f"`{param.name}` = {_quote(value)} is outside {_number(low)}…{_number(high)}: "
+                f"clamped to {_number(result)}.")
     return result, note
+
+
+def _number(value: float) -> str:
+    """A bound as people write it: whole numbers with thousands separators (2,147,483,647, not 2.14748e+09)."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def _limits() -> Limits:
