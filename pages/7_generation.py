@@ -76,7 +76,7 @@ if stepper.chosen:
     m3.metric("Last step", f"{1000 * last.seconds:.1f} ms", help=f"{last.phase}: forward + sampling")
     m4.metric("Reused by the last step", f"{last.cache_len_before} positions",
               help="Positions read from the cache instead of recomputed.")
-    left, right = st.columns([1, 1.4])
+    left, right = st.columns([1, 1.4]) if not presenting else (st.container(), None)  # no table beside it
     top_texts = gen.candidate_texts(stepper, last.top)
     chosen_text = chosen_texts[-1]
     with left:
@@ -86,9 +86,8 @@ if stepper.chosen:
             f"{', forced' if last.forced else ''})"), key="gen_alternatives",
             data=figs.alternatives_table([c.token_id for c in last.top], top_texts, [c.probability for c in last.top],
                                          last.token_id))
-    with right:
-        if not presenting:
-            st.dataframe(gen.steps_table(stepper), hide_index=True, height=300, key="gen_steps_table")
+    if right is not None:
+        right.dataframe(gen.steps_table(stepper), hide_index=True, height=300, key="gen_steps_table")
 else:
     st.info("Press **Next token** to run the prefill (the whole prompt in one pass) and choose the first token.")
 

@@ -86,7 +86,7 @@ else:
     st.markdown(claims.verdict_sentence(
         static.tokens_per_second, continuous.tokens_per_second, len(static.phases), len(continuous.phases),
         static.wasted_positions, continuous.wasted_positions, result.n_slots, len(result.prompts),
-        len(continuous.late_prefills)))
+        len(continuous.late_prefills), static.decode_medians(), continuous.decode_medians()))
     charts.show(figs.make_batch_timeline(
         static.grid, static.phases, "Static: one row per request until the whole batch is done", "row", labels),
         key="batch_static_timeline",
@@ -157,8 +157,10 @@ else:
 
 st.subheader("What to try next")
 st.markdown(
-    "- Give one request 32 new tokens and the others 2: watch the grey *idle* rows in the static batch.\n"
-    "- Set the cache slots to 1: continuous batching becomes one request at a time.\n"
+    "- Give every request 16 new tokens: with equal answers a static batch keeps no idle rows. Which mode wins "
+    "now, and why?\n"
+    "- Set the cache slots to 6, one per request: nobody waits, so no prefill pauses the others. Then set 1: "
+    "continuous batching becomes one request at a time.\n"
     "- Raise the temperature: each request keeps its own seeded generator, so the check still holds.\n"
     "- Back to **Generation & KV cache** to see one request's cache grow."
 )

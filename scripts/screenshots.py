@@ -31,6 +31,7 @@ class Shot:
     path: str  # url path, with a query string for a shared link
     clicks: list[str] = field(default_factory=list)  # labels of buttons to click, in order
     window: tuple[int, int] | None = None  # a fixed window (what a projector shows) instead of the full page
+    scroll_to: str | None = None  # in a fixed window: scroll so that this text is at the top
 
 
 SHARED_LINK = "logits?" + urllib.parse.urlencode({
@@ -47,7 +48,8 @@ SHOTS: dict[str, Shot] = {
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
     "batching": Shot("batching", ["Run static and continuous", "Measure throughput vs batch size"]),
-    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720)),  # a projector's 720p
+    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720),  # a projector's 720p
+                      scroll_to="1 · One draw, by cumulative ranges"),
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
 }
 
@@ -106,6 +108,9 @@ def main(names: list[str]) -> None:
                     settle(page)
                 if shot.window is None:
                     full_height(page)
+                elif shot.scroll_to:
+                    page.get_by_text(shot.scroll_to, exact=True).first.evaluate("el => el.scrollIntoView()")
+                    page.wait_for_timeout(1000)
                 file = Path(os.environ.get("SCREENSHOTS_DIR") or ROOT / "assets") / f"{name}.png"
                 page.screenshot(path=str(file), full_page=shot.window is None)
                 page.close()

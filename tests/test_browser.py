@@ -5,7 +5,9 @@ shared link opened in a fresh browser context showing the same chart numbers.
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
 takes Streamlit's legacy ``pages/`` path (see ``ui.navigation.redirect_legacy_run``).
-Screenshots go to ``$BROWSER_SCREENSHOTS`` (default: pytest's temporary folder).
+Presenter mode is checked as a projector shows it, at 1280×720 and 1920×1080 (one server, one
+browser): no label, button text or chart title is cut, Copy link is there, Generation shows only its
+primary controls. Screenshots go to ``$BROWSER_SCREENSHOTS`` (default: pytest's temporary folder).
 """
 from __future__ import annotations
 
@@ -238,3 +240,55 @@ def test_hostile_link_in_a_real_browser(fresh_server, browser):
     assert page.locator("main img[src='x'], main b:text('x')").count() == 0
     assert dialogs == []
     page.close()
+
+
+# Text Streamlit cuts with "…" (an element that hides its overflow and holds more text than it shows),
+# and chart titles, axis titles, annotations and legends drawn outside their chart: each as a short line.
+CLIPPED_JS = """() => {
+  const out = [];
+  const name = el => (el.getAttribute('data-testid') || el.tagName) + ': ' + (el.innerText || '').trim().slice(0, 60);
+  for (const el of document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *')) {
+    if (!el.innerText || el.children.length > 3 || el.offsetParent === null) continue;
+    const style = getComputedStyle(el);
+    const hides = style.textOverflow === 'ellipsis' || (style.overflowX === 'hidden' && style.whiteSpace === 'nowrap');
+    if (hides && el.scrollWidth > el.clientWidth + 1) out.push('cut text ' + name(el));
+  }
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const box = plot.getBoundingClientRect();
+    for (const t of plot.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text, .legendtext')) {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1))
+        out.push('chart text outside its chart: ' + (t.textContent || '').slice(0, 60));
+    }
+  }
+  return out;
+}"""
+PROJECTOR_SIZES = [(1280, 720), (1920, 1080)]
+PROJECTOR_PAGES = PAGES[1:]  # every story page at 1280×720; two of them at 1920×1080 too
+WIDE_PAGES = {"sampling", "generation"}
+
+
+def test_presenter_mode_fits_a_projector(fresh_server, browser, tmp_path):
+    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    problems = []
+    for width, height in PROJECTOR_SIZES:
+        page = browser.new_page(viewport={"width": width, "height": height})
+        for spec in PROJECTOR_PAGES:
+            if width > 1280 and spec.url_path not in WIDE_PAGES:
+                continue
+            page.goto(f"{fresh_server}/{spec.url_path}?present=1")
+            page.wait_for_selector("h1", timeout=RENDER_S * 1000)
+            _wait_for_run_to_finish(page)
+            if spec.url_path == "generation":
+                page.get_by_role("button", name="Next token", exact=True).click()
+                _wait_for_run_to_finish(page)
+                assert page.get_by_label("Force the next token").count() == 0  # secondary controls hidden
+                assert page.get_by_role("button", name="Back to the prompt").count() == 1
+            copy = page.frame_locator('[data-testid="stSidebar"] iframe').get_by_role("button", name="Copy link to this view")
+            assert copy.count() == 1, f"no Copy link on /{spec.url_path} in presenter mode"
+            assert page.locator('[data-testid="stException"]').count() == 0
+            problems += [f"{width}×{height} /{spec.url_path}: {p}" for p in page.evaluate(CLIPPED_JS)]
+            page.screenshot(path=str(folder / f"presenter_{spec.url_path}_{width}x{height}.png"))
+        page.close()
+    assert not problems, problems

@@ -292,11 +292,13 @@ def test_generation_sentences(real):
 
 def test_batching_verdicts_follow_the_run():
     text = generating.verdict_sentence(10.0, 14.0, 20, 22, 92, 21, 4, 6, 2)
-    assert text.startswith("**Continuous batching won this run**: 14 against 10 tok/s (×1.40)")
+    assert text.startswith("**Continuous batching won this run**: 14.0 against 10.0 tok/s (×1.40)")
     assert "71 fewer wasted positions" in text
     text = generating.verdict_sentence(14.0, 10.0, 20, 24, 92, 6, 3, 6, 3)
     assert text.startswith("**Static batching won this run**") and "3 cache slots for 6 requests" in text
     assert "24 steps against 20" in text and "3 of its steps were prefills" in text
+    text = generating.verdict_sentence(14.0, 10.0, 32, 34, 170, 30, 4, 6, 2, (60.0, 6.0), (90.0, 1.4))
+    assert "decode steps were slower although they carried fewer rows (median 90.0 ms for 1.4 rows" in text
     text = generating.verdict_sentence(10.0, 10.3, 20, 20, 92, 21, 6, 6, 0)
     assert text.startswith("**Both modes ran about as fast")
     assert "time to first token 607 ms for every request" in generating.mode_caption(20, 180, 92, [607.2, 606.9])

@@ -401,3 +401,18 @@ def test_attention_and_embedding_downloads_have_named_columns(deferred_downloads
     for key, export in exports.items():  # every chart of the page: a table of its own, not the trace dump
         header = next(csv.reader(io.StringIO(export["download"]["callable"]())))
         assert "trace" not in header, key
+
+
+def test_every_chart_on_every_page_passes_its_table():
+    """A chart's CSV comes from the page's data: every ``charts.show`` call in ``pages/`` gives ``data=``."""
+    import ast
+    from pathlib import Path
+
+    missing = []
+    for script in sorted(Path(__file__).resolve().parents[1].glob("pages/*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "show"
+                    and getattr(node.func.value, "id", "") == "charts"
+                    and "data" not in {keyword.arg for keyword in node.keywords}):
+                missing.append(f"{script.name}:{node.lineno}")
+    assert not missing, missing

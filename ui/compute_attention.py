@@ -116,7 +116,7 @@ def find_token(pieces: list[str], word: str) -> int | None:
 
 
 def default_query(pieces: list[str]) -> int:
-    """The query token the page starts on: the first "it" (the article's example), else the last token."""
+    """The query token the page starts on: the first "it" (the example sentence's pronoun), else the last token."""
     found = find_token(pieces[:MAX_TOKENS], "it")
     return found if found is not None else min(len(pieces), MAX_TOKENS) - 1
 

@@ -27,7 +27,7 @@ def _range_ms(values: Sequence[float]) -> str:
 
 
 def _tps(value: float) -> str:
-    return f"{value:.3g}"
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
 TIE_BAND = 0.05  # tokens/s within 5 % of each other: called a tie (the runs' own step-to-step noise is that large)
@@ -96,8 +96,13 @@ def mode_caption(n_steps: int, computed: int, wasted: int, ttft_ms: Sequence[flo
 
 def verdict_sentence(static_tps: float, continuous_tps: float, static_steps: int, continuous_steps: int,
                      static_wasted: int, continuous_wasted: int, n_slots: int, n_requests: int,
-                     late_prefills: int) -> str:
-    """Which mode produced more tokens per second in this run, and the reasons the run itself shows."""
+                     late_prefills: int, static_decode: tuple[float, float] = (0.0, 0.0),
+                     continuous_decode: tuple[float, float] = (0.0, 0.0)) -> str:
+    """Which mode produced more tokens per second in this run, and the reasons the run itself shows.
+
+    ``*_decode`` is (median decode step ms, mean rows per decode step) of each mode: a mode whose
+    steps were slower although they carried fewer rows ran while the machine was busier.
+    """
     work = (f"continuous computed {continuous_wasted:,} wasted positions against {static_wasted:,}, in "
             f"{continuous_steps} steps against {static_steps}")
     if static_tps and abs(continuous_tps / static_tps - 1) < TIE_BAND:
@@ -124,6 +129,11 @@ def verdict_sentence(static_tps: float, continuous_tps: float, static_steps: int
                        "running request's decoding for a step")
     if static_wasted <= continuous_wasted:
         reasons.append(f"the static batch wasted no more positions ({static_wasted:,} against {continuous_wasted:,})")
+    (static_ms, static_rows), (continuous_ms, continuous_rows) = static_decode, continuous_decode
+    if continuous_ms > static_ms > 0 and continuous_rows < static_rows:
+        reasons.append(f"its decode steps were slower although they carried fewer rows (median {_ms(continuous_ms)} "
+                       f"for {continuous_rows:.1f} rows on average, against {_ms(static_ms)} for {static_rows:.1f}): "
+                       "the machine was busier during its run — run both again")
     if not reasons:
         reasons.append("its steps took longer on this machine at this moment: the two modes did almost the same work "
                        "(on a shared CPU a few busy milliseconds per step decide it)")

@@ -163,6 +163,9 @@ def causal_suggestion(pieces: Sequence[str], query: int, later: int | None, earl
     a word before it (an edit there can).
     """
     q = _code(pieces[query])
+    if query == 0 and later is None and earlier is None:
+        return (f"- This prompt is one token: {q} can only attend to itself, so every weight is 1. Add words after "
+                "it and watch the later tokens spread their weight over the earlier ones.")
     parts = []
     if later is not None:
         parts.append(f"Changing {_code(pieces[later])} (position {later}) cannot move any head of {q} (position "

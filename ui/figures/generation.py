@@ -37,7 +37,7 @@ def make_alternatives_bar(tokens: Sequence[str], probs: Sequence[float], chosen:
                            marker_line_color=["#0d6efd" if t == chosen else "#adb5bd" for t in tokens],
                            marker_line_width=2, text=[f"{p:.1%}" for p in probs], textposition="outside",
                            cliponaxis=False))
-    fig.update_layout(title=title, height=60 + 32 * len(tokens), margin=dict(l=10, r=40, t=40, b=10),
+    fig.update_layout(title=title, height=80 + 32 * len(tokens), margin=dict(l=10, r=40, t=60, b=10),
                       xaxis=dict(title="probability", range=[0, 1.15 * max(max(probs, default=0), 0.01)]),
                       yaxis=dict(autorange="reversed", type="category"))
     return fig
