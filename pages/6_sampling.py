@@ -56,7 +56,7 @@ else:
                 f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
                 f"(probability {one.probability:.4f}, rank {one.chosen_rank + 1} of {one.survivors:,} survivors).")
     if index:
-        history = " · ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(model, prompt, chat, key, index))
+        history = " | ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(model, prompt, chat, key, index))
         st.caption(f"Draws so far: {history}")
 toy_starts, toy_ends = toy_ranges(TOY_PROBS)
 toy_u = one.u if one.u is not None else 0.5

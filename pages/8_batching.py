@@ -93,7 +93,8 @@ else:
         data=figs.timeline_table(static.grid, static.phases, static.step_ms, "row", labels))
     charts.show(figs.make_batch_timeline(
         continuous.grid, continuous.phases,
-        f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees", "slot", labels),
+        f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees (wait = paused by a "
+        "prefill)", "slot", labels),
         key="batch_continuous_timeline",
         data=figs.timeline_table(continuous.grid, continuous.phases, continuous.step_ms, "slot", labels))
     m1, m2 = st.columns(2)
@@ -119,9 +120,8 @@ else:
                                        continuous.used_bytes), key="batch_memory",
                 data=figs.memory_table(static.reserved_bytes, static.used_bytes, continuous.reserved_bytes,
                                        continuous.used_bytes))
-    st.markdown(claims.memory_sentence(max(static.reserved_bytes), max(static.used_bytes), "Static")
-                + " " + claims.memory_sentence(max(continuous.reserved_bytes), max(continuous.used_bytes),
-                                               "Continuous")
+    st.markdown(claims.memory_sentence(static.reserved_bytes, static.used_bytes, "Static")
+                + " " + claims.memory_sentence(continuous.reserved_bytes, continuous.used_bytes, "Continuous")
                 + f" Continuous batching allocates all {result.n_slots} slots up front "
                   f"({continuous.allocated_bytes / 2**20:,.2f} MiB); a slot is sized for its longest request.")
 

@@ -37,7 +37,7 @@ def test_sampling_page_draw_again_steps_the_seeded_stream():
     at.run()  # a plain rerun keeps the draw
     assert _draw_line(at) == second
     history = texts(at.caption)
-    assert "Draws so far: #0 " in history and " · #1 " in history
+    assert "Draws so far: #0 " in history and " | #1 " in history
     at.button(key="draw_reset").click().run()
     assert _draw_line(at) == first  # reproducible from the seed
 

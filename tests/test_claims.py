@@ -305,3 +305,7 @@ def test_batching_verdicts_follow_the_run():
     assert "181–2,960 ms" in generating.mode_caption(24, 94, 6, [181.0, 2960.0])
     assert "×2.00" in generating.curve_sentence([1, 8], [20.0, 80.0], [50.0, 100.0])
     assert generating.prefill_pause_sentence(0, 0.0) is None
+    mib = 2**20
+    text = generating.memory_sentence([4 * mib, 4 * mib, 2 * mib], [1 * mib, 2 * mib, 2 * mib], "Continuous")
+    assert "up to 4.00 MiB reserved" in text and "up to 2.00 MiB holding" in text
+    assert "filled 25%–100% of what was reserved (mean 58%)" in text  # shares 0.25, 0.5, 1.0, step by step

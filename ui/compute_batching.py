@@ -17,7 +17,7 @@ import streamlit as st
 from inference import BatchRun, PromptError, SamplingParams, run_continuous, run_static
 from inference.model.kv_cache import causal_padding_mask
 from inference.serving.padding import left_pad
-from ui.figures.batching import EMPTY, IDLE
+from ui.figures.batching import EMPTY, IDLE, PAUSED
 from ui.resources import engine_for
 from ui.token_text import token_texts
 
@@ -173,10 +173,17 @@ class Comparison:
 def _mode_run(run: BatchRun, n_rows: int, position_bytes: int, allocated_positions: int) -> ModeRun:
     grid = np.full((n_rows, len(run.steps)), EMPTY)
     done: set[int] = set()
+    held: dict[int, int] = {}  # request -> its slot, from its first step until it finishes
     for column, step in enumerate(run.steps):
+        for request, slot in held.items():
+            if request not in step.slots:
+                grid[slot, column] = PAUSED  # in its slot, but not in this forward (others are prefilling)
         for request, slot in step.slots.items():
             grid[slot, column] = IDLE if request in done else request
+            held[request] = slot
         done.update(step.finished)
+        for request in step.finished:
+            held.pop(request, None)
     results = run.results
     return ModeRun(
         grid=grid, phases=[s.phase for s in run.steps], texts=[r.text for r in results],

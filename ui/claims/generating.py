@@ -162,8 +162,11 @@ def prefill_pause_sentence(paused_steps: int, paused_ms: float) -> str | None:
             "a token.")
 
 
-def memory_sentence(reserved_bytes: int, used_bytes: int, mode: str) -> str:
-    share = used_bytes / reserved_bytes if reserved_bytes else 0.0
-    return (f"{mode}: at its fullest step the KV cache held {used_bytes / 2**20:,.2f} MiB of real tokens in "
-            f"{reserved_bytes / 2**20:,.2f} MiB reserved ({share:.0%} used).")
-
+def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mode: str) -> str:
+    """How much of the KV cache reserved for the rows/slots in use held real tokens, step by step."""
+    shares = [u / r for r, u in zip(reserved_bytes, used_bytes) if r]
+    if not shares:
+        return f"{mode}: no cache was reserved."
+    return (f"{mode}: up to {max(reserved_bytes) / 2**20:,.2f} MiB reserved for the rows or slots in use, up to "
+            f"{max(used_bytes) / 2**20:,.2f} MiB holding real tokens; step by step, real tokens filled "
+            f"{min(shares):.0%}–{max(shares):.0%} of what was reserved (mean {sum(shares) / len(shares):.0%}).")

@@ -18,7 +18,8 @@ from plotly.subplots import make_subplots
 
 from .tokens import visible
 
-PAD, IDLE, EMPTY = -1, -2, -3  # timeline cell codes besides request numbers
+PAD, IDLE, EMPTY, PAUSED = -1, -2, -3, -4  # timeline cell codes besides request numbers
+# PAUSED: a request that holds its slot but is not in this step's forward (a prefill of others is running)
 REQUEST_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
 
 
@@ -83,12 +84,15 @@ def make_positions_heatmap(positions: np.ndarray, real: np.ndarray, labels: Sequ
 def make_batch_timeline(grid: np.ndarray, phases: Sequence[str], title: str, slot_name: str,
                         labels: Sequence[int] | None = None) -> go.Figure:
     """Rows (batch rows or cache slots) x steps: which request is there (its colour and number),
-    ``IDLE`` = a finished request still holding its row, ``EMPTY`` = a free slot."""
+    ``IDLE`` = a finished request still holding its row, ``PAUSED`` = a request waiting out another's
+    prefill in its slot, ``EMPTY`` = a free slot."""
     n_slots, n_steps = grid.shape
     names = _names(int(grid.max(initial=-1)) + 1, labels)
-    colors = ["#ffffff", "#adb5bd"] + REQUEST_COLORS  # EMPTY, IDLE, then requests 0..7
-    codes = np.where(grid == EMPTY, 0, np.where(grid == IDLE, 1, 2 + grid % len(REQUEST_COLORS)))
-    text = [["" if c == EMPTY else ("idle" if c == IDLE else str(names[int(c)])) for c in row] for row in grid]
+    colors = ["#ffffff", "#adb5bd", "#fff3bf"] + REQUEST_COLORS  # EMPTY, IDLE, PAUSED, then requests 0..7
+    codes = np.where(grid == EMPTY, 0, np.where(grid == IDLE, 1, np.where(grid == PAUSED, 2,
+                                                                          3 + grid % len(REQUEST_COLORS))))
+    text = [["" if c == EMPTY else ("idle" if c == IDLE else ("wait" if c == PAUSED else str(names[int(c)])))
+             for c in row] for row in grid]
     fig = go.Figure(go.Heatmap(
         z=codes, text=text, texttemplate="%{text}", textfont=dict(size=12), zmin=-0.5, zmax=len(colors) - 0.5,
         colorscale=_discrete_scale(colors), showscale=False, xgap=1, ygap=2,
@@ -113,8 +117,8 @@ def make_request_latency(labels: Sequence[int], static_ttft: Sequence[float], co
                                  marker_color=color, showlegend=col == 1, legendgroup=mode,
                                  hovertemplate="%{x}: %{y:.0f} ms<extra>" + mode + "</extra>"), row=1, col=col)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(title="Each request's latency, measured in both runs", barmode="group", height=340,
-                      margin=dict(l=10, r=10, t=80, b=40), legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    fig.update_layout(title="Each request's latency, measured in both runs", barmode="group", height=370,
+                      margin=dict(l=10, r=10, t=80, b=80), legend=dict(orientation="h", y=-0.18, x=0))
     return fig
 
 
@@ -133,8 +137,8 @@ def make_memory_chart(static_reserved: Sequence[int], static_used: Sequence[int]
                                  legendgroup="used"), row=1, col=col)
         fig.update_xaxes(title_text="step", row=1, col=col)
     fig.update_yaxes(title_text="KV cache (MiB)", rangemode="tozero", row=1, col=1)
-    fig.update_layout(title="KV cache: reserved for the rows/slots in use vs holding real tokens", height=320,
-                      margin=dict(l=10, r=10, t=80, b=40), legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    fig.update_layout(title="KV cache: reserved for the rows/slots in use vs holding real tokens", height=360,
+                      margin=dict(l=10, r=10, t=80, b=80), legend=dict(orientation="h", y=-0.3, x=0))
     return fig
 
 
@@ -148,7 +152,8 @@ def make_throughput_curve(batch_sizes: Sequence[int], tokens_per_second: Sequenc
                              line=dict(color="#e45756", dash="dot")), secondary_y=True)
     fig.update_xaxes(title_text="requests in the batch", tickvals=list(batch_sizes))
     fig.update_yaxes(title_text="tokens per second", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="ms per decode step", rangemode="tozero", showgrid=False, secondary_y=True)
+    fig.update_yaxes(title_text="ms per decode step", rangemode="tozero", showgrid=False, tickformat=".0f",
+                     secondary_y=True)
     fig.update_layout(title="Decode throughput against batch size (measured now)", height=340,
                       margin=dict(l=10, r=10, t=60, b=40), legend=dict(orientation="h", y=-0.25))
     return fig
@@ -182,7 +187,8 @@ def timeline_table(grid: np.ndarray, phases: Sequence[str], step_ms: Sequence[fl
     for step, phase in enumerate(phases):
         for slot in range(grid.shape[0]):
             code = int(grid[slot, step])
-            state = "free" if code == EMPTY else ("idle (finished, still computed)" if code == IDLE else "running")
+            state = {EMPTY: "free", IDLE: "idle (finished, still computed)",
+                     PAUSED: "paused (holds its slot while others prefill)"}.get(code, "running")
             rows.append({"step": step, "phase": phase, "step_ms": step_ms[step], slot_name: slot,
                          "request": names[code] if code >= 0 else None, "state": state})
     return pd.DataFrame(rows)
