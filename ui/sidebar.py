@@ -33,13 +33,13 @@ document.getElementById("copy").addEventListener("click", async () => {
 
 def model_facts(engine: Engine) -> dict[str, str]:
     """Name, family, device, dtype and parameter count of the loaded model, as display strings."""
-    n_params = sum(p.numel() for p in engine.model.parameters())  # tied weights counted once
+    n_params = engine.parameter_count
     config = engine.config
     return {
         "Model": config.name,
         "Architecture": f"{config.family}, {config.n_layers} layers, d_model {config.d_model}",
         "Device": str(engine.device),
-        "Dtype": str(engine.dtype).removeprefix("torch."),
+        "Weights": engine.weights_description,
         "Parameters": f"{n_params / 1e6:.1f} M ({n_params:,})",
     }
 

@@ -132,6 +132,30 @@ def _convert(gguf_path: Path, out: Path) -> None:
     _save_tokenizer(gguf_path, out)
 
 
+def read_raw_weights(gguf_path: Path) -> dict[str, "GGUFWeight"]:
+    """Every tensor of the file as stored (block type and raw row bytes), by Hugging Face name, Q/K rows in HF order.
+
+    For ``quant="gguf"``: the blocks are kept, not dequantized (``inference.model.quant``).
+    """
+    from gguf import GGUFReader
+
+    from .quant import GGUFWeight
+
+    reader = GGUFReader(gguf_path)
+    meta = _metadata(reader)
+    config = _llama_config(meta)
+    weights = {}
+    for tensor in reader.tensors:
+        name = _hf_name(tensor.name)
+        raw = np.asarray(tensor.data)
+        if name.endswith("q_proj.weight"):
+            raw = _unpermute(raw, config["num_attention_heads"])
+        elif name.endswith("k_proj.weight"):
+            raw = _unpermute(raw, config["num_key_value_heads"])
+        weights[name] = GGUFWeight(tensor.tensor_type.name, np.ascontiguousarray(raw))
+    return weights
+
+
 def _metadata(reader) -> dict:
     meta = {}
     for key, field in reader.fields.items():
