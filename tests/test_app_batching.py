@@ -19,8 +19,10 @@ def test_padded_batch_and_a_comparison_run():
     at = open_batching()
     padded = chart(at, "batch_padded")["data"][0]
     assert len(padded["y"]) == 6  # the six default requests
-    # leave row 1 out: every chart still calls the others by their table row (0, 2, 3, 4, 5)
-    at.session_state["batch_requests"] = {"edited_rows": {1: {"prompt": ""}}, "added_rows": [], "deleted_rows": []}
+    # leave row 1 out: every chart still calls the others by their table row (0, 2, 3, 4, 5); a short
+    # longest answer (6 tokens) keeps the three runs quick
+    at.session_state["batch_requests"] = {"edited_rows": {0: {"max new tokens": 6}, 1: {"prompt": ""}},
+                                          "added_rows": [], "deleted_rows": []}
     at.run()
     assert "Request 1 is left out" in at.warning[0].value
     assert chart(at, "batch_padded")["data"][0]["y"] == [f"request {r}" for r in (0, 2, 3, 4, 5)]
@@ -73,11 +75,16 @@ def test_table_edits_survive_a_page_switch():
     assert at.warning and "Request 0: max new tokens 0 is outside 1–32, using 1" in at.warning[0].value
 
 
-def test_throughput_curve_is_measured_small():
+def test_throughput_curve_is_measured_small(monkeypatch):
+    from ui import compute_batching
+
+    monkeypatch.setattr(compute_batching, "CURVE_SIZES", (1, 3))  # the page's own code path, at a test's size
+    monkeypatch.setattr(compute_batching, "CURVE_STEPS", 2)
     at = open_batching()
     at.button(key="batch_curve_run").click().run()
     assert not at.exception
     curve = at.session_state["batch_curve"][1]
-    assert curve.batch_sizes == [1, 2, 4, 8] and all(ms > 0 for ms in curve.step_ms)
+    assert curve.batch_sizes == [1, 3] and curve.decode_steps == 2 and all(ms > 0 for ms in curve.step_ms)
+    assert curve.tokens_per_second == [1000 * b / ms for b, ms in zip(curve.batch_sizes, curve.step_ms)]
     assert chart(at, "batch_curve")["data"][0]["y"] == curve.tokens_per_second
-    assert any("A decode step for 8 requests took" in m.value for m in at.markdown)
+    assert any("A decode step for 3 requests took" in m.value for m in at.markdown)

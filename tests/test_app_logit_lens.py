@@ -10,7 +10,7 @@ from tests.apptest_utils import PREDICTING_PAGES, assert_clean, chart, plotly_ar
 pytestmark = pytest.mark.real_model
 
 TIMEOUT = 120  # the first run loads the model; continuations run on 2 shared cores
-PROMPT = "The cat sat"  # seed 004: the model should continue with " on"
+PROMPT = "The cat sat"  # the example prompt: the model continues it with " on"
 PAGES = PREDICTING_PAGES
 
 

@@ -243,10 +243,12 @@ CURVE_PROMPT = "The cat sat"
 CURVE_STEPS = 4  # decode steps timed per size: ~2 s in all on 2 CPU cores
 
 
-def throughput_curve(model: str, sizes: tuple[int, ...] = CURVE_SIZES, decode_steps: int = CURVE_STEPS,
+def throughput_curve(model: str, sizes: tuple[int, ...] | None = None, decode_steps: int | None = None,
                      progress: Callable[[float, str], None] | None = None) -> ThroughputCurve:
-    """Static batches of ``CURVE_PROMPT`` at each size, greedy: the median of their decode steps' times."""
+    """Static batches of ``CURVE_PROMPT`` at each size (default ``CURVE_SIZES``), greedy: the median of their
+    ``decode_steps`` (default ``CURVE_STEPS``) decode steps' times."""
     engine = engine_for(model)
+    sizes, decode_steps = sizes or CURVE_SIZES, decode_steps or CURVE_STEPS
     report = progress or (lambda share, text: None)
     medians = []
     for i, size in enumerate(sizes):
