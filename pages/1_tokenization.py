@@ -4,7 +4,8 @@ import streamlit as st
 from ui import charts
 from ui import compute_tokens as tok
 from ui import models, state
-from ui.figures.tokens import make_token_id_chart, token_chips_html, visible
+from ui.claims import reading as claims
+from ui.figures.tokens import make_token_id_chart, token_chips_html, token_id_table, visible
 from ui.navigation import redirect_legacy_run
 from ui.prompt import prompt_tokens
 
@@ -53,20 +54,18 @@ if state.get(state.CHAT):
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
     st.caption(f"The chart shows the first {n_chart} of {len(view.ids):,} tokens.")
-charts.show(make_token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart")
+charts.show(make_token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart",
+            data=token_id_table(view.pieces[:n_chart], view.ids[:n_chart]))
 
 # 2. Token ids mean nothing numerically
 st.header("Token ids are names, not numbers")
 word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind("tok_id_word", " cat"))
-neighbours = tok.id_neighbours(model, word) if word.strip() else []
+neighbours = tok.id_neighbours(model, word) if word else None
 if neighbours:
-    st.markdown(
-        f"The ids right next to `{visible(word)}`'s id have nothing to do with it: the vocabulary is ordered by "
-        "when the tokenizer learned each piece, not by meaning. Adding, subtracting or comparing ids is meaningless; "
-        "meaning comes later, from the **embedding** row each id selects (next page)."
-    )
-    st.dataframe([{"id": i, "token": visible(p)} for i, p in neighbours], hide_index=True, key="id_neighbours")
-elif not word.strip():
+    st.markdown(claims.id_neighbours_sentence(word, neighbours.word_pieces, neighbours.centre_id, neighbours.rows))
+    st.dataframe([{"id": i, "token": visible(p), "learned at merge #": rank} for i, p, rank in neighbours.rows],
+                 hide_index=True, key="id_neighbours")
+else:
     st.info("Type a word to see the ids around its id.")
 
 # 3. Why subwords
@@ -74,7 +73,7 @@ st.header("Why subwords? Words, BPE and bytes")
 compare = st.text_input("Text to compare", **state.bind("tok_compare", "The cat sat on thecatsatonthemat"))
 corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE below learn from it)",
                       height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
-if compare.strip():
+if compare:
     words = tok.word_level(compare, corpus)
     bpe_ids, bpe = tok.model_bpe(model, compare)
     data = tok.raw_bytes(compare)
@@ -82,8 +81,7 @@ if compare.strip():
     with a:
         st.subheader("(a) Word-level")
         unknown = sum(1 for w, _ in words if w == tok.UNK)
-        st.caption(f"Vocabulary: the {len(set(tok.words(corpus))):,} distinct words and marks of the paragraph, plus <unk>. "
-                   f"{len(words)} tokens, {unknown} unknown: their meaning is lost.")
+        st.caption(claims.word_level_caption(len(set(tok.words(corpus))), len(words), unknown))
         st.markdown(token_chips_html([w for w, _ in words], [i for _, i in words]), unsafe_allow_html=True)
     with b:
         st.subheader("(b) The model's BPE")
@@ -92,7 +90,7 @@ if compare.strip():
         st.markdown(token_chips_html(bpe, bpe_ids), unsafe_allow_html=True)
     with c:
         st.subheader("(c) Raw bytes")
-        st.caption(f"Vocabulary: 256 byte values. {len(data)} tokens: nothing unknown, but long sequences.")
+        st.caption(claims.raw_bytes_caption(len(data), len(bpe_ids)))
         st.markdown(token_chips_html([chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:200],
                                      data[:200]), unsafe_allow_html=True)
 else:
@@ -123,8 +121,9 @@ else:
         left, right = st.columns([1, 3])
         left.markdown(label)
         right.markdown(token_chips_html([tok.piece_text(p, False) for p in step.parts]), unsafe_allow_html=True)
-    st.caption(f"{len(steps) - 1} merges from {len(steps[0].parts)} bytes to {len(steps[-1].parts)} tokens, "
-               "the same split the tokenizer itself produces.")
+    cut = len(tok.token_bytes(pieces[0])) > tok.MAX_BPE_BYTES
+    st.caption(claims.merge_replay_caption(len(steps) - 1, len(steps[0].parts), len(steps[-1].parts),
+                                           steps[-1].parts == tok.tokenizer_split(model, bpe_word), cut))
 
 # 5. A tiny BPE trained live
 st.header("Train a tiny BPE")

@@ -5,6 +5,7 @@ from ui import charts
 from ui import compute_attention as att
 from ui import compute_embeddings as emb
 from ui import models, state
+from ui.claims import reading as claims
 from ui.figures import embeddings as figs
 from ui.figures.tokens import visible
 from ui.navigation import redirect_legacy_run
@@ -16,14 +17,16 @@ HEATMAP_LIMIT = 64  # tokens in the rows heatmap and the token picker
 ROPE_POSITIONS = 12  # positions drawn as arrows
 
 st.title("Embeddings")
+model = models.current()
+cat_dog, cat_banana = emb.word_cosines(model, " cat", (" dog", " banana"))
 st.markdown(
     "A token id is only a row number. The model's first step is to look that row up in the **embedding "
     "matrix**: one row of learned numbers per vocabulary entry. From here on, every token is a vector, and the "
-    "collection of the prompt's vectors is the matrix the rest of the model works on. Training has arranged the "
-    "rows so that tokens used alike point alike: *cat* sits near *dog*, far from *banana*."
+    "collection of the prompt's vectors is the matrix the rest of the model works on. Training arranges the "
+    "rows so that tokens used alike tend to point alike. "
+    + claims.closeness_sentence("cat", "dog", "banana", cat_dog, cat_banana)
 )
 
-model = models.current()
 view = prompt_tokens()
 if view is None:
     st.stop()
@@ -36,17 +39,21 @@ st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vo
 if n < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
 rows = emb.rows_for(model, view.ids[:n])
-charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
+charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap",
+            data=lambda: figs.embedding_rows_table(rows, view.pieces[:n]))
 
 st.header("One token's vector and its neighbours")
 pick = st.selectbox("Token", options=list(range(n)), format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
                     **state.bind("emb_token", min(1, n - 1), options=range(n)))
 token_id, piece = view.ids[pick], view.pieces[pick]
 left, right = st.columns([3, 2])
+neighbours = emb.nearest(model, token_id)
 with left:
-    charts.show(figs.make_vector_chart(rows[pick], piece), key="embedding_vector")
+    charts.show(figs.make_vector_chart(rows[pick], piece), key="embedding_vector",
+                data=figs.vector_table(rows[pick], piece))
 with right:
-    charts.show(figs.make_neighbour_chart(emb.nearest(model, token_id), piece), key="embedding_neighbours")
+    charts.show(figs.make_neighbour_chart(neighbours, piece), key="embedding_neighbours",
+                data=figs.neighbour_table(neighbours))
 st.caption(f"Cosine similarity compares directions: 1 = same direction, 0 = unrelated. Computed against all "
            f"{vocab:,} rows of the matrix; token id {token_id} itself is left out.")
 
@@ -57,12 +64,11 @@ words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
 projection = emb.project(model, view.ids[:n], words)
 if len(projection.labels) < 3:
     st.info("Add a few words (or a longer prompt): a map needs at least three vectors to be worth drawing.")
-charts.show(figs.make_projection_scatter(projection.points, projection.labels, projection.groups,
-                                         projection.explained), key="embedding_pca")
-st.caption(f"PCA keeps the two directions along which these {len(projection.labels)} vectors vary most; "
-           f"together they hold {sum(projection.explained):.0%} of the variance, so distances are only a rough "
-           f"guide. Words are taken with a leading space, as they appear inside a sentence. Token ids, by contrast, "
-           f"carry no such closeness (see the Tokenization page).")
+pca_map = figs.make_projection_scatter(projection.points, projection.labels, projection.groups, projection.explained)
+charts.show(pca_map, key="embedding_pca",
+            data=figs.projection_table(projection.points, projection.labels, projection.groups))
+st.caption(claims.pca_caption(len(projection.labels), projection.explained, figs.unlabelled_points(pca_map))
+           + " Token ids, by contrast, carry no such closeness (see the Tokenization page).")
 
 st.header("How position enters")
 if emb.position_scheme(model) == "rope":
@@ -76,36 +82,38 @@ if emb.position_scheme(model) == "rope":
     angles = emb.rope_angles(model, ROPE_POSITIONS)  # (P, hd/2)
     n_pairs = angles.shape[1]
     pairs = sorted({0, n_pairs // 4, n_pairs // 2, n_pairs - 1})  # fast → slow frequency pairs
-    charts.show(figs.make_rope_rotation(angles, pairs, emb.rope_wavelengths(model)), key="rope_rotation")
+    wavelengths = emb.rope_wavelengths(model)
+    charts.show(figs.make_rope_rotation(angles, pairs, wavelengths), key="rope_rotation",
+                data=figs.rope_rotation_table(angles, pairs, wavelengths))
     maps = att.attention_maps(model, view.ids)
     pieces = view.pieces[: maps.n_tokens]
     query = att.find_token(pieces, "it")
     query = query if query is not None else maps.n_tokens - 1
     key = att.find_token(pieces[:query], "cat")
     key = key if key is not None else 0
-    layer, head, _ = att.top_heads(maps, query, key, k=1)[0]
+    layer, head, weight = att.top_heads(maps, query, key, k=1)[0]
     by_distance = att.scores_by_distance(model, maps, layer, head, query, key)
-    st.markdown(
-        f"A real pair: the query of `{visible(pieces[query])}` and the key of `{visible(pieces[key])}` in layer "
-        f"{layer}, head {head} (the head that links them most). Undo their rotations, rotate them again as if "
-        f"they were *d* positions apart, and score them: the red diamond, at the real distance {by_distance.actual_distance}, "
-        "is the score the forward pass recorded; the line shows how the same two vectors would score nearer or farther."
-    )
+    st.markdown(claims.rope_pair_sentence(pieces[query], pieces[key], layer, head, weight, by_distance.actual_distance))
     charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
-                                          by_distance.recorded, pieces[query], pieces[key]), key="rope_distance")
+                                          by_distance.recorded, pieces[query], pieces[key]), key="rope_distance",
+                data=figs.distance_table(by_distance.distances, by_distance.scores, by_distance.actual_distance,
+                                         by_distance.recorded))
+    cos_table = emb.rope_cos(model, 64)
     charts.show(figs.make_position_heatmap(
-        emb.rope_cos(model, 64), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
-        "frequency pair", "cos"), key="rope_table")
+        cos_table, "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
+        "frequency pair", "cos"), key="rope_table", data=lambda: figs.position_table(cos_table, "frequency pair", "cos"))
 else:
     st.markdown("This model learns one **position row** per position and adds it to the token's row before "
                 "the first block: the same word at a different place gives a different vector.")
-    charts.show(figs.make_position_heatmap(emb.learned_positions(model, n), "Learned position rows",
-                                           "dimension", "value"), key="position_rows")
+    learned = emb.learned_positions(model, n)
+    charts.show(figs.make_position_heatmap(learned, "Learned position rows", "dimension", "value"),
+                key="position_rows", data=lambda: figs.position_table(learned, "dimension", "value"))
 
 st.header("What to try next")
+cat_id = emb.token_id_of(model, " cat")
+cat_neighbours = [piece for _, piece, _ in emb.nearest(model, cat_id)] if cat_id is not None else []
 st.markdown(
-    "- Pick *cat* and look at its neighbours: capitalised and plural forms come first, then other animals.\n"
-    "- Add your own words to the map: fruit, vehicles, verbs. Which ones cluster?\n"
-    "- Put the same word twice in the prompt: its two rows in the heatmap are identical. Only RoPE, inside "
-    "attention, tells them apart. **Attention** is next."
+    (f"- {claims.neighbours_suggestion('cat', cat_id in view.ids[:n], cat_neighbours)}\n" if cat_neighbours else "")
+    + "- Add your own words to the map: fruit, vehicles, verbs. Which ones cluster?\n"
+    f"- {claims.repeated_token_sentence(view.pieces[:n], view.ids[:n], rows)}"
 )

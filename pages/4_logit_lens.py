@@ -2,7 +2,9 @@
 import streamlit as st
 
 from ui import charts, models, state
+from ui.claims import predicting as claims
 from ui.compute_logits import current_prompt_logits, traced_prompt
+from ui.figures import block as figs
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.figures.logits import visible_token
 from ui.navigation import redirect_legacy_run
@@ -30,13 +32,15 @@ if traced.traced_tokens < traced.prompt_tokens:
 st.subheader("1 · One block, walked")
 layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind("block_layer", 0, range(config.n_layers)))
 last = visible_token(cached.token_strings[-1])
-charts.show(make_block_diagram(walk.stage_names, walk.shape, walk.norms[layer, :, -1].tolist(),
+norms = walk.norms[layer, :, -1].tolist()
+charts.show(make_block_diagram(walk.stage_names, walk.shape, norms,
                                f"Block {layer} of {config.n_layers}, at the last position ({last})"),
-            key="block_diagram")
+            key="block_diagram", data=figs.block_table(walk.stage_names, walk.shape, norms))
 st.caption(f"Every stage is a {walk.shape[0]} × {walk.shape[1]} tensor (prompt positions × d_model): the residual "
            f"stream's size never changes. ‖x‖ is the length of the {walk.shape[1]}-number vector at the last "
            "position. SmolLM2 is pre-norm: an RMSNorm also sits just before attention (inside that box).")
-charts.show(make_block_activations(walk.stage_names, walk.last_vectors[layer]), key="block_activations")
+charts.show(make_block_activations(walk.stage_names, walk.last_vectors[layer]), key="block_activations",
+            data=figs.activations_table(walk.stage_names, walk.last_vectors[layer]))
 
 # 2. The logit lens: the final norm + output matrix applied after every block
 st.subheader("2 · Logit lens")
@@ -44,16 +48,16 @@ st.caption("Stop after any block, apply the final norm and the output matrix, an
            "would predict. Bottom row: the embeddings alone; top row: the real output. Hover for the top 3.")
 if len(lens.position_tokens) < walk.shape[0]:
     st.caption(f"Showing the last {len(lens.position_tokens)} of {walk.shape[0]} positions.")
+first_position = traced.prompt_tokens - len(lens.position_tokens)  # the lens shows the prompt's last positions
 charts.show(make_logit_lens(lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings),
-            key="logit_lens")
+            key="logit_lens", data=lambda: figs.lens_table(lens.layer_labels, lens.position_tokens, lens.top_probs,
+                                                           lens.top_strings, first_position))
 final = lens.top_strings[-1][-1][0]
-charts.show(make_answer_formation(lens.layer_labels, lens.final_token_probability.tolist(), final),
-            key="answer_formation")
-settled = next(i for i in range(len(lens.layer_labels))
-               if all(lens.top_strings[j][-1][0] == final for j in range(i, len(lens.layer_labels))))
-st.markdown(f"The final answer **{visible_token(final)}** is the top guess at the last position from "
-            f"**{lens.layer_labels[settled]}** on (of {config.n_layers} blocks); "
-            "the line shows how sure each layer is.")
+final_probabilities = lens.final_token_probability.tolist()
+charts.show(make_answer_formation(lens.layer_labels, final_probabilities, final), key="answer_formation",
+            data=figs.answer_table(lens.layer_labels, final_probabilities, final))
+st.markdown(claims.answer_formation_sentence(lens.layer_labels, [layer[-1][0] for layer in lens.top_strings],
+                                             final_probabilities) + " The line shows how sure each readout is.")
 
 st.header("What to try next")
 st.markdown(

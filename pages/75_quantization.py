@@ -38,7 +38,7 @@ else:
     charts.show(figs.make_block_figure(block.codes, block.decoded, block.kernel_held,
                                        f"{block.tensor} ({block.type_name}, {block.shape[0]} × {block.shape[1]}): "
                                        f"row {block.row}, weights {32 * block.block}–{32 * block.block + 31}"),
-                key="quant_block")
+                key="quant_block", data=figs.block_table(block.codes, block.decoded, block.kernel_held))
     formula = (f"w = d·q + m with d = {block.scale:.6g} and m = {block.offset:.6g}" if block.offset is not None
                else f"w = d·q with d = {block.scale:.6g}" if block.codes else "its own layout")
     st.markdown(f"The file keeps these 32 weights in **{block.block_bytes} bytes** — {bits:.2f} bits per weight, "
@@ -59,7 +59,8 @@ bandwidth = quant.memory_speed()
 formats = ["float32", "bfloat16", "Q8_0", "Q4_1"]
 per_token_mb = [sizes.per_token_params * sizes.formats[f] / 1e6 for f in formats]
 ceilings = [bandwidth / (mb * 1e6) for mb in per_token_mb]
-charts.show(figs.make_bytes_chart(formats, per_token_mb, ceilings, bandwidth / 1e9), key="quant_bytes")
+charts.show(figs.make_bytes_chart(formats, per_token_mb, ceilings, bandwidth / 1e9), key="quant_bytes",
+            data=figs.bytes_table(formats, per_token_mb, ceilings, bandwidth / 1e9))
 stored = ""
 if sizes.file_bytes:
     total = sum(sizes.file_types.values())
@@ -82,7 +83,8 @@ st.header("Your prompt in every weights mode")
 prompt, chat = state.get(state.PROMPT), state.get(state.CHAT)
 comparison = quant.compare_modes(model, prompt, chat)
 labels = [quant.MODE_LABELS[m] for m in comparison.modes]
-charts.show(figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs), key="quant_modes")
+charts.show(figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs), key="quant_modes",
+            data=figs.mode_probabilities_table(comparison.token_strings, labels, comparison.next_probs))
 st.dataframe([{"weights": label, "what runs": description, "top-1 agreement with float32": f"{agree:.1%}",
                "mean KL from float32 (nats)": f"{kl:.2e}"}
               for label, description, agree, kl in zip(labels, comparison.descriptions, comparison.top1_agreement,
@@ -113,7 +115,9 @@ if measured is None or measured[:2] != (model, view.ids):
     st.info("Press the button: 24 greedy tokens in each mode, timed now on this machine (a few seconds).")
 else:
     speeds = measured[2]
-    charts.show(figs.make_mode_speed([quant.MODE_LABELS[m] for m in speeds], list(speeds.values())), key="quant_speed")
+    speed_labels = [quant.MODE_LABELS[m] for m in speeds]
+    charts.show(figs.make_mode_speed(speed_labels, list(speeds.values())), key="quant_speed",
+                data=figs.mode_speed_table(speed_labels, list(speeds.values())))
     fastest = max(speeds, key=speeds.get)
     st.markdown(f"Measured just now: **{quant.MODE_LABELS[fastest]}** decodes fastest, {speeds[fastest]:.1f} tok/s, "
                 f"{speeds[fastest] / speeds['none']:.1f}× float32's {speeds['none']:.1f} tok/s. Bytes are not the "

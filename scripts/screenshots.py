@@ -1,6 +1,7 @@
 """Refresh the README's screenshots: start the app, open pages in headless Chromium, save PNGs in assets/.
 
     .venv/bin/python scripts/screenshots.py [page ...]      # default: every page in SHOTS
+    SCREENSHOTS_DIR=/tmp/shots .venv/bin/python scripts/screenshots.py   # look first, elsewhere than assets/
 
 Uses Debian's chromium through Playwright (no browser download). Each shot may click
 buttons first (by their label) so the picture shows the page in use; a shot's path may
@@ -8,6 +9,7 @@ carry a query string (a shared link), and a projector shot keeps a fixed window 
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +31,7 @@ class Shot:
     path: str  # url path, with a query string for a shared link
     clicks: list[str] = field(default_factory=list)  # labels of buttons to click, in order
     window: tuple[int, int] | None = None  # a fixed window (what a projector shows) instead of the full page
+    scroll_to: str | None = None  # in a fixed window: scroll so that this text is at the top
 
 
 SHARED_LINK = "logits?" + urllib.parse.urlencode({
@@ -50,8 +53,9 @@ SHOTS: dict[str, Shot] = {
     "logits": Shot("logits"),
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
-    "batching": Shot("batching", ["Run static and continuous"]),
-    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1600, 1500)),
+    "batching": Shot("batching", ["Run static and continuous", "Measure throughput vs batch size"]),
+    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720),  # a projector's 720p
+                      scroll_to="1 · One draw, by cumulative ranges"),
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
 }
 
@@ -110,7 +114,10 @@ def main(names: list[str]) -> None:
                     settle(page)
                 if shot.window is None:
                     full_height(page)
-                file = ROOT / "assets" / f"{name}.png"
+                elif shot.scroll_to:
+                    page.get_by_text(shot.scroll_to, exact=True).first.evaluate("el => el.scrollIntoView()")
+                    page.wait_for_timeout(1000)
+                file = Path(os.environ.get("SCREENSHOTS_DIR") or ROOT / "assets") / f"{name}.png"
                 page.screenshot(path=str(file), full_page=shot.window is None)
                 page.close()
                 print("wrote", file)

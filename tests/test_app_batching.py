@@ -19,16 +19,32 @@ def test_padded_batch_and_a_comparison_run():
     at = open_batching()
     padded = chart(at, "batch_padded")["data"][0]
     assert len(padded["y"]) == 6  # the six default requests
+    # leave row 1 out: every chart still calls the others by their table row (0, 2, 3, 4, 5); a short
+    # longest answer (6 tokens) keeps the three runs quick
+    at.session_state["batch_requests"] = {"edited_rows": {0: {"max new tokens": 6}, 1: {"prompt": ""}},
+                                          "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert "Request 1 is left out" in at.warning[0].value
+    assert chart(at, "batch_padded")["data"][0]["y"] == [f"request {r}" for r in (0, 2, 3, 4, 5)]
     at.number_input(key="batch_slots").set_value(2).run()
     at.button(key="batch_run").click().run()
     result = at.session_state["batch_comparison"]
     assert result.n_slots == 2 and result.continuous.grid.shape[0] == 2
+    drawn = {cell for row in chart(at, "batch_static_timeline")["data"][0]["text"] for cell in row}
+    assert {"0", "2", "5"} <= drawn and "1" not in drawn
+    latency = chart(at, "batch_latency")["data"]
+    assert latency[0]["x"] == [f"request {r}" for r in (0, 2, 3, 4, 5)]
+    assert [round(v, 3) for v in latency[0]["y"]] == [round(v, 3) for v in result.static.ttft_ms]
+    memory = chart(at, "batch_memory")["data"]
+    assert max(memory[1]["y"]) <= max(memory[0]["y"])  # used never exceeds reserved
+    assert any(m.value.startswith(("**Continuous batching won", "**Static batching won", "**Both modes"))
+               for m in at.markdown)
     assert all(solo == static == cont for solo, static, cont in
                zip(result.solo, result.static.token_ids, result.continuous.token_ids))
     assert "Every request produced exactly the same tokens" in at.success[0].value
     assert chart(at, "batch_static_timeline")["data"][0]["type"] == "heatmap"
     # static keeps a row per request for every step; continuous never holds more than its slots
-    assert result.static.grid.shape == (6, len(result.static.phases))
+    assert result.static.grid.shape == (5, len(result.static.phases))
     assert result.static.output_tokens == result.continuous.output_tokens
     assert not at.exception
 
@@ -44,3 +60,31 @@ def test_bad_rows_are_explained_and_the_rest_still_runs():
     assert any("Request 1: max new tokens 999" in p for p in requests.problems)
     assert any("Request 2 is left out" in p and "limit is 64" in p for p in requests.problems)
     assert not at.exception
+
+
+def test_table_edits_survive_a_page_switch():
+    """Streamlit drops a widget's state on a page that does not draw it: the table keeps its rows anyway."""
+    at = open_batching()
+    at.session_state["batch_requests"] = {"edited_rows": {0: {"max new tokens": 0}}, "added_rows": [],
+                                          "deleted_rows": []}
+    at.run()
+    assert "Request 0: max new tokens 0 is outside 1–32, using 1" in at.warning[0].value
+    at.switch_page("pages/5_logits.py").run()
+    at.switch_page("pages/8_batching.py").run()
+    assert not at.exception
+    assert at.warning and "Request 0: max new tokens 0 is outside 1–32, using 1" in at.warning[0].value
+
+
+def test_throughput_curve_is_measured_small(monkeypatch):
+    from ui import compute_batching
+
+    monkeypatch.setattr(compute_batching, "CURVE_SIZES", (1, 3))  # the page's own code path, at a test's size
+    monkeypatch.setattr(compute_batching, "CURVE_STEPS", 2)
+    at = open_batching()
+    at.button(key="batch_curve_run").click().run()
+    assert not at.exception
+    curve = at.session_state["batch_curve"][1]
+    assert curve.batch_sizes == [1, 3] and curve.decode_steps == 2 and all(ms > 0 for ms in curve.step_ms)
+    assert curve.tokens_per_second == [1000 * b / ms for b, ms in zip(curve.batch_sizes, curve.step_ms)]
+    assert chart(at, "batch_curve")["data"][0]["y"] == curve.tokens_per_second
+    assert any("A decode step for 3 requests took" in m.value for m in at.markdown)

@@ -65,6 +65,6 @@ def test_cached_vs_uncached_measurement():
 
 
 def test_empty_prompt_is_a_clear_message():
-    at = open_generation("   ")
+    at = open_generation("")
     assert at.error and "empty" in at.error[0].value
     assert not at.exception

@@ -10,7 +10,7 @@ from tests.apptest_utils import PREDICTING_PAGES, assert_clean, chart, plotly_ar
 pytestmark = pytest.mark.real_model
 
 TIMEOUT = 120  # the first run loads the model; continuations run on 2 shared cores
-PROMPT = "The cat sat"  # seed 004: the model should continue with " on"
+PROMPT = "The cat sat"  # the example prompt: the model continues it with " on"
 PAGES = PREDICTING_PAGES
 
 
@@ -26,7 +26,7 @@ def test_logit_lens_page_shows_the_answer_forming():
     z = plotly_array(lens["z"])
     assert z.shape == (31, 3)  # embeddings + 30 blocks, 3 prompt positions
     assert lens["text"][-1][-1] == "·on"  # the last layer's guess after "sat" is the model's answer
-    assert "is the top guess at the last position from" in texts(at.markdown)
+    assert "At the last position the final answer is **·on**" in texts(at.markdown)
     first = chart(at, "block_diagram")["layout"]["annotations"][0]["text"]
     assert "3 × 576" in first
     at.slider(key="_w_block_layer").set_value(20).run()

@@ -11,7 +11,7 @@ from tests.apptest_utils import PREDICTING_PAGES, assert_clean, chart, plotly_ar
 pytestmark = pytest.mark.real_model
 
 TIMEOUT = 120  # the first run loads the model; continuations run on 2 shared cores
-PROMPT = "The cat sat"  # seed 004: the model should continue with " on"
+PROMPT = "The cat sat"  # the example prompt: the model continues it with " on"
 PAGES = PREDICTING_PAGES
 
 
@@ -101,3 +101,17 @@ def test_repetition_penalty_and_min_p_run_through_the_engine_stages():
     assert not np.allclose(np.nan_to_num(first[0]), np.nan_to_num(plotly_array(stages["z"])[0]))  # penalised softmax
     assert any(label.startswith("min-p · ") for label in stages["y"])
     assert "the repetition penalty lowers tokens already in the prompt" in texts(at.markdown)  # greedy moved
+
+
+def test_the_example_button_is_undone_with_one_click():
+    at = open_page("logits", prompt="Bank is closed on Sunday")
+    at.toggle(key="_w_chat").set_value(True).run()
+    at.button(key="use_example_prompt_logits").click().run()
+    assert_clean(at)
+    assert at.session_state["prompt"] == "The cat sat" and at.session_state["chat"] is False
+    assert at.text_area(key="_w_prompt").value == "The cat sat"
+    at.button(key="restore_prompt_logits").click().run()  # the same place, now "Back to your prompt"
+    assert_clean(at)
+    assert at.session_state["prompt"] == "Bank is closed on Sunday" and at.session_state["chat"] is True
+    assert at.text_area(key="_w_prompt").value == "Bank is closed on Sunday"
+    assert at.button(key="use_example_prompt_logits")  # and the example is offered again

@@ -10,7 +10,7 @@ from tests.apptest_utils import PREDICTING_PAGES, assert_clean, chart, plotly_ar
 pytestmark = pytest.mark.real_model
 
 TIMEOUT = 120  # the first run loads the model; continuations run on 2 shared cores
-PROMPT = "The cat sat"  # seed 004: the model should continue with " on"
+PROMPT = "The cat sat"  # the example prompt: the model continues it with " on"
 PAGES = PREDICTING_PAGES
 
 
@@ -26,7 +26,7 @@ def test_sampling_page_draw_again_steps_the_seeded_stream():
     at = open_page("sampling")
     assert_clean(at)
     toy = chart(at, "toy_ranges")
-    assert "TOY" in toy["layout"]["title"]["text"]
+    assert "made-up example" in toy["layout"]["title"]["text"] and "not the model" in toy["layout"]["title"]["text"]
     assert [round(d["base"][0], 2) for d in toy["data"]] == [0.0, 0.1, 0.3]
     first = _draw_line(at)
     assert first.startswith("Draw **#0** with seed **0**")
@@ -37,7 +37,7 @@ def test_sampling_page_draw_again_steps_the_seeded_stream():
     at.run()  # a plain rerun keeps the draw
     assert _draw_line(at) == second
     history = texts(at.caption)
-    assert "Draws so far: #0 " in history and " · #1 " in history
+    assert "Draws so far: #0 " in history and " | #1 " in history
     at.button(key="draw_reset").click().run()
     assert _draw_line(at) == first  # reproducible from the seed
 

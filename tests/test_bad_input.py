@@ -11,7 +11,14 @@ from inference.model import gguf as gguf_loader
 
 def test_empty_prompt(engine):
     with pytest.raises(PromptError, match="empty"):
-        list(engine.generate("   ", SamplingParams()))
+        list(engine.generate("", SamplingParams()))
+
+
+def test_whitespace_is_a_real_prompt(engine):
+    """A single space is one token the model can continue (only "" is empty)."""
+    ids = engine.encode_prompt(" ")
+    assert len(ids) == 1 and engine.tokenizer.decode(ids) == " "
+    assert len(list(engine.generate(" ", SamplingParams(max_new_tokens=2, temperature=0.0)))) == 2
 
 
 def test_prompt_longer_than_context(engine):

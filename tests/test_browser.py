@@ -5,7 +5,9 @@ shared link opened in a fresh browser context showing the same chart numbers.
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
 takes Streamlit's legacy ``pages/`` path (see ``ui.navigation.redirect_legacy_run``).
-Screenshots go to ``$BROWSER_SCREENSHOTS`` (default: pytest's temporary folder).
+Presenter mode is checked as a projector shows it, at 1280×720 and 1920×1080 (one server, one
+browser): no label, button text or chart title is cut, Copy link is there, Generation shows only its
+primary controls. Screenshots go to ``$BROWSER_SCREENSHOTS`` (default: pytest's temporary folder).
 """
 from __future__ import annotations
 
@@ -238,3 +240,61 @@ def test_hostile_link_in_a_real_browser(fresh_server, browser):
     assert page.locator("main img[src='x'], main b:text('x')").count() == 0
     assert dialogs == []
     page.close()
+
+
+# Text Streamlit cuts with "…" (an element that hides its overflow and holds more text than it shows),
+# and chart titles, axis titles, annotations and legends drawn outside their chart: each as a short line.
+CLIPPED_JS = """() => {
+  const out = [];
+  const name = el => (el.getAttribute('data-testid') || el.tagName) + ': ' + (el.innerText || '').trim().slice(0, 60);
+  for (const el of document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *')) {
+    if (!el.innerText || el.children.length > 3 || el.offsetParent === null) continue;
+    const style = getComputedStyle(el);
+    const hides = style.textOverflow === 'ellipsis' || (style.overflowX === 'hidden' && style.whiteSpace === 'nowrap');
+    if (hides && el.scrollWidth > el.clientWidth + 1) out.push('cut text ' + name(el));
+  }
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const box = plot.getBoundingClientRect();
+    for (const t of plot.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text, .legendtext')) {
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1))
+        out.push('chart text outside its chart: ' + (t.textContent || '').slice(0, 60));
+    }
+  }
+  return out;
+}"""
+PROJECTOR_SIZES = {(1280, 720): PAGES[1:], (1920, 1080): [p for p in PAGES if p.url_path == "generation"]}
+
+
+def _check_projector_page(page, spec, folder: Path, size: tuple[int, int]) -> list[str]:
+    """One presenter page as a projector shows it: Copy link there, Generation's extra controls gone, nothing cut."""
+    if spec.url_path == "generation":
+        page.get_by_role("button", name="Next token", exact=True).click()
+        _wait_for_run_to_finish(page)
+        assert page.get_by_label("Force the next token").count() == 0  # secondary controls hidden
+        assert page.get_by_role("button", name="Back to the prompt").count() == 1
+    copy = page.frame_locator('[data-testid="stSidebar"] iframe').get_by_role("button", name="Copy link to this view")
+    assert copy.count() == 1, f"no Copy link on /{spec.url_path} in presenter mode"
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(folder / f"presenter_{spec.url_path}_{size[0]}x{size[1]}.png"))
+    return [f"{size[0]}×{size[1]} /{spec.url_path}: {p}" for p in page.evaluate(CLIPPED_JS)]
+
+
+def test_presenter_mode_fits_a_projector(fresh_server, browser, tmp_path):
+    """Every story page at 1280×720, walked with the presenter bar's Next links in one session, and the
+    Generation page at 1920×1080: no cut label, button text or chart title, Copy link available."""
+    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    problems = []
+    for (width, height), specs in PROJECTOR_SIZES.items():
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(f"{fresh_server}/{specs[0].url_path}?present=1")
+        for index, spec in enumerate(specs):
+            if index:  # the presenter bar's own link: the same session walks the story
+                page.get_by_role("link", name=f"Next: {spec.title}").click()
+            page.wait_for_selector("h1", timeout=RENDER_S * 1000)
+            _wait_for_run_to_finish(page)
+            assert page.locator("h1").first.inner_text().split(" ")[0] in spec.title
+            problems += _check_projector_page(page, spec, folder, (width, height))
+        page.close()
+    assert not problems, problems

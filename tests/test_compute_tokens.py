@@ -44,4 +44,6 @@ def test_word_level_bytes_and_tiny_bpe(real):
     assert 0 < len(tiny.merges) <= 280 - 256 and tiny.tokens
     assert ("a", "t") in tiny.merges[:5]
     around = id_neighbours(MODEL, " cat")
-    assert [i for i, _ in around] == list(range(2641, 2648)) and (2644, " cat") in around
+    assert [i for i, _, _ in around.rows] == list(range(2641, 2648)) and around.centre_id == 2644
+    assert (2644, " cat", 2392) in around.rows  # the merge that made " cat" (ids follow merge ranks)
+    assert around.word_pieces == [" cat"]

@@ -270,9 +270,34 @@ def test_presenter_copy_is_larger_and_leaves_the_original_alone():
     assert big.layout.font.size == round(12 * charts.FONT_SCALE)
     assert big.layout.title.font.size == round(16 * charts.FONT_SCALE)
     assert big.layout.xaxis.tickfont.size == round(12 * charts.FONT_SCALE)
-    assert big.data[1].textfont.size == round(11 * charts.FONT_SCALE)  # an explicit text size grows too
+    assert big.data[1].textfont.size == round(12 * charts.FONT_SCALE)  # an explicit text size grows too
     assert big.layout.height == round(fig.layout.height * charts.HEIGHT_SCALE)
     assert figure_csv(big) == figure_csv(fig)  # same numbers
+
+
+def test_presenter_copy_wraps_a_long_title_and_makes_room_for_it():
+    title = "Layer 0: the cache's keys and values (19 positions × 64 dims per K/V head); red = written this step"
+    fig = go.Figure(go.Bar(y=[1]), layout={"title": title, "height": 300, "margin": {"t": 50}})
+    big = charts.presenter_copy(fig)
+    lines = big.layout.title.text.split("<br>")
+    assert len(lines) == 2 and " ".join(lines) == title and all(len(l) <= charts.TITLE_LINE_CHARS for l in lines)
+    assert big.layout.margin.t > 50 and big.layout.height > round(300 * charts.HEIGHT_SCALE)
+    assert charts.presenter_copy(go.Figure(layout={"title": "Short"})).layout.title.text == "Short"
+
+
+def test_table_csv_uses_the_chart_table_and_builds_it_only_when_asked():
+    fig = logit_figs.make_logits_bar(["<0xF0><0x9F>", " on"], [3.5, -1.25], 0)
+    calls = []
+
+    def build():
+        calls.append(1)
+        return logit_figs.logits_table([100, 319], ["<0xF0><0x9F>", " on"], [3.5, -1.25], 0)
+
+    rows = read(charts.table_csv(build, fig))
+    assert calls == [1] and list(rows[0]) == ["rank", "token_id", "token", "logit", "greedy_pick"]
+    assert [r["token"] for r in rows] == ["<0xF0><0x9F>", "·on"]  # the chart's own notation
+    assert floats(rows, "logit").tolist() == [3.5, -1.25]
+    assert read(charts.table_csv(None, fig))[0]["trace"]  # no table: the traces, as before
 
 
 # -- AppTest: every chart on a page has its PNG name and a working CSV download ----------------
@@ -326,20 +351,29 @@ def test_every_chart_on_a_page_is_exportable(script, url_path, keys, deferred_do
 
 @pytest.mark.real_model
 def test_logits_csv_download_holds_the_charts_numbers(deferred_downloads):
+    """The real downloads: named columns built from the page's data, equal to what the charts draw."""
     at = apptest_utils.open_page("pages/5_logits.py")
     assert_clean(at)
     exports = chart_exports(at, deferred_downloads)
 
     bars = chart(at, "logits_bar")
-    rows = read(exports["logits_bar"]["download"]["callable"]())
-    assert np.array_equal(floats(rows, "y"), plotly_array(bars["data"][0]["y"]).astype(float))
-    assert [r["x_label"] for r in rows] == bars["layout"]["xaxis"]["ticktext"]
+    rows = bar_rows = read(exports["logits_bar"]["download"]["callable"]())
+    assert list(rows[0]) == ["rank", "token_id", "token", "logit", "greedy_pick"]
+    assert np.array_equal(floats(rows, "logit"), plotly_array(bars["data"][0]["y"]).astype(float))
+    assert [r["token"] for r in rows] == bars["layout"]["xaxis"]["ticktext"]  # the same token notation
 
     stages = chart(at, "stage_figure")["data"][0]
     z = plotly_array(stages["z"]).astype(float)
     rows = read(exports["stage_figure"]["download"]["callable"]())
-    assert np.array_equal(grid(rows, z.shape), z, equal_nan=True)
-    assert [r["y"] for r in rows if r["col"] == "0"] == stages["y"]
+    assert {"stage", "token", "probability", "kept", "survivors_in_vocabulary"} <= set(rows[0])
+    table = np.array([float(r["probability"]) for r in rows]).reshape(z.shape)
+    assert np.array_equal(np.where(table > 0, table, np.nan), z, equal_nan=True)
+    assert [r["kept"] == "True" for r in rows] == (table > 0).reshape(-1).tolist()
+
+    sweep = read(exports["temperature_sweep"]["download"]["callable"]())
+    assert list(sweep[0]) == ["temperature", "entropy_bits", "top_token_probability"]
+    entropy = floats(sweep, "entropy_bits")
+    assert np.all(np.diff(entropy) > 0)  # entropy grows with T: the sweep the chart draws
 
     at.session_state[PRESENTER] = True  # projector mode: bigger text, the same numbers
     at.run()
@@ -347,4 +381,38 @@ def test_logits_csv_download_holds_the_charts_numbers(deferred_downloads):
     assert chart(at, "logits_bar")["layout"]["font"]["size"] == round(12 * charts.FONT_SCALE)
     assert chart(at, "logits_bar")["layout"]["height"] == round(bars["layout"]["height"] * charts.HEIGHT_SCALE)
     exports = chart_exports(at, deferred_downloads)
-    assert read(exports["logits_bar"]["download"]["callable"]()) == read(figure_csv(go.Figure(bars)))
+    assert read(exports["logits_bar"]["download"]["callable"]()) == bar_rows
+
+
+@pytest.mark.real_model
+def test_attention_and_embedding_downloads_have_named_columns(deferred_downloads):
+    at = apptest_utils.open_page("pages/3_attention.py", prompt="I love pizza 🍕")
+    assert_clean(at)
+    exports = chart_exports(at, deferred_downloads)
+    rows = read(exports["attention_heatmap"]["download"]["callable"]())
+    assert list(rows[0]) == ["query_position", "query_token", "key_position", "key_token", "weight"]
+    assert all(int(r["key_position"]) <= int(r["query_position"]) for r in rows)  # masked cells left out
+    sums: dict[str, float] = {}
+    for r in rows:
+        sums[r["query_position"]] = sums.get(r["query_position"], 0.0) + float(r["weight"])
+    assert np.allclose(list(sums.values()), 1.0, atol=1e-4)
+    assert any("<0xF0>" in r["query_token"] for r in rows)  # byte pieces in the <0xNN> notation, never "�"
+    assert not any("\ufffd" in r["query_token"] for r in rows)
+    for key, export in exports.items():  # every chart of the page: a table of its own, not the trace dump
+        header = next(csv.reader(io.StringIO(export["download"]["callable"]())))
+        assert "trace" not in header, key
+
+
+def test_every_chart_on_every_page_passes_its_table():
+    """A chart's CSV comes from the page's data: every ``charts.show`` call in ``pages/`` gives ``data=``."""
+    import ast
+    from pathlib import Path
+
+    missing = []
+    for script in sorted(Path(__file__).resolve().parents[1].glob("pages/*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "show"
+                    and getattr(node.func.value, "id", "") == "charts"
+                    and "data" not in {keyword.arg for keyword in node.keywords}):
+                missing.append(f"{script.name}:{node.lineno}")
+    assert not missing, missing

@@ -35,8 +35,29 @@ def test_timeline_grid_shows_idle_rows_and_free_slots():
         step(0, "prefill", {0: 0, 1: 1}, finished=[1]),
         step(1, "decode", {0: 0, 1: 1}, finished=[0]),  # static: request 1 still holds row 1
     ])
-    grid = _mode_run(run, 3).grid
+    mode = _mode_run(run, 3, position_bytes=100, allocated_positions=8)
+    grid = mode.grid
+    assert mode.allocated_bytes == 800 and mode.late_prefills == []
     assert grid[:, 0].tolist() == [0, 1, figs.EMPTY]
     assert grid[:, 1].tolist() == [0, figs.IDLE, figs.EMPTY]
     fig = figs.make_batch_timeline(grid, ["prefill", "decode"], "t", "row")
     assert list(fig.data[0].x) == ["0P", "1"] and list(fig.data[0].text[1]) == ["1", "idle"]
+    # requests are named by their table rows: with row 1 of the table left out, request 1 is row 2
+    fig = figs.make_batch_timeline(grid, ["prefill", "decode"], "t", "row", labels=[0, 2])
+    assert list(fig.data[0].text[0]) == ["0", "0"] and list(fig.data[0].text[1]) == ["2", "idle"]
+    table = figs.timeline_table(grid, ["prefill", "decode"], [10.0, 5.0], "row", labels=[0, 2])
+    assert table.loc[(table.step == 0) & (table.row == 1), "request"].item() == 2
+    assert set(table.state) == {"running", "idle (finished, still computed)", "free"}
+
+
+def test_a_request_paused_by_a_prefill_keeps_its_slot_in_the_timeline():
+    run = BatchRun(results=[], steps=[
+        step(0, "prefill", {0: 0}, finished=[]),
+        step(1, "prefill", {1: 1}, finished=[]),  # request 0 holds slot 0 but is not in this forward
+        step(2, "decode", {0: 0, 1: 1}, finished=[0]),
+        step(3, "decode", {1: 1}, finished=[1]),  # slot 0 is free again
+    ])
+    grid = _mode_run(run, 2, position_bytes=1, allocated_positions=1).grid
+    assert grid[0].tolist() == [0, figs.PAUSED, 0, figs.EMPTY]
+    fig = figs.make_batch_timeline(grid, ["prefill", "prefill", "decode", "decode"], "t", "slot")
+    assert list(fig.data[0].text[0]) == ["0", "wait", "0", ""]

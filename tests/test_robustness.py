@@ -144,7 +144,7 @@ ROWS: list[Row] = [
 
     # Tokenization: the shared prompt, and the page's own text boxes
     Row("empty-prompt", "tokenization", (Prompt(""),), "the prompt is empty"),
-    Row("whitespace-prompt", "tokenization", (Prompt(" \n\t  "),), "the prompt is empty"),
+    Row("whitespace-only-prompt-is-text", "tokenization", (Prompt(" \n\t  "),), "`·` is a space"),
     Row("10k-character-prompt", "tokenization", (Prompt(TEN_K),), "the chips show the first 512"),
     Row("control-characters", "tokenization", (Prompt("bell\x07 escape\x1b delete\x7f"),),
         "control characters (U+0007, U+001B, U+007F)"),
@@ -159,7 +159,7 @@ ROWS: list[Row] = [
     Row("id-word-empty", "tokenization", (Set("text_input", "_w_tok_id_word", ""),), "Type a word to see the ids",
         restore=(Set("text_input", "_w_tok_id_word", " cat"),)),
     Row("id-word-10k", "tokenization", (Set("text_input", "_w_tok_id_word", "x" * 10_000),),
-        "have nothing to do with it", restore=(Set("text_input", "_w_tok_id_word", " cat"),)),
+        "The ids right next to it hold", restore=(Set("text_input", "_w_tok_id_word", " cat"),)),
     Row("compare-text-empty", "tokenization", (Set("text_input", "_w_tok_compare", ""),), "Type some text to compare",
         restore=(Set("text_input", "_w_tok_compare", "The cat sat"),)),
     Row("compare-text-10k", "tokenization", (Set("text_input", "_w_tok_compare", "y" * 10_000),),
@@ -182,15 +182,15 @@ ROWS: list[Row] = [
         restore=(Set("text_input", "_w_emb_words", "cat, dog"),)),
 
     # Attention
-    Row("attention-one-character", "attention", (Prompt("a"),), "put a word “it” in your prompt"),
+    Row("attention-one-character", "attention", (Prompt("a"),), "this prompt has no word “it”"),
     Row("attention-10k-prompt", "attention", (Prompt(TEN_K),), "attention is computed and drawn for the first 128"),
-    Row("chat-template-whitespace-prompt", "attention", (Set("toggle", "_w_chat", True), Prompt("   ")),
+    Row("chat-template-empty-prompt", "attention", (Set("toggle", "_w_chat", True), Prompt("")),
         "the prompt is empty", restore=(Set("toggle", "_w_chat", False), Prompt(DEFAULT_PROMPT))),
 
     # Transformer block & logit lens
     Row("lens-10k-prompt", "logit_lens", (Prompt(TEN_K),), "traces only its last 128"),
     Row("lens-prompt-beyond-context", "logit_lens", (Prompt(BEYOND_CONTEXT),), "context holds 8192"),
-    Row("lens-nul-only-prompt", "logit_lens", (Prompt("\x00"),), "is the top guess at the last position"),
+    Row("lens-nul-only-prompt", "logit_lens", (Prompt("\x00"),), "At the last position the final answer is"),
 
     # Logits & temperature
     Row("temperature-negative", "logits", (State("temperature", -1.0),),

@@ -27,12 +27,13 @@ def parse(name: str, raw: str):
     ("temperature", "0.73", 0.75, None),  # snapped to the slider's step
     ("temperature", "7", 2.0, "clamped to 2"),
     ("temperature", "-1", 0.0, "clamped to 0"),
-    ("top_k", "1000000000", 49152, "clamped to 49152"),
+    ("top_k", "1000000000", 49152, "clamped to 49,152"),
     ("top_p", "0", 0.0, None),  # allowed; the sampling controls explain what 0 means
     ("layer", "99", 29, "clamped to 29"),
     ("head", "-3", 0, "clamped to 0"),
     ("query", "11", 10, "clamped to 10"),
     ("seed", "42", 42, None),
+    ("seed", "99999999999", 2**31 - 1, "is outside 0…2,147,483,647: clamped to 2,147,483,647"),
     ("present", "yes", True, None),
     ("chat", "0", False, None),
     ("prompt", "x" * 10_000, "x" * url_state.MAX_PROMPT_CHARS, "kept the first 4,000"),
@@ -144,6 +145,16 @@ def test_link_round_trip_restores_state_and_numbers():
     assert dict(second.query_params) == link
 
 
+def test_a_single_space_prompt_travels_in_the_link():
+    first = open_with({}, "pages/5_logits.py")
+    first.text_area(key="_w_prompt").input(" ").run()
+    assert_clean(first)
+    assert not first.error and first.query_params["prompt"] == " "
+    second = open_with(dict(first.query_params), "pages/5_logits.py")
+    assert second.session_state["prompt"] == " " and not second.error and not second.warning
+    assert chart(second, "logits_bar")["data"] == chart(first, "logits_bar")["data"]
+
+
 def test_sampling_settings_round_trip_on_the_logits_page():
     first = open_with({}, "pages/5_logits.py")
     first.slider(key="_w_temperature").set_value(1.35).run()
@@ -195,7 +206,7 @@ def test_presenter_bar_at_the_ends_of_the_story():
     at.switch_page(PAGES[-1].script)
     at.run()
     labels = [link.proto.label for link in at.main.get("page_link")]
-    assert any(label.startswith("Previous: Generation") for label in labels)
+    assert any(label.startswith(f"Previous: {PAGES[-2].title}") for label in labels)  # the story's last but one
     assert not any(label.startswith("Next") for label in labels)
 
 

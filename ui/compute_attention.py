@@ -88,6 +88,25 @@ def top_heads(maps: AttentionMaps, query: int, key: int, k: int = 5) -> list[tup
     return [(int(i // maps.n_heads), int(i % maps.n_heads), float(weights.flat[i])) for i in order]
 
 
+def previous_token_heads(maps: AttentionMaps) -> np.ndarray:
+    """(L, H) bool: heads whose strongest key is the previous token for more than half of the queries.
+
+    Queries 0 and 1 are left out: their previous token is the first one, where heads also
+    park weight they do not need (the attention sink).
+    """
+    t = maps.n_tokens
+    if t < 4:
+        return np.zeros((maps.n_layers, maps.n_heads), dtype=bool)
+    strongest = maps.probs[:, :, 2:, :].argmax(axis=-1)  # (L, H, T-2) the key each query weighs most
+    previous = np.arange(2, t)[None, None, :] - 1
+    return (strongest == previous).mean(axis=-1) > 0.5
+
+
+def word_positions(pieces: list[str]) -> list[int]:
+    """Positions of word tokens (letters only, at least three), for suggestions that name a word of the prompt."""
+    return [i for i, piece in enumerate(pieces) if piece.strip().isalpha() and len(piece.strip()) >= 3]
+
+
 def find_token(pieces: list[str], word: str) -> int | None:
     """Position of the first token whose text, stripped, equals ``word`` (case-insensitive)."""
     for i, piece in enumerate(pieces):
@@ -97,7 +116,7 @@ def find_token(pieces: list[str], word: str) -> int | None:
 
 
 def default_query(pieces: list[str]) -> int:
-    """The query token the page starts on: the first "it" (the article's example), else the last token."""
+    """The query token the page starts on: the first "it" (the example sentence's pronoun), else the last token."""
     found = find_token(pieces[:MAX_TOKENS], "it")
     return found if found is not None else min(len(pieces), MAX_TOKENS) - 1
 

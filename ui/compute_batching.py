@@ -12,26 +12,52 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
 import streamlit as st
 
 from inference import BatchRun, PromptError, SamplingParams, run_continuous, run_static
 from inference.model.kv_cache import causal_padding_mask
 from inference.serving.padding import left_pad
-from ui.figures.batching import EMPTY, IDLE
+from ui.figures.batching import EMPTY, IDLE, PAUSED
 from ui.resources import engine_for
+from ui.token_text import token_texts
 
 MAX_REQUESTS = 8
 MAX_PROMPT_TOKENS = 64
 MAX_NEW_TOKENS = 32
-DEFAULT_REQUESTS = [  # different sizes, different amounts of output (the articles' examples)
-    {"prompt": "The cat sat", "max new tokens": 6},
-    {"prompt": "Once upon a time there was", "max new tokens": 20},
-    {"prompt": "Bank is closed", "max new tokens": 3},
-    {"prompt": "The cat sat on the mat because it was tired.", "max new tokens": 12},
-    {"prompt": "The capital of France is", "max new tokens": 16},
-    {"prompt": "Hi", "max new tokens": 8},
+DEFAULT_SLOTS = 4  # fewer than the default requests: two wait, and join as slots free
+# One long answer among short ones, prompts of 1 to 11 tokens: the case continuous batching is for. A static
+# batch keeps all six rows (five of them finished and idle) until the long one is done; four slots retire the
+# short ones and admit the waiting two. Measured on this 2-core CPU: docs/pages-generating.md.
+DEFAULT_REQUESTS = [
+    {"prompt": "Once upon a time there was", "max new tokens": 32},
+    {"prompt": "The cat sat", "max new tokens": 4},
+    {"prompt": "Bank is closed", "max new tokens": 2},
+    {"prompt": "The cat sat on the mat because it was tired.", "max new tokens": 3},
+    {"prompt": "The capital of France is", "max new tokens": 2},
+    {"prompt": "Hi", "max new tokens": 4},
 ]
+
+
+EDITOR_KEY = "batch_requests"  # the data editor's widget key (its state: the edits since it was created)
+_ORIGIN_KEY, _LATEST_KEY = "_batch_rows_origin", "_batch_rows_latest"
+
+
+def editor_data() -> list[dict]:
+    """The rows to give the request editor, so that edits survive a page switch and are applied once.
+
+    While the editor's widget state lives, it holds edits relative to the rows it was created with,
+    so those rows must be passed unchanged (feeding its output back in would re-apply every edit
+    and lose the next keystroke). When Streamlit has dropped that state (the user visited another
+    page), the editor starts again from the rows as the user left them.
+    """
+    if EDITOR_KEY not in st.session_state or _ORIGIN_KEY not in st.session_state:
+        st.session_state[_ORIGIN_KEY] = [dict(row) for row in st.session_state.get(_LATEST_KEY, DEFAULT_REQUESTS)]
+    return st.session_state[_ORIGIN_KEY]
+
+
+def remember_rows(rows: list[dict]) -> None:
+    """Keep the editor's current rows for the next time the page is opened."""
+    st.session_state[_LATEST_KEY] = [dict(row) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -91,7 +117,7 @@ def padded_batch(model: str, prompts: tuple[str, ...]) -> PaddedBatch:
     engine = engine_for(model)
     rows = [engine.encode_prompt(p) for p in prompts]
     ids, mask, positions = left_pad(rows)  # each (B, T)
-    texts = [[engine.tokenizer.decode([int(t)]) if real else None for t, real in zip(row_ids, row_mask)]
+    texts = [[text if real else None for text, real in zip(token_texts(engine.tokenizer, row_ids), row_mask)]
              for row_ids, row_mask in zip(ids.tolist(), mask.tolist())]
     masks = causal_padding_mask(mask, 0)[:, 0]  # (B, T, T)
     return PaddedBatch(texts, positions.numpy(), mask.numpy(), masks.numpy(), float(1 - mask.float().mean()))
@@ -111,10 +137,27 @@ class ModeRun:
     wasted_positions: int
     ttft_ms: list[float]
     tpot_ms: list[float | None]
+    step_ms: list[float]  # (steps,) forward + sampling of each step
+    rows: list[int]  # (steps,) batch rows each step's forward computed
+    reserved_bytes: list[int]  # (steps,) KV cache reserved for the rows/slots in use after each step
+    used_bytes: list[int]  # (steps,) of it, holding real tokens
+    allocated_bytes: int  # the whole cache the mode allocated (static: the batch; continuous: every slot)
 
     @property
     def tokens_per_second(self) -> float:
         return self.output_tokens / self.seconds if self.seconds else 0.0
+
+    def decode_medians(self) -> tuple[float, float]:
+        """(median decode step in ms, mean rows per decode step): how fast each step was, for how much work."""
+        decodes = [i for i, phase in enumerate(self.phases) if phase == "decode"]
+        if not decodes:
+            return 0.0, 0.0
+        return float(np.median([self.step_ms[i] for i in decodes])), float(np.mean([self.rows[i] for i in decodes]))
+
+    @property
+    def late_prefills(self) -> list[int]:
+        """Prefill steps after the first: each admits waiting requests and pauses every running one's decoding."""
+        return [i for i, phase in enumerate(self.phases) if phase == "prefill" and i > 0]
 
 
 @dataclass
@@ -127,13 +170,20 @@ class Comparison:
     n_slots: int
 
 
-def _mode_run(run: BatchRun, n_rows: int) -> ModeRun:
+def _mode_run(run: BatchRun, n_rows: int, position_bytes: int, allocated_positions: int) -> ModeRun:
     grid = np.full((n_rows, len(run.steps)), EMPTY)
     done: set[int] = set()
+    held: dict[int, int] = {}  # request -> its slot, from its first step until it finishes
     for column, step in enumerate(run.steps):
+        for request, slot in held.items():
+            if request not in step.slots:
+                grid[slot, column] = PAUSED  # in its slot, but not in this forward (others are prefilling)
         for request, slot in step.slots.items():
             grid[slot, column] = IDLE if request in done else request
+            held[request] = slot
         done.update(step.finished)
+        for request in step.finished:
+            held.pop(request, None)
     results = run.results
     return ModeRun(
         grid=grid, phases=[s.phase for s in run.steps], texts=[r.text for r in results],
@@ -143,6 +193,11 @@ def _mode_run(run: BatchRun, n_rows: int) -> ModeRun:
         wasted_positions=sum(s.wasted_positions for s in run.steps),
         ttft_ms=[1000 * (r.time_to_first_token or 0.0) for r in results],
         tpot_ms=[None if r.time_per_output_token is None else 1000 * r.time_per_output_token for r in results],
+        step_ms=[1000 * s.seconds for s in run.steps],
+        rows=[len(s.request_ids) for s in run.steps],
+        reserved_bytes=[s.cache_positions_reserved * position_bytes for s in run.steps],
+        used_bytes=[s.cache_positions_in_use * position_bytes for s in run.steps],
+        allocated_bytes=allocated_positions * position_bytes,
     )
 
 
@@ -153,10 +208,15 @@ def compare(model: str, prompts: list[str], budgets: list[int], temperature: flo
     params = [SamplingParams(temperature=temperature, max_new_tokens=b, seed=seed + i, stop_on_eos=True)
               for i, b in enumerate(budgets)]
     report = progress or (lambda share, text: None)
+    position_bytes = engine.config.kv_cache_bytes(1, engine.dtype.itemsize)  # K and V, every layer
     report(0.05, "static batching: one left-padded batch")
-    static = _mode_run(run_static(engine, prompts, params), len(prompts))
+    static_run = run_static(engine, prompts, params)
+    static_reserved = static_run.steps[0].cache_positions_reserved if static_run.steps else 0
+    static = _mode_run(static_run, len(prompts), position_bytes, static_reserved)
     report(0.35, f"continuous batching: {n_slots} cache slots")
-    continuous = _mode_run(run_continuous(engine, prompts, params, n_slots=n_slots), n_slots)
+    continuous_run = run_continuous(engine, prompts, params, n_slots=n_slots)
+    slot_capacity = min(engine.config.max_seq_len, max(len(engine.encode_prompt(p)) + b for p, b in zip(prompts, budgets)))
+    continuous = _mode_run(continuous_run, n_slots, position_bytes, n_slots * slot_capacity)
     solo, solo_texts = [], []
     for i, (prompt, p) in enumerate(zip(prompts, params)):
         report(0.65 + 0.35 * i / len(prompts), f"request {i} alone")
@@ -167,10 +227,45 @@ def compare(model: str, prompts: list[str], budgets: list[int], temperature: flo
     return Comparison(prompts, static, continuous, solo, solo_texts, n_slots)
 
 
-def check_table(comparison: Comparison) -> list[dict]:
+@dataclass(frozen=True)
+class ThroughputCurve:
+    """Decode steps timed at several batch sizes (the same short prompt in every row)."""
+
+    batch_sizes: list[int]
+    step_ms: list[float]  # median decode step at each size
+    tokens_per_second: list[float]  # batch size / step time
+    prompt: str
+    decode_steps: int  # timed per size
+
+
+CURVE_SIZES = (1, 2, 4, 8)
+CURVE_PROMPT = "The cat sat"
+CURVE_STEPS = 4  # decode steps timed per size: ~2 s in all on 2 CPU cores
+
+
+def throughput_curve(model: str, sizes: tuple[int, ...] | None = None, decode_steps: int | None = None,
+                     progress: Callable[[float, str], None] | None = None) -> ThroughputCurve:
+    """Static batches of ``CURVE_PROMPT`` at each size (default ``CURVE_SIZES``), greedy: the median of their
+    ``decode_steps`` (default ``CURVE_STEPS``) decode steps' times."""
+    engine = engine_for(model)
+    sizes, decode_steps = sizes or CURVE_SIZES, decode_steps or CURVE_STEPS
+    report = progress or (lambda share, text: None)
+    medians = []
+    for i, size in enumerate(sizes):
+        report(i / len(sizes), f"batch of {size}")
+        params = [SamplingParams(temperature=0.0, max_new_tokens=decode_steps + 1, stop_on_eos=False)] * size
+        run = run_static(engine, [CURVE_PROMPT] * size, params)
+        medians.append(1000 * float(np.median([s.seconds for s in run.steps if s.phase == "decode"])))
+    report(1.0, "done")
+    return ThroughputCurve(list(sizes), medians, [1000 * b / ms for b, ms in zip(sizes, medians)], CURVE_PROMPT,
+                           decode_steps)
+
+
+def check_table(comparison: Comparison, row_labels: list[int] | None = None) -> list[dict]:
     """Each request's output alone, in the static batch and in the continuous batch, and whether they agree."""
+    labels = row_labels or list(range(len(comparison.prompts)))
     return [{
-        "request": i, "prompt": prompt, "alone": comparison.solo_texts[i],
+        "request": labels[i], "prompt": prompt, "alone": comparison.solo_texts[i],
         "static batch": comparison.static.texts[i], "continuous batch": comparison.continuous.texts[i],
         "identical": "✓" if comparison.solo[i] == comparison.static.token_ids[i] == comparison.continuous.token_ids[i]
         else "✗",

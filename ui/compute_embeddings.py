@@ -56,6 +56,28 @@ def nearest(model: str, token_id: int, k: int = 12) -> list[tuple[int, str, floa
     return [(int(i), _piece(model, int(i)), float(v)) for v, i in zip(values, indices)]
 
 
+def word_row(model: str, word: str) -> torch.Tensor:
+    """The unit-length row of ``word`` (its tokens' mean when it is several)."""
+    ids = engine_for(model).tokenizer.encode(word, special_tokens=False)
+    unit = _unit_rows(model)
+    with torch.inference_mode():
+        row = unit[torch.tensor(ids)].mean(0)
+        return row / row.norm().clamp_min(1e-12)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def word_cosines(model: str, word: str, others: tuple[str, ...]) -> list[float]:
+    """Cosine similarity of ``word``'s embedding row with each of ``others``' (words with their leading space)."""
+    row = word_row(model, word)
+    return [float(row @ word_row(model, other)) for other in others]
+
+
+def token_id_of(model: str, word: str) -> int | None:
+    """The id of ``word`` when it is exactly one token, else None."""
+    ids = engine_for(model).tokenizer.encode(word, special_tokens=False)
+    return ids[0] if len(ids) == 1 else None
+
+
 @dataclass(frozen=True)
 class Projection:
     points: np.ndarray  # (N, 2) PCA coordinates

@@ -16,8 +16,10 @@ import streamlit as st
 
 from inference import Engine, PromptError, SamplingParams, Stepper, StepperError, TokenizerError
 
-from . import models, state
+from . import models, state, token_text
 from .compute_tokens import tokenize
+from .figures.tokens import visible
+from .resources import engine_for
 
 STEPPER_KEY = "gen_stepper"
 TIMING_KEY = "gen_timing"
@@ -97,6 +99,14 @@ def _current_prompt_ids() -> list[int] | None:
         return None
 
 
+@st.cache_data(max_entries=4, show_spinner=False)
+def greedy_example(model: str, prompt: str, n_tokens: int = 3) -> list[str]:
+    """The first ``n_tokens`` greedy tokens of ``model`` after ``prompt`` (display texts), for the page's intro."""
+    engine = engine_for(model)
+    done = engine.complete(prompt, SamplingParams(temperature=0.0, max_new_tokens=n_tokens))
+    return token_text.token_texts(engine.tokenizer, done.token_ids)
+
+
 def run_steps(stepper: Stepper, count: int, progress: Callable[[float, str], None] | None = None) -> int:
     """Take up to ``count`` steps (stopping at end of text or the limit); returns how many were taken."""
     taken = 0
@@ -116,10 +126,14 @@ def parse_forced_token(engine: Engine, text: str) -> int:
     ids = engine.tokenizer.encode(text, special_tokens=False)
     if len(ids) != 1:
         shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"  # a pasted page stays a short message
-        pieces = [engine.tokenizer.decode([i]) for i in ids[:5]]
-        listed = ", ".join(map(repr, pieces)) + (", …" if len(ids) > 5 else "")
-        raise StepperError(f"{shown} is {len(ids):,} tokens ({listed}), not one: force a single token, "
-                           f"e.g. {pieces[0]!r}" if ids else f"{shown} gives no token")
+        if not ids:
+            raise StepperError(f"{shown} gives no token")
+        pieces = token_text.token_texts(engine.tokenizer, ids[:5])  # <0xNN> for pieces of a character
+        listed = ", ".join(f"'{p}'" for p in pieces) + (", …" if len(ids) > 5 else "")
+        typable = next((p for p in pieces if "<0x" not in p), None)
+        example = (f"e.g. '{typable}'" if typable else
+                   "and a piece of a character (<0xNN>) cannot be typed alone: rewind and let the model choose it")
+        raise StepperError(f"{shown} is {len(ids):,} tokens ({listed}), not one: force a single token, {example}")
     return ids[0]
 
 
@@ -129,6 +143,7 @@ class CacheView:
     values: np.ndarray  # (n_kv, positions, head_dim)
     labels: list[str]  # the token at each cached position
     new_rows: list[int]  # positions written by the last forward
+    first_position: int = 0  # the position of the first row shown
 
 
 def cache_view(stepper: Stepper, layer: int, max_positions: int = 96) -> CacheView:
@@ -141,8 +156,8 @@ def cache_view(stepper: Stepper, layer: int, max_positions: int = 96) -> CacheVi
     new = range(last.cache_len_before, last.cache_len_after) if last else range(0)
     return CacheView(
         keys=keys[0, :, first:].float().cpu().numpy(), values=values[0, :, first:].float().cpu().numpy(),
-        labels=stepper.engine.tokenizer.token_strings(ids[first:]),
-        new_rows=[p - first for p in new if p >= first],
+        labels=token_text.token_texts(stepper.engine.tokenizer, ids[first:]),
+        new_rows=[p - first for p in new if p >= first], first_position=first,
     )
 
 
@@ -213,13 +228,25 @@ def measure_cache_timing(engine: Engine, prompt_ids: list[int], n_tokens: int,
     return result
 
 
+def chosen_texts(stepper: Stepper) -> list[str]:
+    """The display text of every chosen token (``ui.token_text``: pieces of a character as <0xNN>)."""
+    return token_text.token_texts(stepper.engine.tokenizer, [c.token_id for c in stepper.chosen])
+
+
+def candidate_texts(stepper: Stepper, candidates: list) -> list[str]:
+    """The display text of a step's top candidates, in the same notation."""
+    return token_text.token_texts(stepper.engine.tokenizer, [c.token_id for c in candidates])
+
+
 def steps_table(stepper: Stepper) -> list[dict]:
     """One row per chosen token for ``st.dataframe``."""
+    texts = chosen_texts(stepper)
     return [{
-        "step": c.index, "token": c.text, "forced": c.forced, "p (T=1)": round(c.probability, 4),
+        "step": c.index, "token": visible(text), "forced": c.forced, "p (T=1)": round(c.probability, 4),
         "phase": c.phase, "ms": round(1000 * c.seconds, 1), "cache reused": c.cache_len_before,
-        "top 3": " | ".join(f"{t.text!r} {t.probability:.0%}" for t in c.top[:3]),
-    } for c in stepper.chosen]
+        "top 3": " | ".join(f"{visible(t)} {p.probability:.0%}"
+                            for t, p in zip(candidate_texts(stepper, c.top[:3]), c.top[:3])),
+    } for c, text in zip(stepper.chosen, texts)]
 
 
 def act(action: str) -> None:
@@ -240,6 +267,8 @@ def act(action: str) -> None:
             st.session_state[PENDING_KEY] = "measure"
         elif action == "rewind":
             stepper.rewind(int(st.session_state.get("gen_rewind_to", 0)))
+        elif action == "restart":  # presenter mode's one-click rewind to the prompt
+            stepper.rewind(0)
         elif action == "force":
             stepper.step(forced_token=parse_forced_token(stepper.engine, st.session_state.get("gen_force", "")))
     except StepperError as error:

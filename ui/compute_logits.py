@@ -19,12 +19,12 @@ import torch
 
 from inference import PromptError, SamplingParams, TokenizerError, sample
 from ui import state
-from ui import models
+from ui import models, token_text
 from ui.resources import engine_for
 
-STAGE_LABELS: dict[str, str] = {
-    "softmax": "softmax (after repetition penalty)",
-    "temperature": "÷ temperature",
+STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T = 1 reference row
+    "softmax": "softmax at T = 1 (after repetition penalty)",
+    "temperature": "softmax(logits ÷ T)",
     "top_k": "top-k",
     "top_p": "top-p",
     "min_p": "min-p",
@@ -52,12 +52,12 @@ def prompt_logits(model: str, prompt: str, chat: bool) -> PromptLogits:
     engine = engine_for(model)
     ids = engine.encode_prompt(prompt, chat=chat)
     logits = engine.forward_logits(ids)[-1]  # (V,)
-    return PromptLogits(ids, engine.tokenizer.token_strings(ids), logits.numpy().copy())
+    return PromptLogits(ids, token_text.token_texts(engine.tokenizer, ids), logits.numpy().copy())
 
 
 def token_texts(model: str, token_ids: list[int]) -> list[str]:
-    """Each id's own text, as ``model``'s tokenizer decodes it alone."""
-    return engine_for(model).tokenizer.token_strings([int(i) for i in token_ids])
+    """Each id's own display text (``ui.token_text``: pieces of a character as <0xNN>)."""
+    return token_text.token_texts(engine_for(model).tokenizer, token_ids)
 
 
 # -- softmax and temperature (plain formulas on cached logits) ----------------------------
@@ -169,6 +169,19 @@ def sampling_stages(model: str, prompt: str, chat: bool, key: tuple, top_n: int 
     )
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def kept_by(model: str, prompt: str, chat: bool, key: tuple, top_p: float, min_p: float) -> tuple[int, int]:
+    """How many tokens top-p ``top_p`` alone and min-p ``min_p`` alone keep at these settings (the engine's sampler)."""
+    params = params_from_key(key)
+    if params.greedy:
+        return 1, 1
+    counts = []
+    for change in ({"top_k": 0, "top_p": top_p, "min_p": 0.0}, {"top_k": 0, "top_p": 1.0, "min_p": min_p}):
+        result = recorded_sample(model, prompt, chat, dataclasses.replace(params, **change))
+        counts.append(int(np.count_nonzero(result.stage_probs["final"].numpy())))
+    return counts[0], counts[1]
+
+
 # -- the logit lens and one block, from one traced forward --------------------------------
 @dataclass(frozen=True)
 class LogitLens:
@@ -227,10 +240,10 @@ def logit_lens(engine, streams: list[torch.Tensor], ids: list[int], keep_from: i
         final_p.append(float(probs[-1, final_id]))
     top_ids_np = np.stack(top_ids)  # (L+1, T', 3)
     vocab = engine.tokenizer
-    strings = [[vocab.token_strings(row.tolist()) for row in layer] for layer in top_ids_np]
+    strings = [[token_text.token_texts(vocab, row.tolist()) for row in layer] for layer in top_ids_np]
     return LogitLens(
         layer_labels=["embed"] + [f"layer {i}" for i in range(len(streams) - 1)],
-        position_tokens=vocab.token_strings(ids[keep_from:]),
+        position_tokens=token_text.token_texts(vocab, ids[keep_from:]),
         top_ids=top_ids_np,
         top_probs=np.stack(top_probs).astype(np.float64),
         top_strings=strings,
@@ -251,9 +264,6 @@ def _block_walk(trace) -> BlockWalk:
 
 
 # -- the shared prompt, for the pages -----------------------------------------------------
-ARTICLE_PROMPT = "The cat sat"  # the article's example: the model should continue with " on"
-
-
 def current_prompt_logits() -> tuple[str, bool, PromptLogits] | None:
     """The sidebar's prompt and chat flag with their cached logits, or None after an ``st.error`` saying why."""
     prompt, chat = str(state.get(state.PROMPT) or ""), bool(state.get(state.CHAT))
@@ -262,9 +272,3 @@ def current_prompt_logits() -> tuple[str, bool, PromptLogits] | None:
     except (PromptError, TokenizerError) as error:
         st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon=":material/block:")
         return None
-
-
-def use_article_prompt() -> None:
-    """Button callback: put the article's "The cat sat" into the shared prompt (chat template off)."""
-    st.session_state[state.PROMPT] = ARTICLE_PROMPT
-    st.session_state[state.CHAT] = False

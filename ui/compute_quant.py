@@ -21,6 +21,7 @@ from inference.model.quant_formats import INT4_FORMATS, INT8_FORMATS
 
 from . import models
 from .resources import engine_for, weights_mode
+from .token_text import token_texts
 
 MODE_LABELS = {"none": "float32", "bf16": "bfloat16", "gguf": "as stored (gguf)", "int8": "int8 rows", "int4": "int4 groups"}
 BYTES_PER_WEIGHT = {"float32": 4.0, "bfloat16": 2.0, "Q8_0": 34 / 32, "Q4_1": 20 / 32, "Q4_0": 18 / 32}
@@ -166,7 +167,7 @@ def compare_modes(model: str, prompt: str, chat: bool, top_n: int = 8) -> ModeCo
         agreement.append(float((logp.argmax(-1) == reference.argmax(-1)).double().mean()))
         kls.append(float((reference.exp() * (reference - logp)).sum(-1).mean()))
     return ModeComparison(modes, [engine_in_mode(model, m).weights_description for m in modes], top,
-                          reference_engine.tokenizer.token_strings(top), np.stack(probs), agreement, kls, len(ids))
+                          token_texts(reference_engine.tokenizer, top), np.stack(probs), agreement, kls, len(ids))
 
 
 def decode_speed(model: str, mode: str, prompt_ids: list[int], n_tokens: int = 24) -> float:

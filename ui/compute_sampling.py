@@ -20,6 +20,7 @@ import streamlit as st
 import torch
 
 from inference import SamplingParams, sample_many
+from ui import token_text
 from ui.compute_logits import params_from_key, prompt_logits, recorded_sample, token_texts
 from ui.resources import engine_for, server_for
 
@@ -246,9 +247,11 @@ def continuations(model: str, prompt: str, chat: bool, keys: list[tuple], n_toke
                 for key in missing]
             for key, handle in handles:
                 result = handle.result(timeout=300)
-                found[key] = Continuation(
-                    token_ids=result.token_ids, token_strings=engine_for(model).tokenizer.token_strings(result.token_ids),
-                    probabilities=result.probabilities, text=result.text, finish_reason=result.finish_reason,
+                tokenizer = engine_for(model).tokenizer
+                found[key] = Continuation(  # texts in the one token notation (ui.token_text), not decoded with "�"
+                    token_ids=result.token_ids, token_strings=token_text.token_texts(tokenizer, result.token_ids),
+                    probabilities=result.probabilities, text=token_text.sequence_text(tokenizer, result.token_ids),
+                    finish_reason=result.finish_reason,
                     max_batch_size=result.max_batch_size,
                 )
                 store.put((prompt, chat, key, n_tokens), found[key])

@@ -18,6 +18,7 @@ from tokenizers import models, pre_tokenizers, trainers
 from inference.model.tokenizer import Tokenizer, parse_merges
 
 from .resources import engine_for
+from .token_text import entry_text, token_texts
 
 UNK = "<unk>"
 
@@ -39,14 +40,8 @@ def token_bytes(raw_token: str) -> bytes:
 
 
 def piece_text(raw_token: str, is_special: bool) -> str:
-    """A token's text; bytes that are only part of a UTF-8 character are shown as <0xNN>."""
-    if is_special:
-        return raw_token
-    data = token_bytes(raw_token)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "".join(f"<0x{b:02X}>" if b >= 0x80 else chr(b) for b in data)
+    """A token's text; bytes that are only part of a UTF-8 character are shown as <0xNN> (``ui.token_text``)."""
+    return entry_text(raw_token, is_special)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -134,17 +129,46 @@ def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
     return TinyBPE(pairs, tokenizer.get_vocab_size(), tokenizer.encode(prompt).tokens)
 
 
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _merge_rank_of_entry(model: str) -> dict[str, int]:
+    """Vocabulary entry -> rank of the (first) merge that makes it; bytes and special tokens have none."""
+    made: dict[str, int] = {}
+    for (left, right), rank in engine_for(model).tokenizer.merge_ranks.items():
+        made.setdefault(left + right, rank)
+    return made
+
+
+@dataclass(frozen=True)
+class IdNeighbours:
+    word_pieces: list[str]  # the word's tokens (display text)
+    centre_id: int  # its first token's id
+    rows: list[tuple[int, str, int | None]]  # (id, display text, rank of the merge that made it), in id order
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
-def id_neighbours(model: str, word: str, spread: int = 3) -> list[tuple[int, str]]:
-    """The vocabulary entries whose ids sit right next to ``word``'s first token id."""
+def id_neighbours(model: str, word: str, spread: int = 3) -> IdNeighbours | None:
+    """The vocabulary entries whose ids sit right next to ``word``'s first token id (None: no token)."""
     engine = engine_for(model)
-    ids = engine.tokenizer.encode(word)
+    ids = engine.tokenizer.encode(word, special_tokens=False)
     if not ids:
-        return []
+        return None
     centre = ids[0]
     around = [i for i in range(centre - spread, centre + spread + 1) if 0 <= i < engine.config.vocab_size]
     raw = engine.tokenizer.raw_tokens(around)
-    return [(i, piece_text(r, i in engine.tokenizer.special_ids)) for i, r in zip(around, raw)]
+    made = _merge_rank_of_entry(model)
+    specials = engine.tokenizer.special_ids
+    rows = [(i, piece_text(r, i in specials), None if i in specials else made.get(r)) for i, r in zip(around, raw)]
+    return IdNeighbours(token_texts(engine.tokenizer, ids), centre, rows)
+
+
+def tokenizer_split(model: str, word: str) -> list[str]:
+    """How the tokenizer itself splits ``word``'s first pre-token (byte-level alphabet, like ``bpe_steps``)."""
+    pieces = pre_tokens(model, word)
+    if not pieces:
+        return []
+    tokenizer = engine_for(model).tokenizer
+    text = token_bytes(pieces[0]).decode("utf-8", "replace")  # a pre-token holds whole characters
+    return tokenizer.raw_tokens(tokenizer.encode(text, special_tokens=False))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -12,12 +12,22 @@ import streamlit as st
 from . import state
 from .navigation import PAGES, PageSpec
 
-# Streamlit sizes its text in rem: a larger root font scales the whole page.
+# Streamlit sizes its text in rem: a larger root font scales the whole page. At that size Streamlit's
+# one-line labels (navigation, page links, buttons, metric labels) would be cut with "…": they wrap
+# instead. Below 1600 px a row of charts side by side stacks, so no chart gets too narrow for its title
+# (tests/test_browser.py checks 1280×720 and 1920×1080 for cut text and titles).
 STYLE = """<style>
 html { font-size: 21px; }
 [data-testid="stMainBlockContainer"] { max-width: 100%; padding-left: 2.5rem; padding-right: 2.5rem; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.1rem; }
 [data-testid="stToolbar"], [data-testid="stDecoration"] { display: none; }
+[data-testid="stSidebarNav"] *, [data-testid="stPageLink"] *, [data-testid="stMetricLabel"] *,
+[data-testid^="stBaseButton"] * { white-space: normal !important; text-overflow: clip !important;
+  overflow: visible !important; }
+@media (max-width: 1600px) {
+  [data-testid="stHorizontalBlock"]:has(.js-plotly-plot) { flex-wrap: wrap; }
+  [data-testid="stHorizontalBlock"]:has(.js-plotly-plot) > [data-testid="stColumn"] { min-width: 100%; }
+}
 </style>"""
 
 

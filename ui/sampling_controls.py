@@ -137,6 +137,27 @@ def render(vocab_size: int) -> Settings:
     return settings
 
 
+def stored_settings(vocab_size: int) -> Settings:
+    """The settings the controls hold, resolved without drawing them (presenter mode on the Generation page)."""
+    stored = {key: st.session_state.get(key, default) for key, default in DEFAULTS.items()}
+    fitted, fit_notes = fit_to_controls(stored)
+    settings = resolve(fitted, state.get(state.SEED), vocab_size)
+    settings.notes[:0] = fit_notes
+    return settings
+
+
+def summary(params: SamplingParams) -> str:
+    """The sampling settings in one line, as the controls name them."""
+    if params.greedy:
+        return "T = 0 (greedy)"
+    parts = [f"T = {params.temperature:g}"]
+    parts += [f"top-k {params.top_k}"] if params.top_k else []
+    parts += [f"top-p {params.top_p:g}"] if params.top_p < 1 else []
+    parts += [f"min-p {params.min_p:g}"] if params.min_p > 0 else []
+    parts += [f"repetition penalty {params.repetition_penalty:g}"] if params.repetition_penalty != 1 else []
+    return ", ".join(parts) + f", seed {params.seed}"
+
+
 def show_notes(settings: Settings) -> None:
     """Each note as an info box; the error (if any) as an error box."""
     for note in settings.notes:
@@ -145,9 +166,10 @@ def show_notes(settings: Settings) -> None:
         st.error(settings.error, icon=":material/block:")
 
 
-def settings_or_stop(vocab_size: int) -> Settings:
-    """Draw the controls and their notes; stop the page run (after showing why) when they are invalid."""
-    settings = render(vocab_size)
+def settings_or_stop(vocab_size: int, draw: bool = True) -> Settings:
+    """Draw the controls (``draw``: else only read them) and their notes; stop the page run (after showing why)
+    when they are invalid."""
+    settings = render(vocab_size) if draw else stored_settings(vocab_size)
     show_notes(settings)
     if settings.params is None:
         st.stop()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import streamlit as st
-import streamlit.components.v1 as components
 
 from inference import Engine
 
@@ -46,7 +45,7 @@ def model_facts(engine: Engine) -> dict[str, str]:
 
 
 def render(engine: Engine) -> None:
-    """Draw the shared controls in the sidebar; presenter mode keeps only the prompt and the toggle."""
+    """Draw the shared controls in the sidebar; presenter mode keeps the prompt, the toggle and the copy button."""
     presenting = bool(state.get(state.PRESENTER))
     with st.sidebar:
         st.text_area(
@@ -57,9 +56,10 @@ def render(engine: Engine) -> None:
         st.toggle("Presenter mode", help="For a projector: bigger text and charts, fewer controls, and "
                   "Previous / Next buttons in the story's order. The link's `present=1` turns it on.",
                   **state.bind(state.PRESENTER))
+        # The button's script needs a frame of its own (st.html runs no script); same origin, so it reads the address bar.
+        st.iframe(COPY_LINK_HTML, height=44, alt="Copy link to this view")
         if presenting:
             return
-        components.html(COPY_LINK_HTML, height=44)
         st.caption("The address bar always holds this view: page, prompt and settings. Opening it shows the "
                    "same numbers.")
         offered = list(models.allowlist())

@@ -165,7 +165,8 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
     result = int(clamped) if param.kind == "int" else float(clamped)
     note = None
     if number < low or number > high:
-        note = f"`{param.name}` = {_quote(value)} is outside {low:g}…{high:g}: clamped to {result:g}."
+        note = (f"`{param.name}` = {_quote(value)} is outside {_number(low)}…{_number(high)}: "
+                f"clamped to {_number(result)}.")
     return result, note
 
 
@@ -187,6 +188,11 @@ def _parse_list(param: Param, raw: str, limits: Limits) -> tuple[tuple, str | No
         shown = ", ".join(_quote(item, 12) for item in bad[:4]) + (" …" if len(bad) > 4 else "")
         note = f"`{param.name}`: left out {shown}, not {rule}."
     return kept, note
+
+
+def _number(value: float) -> str:
+    """A bound as people write it: whole numbers with thousands separators (2,147,483,647, not 2.14748e+09)."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def _limits() -> Limits:

@@ -88,7 +88,7 @@ class Engine:
     # -- prompts -----------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:
         if isinstance(prompt, str):
-            if not prompt.strip():
+            if prompt == "":  # whitespace is text: a single space is a real one-token prompt
                 raise PromptError("the prompt is empty: type some text")
             text = self.tokenizer.apply_chat(prompt) if chat else prompt
             ids = self.tokenizer.encode(text)

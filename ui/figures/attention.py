@@ -1,7 +1,12 @@
-"""Figures for the Attention page: heatmaps, the all-heads grid, one query's score steps, GQA wiring."""
+"""Figures for the Attention page: heatmaps, the all-heads grid, one query's score steps, GQA wiring.
+
+Each ``make_*`` builder has a ``*_table`` beside it: the same numbers with named columns,
+for the chart's CSV download (masked future keys are left out: their weight is exactly 0).
+"""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -33,7 +38,7 @@ def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str) -> 
     ), row=1, col=1)
     sums = probs.sum(axis=-1)
     fig.add_trace(go.Bar(x=sums, y=labels, orientation="h", marker_color="#9ecae1", text=[f"{s:.3f}" for s in sums],
-                         textposition="inside", textfont=dict(size=11), hovertemplate="%{y}: Σ = %{x:.6f}<extra></extra>", showlegend=False),
+                         textposition="inside", textfont=dict(size=12), hovertemplate="%{y}: Σ = %{x:.6f}<extra></extra>", showlegend=False),
                   row=1, col=2)
     size = max(360, 120 + 24 * len(pieces))
     fig.update_yaxes(autorange="reversed", type="category", row=1, col=1)
@@ -131,3 +136,39 @@ def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
                       xaxis=dict(visible=False), yaxis=dict(visible=False, range=[-0.5, 1.5]), height=240,
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h"))
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def attention_table(probs: np.ndarray, pieces: list[str]) -> pd.DataFrame:
+    """One row per visible (query, key) cell of one head: its attention weight."""
+    labels = [visible(p) for p in pieces]
+    queries, keys = np.tril_indices(probs.shape[-1])
+    return pd.DataFrame({"query_position": queries, "query_token": [labels[q] for q in queries],
+                         "key_position": keys, "key_token": [labels[k] for k in keys], "weight": probs[queries, keys]})
+
+
+def score_steps_table(raw: np.ndarray, scaled: np.ndarray, masked: np.ndarray, probs: np.ndarray,
+                      pieces: list[str]) -> pd.DataFrame:
+    """One query's four steps for every key (a future key's masked score is -inf)."""
+    return pd.DataFrame({"key_position": range(len(raw)), "key_token": [visible(p) for p in pieces],
+                         "q_dot_k": raw, "scaled": scaled, "after_mask": masked, "weight": probs})
+
+
+def heads_table(probs: np.ndarray, pieces: list[str], kv_groups: list[int]) -> pd.DataFrame:
+    """Every head of one layer: one row per head and visible (query, key) cell."""
+    frames = [attention_table(probs[h], pieces).assign(head=h, kv_head=kv_groups[h]) for h in range(probs.shape[0])]
+    table = pd.concat(frames, ignore_index=True)
+    return table[["head", "kv_head", "query_position", "query_token", "key_position", "key_token", "weight"]]
+
+
+def gqa_table(n_heads: int, n_kv_heads: int) -> pd.DataFrame:
+    per_group = n_heads // n_kv_heads
+    return pd.DataFrame({"query_head": range(n_heads), "kv_head": [h // per_group for h in range(n_heads)]})
+
+
+def query_layers_table(weights: np.ndarray, pieces: list[str]) -> pd.DataFrame:
+    """One query's mean weight (over heads) on each key, layer by layer."""
+    n_layers, t = weights.shape
+    return pd.DataFrame({"layer": np.repeat(np.arange(n_layers), t), "key_position": np.tile(np.arange(t), n_layers),
+                         "key_token": np.tile([visible(p) for p in pieces], n_layers),
+                         "mean_weight": weights.reshape(-1)})

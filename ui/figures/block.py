@@ -4,13 +4,15 @@
 size and norm at each stage; ``make_block_activations`` shows the vectors themselves;
 ``make_logit_lens`` is the layer × position heatmap of top-1 guesses;
 ``make_answer_formation`` follows the final answer's probability through the layers.
-All take plain numbers and return a ``go.Figure``.
+All take plain numbers and return a ``go.Figure``; each has a ``*_table`` beside it with
+the same numbers under named columns, for the chart's CSV.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from ui.figures.logits import GREEDY_COLOR, visible_token
@@ -70,20 +72,27 @@ def make_logit_lens(layer_labels: Sequence[str], position_tokens: Sequence[str],
     """
     probs = np.asarray(top_probs, dtype=np.float64)
     n_layers, n_pos = probs.shape[:2]
-    text = [[visible_token(top_strings[l][t][0]) for t in range(n_pos)] for l in range(n_layers)]
+    text = [[cell_text(visible_token(top_strings[l][t][0])) for t in range(n_pos)] for l in range(n_layers)]
     hover = [["<br>".join(f"{visible_token(s)}: {p:.3f}" for s, p in zip(top_strings[l][t], probs[l, t]))
               for t in range(n_pos)] for l in range(n_layers)]
     fig = go.Figure(go.Heatmap(
         z=probs[:, :, 0], x=list(range(n_pos)), y=list(layer_labels), text=text, customdata=hover,
-        texttemplate="%{text}", textfont={"size": 10}, colorscale="Viridis", zmin=0, zmax=1, xgap=1, ygap=1,
+        texttemplate="%{text}", textfont={"size": 12}, colorscale="Viridis", zmin=0, zmax=1, xgap=1, ygap=1,
         colorbar={"title": "p(top-1)"}, hovertemplate="%{y}, after %{x}<br>%{customdata}<extra></extra>",
     ))
     fig.update_xaxes(tickmode="array", tickvals=list(range(n_pos)),
-                     ticktext=[visible_token(t) for t in position_tokens], title="prompt position (its token)",
+                     ticktext=[cell_text(visible_token(t)) for t in position_tokens], title="prompt position (its token)",
                      side="bottom")
     fig.update_layout(title="Logit lens: what each layer would predict next, at every position",
-                      height=max(420, 24 * n_layers + 140), margin={"t": 60, "b": 60})
+                      height=max(420, 26 * n_layers + 140), margin={"t": 60, "b": 60})
     return fig
+
+
+CELL_CHARS = 7  # a longer guess is cut in its cell (the hover and the CSV have it whole), so cells never overlap
+
+
+def cell_text(text: str, limit: int = CELL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def make_answer_formation(layer_labels: Sequence[str], probabilities: Sequence[float], token: str) -> go.Figure:
@@ -93,3 +102,30 @@ def make_answer_formation(layer_labels: Sequence[str], probabilities: Sequence[f
     fig.update_layout(title=f"How the final answer {visible_token(token)!r} forms, layer by layer",
                       yaxis={"title": "probability", "range": [0, 1.05]}, height=300, margin={"t": 50, "b": 40})
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def block_table(stage_names: Sequence[str], shape: tuple[int, int], norms: Sequence[float]) -> pd.DataFrame:
+    return pd.DataFrame({"stage": list(stage_names), "positions": shape[0], "d_model": shape[1],
+                         "norm_at_last_position": list(norms)})
+
+
+def activations_table(stage_names: Sequence[str], vectors: np.ndarray, n_dims: int = 96) -> pd.DataFrame:
+    values = np.asarray(vectors, dtype=np.float64)[:, :n_dims]  # (S, n_dims), as drawn
+    s, d = values.shape
+    return pd.DataFrame({"stage": np.repeat(list(stage_names), d), "dimension": np.tile(np.arange(d), s),
+                         "value": values.reshape(-1)})
+
+
+def lens_table(layer_labels: Sequence[str], position_tokens: Sequence[str], top_probs: np.ndarray,
+               top_strings: Sequence[Sequence[Sequence[str]]], first_position: int = 0) -> pd.DataFrame:
+    """One row per (readout, position, rank): the guess and its probability (the heatmap shows rank 1)."""
+    probs = np.asarray(top_probs, dtype=np.float64)
+    rows = [{"layer": layer_labels[l], "position": first_position + t, "token_at_position": visible_token(token),
+             "rank": k + 1, "guess": visible_token(top_strings[l][t][k]), "probability": float(probs[l, t, k])}
+            for l in range(probs.shape[0]) for t, token in enumerate(position_tokens) for k in range(probs.shape[2])]
+    return pd.DataFrame(rows)
+
+
+def answer_table(layer_labels: Sequence[str], probabilities: Sequence[float], token: str) -> pd.DataFrame:
+    return pd.DataFrame({"layer": list(layer_labels), "token": visible_token(token), "probability": list(probabilities)})

@@ -1,11 +1,25 @@
-"""Figures for the Embeddings page: embedding rows, one vector, neighbours, PCA, position encodings."""
+"""Figures for the Embeddings page: embedding rows, one vector, neighbours, PCA, position encodings.
+
+Each ``make_*`` builder has a ``*_table`` beside it: the same numbers with named columns,
+for the chart's CSV download.
+"""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .tokens import visible
+
+# The PCA map's label placement assumes a plot area at least this large (px) and labels this tall:
+# the page is wider than this at 1280 px and up, and presenter mode's larger text stays within it.
+MAP_PLOT_PX = (600, 380)
+MAP_LABEL_PX = 17
+_PLACES = ("top center", "bottom center", "middle right", "middle left", "top right", "top left",
+           "bottom right", "bottom left")
 
 
 def make_embedding_heatmap(rows: np.ndarray, pieces: list[str], matrix_shape: tuple[int, int]) -> go.Figure:
@@ -20,7 +34,7 @@ def make_embedding_heatmap(rows: np.ndarray, pieces: list[str], matrix_shape: tu
     )
     vocab, width = matrix_shape
     fig.update_layout(
-        title=f"{rows.shape[0]} rows of the {vocab:,} × {width} embedding matrix",
+        title=f"{rows.shape[0]} row{'s' * (rows.shape[0] != 1)} of the {vocab:,} × {width} embedding matrix",
         xaxis_title="dimension", yaxis=dict(autorange="reversed", type="category"),
         height=max(260, 60 + 22 * rows.shape[0]), margin=dict(l=10, r=10, t=50, b=40),
     )
@@ -47,30 +61,95 @@ def make_neighbour_chart(neighbours: list[tuple[int, str, float]], label: str) -
     return fig
 
 
+def label_places(points: np.ndarray, labels: Sequence[str], ranges: tuple[tuple[float, float], tuple[float, float]],
+                 plot_px: tuple[int, int] = MAP_PLOT_PX, label_px: int = MAP_LABEL_PX) -> list[str | None]:
+    """For each point, in order (earlier points first), a Plotly ``textposition`` whose label box overlaps no
+    label placed before it and no marker, or None: that label is left to the hover.
+
+    Boxes are estimated in pixels from the axis ranges (a character is ~0.6 of the font size wide).
+    """
+    (x0, x1), (y0, y1) = ranges
+    sx, sy = plot_px[0] / max(x1 - x0, 1e-12), plot_px[1] / max(y1 - y0, 1e-12)
+    centres = [((x - x0) * sx, (y - y0) * sy) for x, y in np.asarray(points, dtype=float)]
+    marker = 6.0  # px half-size of a marker
+    boxes: list[tuple[float, float, float, float]] = [(cx - marker, cy - marker, cx + marker, cy + marker)
+                                                       for cx, cy in centres]
+    placed: list[str | None] = []
+    for (cx, cy), label in zip(centres, labels):
+        width, height = 0.6 * label_px * max(len(label), 1), 1.2 * label_px
+        choice = None
+        for place in _PLACES:
+            vertical, horizontal = place.split()
+            left = {"center": cx - width / 2, "right": cx + marker, "left": cx - marker - width}[horizontal]
+            bottom = {"middle": cy - height / 2, "top": cy + marker, "bottom": cy - marker - height}[vertical]
+            box = (left, bottom, left + width, bottom + height)
+            inside = 0 <= box[0] and box[2] <= plot_px[0] and 0 <= box[1] and box[3] <= plot_px[1]
+            own = (cx - marker, cy - marker, cx + marker, cy + marker)
+            if inside and not any(_overlap(box, other) for other in boxes if other != own):
+                choice = place
+                boxes.append(box)
+                break
+        placed.append(choice)
+    return placed
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def map_ranges(points: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Axis ranges of the PCA map: the points plus a margin for labels at the edges."""
+    points = np.asarray(points, dtype=float).reshape(-1, 2)
+    out = []
+    for axis in (0, 1):
+        low, high = (float(points[:, axis].min()), float(points[:, axis].max())) if len(points) else (-1.0, 1.0)
+        pad = 0.18 * max(high - low, 1e-6)
+        out.append((low - pad, high + pad))
+    return out[0], out[1]
+
+
 def make_projection_scatter(points: np.ndarray, labels: list[str], groups: list[str],
                             explained: tuple[float, float]) -> go.Figure:
-    """2-D PCA scatter, one trace per group, every point labelled."""
+    """2-D PCA scatter, one trace per group: a label beside every point whose label does not overlap
+    another (prompt tokens placed first), the rest on hover only."""
+    ranges = map_ranges(points)
+    order = [i for g in ("prompt", "word set") for i, group in enumerate(groups) if group == g]
+    places_in_order = label_places(np.asarray(points)[order], [visible(labels[i]) for i in order], ranges)
+    places = dict(zip(order, places_in_order))
     fig = go.Figure()
     for group, colour in (("prompt", "#e15759"), ("word set", "#4c78a8")):
         idx = [i for i, g in enumerate(groups) if g == group]
         if idx:
             fig.add_trace(go.Scatter(
                 x=points[idx, 0], y=points[idx, 1], mode="markers+text", name=group,
-                text=[visible(labels[i]) for i in idx], textposition="top center", marker=dict(size=10, color=colour),
-                hovertemplate="%{text}<br>(%{x:.3f}, %{y:.3f})<extra></extra>",
+                text=[visible(labels[i]) if places[i] else "" for i in idx],
+                textposition=[places[i] or "top center" for i in idx], marker=dict(size=10, color=colour),
+                customdata=[visible(labels[i]) for i in idx],
+                hovertemplate="%{customdata}<br>(%{x:.3f}, %{y:.3f})<extra></extra>",
             ))
     fig.update_layout(
         title="Embedding rows projected to 2-D (PCA of the rows shown)",
-        xaxis_title=f"PC1 ({explained[0]:.0%} of the variance)", yaxis_title=f"PC2 ({explained[1]:.0%})",
+        xaxis=dict(title=f"PC1 ({explained[0]:.0%} of the variance)", range=list(ranges[0])),
+        yaxis=dict(title=f"PC2 ({explained[1]:.0%})", range=list(ranges[1])),
         height=480, margin=dict(l=40, r=10, t=50, b=40),
     )
     return fig
 
 
+def unlabelled_points(fig: go.Figure) -> int:
+    """How many points of a PCA map have their label on hover only."""
+    return sum(1 for trace in fig.data for text in trace.text if text == "")
+
+
+def projection_table(points: np.ndarray, labels: list[str], groups: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"label": [visible(l) for l in labels], "group": list(groups),
+                         "pc1": np.asarray(points)[:, 0], "pc2": np.asarray(points)[:, 1]})
+
+
 def make_rope_rotation(angles: np.ndarray, pairs: list[int], wavelengths: np.ndarray) -> go.Figure:
     """For a few frequency pairs, where the unit vector (1, 0) ends up at each position: arrows on a circle."""
     fig = make_subplots(rows=1, cols=len(pairs), subplot_titles=[
-        f"pair {p}: turn = {wavelengths[p]:,.0f} pos." for p in pairs])
+        f"pair {p}: a turn every<br>{wavelengths[p]:,.0f} positions" for p in pairs])
     circle = np.linspace(0, 2 * np.pi, 100)
     for col, pair in enumerate(pairs, start=1):
         fig.add_trace(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines", line=dict(color="#ddd"),
@@ -85,7 +164,7 @@ def make_rope_rotation(angles: np.ndarray, pairs: list[int], wavelengths: np.nda
         fig.update_xaxes(range=[-1.25, 1.25], scaleanchor=f"y{col if col > 1 else ''}", showticklabels=False, row=1, col=col)
         fig.update_yaxes(range=[-1.25, 1.25], showticklabels=False, row=1, col=col)
     fig.update_layout(title="RoPE: the same query/key pair rotated by its position (labels = position)",
-                      height=380, margin=dict(l=10, r=10, t=80, b=10))
+                      height=400, margin=dict(l=10, r=10, t=100, b=10))
     return fig
 
 
@@ -112,3 +191,39 @@ def make_distance_scores(distances: np.ndarray, scores: np.ndarray, actual: int,
         margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.25),
     )
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def embedding_rows_table(rows: np.ndarray, pieces: list[str]) -> pd.DataFrame:
+    """One row per (position, dimension): the embedding value the heatmap colours."""
+    t, d = rows.shape
+    return pd.DataFrame({"position": np.repeat(np.arange(t), d), "token": np.repeat([visible(p) for p in pieces], d),
+                         "dimension": np.tile(np.arange(d), t), "value": rows.reshape(-1)})
+
+
+def vector_table(vector: np.ndarray, label: str) -> pd.DataFrame:
+    return pd.DataFrame({"token": visible(label), "dimension": np.arange(len(vector)), "value": vector})
+
+
+def neighbour_table(neighbours: list[tuple[int, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame({"rank": range(1, len(neighbours) + 1), "token_id": [i for i, _, _ in neighbours],
+                         "token": [visible(p) for _, p, _ in neighbours],
+                         "cosine_similarity": [c for _, _, c in neighbours]})
+
+
+def rope_rotation_table(angles: np.ndarray, pairs: list[int], wavelengths: np.ndarray) -> pd.DataFrame:
+    rows = [{"pair": pair, "positions_per_turn": float(wavelengths[pair]), "position": pos,
+             "angle_rad": float(angles[pos, pair]), "x": float(np.cos(angles[pos, pair])),
+             "y": float(np.sin(angles[pos, pair]))} for pair in pairs for pos in range(angles.shape[0])]
+    return pd.DataFrame(rows)
+
+
+def distance_table(distances: np.ndarray, scores: np.ndarray, actual: int, recorded: float) -> pd.DataFrame:
+    return pd.DataFrame({"distance": distances, "scaled_score": scores, "actual_distance": distances == actual,
+                         "recorded_in_forward": np.where(distances == actual, recorded, np.nan)})
+
+
+def position_table(values: np.ndarray, column: str, value: str) -> pd.DataFrame:
+    p, c = values.shape
+    return pd.DataFrame({"position": np.repeat(np.arange(p), c), column.replace(" ", "_"): np.tile(np.arange(c), p),
+                         value: values.reshape(-1)})

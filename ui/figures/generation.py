@@ -3,12 +3,14 @@
 Plain lists and numpy arrays in, ``go.Figure`` (or an HTML string) out: the growing
 sequence, one step's alternatives, the K/V tensors of one layer with the row written
 this step outlined, cached vs uncached step times, and the prefill/decode timeline.
+Each figure has a ``*_table`` beside it: its numbers under named columns, for the CSV.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -29,13 +31,13 @@ def sequence_html(prompt_pieces: Sequence[str], chosen_pieces: Sequence[str], fo
 
 def make_alternatives_bar(tokens: Sequence[str], probs: Sequence[float], chosen: str, title: str) -> go.Figure:
     """The model's top candidates at one step (softmax at T = 1), the chosen token outlined."""
-    labels = [visible(t) for t in tokens]
+    labels = [visible(t) or "∅" for t in tokens]
     colors = [SAMPLED_COLOR if t == chosen else "#dee2e6" for t in tokens]
     fig = go.Figure(go.Bar(x=list(probs), y=labels, orientation="h", marker_color=colors,
                            marker_line_color=["#0d6efd" if t == chosen else "#adb5bd" for t in tokens],
                            marker_line_width=2, text=[f"{p:.1%}" for p in probs], textposition="outside",
                            cliponaxis=False))
-    fig.update_layout(title=title, height=60 + 32 * len(tokens), margin=dict(l=10, r=40, t=40, b=10),
+    fig.update_layout(title=title, height=80 + 32 * len(tokens), margin=dict(l=10, r=40, t=60, b=10),
                       xaxis=dict(title="probability", range=[0, 1.15 * max(max(probs, default=0), 0.01)]),
                       yaxis=dict(autorange="reversed", type="category"))
     return fig
@@ -103,6 +105,41 @@ def make_phase_timeline(phases: Sequence[str], seconds: Sequence[float], tokens_
             hovertemplate="%{customdata[0]} token(s) in → %{customdata[1]}<br>%{x:.1f} ms<extra></extra>",
         ))
     fig.update_layout(title="Prefill once, then one decode step per token (measured)", barmode="overlay",
-                      xaxis_title="milliseconds since the request started", height=220,
-                      margin=dict(l=10, r=10, t=50, b=40), showlegend=False)
+                      xaxis_title="sum of the step times so far, ms (forward + sampling; the time between your "
+                                  "clicks is not counted)", height=240,
+                      margin=dict(l=10, r=10, t=50, b=50), showlegend=False)
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def alternatives_table(token_ids: Sequence[int], tokens: Sequence[str], probs: Sequence[float],
+                       chosen_id: int) -> pd.DataFrame:
+    return pd.DataFrame({"rank": range(1, len(tokens) + 1), "token_id": list(token_ids),
+                         "token": [visible(t) for t in tokens], "probability_T1": list(probs),
+                         "chosen": [i == chosen_id for i in token_ids]})
+
+
+def kv_table(keys: np.ndarray, values: np.ndarray, labels: Sequence[str], first_position: int = 0) -> pd.DataFrame:
+    """One row per (tensor, K/V head, position, dimension) of one layer's cache."""
+    n_kv, n_pos, head_dim = keys.shape
+    frames = []
+    for name, tensor in (("K", keys), ("V", values)):
+        frames.append(pd.DataFrame({
+            "tensor": name, "kv_head": np.repeat(np.arange(n_kv), n_pos * head_dim),
+            "position": np.tile(np.repeat(np.arange(first_position, first_position + n_pos), head_dim), n_kv),
+            "token": np.tile(np.repeat([visible(t) for t in labels], head_dim), n_kv),
+            "dimension": np.tile(np.arange(head_dim), n_kv * n_pos), "value": tensor.reshape(-1)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def timing_table(context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]) -> pd.DataFrame:
+    return pd.DataFrame({"tokens_in_sequence": list(context_lengths), "kv_cache_ms": list(cached_ms),
+                         "recompute_ms": list(uncached_ms)})
+
+
+def timeline_table(phases: Sequence[str], seconds: Sequence[float], tokens_in: Sequence[int],
+                   labels: Sequence[str]) -> pd.DataFrame:
+    starts = np.concatenate([[0.0], np.cumsum(seconds)[:-1]]) * 1000 if len(seconds) else np.array([])
+    return pd.DataFrame({"step": range(len(phases)), "phase": list(phases), "tokens_in": list(tokens_in),
+                         "token_out": [visible(t) for t in labels], "start_ms_sum_of_steps": starts,
+                         "step_ms": [1000 * s for s in seconds]})

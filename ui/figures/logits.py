@@ -1,14 +1,16 @@
 """Pure figure builders for the Logits & temperature page: logits, softmax at two temperatures, the sampler's stages.
 
-Every function takes plain lists/numpy arrays and returns a ``go.Figure``; nothing
-here touches the model, the session or Streamlit. Tokens are placed on integer axes
-with their text as tick labels, so two tokens that print alike never merge.
+Every function takes plain lists/numpy arrays and returns a ``go.Figure`` (or, for the
+``*_table`` builders, the same numbers as a ``pandas.DataFrame`` with named columns for the
+chart's CSV); nothing here touches the model, the session or Streamlit. Tokens are placed
+on integer axes with their text as tick labels, so two tokens that print alike never merge.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from .tokens import visible
@@ -30,8 +32,9 @@ def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, c
 
 
 def make_logits_bar(tokens: Sequence[str], logits: Sequence[float], greedy_index: int = 0,
-                    title: str = "Top logits for the next token") -> go.Figure:
-    """Bar chart of raw logits (one per token), the greedy pick (the highest) in red and labelled."""
+                    title: str = "Top logits for the next token (bars from 0)") -> go.Figure:
+    """Bar chart of raw logits (one per token) from 0, so a bar's height is the logit (negative ones hang
+    below the line); the greedy pick in red and labelled."""
     colors = [GREEDY_COLOR if i == greedy_index else BAR_COLOR for i in range(len(tokens))]
     fig = go.Figure(go.Bar(
         x=list(range(len(tokens))), y=list(logits), marker_color=colors,
@@ -42,10 +45,11 @@ def make_logits_bar(tokens: Sequence[str], logits: Sequence[float], greedy_index
         fig.add_annotation(x=greedy_index, y=float(logits[greedy_index]), text="greedy pick", showarrow=True,
                            arrowhead=2, ay=-45, yshift=18, font={"color": GREEDY_COLOR})
     _token_axis(fig, tokens)
-    low, high = (min(logits), max(logits)) if len(logits) else (0.0, 1.0)
-    span = max(high - low, 1e-6)
-    fig.update_layout(title=title, margin={"t": 60, "b": 40}, height=360,  # logits are not probabilities:
-                      yaxis={"title": "logit (raw score)", "range": [low - 0.5 * span, high + 0.45 * span]})
+    low, high = (min(0.0, min(logits)), max(0.0, max(logits))) if len(logits) else (0.0, 1.0)
+    span = max(high - low, 1e-6)  # the axis always holds 0: bars start there, and room for the labels
+    fig.update_layout(title=title, margin={"t": 60, "b": 40}, height=360,
+                      yaxis={"title": "logit (raw score, can be negative)", "zeroline": True, "zerolinewidth": 2,
+                             "range": [low - (0.12 * span if low < 0 else 0), high + 0.3 * span]})
     return fig
 
 
@@ -136,7 +140,7 @@ def make_stage_figure(tokens: Sequence[str], stage_labels: Sequence[str], stage_
     text = np.where(probs > 0, np.char.mod("%.3f", probs), "cut")
     rows = [f"{label} · {count:,} left" for label, count in zip(stage_labels, survivors)]
     fig = go.Figure(go.Heatmap(
-        z=shown, x=list(range(len(tokens))), y=rows, text=text, texttemplate="%{text}",
+        z=shown, x=list(range(len(tokens))), y=rows, text=text, texttemplate="%{text}", textfont={"size": 13},
         colorscale="Blues", zmin=0, zmax=1, colorbar={"title": "p"}, xgap=2, ygap=2,
         hovertemplate="%{y}<br>%{text}<extra></extra>",
     ))
@@ -145,3 +149,33 @@ def make_stage_figure(tokens: Sequence[str], stage_labels: Sequence[str], stage_
     fig.update_layout(title="Which tokens survive each stage (engine order, top to bottom)",
                       plot_bgcolor=CUT_COLOR, height=120 + 48 * len(rows), margin={"t": 60, "b": 40, "l": 10})
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def logits_table(token_ids: Sequence[int], tokens: Sequence[str], logits: Sequence[float],
+                 greedy_index: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"rank": range(1, len(tokens) + 1), "token_id": list(token_ids),
+                         "token": [visible_token(t) for t in tokens], "logit": list(logits),
+                         "greedy_pick": [i == greedy_index for i in range(len(tokens))]})
+
+
+def overlay_table(tokens: Sequence[str], probs_a: Sequence[float], probs_b: Sequence[float],
+                  label_a: str, label_b: str) -> pd.DataFrame:
+    return pd.DataFrame({"rank": range(1, len(tokens) + 1), "token": [visible_token(t) for t in tokens],
+                         f"probability at {label_a}": list(probs_a), f"probability at {label_b}": list(probs_b)})
+
+
+def sweep_table(temperatures: Sequence[float], entropy_bits: Sequence[float],
+                top_probability: Sequence[float]) -> pd.DataFrame:
+    return pd.DataFrame({"temperature": list(temperatures), "entropy_bits": list(entropy_bits),
+                         "top_token_probability": list(top_probability)})
+
+
+def stage_table(token_ids: Sequence[int], tokens: Sequence[str], stage_labels: Sequence[str], stage_probs: np.ndarray,
+                survivors: Sequence[int]) -> pd.DataFrame:
+    """One row per (stage, token): its probability after the stage, 0 where the stage cut it."""
+    rows = [{"stage": label, "survivors_in_vocabulary": count, "rank": rank + 1, "token_id": token_ids[rank],
+             "token": visible_token(tokens[rank]), "probability": float(stage_probs[s, rank]),
+             "kept": bool(stage_probs[s, rank] > 0)}
+            for s, (label, count) in enumerate(zip(stage_labels, survivors)) for rank in range(len(tokens))]
+    return pd.DataFrame(rows)

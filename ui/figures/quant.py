@@ -1,12 +1,14 @@
 """Pure figure builders for the Quantization page: one stored block, bytes per format, the modes compared.
 
-Plain lists and numpy arrays in, ``go.Figure`` out; nothing here touches the model or Streamlit.
+Plain lists and numpy arrays in, ``go.Figure`` out (each with a ``*_table`` beside it: its numbers
+under named columns, for the chart's CSV); nothing here touches the model or Streamlit.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -76,3 +78,28 @@ def make_mode_speed(labels: Sequence[str], tok_s: Sequence[float]) -> go.Figure:
     fig.update_yaxes(rangemode="tozero", title_text="decode tokens per second (measured now)")
     fig.update_layout(title="What 4 bits buy: measured decode speed", height=360, margin=dict(l=50, r=20, t=50, b=40))
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def block_table(codes: Sequence[int], decoded: np.ndarray, held: np.ndarray | None) -> pd.DataFrame:
+    table = pd.DataFrame({"position_in_block": range(len(decoded)),
+                          "code": list(codes) if len(codes) else [None] * len(decoded), "weight": decoded.tolist()})
+    if held is not None:
+        table["weight_as_kernel_holds_it"] = held.tolist()
+    return table
+
+
+def bytes_table(formats: Sequence[str], megabytes_per_token: Sequence[float], ceilings: Sequence[float],
+                bandwidth_gb_s: float) -> pd.DataFrame:
+    return pd.DataFrame({"format": list(formats), "mb_read_per_token": list(megabytes_per_token),
+                         "ceiling_tokens_per_second": list(ceilings), "memory_gb_per_s": bandwidth_gb_s})
+
+
+def mode_probabilities_table(tokens: Sequence[str], labels: Sequence[str], probs: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame([{"weights": label, "rank_in_float32": i + 1, "token": visible_token(token),
+                          "probability": float(row[i])}
+                         for label, row in zip(labels, probs) for i, token in enumerate(tokens)])
+
+
+def mode_speed_table(labels: Sequence[str], tok_s: Sequence[float]) -> pd.DataFrame:
+    return pd.DataFrame({"weights": list(labels), "decode_tokens_per_second": list(tok_s)})

@@ -1,6 +1,7 @@
 """Pure figure builders for the Sampling page: cumulative ranges with u, draws vs probabilities, token strips.
 
-Every function takes plain lists/numbers and returns a ``go.Figure``; the numbers come
+Every function takes plain lists/numbers and returns a ``go.Figure`` (the ``*_table``
+builders: the same numbers under named columns, for the chart's CSV); the numbers come
 from the engine's sampler (see ``ui/compute_sampling.py``), never from here.
 """
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from ui.figures.logits import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
@@ -93,7 +95,7 @@ def make_token_strips(rows: Sequence[Sequence[str]], row_labels: Sequence[str],
         z[r, :len(probs)] = probs
         text[r, :len(tokens)] = [visible_token(t) for t in tokens]
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(width)), y=list(row_labels), text=text, texttemplate="%{text}",
+        z=z, x=list(range(width)), y=list(row_labels), text=text, texttemplate="%{text}", textfont={"size": 13},
         colorscale="YlGnBu", zmin=0, zmax=1, xgap=3, ygap=3, colorbar={"title": "p"},
         hovertemplate="position %{x}: %{text}<br>p = %{z:.3f}<extra>%{y}</extra>",
     ))
@@ -106,3 +108,35 @@ def make_token_strips(rows: Sequence[Sequence[str]], row_labels: Sequence[str],
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=title, height=140 + 55 * len(rows), margin={"t": 70, "b": 40, "l": 10})
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def ranges_table(labels: Sequence[str], starts: Sequence[float], ends: Sequence[float], u: float | None,
+                 chosen_index: int | None, other_label: str | None = None, token_labels: bool = True) -> pd.DataFrame:
+    """One row per range on [0, 1) as drawn (the grey remainder last, when there is one)."""
+    shown = visible_token if token_labels else str
+    rows = [{"rank": i + 1, "token": shown(label), "start": float(start), "end": float(end),
+             "probability": float(end) - float(start), "holds_u": i == chosen_index}
+            for i, (label, start, end) in enumerate(zip(labels, starts, ends))]
+    if other_label and len(ends) and ends[-1] < 1.0:
+        rows.append({"rank": None, "token": other_label, "start": float(ends[-1]), "end": 1.0,
+                     "probability": 1.0 - float(ends[-1]), "holds_u": chosen_index is None and u is not None})
+    table = pd.DataFrame(rows)
+    table["u"] = u
+    return table
+
+
+def histogram_table(labels: Sequence[str], observed: Sequence[float], expected: Sequence[float],
+                    n_draws: int) -> pd.DataFrame:
+    return pd.DataFrame({"token": [t if t.startswith("other (") else visible_token(t) for t in labels],
+                         "observed_frequency": list(observed),
+                         "observed_draws": [round(f * n_draws) for f in observed],
+                         "exact_probability": list(expected), "n_draws": n_draws})
+
+
+def strips_table(rows: Sequence[Sequence[str]], row_labels: Sequence[str],
+                 probabilities: Sequence[Sequence[float]], token_ids: Sequence[Sequence[int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"setting": label, "generated_token": i, "token_id": ids[i], "token": visible_token(token),
+                          "probability": float(probs[i])}
+                         for label, tokens, probs, ids in zip(row_labels, rows, probabilities, token_ids)
+                         for i, token in enumerate(tokens)])

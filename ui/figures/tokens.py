@@ -1,8 +1,9 @@
-"""Figures for the Tokenization page: token chips as HTML and the token-id chart."""
+"""Figures for the Tokenization page: token chips as HTML and the token-id chart (with its table)."""
 from __future__ import annotations
 
 import html
 
+import pandas as pd
 import plotly.graph_objects as go
 
 PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d7f2f7", "#fce1c8", "#e2f0cb"]
@@ -68,3 +69,8 @@ def make_token_id_chart(pieces: list[str], ids: list[int]) -> go.Figure:
         margin=dict(l=40, r=20, t=50, b=80),
     )
     return fig
+
+
+def token_id_table(pieces: list[str], ids: list[int]) -> pd.DataFrame:
+    """The token-id chart's numbers: one row per position, the token as the chart labels it."""
+    return pd.DataFrame({"position": range(len(ids)), "token": [visible(p) for p in pieces], "token_id": ids})

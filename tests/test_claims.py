@@ -1,0 +1,311 @@
+"""Every claim-making sentence (``ui.claims``) on several prompts' real numbers: each claim is checked
+against the numbers it quotes, and the numbers against the model.
+
+The prompts are of different kinds: the default sentence, no pronoun, emoji, code, a non-English
+sentence and a single space. A helper's sentence is parsed back (counts, layers, percentages, tokens)
+and compared with what the model computed, so a sentence that contradicts its chart fails here.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import streamlit as st
+
+from ui import compute_attention as att
+from ui import compute_embeddings as emb
+from ui import compute_logits as logits
+from ui import compute_tokens as tok
+from ui.claims import generating, predicting, reading
+from ui.figures.tokens import visible
+
+pytestmark = pytest.mark.real_model
+
+MODEL = "SmolLM2-135M-Instruct"
+PROMPTS = {
+    "default": "The cat sat on the mat because it was tired.",
+    "no-pronoun": "Bank is closed on Sunday",
+    "emoji": "I love pizza 🍕🔥",
+    "code": "def add(a, b):\n    return a + b",
+    "french": "Le chat est assis sur le tapis parce qu'il était fatigué.",
+    "space": " ",
+}
+
+
+@pytest.fixture(scope="module")
+def real(engine):
+    """Every UI helper's model lookup pointed at the session's engine; one cache for the module's tests
+    (each prompt's traced forward runs once)."""
+    from ui import compute_generation
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (tok, emb, att, logits, compute_generation):
+            patch.setattr(module, "engine_for", lambda model: engine)
+        yield engine
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _layer_indices(text: str, labels: list[str]) -> list[int]:
+    """Readout indices named in a lens sentence's parenthesis ("layer 0, layers 12–26 and layer 29")."""
+    named = re.search(r"readouts \((.*?)\)", text).group(1)
+    out: list[int] = []
+    for part in re.split(r", | and ", named):
+        if part == "the embeddings alone":
+            out.append(0)
+        elif m := re.fullmatch(r"the embeddings to layer (\d+)", part):
+            out += range(0, labels.index(f"layer {m.group(1)}") + 1)
+        elif m := re.fullmatch(r"layers (\d+)–(\d+)", part):
+            out += range(labels.index(f"layer {m.group(1)}"), labels.index(f"layer {m.group(2)}") + 1)
+        else:
+            out.append(labels.index(part))
+    return out
+
+
+# -- Transformer block & logit lens ---------------------------------------------------------------
+@pytest.mark.parametrize("name", PROMPTS)
+def test_the_answer_formation_sentence_names_exactly_the_readouts_that_lead(real, name):
+    lens = logits.traced_prompt(MODEL, PROMPTS[name], False).lens
+    guesses = [layer[-1][0] for layer in lens.top_strings]
+    probabilities = lens.final_token_probability.tolist()
+    text = predicting.answer_formation_sentence(lens.layer_labels, guesses, probabilities)
+    final = guesses[-1]
+    leads = [i for i, guess in enumerate(guesses) if guess == final]
+    assert f"final answer is **{visible(final)}**" in text
+    assert f"p = {probabilities[-1]:.2f} at the output" in text
+    if "readouts (" in text:
+        assert _layer_indices(text, lens.layer_labels) == leads, text
+        assert f"top guess in {len(leads)} of the {len(guesses)} readouts" in text
+    elif "from **" in text:
+        first = lens.layer_labels.index(re.search(r"from \*\*(.+?)\*\* on", text).group(1))
+        assert leads == list(range(first, len(guesses))), text  # "from X on" means every readout after X
+    else:
+        assert "only the last layer" in text and leads == [len(guesses) - 1]
+    if "surest readout" in text:
+        surest = re.search(r"surest readout is (.+?) \(p = ([0-9.]+)\)", text)
+        assert int(np.argmax(probabilities)) == lens.layer_labels.index(surest.group(1))
+        assert f"{max(probabilities):.2f}" == surest.group(2)
+
+
+def test_the_default_prompt_no_longer_claims_the_answer_settles_at_the_last_layer(real):
+    """The issue's case: ↵ leads in the middle layers, loses the lead near the end, is back at the output."""
+    lens = logits.traced_prompt(MODEL, PROMPTS["default"], False).lens
+    guesses = [layer[-1][0] for layer in lens.top_strings]
+    text = predicting.answer_formation_sentence(
+        lens.layer_labels, guesses, lens.final_token_probability.tolist())
+    assert "from **layer 29** on" not in text
+    assert guesses[-2] != guesses[-1] and "other guesses lead" in text
+
+
+def test_the_paris_suggestion_holds_for_this_model(real):
+    """The lens page suggests finding where " Paris" takes over: the model must answer " Paris"."""
+    lens = logits.traced_prompt(MODEL, "The capital of France is", False).lens
+    assert lens.top_strings[-1][-1][0] == " Paris"
+    assert lens.top_strings[1][-1][0] != " Paris"  # not already the first block's guess: it does take over
+
+
+# -- Attention --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", PROMPTS)
+def test_attention_sentences_quote_the_recorded_weights(real, name):
+    ids = real.encode_prompt(PROMPTS[name])
+    maps = att.attention_maps(MODEL, ids)
+    pieces = tok.tokenize(MODEL, PROMPTS[name], False).pieces[: maps.n_tokens]
+    query = att.default_query(pieces)
+    over_layers = att.query_over_layers(maps, query)
+    text = reading.sink_sentence(over_layers, pieces, query)
+    mean = over_layers[:, : query + 1].mean(axis=0)
+    if query == 0:
+        assert "can only look at itself" in text
+    elif "**first token**" in text:
+        assert int(np.argmax(mean)) == 0 and f"{mean[0]:.0%} of the weight" in text
+    else:
+        top = int(np.argmax(mean))
+        assert f"({mean[top]:.0%}) goes to" in text and f"at position {top};" in text
+
+    key = att.find_token(pieces[:query], "cat") or 0
+    best = att.top_heads(maps, query, key)
+    line = reading.top_heads_sentence(pieces[query], pieces[key], best)
+    quoted = [(int(l), int(h), int(p)) for l, h, p in re.findall(r"layer (\d+) head (\d+) \((\d+)%\)", line)]
+    weights = maps.probs[:, :, query, key]
+    assert [(l, h) for l, h, _ in quoted] == [tuple(np.unravel_index(i, weights.shape))
+                                             for i in np.argsort(weights, axis=None)[::-1][:5]]
+    assert all(p == round(100 * weights[l, h]) for l, h, p in quoted)
+
+    previous = att.previous_token_heads(maps)
+    sentence = reading.previous_token_sentence(previous, maps.n_tokens)
+    if maps.n_tokens < 4:
+        assert sentence is None
+    else:
+        early, late = (int(n) for n in re.findall(r", (\d+) of \d+", sentence))
+        band = maps.n_layers // 6
+        assert (early, late) == (int(previous[:band].sum()), int(previous[-band:].sum()))
+        assert ("early heads look at the previous token more often" in sentence) == (early > late)
+        strongest = maps.probs[:, :, 2:, :].argmax(-1)  # (L, H, T-2): check one counted head by hand
+        if previous.any():
+            layer, head = np.argwhere(previous)[0]
+            share = np.mean(strongest[layer, head] == np.arange(1, maps.n_tokens - 1))
+            assert share > 0.5
+
+
+def test_the_causal_suggestion_is_what_the_model_does(real):
+    """Changing a word after "it" leaves every weight from "it" exactly as it was; a word before it moves them."""
+    ids = real.encode_prompt(PROMPTS["default"])
+    maps = att.attention_maps(MODEL, ids)
+    pieces = tok.tokenize(MODEL, PROMPTS["default"], False).pieces
+    query = att.find_token(pieces, "it")
+    words = att.word_positions(pieces)
+    later = next(i for i in reversed(words) if i > query)
+    earlier = att.find_token(pieces[:query], "cat")
+    text = reading.causal_suggestion(pieces, query, later, earlier)
+    assert f"{visible(pieces[later])}` (position {later}) cannot move any head" in text
+    assert f"{visible(pieces[earlier])}` (position {earlier}), which comes before" in text
+
+    other = real.tokenizer.encode(" dirty", special_tokens=False)
+    assert len(other) == 1
+    changed_later = att.attention_maps(MODEL, ids[:later] + other + ids[later + 1:])
+    # Same shapes, same inputs for every position up to the query: each of their numbers is the same
+    # sequence of float operations on the same values, so the rows are bitwise equal (no tolerance needed).
+    assert np.array_equal(changed_later.probs[:, :, : query + 1], maps.probs[:, :, : query + 1])
+    assert not np.array_equal(changed_later.probs[:, :, later:], maps.probs[:, :, later:])
+    dog = real.tokenizer.encode(" dog", special_tokens=False)
+    changed_earlier = att.attention_maps(MODEL, ids[:earlier] + dog + ids[earlier + 1:])
+    assert np.abs(changed_earlier.probs[:, :, query] - maps.probs[:, :, query]).max() > 0.01  # far beyond rounding
+
+
+# -- Logits & temperature ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", PROMPTS)
+def test_the_filter_suggestion_counts_what_the_sampler_keeps(real, name):
+    import dataclasses
+
+    from inference import SamplingParams
+
+    params = SamplingParams(temperature=0.8)
+    kept_top_p, kept_min_p = logits.kept_by(MODEL, PROMPTS[name], False, logits.params_key(params), 0.5, 0.1)
+    cached = logits.prompt_logits(MODEL, PROMPTS[name], False)
+    probs = logits.softmax_at(cached.logits, 0.8)
+    ordered = np.sort(probs)[::-1]
+    # by hand: top-p keeps tokens until their mass reaches p (the one crossing it included); min-p keeps p >= 0.1 max
+    assert kept_top_p == int(np.searchsorted(np.cumsum(ordered), 0.5) + 1)
+    assert kept_min_p == int((probs >= 0.1 * probs.max()).sum())
+    text = predicting.filter_suggestion(0.8, float(probs.max()), kept_top_p, kept_min_p)
+    assert f"top-p 0.5 alone keeps {kept_top_p:,} token" in text and f"min-p 0.1 alone {kept_min_p:,} token" in text
+    if kept_top_p != kept_min_p:
+        assert f"so {'top-p' if kept_top_p < kept_min_p else 'min-p'} cuts more" in text
+    assert f"({probs.max():.3f} here, a bar of {0.1 * probs.max():.3f})" in text
+    assert dataclasses.replace(params, temperature=0).greedy
+
+
+def test_the_stage_caption_gives_the_engine_order():
+    """softmax(logits / T): temperature divides the logits before softmax, never the probabilities."""
+    order = predicting.STAGE_ORDER_CAPTION
+    assert order.index("logits ÷ T") < order.index("→ softmax") < order.index("top-k")
+    assert "softmax → ÷ T" not in order and logits.STAGE_LABELS["temperature"] == "softmax(logits ÷ T)"
+
+
+# -- Sampling ------------------------------------------------------------------------------------------
+def test_histogram_and_seed_sentences():
+    assert "1 degree of freedom" in predicting.histogram_sentence(2, 0.4, 1, 0.53)
+    assert "3 degrees of freedom" in predicting.histogram_sentence(4, 12.4, 3, 0.006)
+    assert "≥ 0.001 — the draws are consistent" in predicting.histogram_sentence(4, 12.4, 3, 0.006)
+    assert "< 0.001 — the draws are **not** consistent" in predicting.histogram_sentence(4, 40.0, 3, 1e-8)
+    assert predicting.histogram_sentence(1, 0.0, 0, 1.0).startswith("Only one token")
+    assert "same stream of u values: they first differ at generated token #2" in \
+        predicting.two_settings_sentence(0.3, 1.5, 2)
+    assert "A is greedy (T = 0) and draws no u" in predicting.two_settings_sentence(0.0, 1.5, 0)
+    assert "second row is greedy too" in predicting.greedy_vs_sampled_sentence(0.0, True)
+
+
+# -- Embeddings and tokenization ------------------------------------------------------------------------
+def test_embedding_sentences_quote_the_matrix(real):
+    weight = real.model.embed.weight.float().detach()
+    unit = weight / weight.norm(dim=-1, keepdim=True)
+    cat, dog, banana = (real.tokenizer.encode(w, special_tokens=False)[0] for w in (" cat", " dog", " banana"))
+    cat_dog, cat_banana = emb.word_cosines(MODEL, " cat", (" dog", " banana"))
+    assert cat_dog == pytest.approx(float(unit[cat] @ unit[dog]), abs=1e-6)
+    assert cat_banana == pytest.approx(float(unit[cat] @ unit[banana]), abs=1e-6)
+    text = reading.closeness_sentence("cat", "dog", "banana", cat_dog, cat_banana)
+    assert f"(cosine {max(cat_dog, cat_banana):.2f})" in text
+    assert ("nearer to *dog*" in text) == (cat_dog >= cat_banana)
+
+    nearest = [piece for _, piece, _ in emb.nearest(MODEL, cat)]
+    text = reading.neighbours_suggestion("cat", True, nearest)
+    same = reading.variants_of("cat", nearest)
+    assert all(p.strip().lower().removesuffix("s") == "cat" for p in nearest[:same])
+    assert nearest[same].strip().lower().removesuffix("s") != "cat"
+    assert f"the first {same} are spellings" in text and all(visible(p) in text for p in nearest[:6])
+
+    ids = real.encode_prompt("the cat and the dog")
+    rows = emb.rows_for(MODEL, ids)
+    pieces = tok.tokenize(MODEL, "the cat and the dog", False).pieces
+    text = reading.repeated_token_sentence(pieces, ids, rows)
+    assert "positions 0 and 3" not in text or ids[0] == ids[3]  # "the" and " the" are two tokens
+    assert "appears at positions 1 and 4" not in text
+    repeat = real.encode_prompt(" the cat and the dog")
+    text = reading.repeated_token_sentence(tok.tokenize(MODEL, " the cat and the dog", False).pieces, repeat,
+                                           emb.rows_for(MODEL, repeat))
+    assert "`·the` appears at positions 0 and 3" in text and repeat[0] == repeat[3]
+
+
+@pytest.mark.parametrize("name", PROMPTS)
+def test_tokenization_sentences_quote_the_tokenizer(real, name):
+    text = PROMPTS[name]
+    n_bytes, n_tokens = len(text.encode("utf-8")), len(real.tokenizer.encode(text))
+    caption = reading.raw_bytes_caption(n_bytes, n_tokens)
+    assert caption.startswith(f"Vocabulary: 256 byte values. {n_bytes} tokens")
+    if n_bytes > n_tokens:
+        ratio = float(re.search(r"but ([0-9.]+)×", caption).group(1))
+        assert ratio == pytest.approx(n_bytes / n_tokens, abs=0.05)
+    word = text.split()[0] if text.split() else text
+    steps = tok.bpe_steps(MODEL, word)
+    same = steps[-1].parts == tok.tokenizer_split(MODEL, word)
+    caption = reading.merge_replay_caption(len(steps) - 1, len(steps[0].parts), len(steps[-1].parts), same, False)
+    assert ("the same split the tokenizer itself produces" in caption) == same
+    assert same  # a replay of the model's own merges on one pre-token is the tokenizer's split
+
+    around = tok.id_neighbours(MODEL, " cat")
+    sentence = reading.id_neighbours_sentence(" cat", around.word_pieces, around.centre_id, around.rows)
+    ranks = [rank for _, _, rank in around.rows]
+    assert ("rise with their ids" in sentence) == all(a < b for a, b in zip(ranks, ranks[1:]))
+    assert f"({ranks[0]:,}–{ranks[-1]:,})" in sentence
+
+
+# -- Generation and batching -------------------------------------------------------------------------------
+def test_generation_sentences(real):
+    from ui.compute_generation import greedy_example
+
+    continuation = greedy_example(MODEL, "The cat sat")
+    done = real.complete("The cat sat", __import__("inference").SamplingParams(temperature=0.0, max_new_tokens=3))
+    assert [real.tokenizer.decode([i]) for i in done.token_ids] == continuation
+    assert " → ".join(f"“{visible(p)}”" for p in continuation) in generating.example_sentence("The cat sat", continuation)
+
+    text = generating.timing_sentence([4, 5, 6, 7, 8, 9, 10, 11], [40, 41, 40, 42, 41, 40, 42, 41],
+                                      [50, 60, 70, 80, 90, 100, 110, 120])
+    assert "the full recompute went from 55.0 ms to 115 ms (×2.09)" in text  # medians of 2 values each
+    assert "the cached step stayed near 40.5 ms" in text and "grows with the sequence much faster" in text
+    text = generating.phase_sentence(10, 100.0, [40.0, 50.0, 45.0])
+    assert "10 prompt tokens in 100 ms (10.0 ms per token)" in text and "4.5× less" in text
+    assert "less in the prefill" not in generating.phase_sentence(2, 200.0, [40.0])  # 100 ms > 40 ms: no claim
+
+
+def test_batching_verdicts_follow_the_run():
+    text = generating.verdict_sentence(10.0, 14.0, 20, 22, 92, 21, 4, 6, 2)
+    assert text.startswith("**Continuous batching won this run**: 14.0 against 10.0 tok/s (×1.40)")
+    assert "71 fewer wasted positions" in text
+    text = generating.verdict_sentence(14.0, 10.0, 20, 24, 92, 6, 3, 6, 3)
+    assert text.startswith("**Static batching won this run**") and "3 cache slots for 6 requests" in text
+    assert "24 steps against 20" in text and "3 of its steps were prefills" in text
+    text = generating.verdict_sentence(14.0, 10.0, 32, 34, 170, 30, 4, 6, 2, (60.0, 6.0), (90.0, 1.4))
+    assert "decode steps were slower although they carried fewer rows (median 90.0 ms for 1.4 rows" in text
+    text = generating.verdict_sentence(10.0, 10.3, 20, 20, 92, 21, 6, 6, 0)
+    assert text.startswith("**Both modes ran about as fast")
+    assert "time to first token 607 ms for every request" in generating.mode_caption(20, 180, 92, [607.2, 606.9])
+    assert "181–2,960 ms" in generating.mode_caption(24, 94, 6, [181.0, 2960.0])
+    assert "×2.00" in generating.curve_sentence([1, 8], [20.0, 80.0], [50.0, 100.0])
+    assert generating.prefill_pause_sentence(0, 0.0) is None
+    mib = 2**20
+    text = generating.memory_sentence([4 * mib, 4 * mib, 2 * mib], [1 * mib, 2 * mib, 2 * mib], "Continuous")
+    assert "up to 4.00 MiB reserved" in text and "up to 2.00 MiB holding" in text
+    assert "filled 25%–100% of what was reserved (mean 58%)" in text  # shares 0.25, 0.5, 1.0, step by step

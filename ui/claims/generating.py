@@ -1,0 +1,172 @@
+"""Sentences of the generating pages (Generation & KV cache, Batching), each computed from the measurements it quotes.
+
+Times are milliseconds measured in this run; a sentence compares them only in the
+direction they actually went.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from ui.figures.tokens import visible
+
+
+def _quoted(piece: str) -> str:
+    return "“" + piece + "”"
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
+
+
+def _range_ms(values: Sequence[float]) -> str:
+    low, high = min(values), max(values)
+    if round(low) == round(high):
+        return f"{_ms(low)} for every request"
+    return f"{_ms(low).removesuffix(' ms')}–{_ms(high)}"
+
+
+def _tps(value: float) -> str:
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
+
+
+TIE_BAND = 0.05  # tokens/s within 5 % of each other: called a tie (the runs' own step-to-step noise is that large)
+
+
+# -- Generation & KV cache --------------------------------------------------------------------
+def example_sentence(prompt: str, continuation: Sequence[str]) -> str:
+    """The loop on a real example: the model's own greedy tokens after ``prompt``, one per step."""
+    steps = " → ".join(_quoted(visible(piece)) for piece in continuation)
+    return (f"(*autoregressive* generation; this model, greedy, continues {_quoted(prompt)} → {steps} → …)")
+
+
+def finished_sentence(ended_by_eos: bool, max_steps: int) -> str:
+    return "Generation finished: " + ("the model produced its end-of-text token." if ended_by_eos else
+                                      f"the {max_steps}-token limit was reached.")
+
+
+def _quarter_medians(values: Sequence[float]) -> tuple[float, float]:
+    quarter = max(1, len(values) // 4)
+    return statistics.median(values[:quarter]), statistics.median(values[-quarter:])
+
+
+def timing_sentence(context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]) -> str:
+    """How each path's step time changed as the sequence grew (first quarter against last quarter of the run)."""
+    if len(context_lengths) < 4:
+        return "Time more tokens (at least 4) to see how each path grows with the sequence."
+    cached_start, cached_end = _quarter_medians(cached_ms)
+    full_start, full_end = _quarter_medians(uncached_ms)
+
+    def change(start: float, end: float) -> str:
+        ratio = end / start if start > 0 else float("inf")
+        if abs(ratio - 1) < 0.1:
+            return f"stayed near {_ms(start)} (×{ratio:.2f})"
+        return f"went from {_ms(start)} to {_ms(end)} (×{ratio:.2f})"
+
+    full_growth = full_end / full_start if full_start > 0 else 1.0
+    cached_growth = cached_end / cached_start if cached_start > 0 else 1.0
+    verdict = ("the recompute grows with the sequence much faster than the cached step" if full_growth > cached_growth + 0.1
+               else "at these lengths neither grows much faster than the other: the weights, read once per step, "
+                    "still dominate both")
+    return (f"From {context_lengths[0]} to {context_lengths[-1]} tokens (medians of the first and last quarter), "
+            f"the full recompute {change(full_start, full_end)} and the cached step {change(cached_start, cached_end)}: "
+            f"{verdict}.")
+
+
+def phase_sentence(prompt_tokens: int, prefill_ms: float, decode_ms: Sequence[float]) -> str:
+    """The prefill against a decode step, per token, from this walk's own timings."""
+    text = (f"Here the prefill read {prompt_tokens} prompt token{'s' * (prompt_tokens != 1)} in {_ms(prefill_ms)} "
+            f"({_ms(prefill_ms / prompt_tokens)} per token)")
+    if not decode_ms:
+        return text + "; press **Next token** again for a decode step."
+    median = statistics.median(decode_ms)
+    text += f"; the median decode step took {_ms(median)} for its one token"
+    if prompt_tokens > 1 and prefill_ms / prompt_tokens < median:
+        text += (f": a prompt token costs {median / (prefill_ms / prompt_tokens):.1f}× less in the prefill, because one "
+                 "pass reads the weights once for all of them")
+    return text + "."
+
+
+# -- Batching -----------------------------------------------------------------------------------
+def mode_caption(n_steps: int, computed: int, wasted: int, ttft_ms: Sequence[float]) -> str:
+    share = wasted / max(computed, 1)
+    return (f"{n_steps} steps, {computed:,} positions computed, {wasted:,} wasted ({share:.0%}) on padding and finished "
+            f"rows; time to first token {_range_ms(ttft_ms)}.")
+
+
+def verdict_sentence(static_tps: float, continuous_tps: float, static_steps: int, continuous_steps: int,
+                     static_wasted: int, continuous_wasted: int, n_slots: int, n_requests: int,
+                     late_prefills: int, static_decode: tuple[float, float] = (0.0, 0.0),
+                     continuous_decode: tuple[float, float] = (0.0, 0.0)) -> str:
+    """Which mode produced more tokens per second in this run, and the reasons the run itself shows.
+
+    ``*_decode`` is (median decode step ms, mean rows per decode step) of each mode: a mode whose
+    steps were slower although they carried fewer rows ran while the machine was busier.
+    """
+    work = (f"continuous computed {continuous_wasted:,} wasted positions against {static_wasted:,}, in "
+            f"{continuous_steps} steps against {static_steps}")
+    if static_tps and abs(continuous_tps / static_tps - 1) < TIE_BAND:
+        return (f"**Both modes ran about as fast in this run**: {_tps(continuous_tps)} (continuous) against "
+                f"{_tps(static_tps)} tok/s (static), within {TIE_BAND:.0%}; {work}.")
+    if continuous_tps >= static_tps:
+        ratio = continuous_tps / static_tps if static_tps else float("inf")
+        why = [f"it computed {static_wasted - continuous_wasted:,} fewer wasted positions "
+               f"({continuous_wasted:,} against {static_wasted:,})"] if continuous_wasted < static_wasted else []
+        if continuous_steps <= static_steps:
+            why.append(f"in {continuous_steps} steps against {static_steps}")
+        reason = f": {', '.join(why)}" if why else ""
+        return (f"**Continuous batching won this run**: {_tps(continuous_tps)} against {_tps(static_tps)} tok/s "
+                f"(×{ratio:.2f}){reason}.")
+    reasons = []
+    if n_slots < n_requests:
+        reasons.append(f"it had {n_slots} cache slot{'s' * (n_slots != 1)} for {n_requests} requests, while the static "
+                       f"batch ran all {n_requests} at once, so it needed {continuous_steps} steps against "
+                       f"{static_steps}")
+    elif continuous_steps > static_steps:
+        reasons.append(f"it needed {continuous_steps} steps against {static_steps}")
+    if late_prefills:
+        reasons.append(f"{late_prefills} of its steps were prefills of requests joining later, each pausing every "
+                       "running request's decoding for a step")
+    if static_wasted <= continuous_wasted:
+        reasons.append(f"the static batch wasted no more positions ({static_wasted:,} against {continuous_wasted:,})")
+    (static_ms, static_rows), (continuous_ms, continuous_rows) = static_decode, continuous_decode
+    if continuous_ms > static_ms > 0 and continuous_rows < static_rows:
+        reasons.append(f"its decode steps were slower although they carried fewer rows (median {_ms(continuous_ms)} "
+                       f"for {continuous_rows:.1f} rows on average, against {_ms(static_ms)} for {static_rows:.1f}): "
+                       "the machine was busier during its run — run both again")
+    if not reasons:
+        reasons.append("its steps took longer on this machine at this moment: the two modes did almost the same work "
+                       "(on a shared CPU a few busy milliseconds per step decide it)")
+    return (f"**Static batching won this run**: {_tps(static_tps)} against {_tps(continuous_tps)} tok/s. Why: "
+            + "; ".join(reasons) + ".")
+
+
+def curve_sentence(batch_sizes: Sequence[int], tokens_per_second: Sequence[float],
+                   step_ms: Sequence[float]) -> str:
+    """What the measured throughput curve shows: how much one more row costs a decode step."""
+    first, last = 0, len(batch_sizes) - 1
+    gain = tokens_per_second[last] / tokens_per_second[first] if tokens_per_second[first] else float("inf")
+    cost = step_ms[last] / step_ms[first] if step_ms[first] else float("inf")
+    shape = ("so batching pays: the step's cost is mostly reading the weights, shared by every row" if gain > 1.2 else
+             "so on this machine extra rows cost about as much as they bring")
+    return (f"A decode step for {batch_sizes[last]} requests took {_ms(step_ms[last])} against {_ms(step_ms[first])} "
+            f"for {batch_sizes[first]} (×{cost:.2f}), giving ×{gain:.2f} the tokens per second, {shape}.")
+
+
+def prefill_pause_sentence(paused_steps: int, paused_ms: float) -> str | None:
+    """How long prefills of joining requests held up the requests already decoding (None if none did)."""
+    if paused_steps == 0:
+        return None
+    return (f"A prefill pauses decoding: in this continuous run, {paused_steps} prefill step{'s' * (paused_steps != 1)} "
+            f"of newly admitted requests held every running request for {_ms(paused_ms)} in all, without giving them "
+            "a token.")
+
+
+def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mode: str) -> str:
+    """How much of the KV cache reserved for the rows/slots in use held real tokens, step by step."""
+    shares = [u / r for r, u in zip(reserved_bytes, used_bytes) if r]
+    if not shares:
+        return f"{mode}: no cache was reserved."
+    return (f"{mode}: up to {max(reserved_bytes) / 2**20:,.2f} MiB reserved for the rows or slots in use, up to "
+            f"{max(used_bytes) / 2**20:,.2f} MiB holding real tokens; step by step, real tokens filled "
+            f"{min(shares):.0%}–{max(shares):.0%} of what was reserved (mean {sum(shares) / len(shares):.0%}).")

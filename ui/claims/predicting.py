@@ -1,0 +1,148 @@
+"""Sentences of the predicting pages (Transformer block & logit lens, Logits & temperature, Sampling).
+
+Each helper takes the numbers its chart draws (token texts in the display notation of
+``ui.token_text``) and returns the sentence that holds for them.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ui.figures.tokens import visible
+
+P_THRESHOLD = 0.001  # χ² verdict: below this p-value the draws are called inconsistent with the probabilities
+
+
+def _bold(piece: str) -> str:
+    return "**" + (visible(piece) or "∅").replace("*", "\\*") + "**"
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+def _runs(indices: Sequence[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of sorted indices, as (first, last) pairs."""
+    runs: list[tuple[int, int]] = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def _layer_name(label: str) -> str:
+    return "the embeddings alone" if label == "embed" else label
+
+
+# -- Transformer block & logit lens ---------------------------------------------------------
+def _span(layer_labels: Sequence[str], run: tuple[int, int]) -> str:
+    first, last = run
+    if first == last:
+        return _layer_name(layer_labels[first])
+    if layer_labels[first] == "embed":
+        return f"the embeddings to {layer_labels[last]}"
+    return f"layers {layer_labels[first].removeprefix('layer ')}–{layer_labels[last].removeprefix('layer ')}"
+
+
+def answer_formation_sentence(layer_labels: Sequence[str], top_guesses: Sequence[str],
+                              final_probabilities: Sequence[float]) -> str:
+    """Which readouts put the final answer on top at the last position, and how sure they are.
+
+    ``top_guesses[i]`` is readout i's top-1 token at the last position (the last readout is
+    the model's output, so its top guess is the final answer); ``final_probabilities[i]`` is
+    the probability readout i gives the final answer.
+    """
+    final, last = top_guesses[-1], len(top_guesses) - 1
+    leads = [i for i, guess in enumerate(top_guesses) if guess == final]
+    runs = _runs(leads)
+    peak = max(range(len(final_probabilities)), key=lambda i: final_probabilities[i])
+    if len(runs) == 1 and runs[0][0] == last:
+        where = "only the last layer puts it on top"
+    elif len(runs) == 1:
+        where = f"it is the top guess from **{_layer_name(layer_labels[runs[0][0]])}** on"
+    else:
+        spans = [_span(layer_labels, run) for run in runs]
+        listed = ", ".join(spans[:-1]) + f" and {spans[-1]}"
+        before_last = runs[-2]  # the lead just before the final one: other guesses lead right after it
+        back = ("only the output puts it back on top" if runs[-1][0] == last else
+                f"it is back on top from {_layer_name(layer_labels[runs[-1][0]])} on")
+        where = (f"it is the top guess in {len(leads)} of the {len(top_guesses)} readouts ({listed}); after "
+                 f"{_span(layer_labels, before_last)} other guesses lead, and {back}")
+    sure = (f"; the surest readout is {_layer_name(layer_labels[peak])} (p = {final_probabilities[peak]:.2f})"
+            if peak != last else "")
+    return (f"At the last position the final answer is {_bold(final)}: {where}. It gets p = "
+            f"{final_probabilities[-1]:.2f} at the output{sure}.")
+
+
+# -- Logits & temperature ---------------------------------------------------------------------
+STAGE_ORDER_CAPTION = ("Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty "
+                       "→ logits ÷ T → softmax → top-k → top-p → min-p → renormalise. The first row is the softmax at "
+                       "T = 1, for reference. Grey cells were cut at that stage.")
+
+
+def greedy_sentence(top_logit_token: str, greedy_token: str, same: bool) -> str:
+    """What greedy decoding picks, and why it is not the highest raw logit when they differ."""
+    if same:
+        return f"**Greedy decoding** takes the highest score: {_bold(greedy_token)}."
+    return (f"**Greedy decoding** would take {_bold(top_logit_token)}, but the repetition penalty lowers tokens "
+            f"already in the prompt, so it takes {_bold(greedy_token)}.")
+
+
+def survivors_sentence(final_left: int, only_token: str | None) -> str:
+    """How many tokens the sampler keeps after every stage."""
+    if final_left == 1 and only_token is not None:
+        return (f"Only **one token survives** every stage: {_bold(only_token)}, so every draw picks it — the same as "
+                "greedy.")
+    return f"**{final_left:,} tokens survive** every stage and share the final, renormalised probability."
+
+
+def filter_suggestion(temperature: float, top_probability: float, kept_top_p: int, kept_min_p: int,
+                      top_p: float = 0.5, min_p: float = 0.1) -> str:
+    """The top-p / min-p experiment, with what each would keep on this prompt at this temperature."""
+    if kept_top_p == kept_min_p:
+        verdict = "here both keep the same number"
+    else:
+        verdict = f"so {'top-p' if kept_top_p < kept_min_p else 'min-p'} cuts more here"
+    return (f"- Set top-p to {top_p:g}, then min-p to {min_p:g}: at T = {temperature:g} on this prompt, top-p {top_p:g} "
+            f"alone keeps {_plural(kept_top_p, 'token')} and min-p {min_p:g} alone {_plural(kept_min_p, 'token')}, "
+            f"{verdict}. Top-p keeps the most probable tokens until their mass reaches {top_p:g}; min-p keeps every "
+            f"token above {min_p:g} × the top probability ({top_probability:.3f} here, a bar of "
+            f"{min_p * top_probability:.3f}). Both depend on how sure the model is about this prompt.")
+
+
+# -- Sampling ---------------------------------------------------------------------------------
+def histogram_sentence(n_bins: int, statistic: float, dof: int, p_value: float) -> str:
+    """The χ² verdict of the thousand draws (with the threshold it uses)."""
+    if dof == 0:
+        return "Only one token can be drawn, so every draw is that token."
+    consistent = p_value >= P_THRESHOLD
+    verdict = "consistent with" if consistent else "**not** consistent with"
+    compare = "≥" if consistent else "<"
+    return (f"Pearson's χ² over {n_bins} bins: χ² = {statistic:.2f} with {_plural(dof, 'degree')} of freedom, "
+            f"p = **{p_value:.3g}** {compare} {P_THRESHOLD:g} — the draws are {verdict} the probabilities. "
+            "The law of large numbers: the more draws, the closer the bars.")
+
+
+def greedy_vs_sampled_sentence(temperature: float, identical: bool) -> str:
+    """Greedy against the user's temperature: what each row follows."""
+    if temperature == 0:
+        return ("Your temperature is 0, so the second row is greedy too: both take the top token at every step "
+                "and no u is drawn.")
+    same = (" Here the two continuations are identical: every u landed in the top token's range." if identical
+            else "")
+    return ("Greedy always takes the top token (the sampler gives it all the mass, p = 1); sampling follows the "
+            "seed's u values." + same)
+
+
+def two_settings_sentence(t_a: float, t_b: float, split: int | None) -> str:
+    """Two temperatures, one seed: where the continuations part, and whether both drew u values."""
+    where = "they never diverge" if split is None else f"they first differ at generated token #{split}"
+    greedy = [name for name, t in (("A", t_a), ("B", t_b)) if t == 0]
+    if len(greedy) == 2:
+        stream = "Both are greedy (T = 0), so no u is drawn"
+    elif greedy:
+        stream = f"{greedy[0]} is greedy (T = 0) and draws no u; the other follows the seed's u values"
+    else:
+        stream = "Same seed, so the same stream of u values"
+    return f"{stream}: {where}. Colour = the probability the sampler gave each chosen token."

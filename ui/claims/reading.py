@@ -1,0 +1,199 @@
+"""Sentences of the reading pages (Tokenization, Embeddings, Attention), each computed from the numbers it quotes.
+
+Token texts arrive in the display notation (``ui.token_text``); each helper makes
+whitespace visible itself, so a sentence names a token exactly as its chart does.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ui.figures.tokens import visible
+
+
+def _code(piece: str) -> str:
+    """A token in a code span, whitespace visible (backticks inside would end the span)."""
+    return "`" + (visible(piece) or "∅").replace("`", "ˋ") + "`"
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.1f}×" if ratio < 10 else f"{ratio:,.0f}×"
+
+
+# -- Tokenization ---------------------------------------------------------------------------
+def word_level_caption(vocabulary_words: int, n_tokens: int, n_unknown: int) -> str:
+    """The word-level tokenizer's caption: its vocabulary, and what happened to this text's words."""
+    lost = (f"{n_unknown} unknown: their meaning is lost." if n_unknown else
+            "none unknown: every word of this text is in the paragraph, but any other word would be lost.")
+    return (f"Vocabulary: the {vocabulary_words:,} distinct words and marks of the paragraph, plus <unk>. "
+            f"{n_tokens} tokens, {lost}")
+
+
+def raw_bytes_caption(n_bytes: int, n_bpe_tokens: int) -> str:
+    """The byte tokenizer's caption, compared with the model's BPE on the same text."""
+    if n_bpe_tokens and n_bytes > n_bpe_tokens:
+        longer = f"{_times(n_bytes / n_bpe_tokens)} as many as the model's BPE needs ({n_bpe_tokens})"
+    else:
+        longer = "here as many as the model's BPE needs, since every token of this text is one byte"
+    return f"Vocabulary: 256 byte values. {n_bytes} tokens: nothing unknown, but {longer}."
+
+
+def id_neighbours_sentence(word: str, word_pieces: Sequence[str], centre_id: int,
+                           neighbours: Sequence[tuple[int, str, int | None]]) -> str:
+    """Why the ids around a word's id mean nothing: computed from the neighbours' merge ranks when they have them.
+
+    ``neighbours`` holds (id, piece, rank of the merge that made the piece or None), in id order.
+    """
+    first = (f"{_code(word)} is token id {centre_id:,}" if len(word_pieces) == 1 else
+             f"{_code(word)} is {len(word_pieces)} tokens; its first, {_code(word_pieces[0])}, has id {centre_id:,}")
+    others = [piece for token_id, piece, _ in neighbours if token_id != centre_id]
+    listed = ", ".join(_code(p) for p in others[:4])
+    ranks = [rank for _, _, rank in neighbours]
+    if all(rank is not None for rank in ranks) and all(a < b for a, b in zip(ranks, ranks[1:])):
+        order = (f"their merge ranks ({ranks[0]:,}–{ranks[-1]:,}) rise with their ids: the vocabulary is numbered in "
+                 "the order the tokenizer learned its merges, not by meaning")
+    else:
+        order = "the vocabulary is not ordered by meaning"
+    return (f"{first}. The ids right next to it hold {listed}: {order}. Adding, subtracting or comparing ids is "
+            "meaningless; meaning comes later, from the **embedding** row each id selects (next page).")
+
+
+def merge_replay_caption(n_merges: int, n_bytes: int, n_parts: int, same_as_tokenizer: bool, cut: bool) -> str:
+    """The merge-by-merge summary; it claims agreement with the real tokenizer only when the split is the same."""
+    text = f"{n_merges} merges from {n_bytes} bytes to {n_parts} token{'s' * (n_parts != 1)}"
+    if cut:
+        return text + ": the replay stopped at the first bytes, so it is not the tokenizer's whole split."
+    if same_as_tokenizer:
+        return text + ", the same split the tokenizer itself produces."
+    return text + ": the tokenizer's own split differs (it applies more rules than these merges)."
+
+
+# -- Embeddings -----------------------------------------------------------------------------
+def closeness_sentence(word: str, near: str, far: str, cosine_near: float, cosine_far: float) -> str:
+    """Which of two words a word's embedding row points nearer to, with the two cosines."""
+    if cosine_near >= cosine_far:
+        return (f"In this model the row of *{word}* points nearer to *{near}* (cosine {cosine_near:.2f}) than to "
+                f"*{far}* ({cosine_far:.2f}).")
+    return (f"In this model the row of *{word}* points nearer to *{far}* (cosine {cosine_far:.2f}) than to *{near}* "
+            f"({cosine_near:.2f}): training does not always sort words the way we would.")
+
+
+def pca_caption(n_vectors: int, explained: tuple[float, float], n_unlabelled: int) -> str:
+    """The PCA map's caption: how much of the spread two axes keep, and which labels moved to the hover."""
+    kept = explained[0] + explained[1]
+    guide = ("so distances on the map are only a rough guide" if kept < 0.8 else
+             "so the map keeps most of their spread")
+    hidden = (f" {n_unlabelled} label{'s' * (n_unlabelled != 1)} would overlap another and "
+              f"{'are' if n_unlabelled != 1 else 'is'} left to the hover (every point has one)." if n_unlabelled else "")
+    return (f"PCA keeps the two directions along which these {n_vectors} vectors vary most; together they hold "
+            f"{kept:.0%} of the variance, {guide}.{hidden} Words are taken with a leading space, as they appear "
+            "inside a sentence.")
+
+
+def variants_of(word: str, pieces: Sequence[str]) -> int:
+    """How many of ``pieces``, from the first, are spellings of ``word`` itself (case, plural, leading space)."""
+    count = 0
+    for piece in pieces:
+        if piece.strip().lower().removesuffix("s") != word:
+            break
+        count += 1
+    return count
+
+
+def neighbours_suggestion(word: str, in_prompt: bool, neighbours: Sequence[str]) -> str:
+    """The "look at its neighbours" suggestion, with this model's real nearest rows of ``word``."""
+    listed = ", ".join(_code(p) for p in neighbours[:6])
+    same = variants_of(word, neighbours)
+    kind = (f"the first {same} are spellings of *{word}* itself (case, plural, a leading space)" if same > 1 else
+            f"the first is {'a spelling of' if same else 'not even a spelling of'} *{word}* itself")
+    where = f"Pick {_code(' ' + word)} above" if in_prompt else f"Put *{word}* in the prompt and pick it above"
+    return f"{where}: its nearest rows are {listed}; {kind}."
+
+
+def repeated_token_sentence(pieces: Sequence[str], ids: Sequence[int], rows: np.ndarray) -> str:
+    """A repeated token's two identical rows when the prompt has one (checked on the rows), else the experiment."""
+    first_seen: dict[int, int] = {}
+    for position, token_id in enumerate(ids[: len(rows)]):
+        if token_id in first_seen:
+            earlier = first_seen[token_id]
+            if np.array_equal(rows[earlier], rows[position]):
+                return (f"{_code(pieces[position])} appears at positions {earlier} and {position}: its two rows in the "
+                        "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next.")
+        first_seen.setdefault(token_id, position)
+    return ("Put the same word twice in the prompt (the same token: mind the leading space): its two rows in the "
+            "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next.")
+
+
+def rope_pair_sentence(query_piece: str, key_piece: str, layer: int, head: int, weight: float, distance: int) -> str:
+    """The real query/key pair of the RoPE distance chart."""
+    pair = (f"the query and the key of {_code(query_piece)} itself" if distance == 0 else
+            f"the query of {_code(query_piece)} and the key of {_code(key_piece)}")
+    return (f"A real pair: {pair} in layer {layer}, head {head}, the head that puts the most weight from one on the "
+            f"other ({weight:.0%}). Undo their rotations, rotate them again as if they were *d* positions apart, and "
+            f"score them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; "
+            "the line shows how the same two vectors would score nearer or farther.")
+
+
+# -- Attention ------------------------------------------------------------------------------
+def sink_sentence(weights: np.ndarray, pieces: Sequence[str], query: int) -> str:
+    """Where a query's weight goes on average (over heads and layers): the first token when it gets the most."""
+    mean = np.asarray(weights, dtype=np.float64)[:, : query + 1].mean(axis=0)  # (keys,) mean over layers
+    top = int(np.argmax(mean))
+    if query == 0:
+        return f"The first token can only look at itself: all of its weight, in every head, stays on {_code(pieces[0])}."
+    if top == 0:
+        return (f"Averaged over heads and layers, {mean[0]:.0%} of the weight of {_code(pieces[query])} goes to the "
+                f"**first token** {_code(pieces[0])}, more than to any other: models use it as a resting place (an "
+                "*attention sink*) when a head has nothing to fetch. The interesting work happens in single heads:")
+    return (f"Averaged over heads and layers, the most weight of {_code(pieces[query])} ({mean[top]:.0%}) goes to "
+            f"{_code(pieces[top])} at position {top}; the first token gets {mean[0]:.0%}. Single heads differ:")
+
+
+def top_heads_sentence(query_piece: str, key_piece: str, best: Sequence[tuple[int, int, float]]) -> str:
+    """The heads that put the most weight from one query on one key, strongest first."""
+    listed = ", ".join(f"layer {layer} head {head} ({weight:.0%})" for layer, head, weight in best)
+    return f"- Heads that send {_code(query_piece)} most to {_code(key_piece)}: {listed}."
+
+
+def causal_suggestion(pieces: Sequence[str], query: int, later: int | None, earlier: int | None) -> str:
+    """What an edit of the prompt can and cannot change in the heads from ``query``: the causal mask's lesson.
+
+    ``later`` is a word after the query (an edit there changes none of its weights), ``earlier``
+    a word before it (an edit there can).
+    """
+    q = _code(pieces[query])
+    if query == 0 and later is None and earlier is None:
+        return (f"- This prompt is one token: {q} can only attend to itself, so every weight is 1. Add words after "
+                "it and watch the later tokens spread their weight over the earlier ones.")
+    parts = []
+    if later is not None:
+        parts.append(f"Changing {_code(pieces[later])} (position {later}) cannot move any head of {q} (position "
+                     f"{query}): it comes later, and the causal mask hides later tokens, so every weight from {q} "
+                     f"stays exactly the same. Only queries at or after position {later} can see it.")
+    if earlier is not None:
+        parts.append(f"Changing {_code(pieces[earlier])} (position {earlier}), which comes before {q}, can: try another "
+                     f"word there and watch the row of {q} in the heatmaps change.")
+    return "- " + " ".join(parts) if parts else ""
+
+
+def previous_token_sentence(previous_heads: np.ndarray, n_tokens: int) -> str | None:
+    """How many heads look at the previous token in the first and last few layers (None for a prompt too short).
+
+    ``previous_heads`` is (L, H) bool: a head whose strongest key is the previous token for
+    most queries (``compute_attention.previous_token_heads``).
+    """
+    if n_tokens < 4:
+        return None
+    n_layers, n_heads = previous_heads.shape
+    band = max(1, n_layers // 6)
+    early, late = int(previous_heads[:band].sum()), int(previous_heads[-band:].sum())
+    total = band * n_heads
+    if early > late:
+        verdict = "early heads look at the previous token more often; later ones reach further"
+    elif early < late:
+        verdict = "here, unusually, late heads look at the previous token more often than early ones"
+    else:
+        verdict = "as many early as late heads do"
+    return (f"- Compare early and late layers: in layers 0–{band - 1}, {early} of {total} heads put most weight on "
+            f"the previous token; in layers {n_layers - band}–{n_layers - 1}, {late} of {total}: {verdict}.")
