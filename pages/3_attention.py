@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui import charts
 from ui import compute_attention as att
-from ui import models, state, url_state
+from ui import classroom, models, state
 from ui.claims import reading as claims
 from ui.figures import attention as figs
 from ui.figures.tokens import visible
@@ -75,7 +75,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
     switch_heads_off(maps, pieces, layer, head)
-    url_state.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) current
+    classroom.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
 
 
 explore_heads(maps, pieces)

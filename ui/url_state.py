@@ -110,6 +110,8 @@ PARAMS: list[Param] = [
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
+# In the URL but not part of the view: the teacher-only link's key (``ui.classroom`` reads and removes it).
+NOT_STATE = frozenset({"teacher"})
 
 
 def _quote(value: str, limit: int = 40) -> str:
@@ -210,7 +212,19 @@ def restore() -> None:
     if st.session_state.get(RESTORED_KEY):
         return
     st.session_state[RESTORED_KEY] = True
-    query = {name: st.query_params[name] for name in st.query_params}
+    query = {name: st.query_params[name] for name in st.query_params if name not in NOT_STATE}
+    notes = apply_query(query)
+    st.session_state[NOTES_KEY] = notes[:MAX_NOTES] + (
+        [f"…and {len(notes) - MAX_NOTES} more."] if len(notes) > MAX_NOTES else [])
+
+
+def apply_query(query: dict[str, str], reset_missing: bool = False, skip: frozenset[str] = frozenset()) -> list[str]:
+    """Set the session state from link parameters, each parsed by its ``Param``; the notes on what was not used.
+
+    ``reset_missing`` also puts every parameter the query leaves out back to its default (a link leaves
+    defaults out): used by a student following the teacher, whose state must become the teacher's, not a
+    mix. ``skip`` names parameters to leave alone (the follower's own presenter mode).
+    """
     notes: list[str] = []
     unknown = [name for name in query if name not in BY_NAME and name != FORCED]
     if unknown:
@@ -218,7 +232,11 @@ def restore() -> None:
         notes.append(f"Ignored {len(unknown)} unknown link parameter{'s' * (len(unknown) > 1)}: {shown}.")
     limits = None
     for param in PARAMS:  # in order: the model, prompt and chat are set before any range is computed
+        if param.name in skip:
+            continue
         if param.name not in query:
+            if reset_missing:
+                _reset(param)
             continue
         if limits is None and param.kind in ("int", "float", "heads", "edges", "layers"):
             limits = _limits()
@@ -236,8 +254,19 @@ def restore() -> None:
         st.session_state[generation.REPLAY_PROMPT_KEY] = (state.get(state.PROMPT), state.get(state.CHAT))
         if note:
             notes.append(note)
-    st.session_state[NOTES_KEY] = notes[:MAX_NOTES] + (
-        [f"…and {len(notes) - MAX_NOTES} more."] if len(notes) > MAX_NOTES else [])
+    return notes
+
+
+def _reset(param: Param) -> None:
+    """Put one setting back to its default (the walk's length is the follower's stepper's, see ``ui.classroom``)."""
+    if param.key == generation.REPLAY_KEY:
+        return
+    if param.kind == "model":
+        st.session_state[param.key] = models.default_name()
+    elif param.default is None:
+        st.session_state.pop(param.key, None)  # e.g. the attention query: the page picks its own per prompt
+    else:
+        st.session_state[param.key] = param.default
 
 
 def current_query() -> dict[str, str]:

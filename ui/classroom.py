@@ -1,0 +1,233 @@
+"""A class on one server: the teacher key, broadcasting the teacher's view, following it, and who is who.
+
+Owns the session side of ``ui.room.Room`` (one per server process, ``room()``):
+
+- **The teacher key** is set by the operator (``LLM_EXPLORER_TEACHER_KEY``); with none, broadcasting is
+  off and the sidebar says so. A session becomes the teacher's by entering the key once in the sidebar
+  or by opening the teacher-only link ``?teacher=<key>`` (read once, then dropped from the address bar).
+  Keys are compared with ``hmac.compare_digest``; a wrong key gets a clear message and changes nothing,
+  and after ``MAX_KEY_TRIES`` wrong keys a session is not asked again.
+- **Broadcast**: after every run of the teacher's session (``publish``), the room gets its page and the
+  link parameters its view publishes (``ui.url_state.current_query``, presenter mode left out). Only a
+  teacher session ever calls ``Room.broadcast``.
+- **Follow**: a student's sidebar polls the room in a fragment every ``POLL_S`` seconds; when the
+  broadcast's version changes, the app reruns and ``follow`` applies it through the same validated
+  parser a shared link goes through (``url_state.apply_query``), so a forged value would be refused
+  exactly as in a link, then switches to the teacher's page. Stepping off is a toggle; stepping back
+  on applies the teacher's current view at once.
+- **Who a student is**: a random id per browser, kept in a cookie (``STUDENT_COOKIE``, written by a
+  one-line script the first time), so a reload is the same student and draws and guesses count once.
+"""
+from __future__ import annotations
+
+import hmac
+import os
+import re
+import secrets
+import time
+
+import streamlit as st
+
+from . import compute_generation as generation
+from . import navigation, url_state
+from .room import Room
+
+TEACHER_KEY_ENV = "LLM_EXPLORER_TEACHER_KEY"
+TEACHER = "_class_teacher"  # session: True once the key was proved
+BROADCASTING = "class_broadcast"  # session: the teacher's "Broadcast my view" toggle
+FOLLOW = "class_follow"  # session: the student's "Follow the teacher" toggle
+APPLIED = "_class_applied"  # session: the broadcast version this follower last applied
+MESSAGE = "_class_message"  # session: (kind, text) shown once in the class panel
+TRIES = "_class_key_tries"
+STUDENT = "_class_student"
+STUDENT_COOKIE = "llmx_student"
+STUDENT_ID = re.compile(r"[0-9a-f]{32}")
+MAX_KEY_TRIES = 5
+POLL_S = 0.5  # a follower sees a change within about this, plus one page run
+SEEN_S = 5.0  # a follower polled within this many seconds counts as following (the teacher's count)
+NOT_FOLLOWED = frozenset({"present"})  # the teacher's projector layout is not the students'
+
+
+@st.cache_resource(show_spinner=False)
+def room() -> Room:
+    """The one room of this server process (every session of every model shares it)."""
+    return Room()
+
+
+def teacher_key() -> str | None:
+    """The operator's teacher key, or None when none is set (then nobody can broadcast)."""
+    key = os.environ.get(TEACHER_KEY_ENV, "").strip()
+    return key or None
+
+
+def key_matches(given: str) -> bool:
+    """True when ``given`` is the teacher key (constant-time comparison; False when no key is set)."""
+    key = teacher_key()
+    return key is not None and hmac.compare_digest(given.strip().encode(), key.encode())
+
+
+def is_teacher() -> bool:
+    return bool(st.session_state.get(TEACHER)) and teacher_key() is not None
+
+
+def student_id() -> str:
+    """This browser's id: from its cookie when it has one, else a new random one (the cookie is written)."""
+    if STUDENT not in st.session_state:
+        cookie = _cookies().get(STUDENT_COOKIE, "")
+        st.session_state[STUDENT] = cookie if STUDENT_ID.fullmatch(cookie) else secrets.token_hex(16)
+    return st.session_state[STUDENT]
+
+
+def _remember_student() -> None:
+    """Write this browser's id into its cookie the first time (a reload is then the same student)."""
+    sid = student_id()
+    if _cookies().get(STUDENT_COOKIE) != sid:  # sid is 32 hex digits (STUDENT_ID): safe inside the script
+        st.iframe(f"""<script>window.parent.document.cookie = "{STUDENT_COOKIE}={sid}; path=/; max-age=31536000; \
+SameSite=Strict";</script>""", height=1,
+                  alt="Remembers this browser for the class")
+
+
+def _cookies() -> dict[str, str]:
+    try:
+        return dict(st.context.cookies)
+    except Exception:  # noqa: BLE001  (no browser request behind this session, e.g. AppTest)
+        return {}
+
+
+def _prove(given: str) -> bool:
+    """Check a key the user gave; say what happened either way."""
+    tries = st.session_state.get(TRIES, 0)
+    if tries >= MAX_KEY_TRIES:
+        st.session_state[MESSAGE] = ("error", f"{MAX_KEY_TRIES} wrong keys: this session does not ask again. "
+                                              "Open a new tab to try once more.")
+        return False
+    if key_matches(given):
+        st.session_state[TEACHER] = True
+        st.session_state.setdefault(BROADCASTING, True)
+        st.session_state[FOLLOW] = False
+        st.session_state[MESSAGE] = ("success", "Teacher mode: students who follow see your page and settings.")
+        return True
+    st.session_state[TRIES] = tries + 1
+    st.session_state[MESSAGE] = ("error", "That is not the teacher key: nothing changed. Students can follow "
+                                          "but not broadcast.")
+    return False
+
+
+def read_link() -> None:
+    """Once per session, before the link is restored: a teacher-only link's key is checked and dropped."""
+    if "teacher" in st.query_params:
+        given = st.query_params["teacher"]
+        del st.query_params["teacher"]  # the key does not stay in the address bar (or in a copied link)
+        if teacher_key() is None:
+            st.session_state[MESSAGE] = ("error", "This server has no teacher key, so the link's key was ignored.")
+        else:
+            _prove(given[:256])
+
+
+# -- the teacher's side -------------------------------------------------------------------------------
+def publish() -> None:
+    """After every run: the address bar follows the state, and a broadcasting teacher's view goes to the room."""
+    url_state.publish()
+    if is_teacher() and st.session_state.get(BROADCASTING, True):
+        query = {k: v for k, v in url_state.current_query().items() if k not in NOT_FOLLOWED}
+        room().broadcast(navigation.current_url_path(), query)
+
+
+# -- the student's side -------------------------------------------------------------------------------
+def following() -> bool:
+    return teacher_key() is not None and not is_teacher() and bool(st.session_state.get(FOLLOW, True))
+
+
+def follow(page_url_path: str) -> None:
+    """Apply the teacher's view if it changed since this follower last applied it (may switch the page)."""
+    if not following():
+        return
+    broadcast = room().current()
+    if broadcast.version == 0 or broadcast.version == st.session_state.get(APPLIED):
+        return
+    st.session_state[APPLIED] = broadcast.version
+    own_walk = generation.walk_query()
+    url_state.apply_query(broadcast.query, reset_missing=True, skip=NOT_FOLLOWED)
+    teacher_walk = {name: broadcast.query[name] for name in ("step", "forced") if name in broadcast.query}
+    if teacher_walk != own_walk:  # a new stepper replays the teacher's walk (apply_query queued it)
+        st.session_state.pop(generation.STEPPER_KEY, None)
+    else:  # the same walk: keep this stepper (and its cache), drop the queued replay
+        for key in (generation.REPLAY_KEY, generation.REPLAY_FORCED_KEY, generation.REPLAY_PROMPT_KEY):
+            st.session_state.pop(key, None)
+    target = next((spec for spec in navigation.PAGES if spec.url_path == broadcast.page), None)
+    if target is not None and target.url_path != page_url_path:
+        st.switch_page(target.script)
+
+
+def _step_on() -> None:
+    st.session_state[FOLLOW] = st.session_state[f"_w_{FOLLOW}"]
+    st.session_state.pop(APPLIED, None)  # back on: apply the teacher's current view at once
+
+
+@st.fragment(run_every=POLL_S)
+def _poll() -> None:
+    """A follower's heartbeat: rerun the app when the teacher's view changed."""
+    broadcast = room().current()
+    room().seen(student_id())
+    if broadcast.version and broadcast.version != st.session_state.get(APPLIED):
+        st.rerun()
+    if broadcast.version:
+        title = next((spec.title for spec in navigation.PAGES if spec.url_path == broadcast.page), broadcast.page)
+        st.caption(f"Following the teacher: **{title}**, updated {_ago(broadcast.at)}.")
+    else:
+        st.caption("Following the teacher: waiting for the teacher's first page.")
+
+
+def _ago(at: float) -> str:
+    seconds = max(0.0, time.time() - at)
+    return "just now" if seconds < 2 else (f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago")
+
+
+def _unlock() -> None:
+    given = st.session_state.get("_w_class_key", "")
+    st.session_state["_w_class_key"] = ""  # the key is not kept in the widget
+    _prove(given)
+
+
+def _store_broadcasting() -> None:
+    st.session_state[BROADCASTING] = st.session_state[f"_w_{BROADCASTING}"]
+
+
+def _leave() -> None:
+    st.session_state[TEACHER] = False
+    st.session_state[MESSAGE] = ("info", "You left teacher mode: your view is no longer broadcast.")
+
+
+def render_sidebar() -> None:
+    """The class panel in the sidebar: off (no key), the teacher's broadcast toggle, or the student's follow toggle."""
+    with st.sidebar:
+        st.subheader("Class")
+        message = st.session_state.pop(MESSAGE, None)
+        if message:
+            getattr(st, message[0])(message[1])
+        if teacher_key() is None:
+            st.caption("Class mode is off: this server was started without a teacher key "
+                       f"(`{TEACHER_KEY_ENV}`), so nobody can broadcast.")
+            return
+        _remember_student()
+        if is_teacher():
+            st.session_state.setdefault(BROADCASTING, True)
+            st.session_state[f"_w_{BROADCASTING}"] = st.session_state[BROADCASTING]
+            st.toggle("Broadcast my view", key=f"_w_{BROADCASTING}", on_change=_store_broadcasting,
+                      help="Students who follow get your page, prompt, model and settings within about a second.")
+            n = room().followers(SEEN_S)
+            st.caption(f"You are the teacher. {n} student{'s' * (n != 1)} following now.")
+            st.button("Leave teacher mode", key="class_leave", on_click=_leave)
+            return
+        st.session_state[f"_w_{FOLLOW}"] = bool(st.session_state.get(FOLLOW, True))
+        st.toggle("Follow the teacher", key=f"_w_{FOLLOW}", on_change=_step_on,
+                  help="Your page and settings follow the teacher's. Switch off to explore on your own; "
+                       "switch on again to catch up.")
+        if following():
+            _poll()
+        with st.expander("I am the teacher"):
+            if st.session_state.get(TRIES, 0) >= MAX_KEY_TRIES:
+                st.caption(f"{MAX_KEY_TRIES} wrong keys: this session does not ask again.")
+            else:
+                st.text_input("Teacher key", type="password", key="_w_class_key", max_chars=256)
+                st.button("Unlock teacher mode", key="class_unlock", on_click=_unlock)

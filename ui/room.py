@@ -1,0 +1,194 @@
+"""The class room: one per server process, shared by every browser session (pure Python, thread-safe).
+
+Owns what a class shares: the teacher's broadcast (the page and the link parameters the
+teacher's view publishes, with a version that grows on every change), the class draw
+round (every student's draws, counted once each) and the guess round (one guess per
+student). Nothing here is keyed by anything a browser sends as a setting: the room is
+reached through ``ui.classroom.room()`` (a ``st.cache_resource``), only a session that
+proved the teacher key calls the teacher's methods, and a student is named by the random
+id of its browser (``ui.classroom.student_id``).
+
+Each draw is counted exactly once: a student's draws are numbered 0, 1, 2, … in its own
+seeded stream, and ``add_draws`` keeps only the numbers not yet counted for that student
+in that round (a rerun, a double click or a reload that sends the same draws again adds
+nothing). A guess is stored per student, so a second guess replaces the first.
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+MAX_QUERY_ITEMS = 40  # link parameters in one broadcast (the app has ~30)
+MAX_QUERY_VALUE = 4096  # characters of one broadcast value (the prompt is cut to 4,000 by the link parser)
+MAX_STUDENTS = 500  # per round: a class, not the internet
+MAX_DRAWS_PER_STUDENT = 1000
+MAX_GUESS_CHARS = 40
+
+
+class RoomError(ValueError):
+    """A request the room refuses (the message says why, for the page to show)."""
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """What the teacher's session shows: its page (url path) and its link parameters (``ui.url_state``)."""
+
+    version: int
+    page: str
+    query: dict[str, str]
+    at: float  # time.time() of the change (the follow latency benchmark reads it)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """The distribution a round draws from or guesses at: the teacher's model, prompt and sampling settings."""
+
+    model: str
+    prompt: str
+    chat: bool
+    key: tuple  # ``ui.compute_logits.params_key`` of the teacher's sampling settings
+
+
+@dataclass
+class DrawRound:
+    round_id: str  # random: part of every student's seed, so a new round draws new numbers
+    experiment: Experiment
+    draws: dict[str, list[int]] = field(default_factory=dict)  # student id -> token ids, draw 0, 1, 2, …
+
+    def counts(self) -> Counter:
+        return Counter(token for tokens in self.draws.values() for token in tokens)
+
+
+@dataclass
+class GuessRound:
+    round_id: str
+    experiment: Experiment
+    guesses: dict[str, str] = field(default_factory=dict)  # student id -> the guessed text
+    revealed: bool = False
+
+
+class Room:
+    """The teacher's broadcast and the class's rounds (every method takes the one lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._broadcast = Broadcast(0, "", {}, 0.0)
+        self._draws: DrawRound | None = None
+        self._guesses: GuessRound | None = None
+        self._seen: dict[str, float] = {}  # follower id -> time.monotonic() of its last poll
+
+    # -- who follows -----------------------------------------------------------------------------------
+    def seen(self, student: str) -> None:
+        """A follower polled (its heartbeat); the oldest entries go when more than ``MAX_STUDENTS`` are kept."""
+        with self._lock:
+            self._seen.pop(student, None)
+            self._seen[student] = time.monotonic()
+            while len(self._seen) > MAX_STUDENTS:
+                self._seen.pop(next(iter(self._seen)))
+
+    def followers(self, within_s: float) -> int:
+        """Followers that polled within the last ``within_s`` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            return sum(now - at <= within_s for at in self._seen.values())
+
+    # -- the teacher's view ----------------------------------------------------------------------------
+    def broadcast(self, page: str, query: dict[str, str]) -> int:
+        """Publish the teacher's page and link parameters; the version grows only when they changed."""
+        if not isinstance(page, str) or len(page) > 64:
+            raise RoomError("the page must be a url path")
+        if len(query) > MAX_QUERY_ITEMS or any(
+                not isinstance(k, str) or not isinstance(v, str) or len(k) > 64 or len(v) > MAX_QUERY_VALUE
+                for k, v in query.items()):
+            raise RoomError("a broadcast carries link parameters only (short names, text values)")
+        with self._lock:
+            if page != self._broadcast.page or query != self._broadcast.query:
+                self._broadcast = Broadcast(self._broadcast.version + 1, page, dict(query), time.time())
+            return self._broadcast.version
+
+    def current(self) -> Broadcast:
+        with self._lock:
+            return self._broadcast
+
+    # -- draw for the class ----------------------------------------------------------------------------
+    def new_draw_round(self, experiment: Experiment) -> str:
+        """Start a class draw on ``experiment`` (the previous round's draws are dropped)."""
+        with self._lock:
+            self._draws = DrawRound(_round_id(), experiment)
+            return self._draws.round_id
+
+    def draw_round(self) -> DrawRound | None:
+        """A copy of the current draw round (safe to read while students keep drawing)."""
+        with self._lock:
+            if self._draws is None:
+                return None
+            return DrawRound(self._draws.round_id, self._draws.experiment,
+                             {student: list(tokens) for student, tokens in self._draws.draws.items()})
+
+    def draws_of(self, round_id: str, student: str) -> int:
+        """How many of ``student``'s draws the round has counted (its next draw's number)."""
+        with self._lock:
+            if self._draws is None or self._draws.round_id != round_id:
+                return 0
+            return len(self._draws.draws.get(student, ()))
+
+    def add_draws(self, round_id: str, student: str, first: int, tokens: list[int]) -> int:
+        """Count ``student``'s draws ``first``, ``first`` + 1, … of round ``round_id``, each once.
+
+        Draws already counted are skipped (the same numbers sent twice add nothing); a gap (draws
+        after ones never sent) is refused. Returns how many were added.
+        """
+        with self._lock:
+            current = self._draws
+            if current is None or current.round_id != round_id:
+                raise RoomError("this draw round is over: the teacher started a new one")
+            mine = current.draws.get(student)
+            if mine is None and len(current.draws) >= MAX_STUDENTS:
+                raise RoomError(f"the round already has {MAX_STUDENTS} students")
+            mine = current.draws.setdefault(student, [])
+            if first > len(mine):
+                raise RoomError(f"draw {first} comes after draw {len(mine)}, which was never counted")
+            new = tokens[len(mine) - first:]
+            new = new[:max(0, MAX_DRAWS_PER_STUDENT - len(mine))]
+            mine.extend(int(t) for t in new)
+            return len(new)
+
+    # -- guess the next token --------------------------------------------------------------------------
+    def new_guess_round(self, experiment: Experiment) -> str:
+        with self._lock:
+            self._guesses = GuessRound(_round_id(), experiment)
+            return self._guesses.round_id
+
+    def guess_round(self) -> GuessRound | None:
+        with self._lock:
+            if self._guesses is None:
+                return None
+            g = self._guesses
+            return GuessRound(g.round_id, g.experiment, dict(g.guesses), g.revealed)
+
+    def guess(self, round_id: str, student: str, text: str) -> None:
+        """Store ``student``'s guess (replacing an earlier one) while the round is not revealed."""
+        text = text.strip()
+        if not text or len(text) > MAX_GUESS_CHARS:
+            raise RoomError(f"a guess is one word of 1 to {MAX_GUESS_CHARS} characters")
+        with self._lock:
+            current = self._guesses
+            if current is None or current.round_id != round_id:
+                raise RoomError("this guess round is over: the teacher started a new one")
+            if current.revealed:
+                raise RoomError("the answer is out: guesses are closed until the next round")
+            if student not in current.guesses and len(current.guesses) >= MAX_STUDENTS:
+                raise RoomError(f"the round already has {MAX_STUDENTS} guesses")
+            current.guesses[student] = text
+
+    def reveal(self, round_id: str) -> None:
+        with self._lock:
+            if self._guesses is not None and self._guesses.round_id == round_id:
+                self._guesses.revealed = True
+
+
+def _round_id() -> str:
+    return secrets.token_hex(6)
