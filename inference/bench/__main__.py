@@ -1,6 +1,7 @@
 """Engine benchmark: our prefill/decode speed against transformers on the same weights, same run.
 
-    python -m inference.bench [--dtypes float32,bfloat16] [--new-tokens 64] [--repeats 3] [--device cpu] [--threads N]
+    python -m inference.bench [--model SmolLM2-135M-Instruct,gemma-3-270m] [--dtypes float32,bfloat16]
+                              [--new-tokens 64] [--repeats 3] [--device cpu] [--threads N]
 
 Prints a table and writes ``bench-results/engine.json``. Machines here are noisy, so
 every figure that matters is a ratio against a reference measured in the same run,
@@ -17,15 +18,22 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
+from ..model.packages import SMOLLM2
 from ..threads import available_cores, set_threads
+from .reference import transformers_model
 
 PROMPT = "The cat sat on the mat because it was tired."
+# More decode references measured in the same run, interleaved with ours: name -> (engine, prompt ids,
+# new tokens) -> tok/s. llama.cpp on the engine's own GGUF (``reference.gguf_source(engine.folder)``)
+# belongs here; each entry adds a run, a column and an ours/it ratio.
+EXTRA_DECODE: dict[str, Callable[[Engine, list[int], int], float]] = {}
 
 
 def timed(fn) -> float:
@@ -73,26 +81,27 @@ def hf_decode(reference, ids: list[int], new_tokens: int, device: torch.device) 
     return (new_tokens - 1) / max(run(new_tokens) - run(1), 1e-9)
 
 
-def bench_dtype(dtype: str, device: str | None, new_tokens: int, repeats: int) -> dict:
-    from transformers import AutoModelForCausalLM
-
-    engine = load_engine(device=device, dtype=dtype)
-    reference = AutoModelForCausalLM.from_pretrained(str(engine.folder), dtype=engine.dtype).to(engine.device).eval()
+def bench_dtype(dtype: str, device: str | None, new_tokens: int, repeats: int, model: str = SMOLLM2) -> dict:
+    engine = load_engine(model=model, device=device, dtype=dtype)
+    reference = transformers_model(engine.folder, engine.dtype, engine.device)
     short = engine.tokenizer.encode(PROMPT)
     long = engine.tokenizer.encode(" ".join([PROMPT] * 11))[:128]
     ours_decode(engine, short, 4, True)  # warm-up both
     hf_decode(reference, short, 4, engine.device)
     runs: dict[str, list[float]] = {"ours_cache": [], "ours_no_cache": [], "hf_generate": [], "ours_prefill": []}
+    runs.update({name: [] for name in EXTRA_DECODE})
     for _ in range(repeats):
         runs["ours_cache"].append(ours_decode(engine, short, new_tokens, True))
         runs["hf_generate"].append(hf_decode(reference, short, new_tokens, engine.device))
+        for name, measure in EXTRA_DECODE.items():
+            runs[name].append(measure(engine, short, new_tokens))
         runs["ours_no_cache"].append(ours_decode(engine, short, max(8, new_tokens // 2), False))
         runs["ours_prefill"].append(ours_prefill(engine, long))
     medians = {name: statistics.median(values) for name, values in runs.items()}
     bandwidth = read_bandwidth(engine.device)
     weights = weight_bytes(engine)
     return {
-        "dtype": dtype, "device": str(engine.device), "threads": torch.get_num_threads(),
+        "model": engine.config.name, "dtype": dtype, "device": str(engine.device), "threads": torch.get_num_threads(),
         "new_tokens": new_tokens, "repeats": repeats, "runs": runs, "median_tok_s": medians,
         "ratio_cache_vs_hf": medians["ours_cache"] / medians["hf_generate"],
         "ratio_cache_vs_no_cache": medians["ours_cache"] / medians["ours_no_cache"],
@@ -101,19 +110,22 @@ def bench_dtype(dtype: str, device: str | None, new_tokens: int, repeats: int) -
         "bandwidth_bound_tok_s": bandwidth / weights,
         "hf_bandwidth_share": weights * medians["hf_generate"] / bandwidth,
         "prefill_tokens": len(long),
+        **{f"ratio_cache_vs_{name}": medians["ours_cache"] / medians[name] for name in EXTRA_DECODE},
     }
 
 
 def print_table(results: list[dict]) -> None:
-    print(f"{'dtype':9} {'device':6} {'decode+cache':>13} {'no cache':>9} {'HF generate':>12} "
-          f"{'ours/HF':>8} {'cache/no':>9} {'prefill':>9} {'BW share':>9}")
+    print(f"{'model':22} {'dtype':9} {'device':6} {'decode+cache':>13} {'no cache':>9} {'HF generate':>12} "
+          f"{'ours/HF':>8} {'cache/no':>9} {'prefill':>9} {'BW share':>9}"
+          + "".join(f" {name:>12} {'ours/' + name:>12}" for name in EXTRA_DECODE))
     for r in results:
         m = r["median_tok_s"]
-        print(f"{r['dtype']:9} {r['device']:6} {m['ours_cache']:10.1f}t/s {m['ours_no_cache']:6.1f}t/s "
+        print(f"{r['model']:22} {r['dtype']:9} {r['device']:6} {m['ours_cache']:10.1f}t/s {m['ours_no_cache']:6.1f}t/s "
               f"{m['hf_generate']:9.1f}t/s {r['ratio_cache_vs_hf']:7.2f}x {r['ratio_cache_vs_no_cache']:8.2f}x "
-              f"{m['ours_prefill']:6.0f}t/s {100 * r['bandwidth_share']:8.0f}%")
+              f"{m['ours_prefill']:6.0f}t/s {100 * r['bandwidth_share']:8.0f}%"
+              + "".join(f" {m[name]:9.1f}t/s {r['ratio_cache_vs_' + name]:11.2f}x" for name in EXTRA_DECODE))
     for r in results:
-        print(f"{r['dtype']}: weights {r['weight_bytes'] / 2**20:.0f} MiB, read bandwidth "
+        print(f"{r['model']} {r['dtype']}: weights {r['weight_bytes'] / 2**20:.0f} MiB, read bandwidth "
               f"{r['read_bandwidth_bytes_s'] / 1e9:.1f} GB/s -> bound {r['bandwidth_bound_tok_s']:.1f} tok/s; "
               f"ours at {100 * r['bandwidth_share']:.0f}%, transformers at {100 * r['hf_bandwidth_share']:.0f}%")
     print(f"(medians of {results[0]['repeats']} interleaved runs; bandwidth = a timed sum over 512 MiB)")
@@ -121,6 +133,8 @@ def print_table(results: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench")
+    parser.add_argument("--model", default=SMOLLM2,
+                        help="comma-separated models: packaged names (gemma-3-270m), .gguf files or HF folders")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--device", default=None)
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -129,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="bench-results/engine.json")
     args = parser.parse_args(argv)
     set_threads(args.threads or available_cores())  # the entry point's one setting; both engines run under it
-    results = [bench_dtype(d, args.device, args.new_tokens, args.repeats) for d in args.dtypes.split(",")]
+    results = [bench_dtype(d, args.device, args.new_tokens, args.repeats, model)
+               for model in args.model.split(",") for d in args.dtypes.split(",")]
     print_table(results)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

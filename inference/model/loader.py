@@ -1,7 +1,8 @@
 """Finding, reading and placing a model: ``load_model`` and its helpers.
 
-Owns model resolution (the embedded default GGUF, a ``.gguf`` path, a local Hugging
-Face folder, or a hub id when a hub is reachable), safetensors-only weight reading
+Owns model resolution (the embedded default GGUF, a packaged model by name such as
+``gemma-3-270m``, a ``.gguf`` path, a local Hugging Face folder, or a hub id when a hub
+is reachable), safetensors-only weight reading
 (no pickle, never ``trust_remote_code``), and the device/dtype choice: CUDA in
 bfloat16 if present, else Apple MPS, else CPU in float32, each overridable.
 It returns the weights and the tokenizer; ``inference.generation.engine.load_engine``
@@ -18,8 +19,9 @@ import torch
 from .config import ModelConfig
 from .errors import ModelLoadError
 from .gguf import converted_folder, default_gguf_path
+from .packages import PACKAGED
 from .tokenizer import Tokenizer
-from .transformer import RotaryEmbedding, Transformer
+from .transformer import Transformer
 from .weights import to_engine_state_dict
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -61,6 +63,8 @@ def model_folder(model: str | Path | None) -> Path:
     if model is None:
         return converted_folder(default_gguf_path())
     text = str(model)
+    if text in PACKAGED:  # a packaged model by name ("gemma-3-270m")
+        return converted_folder(PACKAGED[text]())
     path = Path(text).expanduser()
     if path.suffix == ".gguf":
         return converted_folder(path)
@@ -116,11 +120,9 @@ def build_model(config: ModelConfig, hf_tensors: dict[str, torch.Tensor], device
     missing = [n for n, p in model.named_parameters() if p.is_meta]
     if missing:
         raise ModelLoadError(f"checkpoint is missing weights for {missing[:5]}")
-    if model.rope is not None:  # tables stay float32 whatever the weights' dtype
-        model.rope = RotaryEmbedding(config.head_dim, config.rope_theta, config.max_seq_len)
+    model.reset_rotary("cpu")  # real RoPE buffers in place of the meta ones, so the model can move
     model.to(device=device, dtype=dtype)
-    if model.rope is not None:
-        model.rope.float()
+    model.reset_rotary(device)  # RoPE frequencies stay float32 whatever the weights' dtype
     return model.eval()
 
 
@@ -146,7 +148,7 @@ def load_model(
     resolved_dtype = resolve_dtype(dtype, resolved_device)
     folder = model_folder(model)
     config, tensors = read_folder(folder)
-    if model is None:
-        config = replace(config, name=DEFAULT_MODEL_NAME)
+    if model is None or str(model) in PACKAGED:
+        config = replace(config, name=DEFAULT_MODEL_NAME if model is None else str(model))
     transformer = build_model(config, tensors, resolved_device, resolved_dtype)
     return LoadedModel(transformer, Tokenizer.from_folder(folder), folder)
