@@ -50,6 +50,35 @@ if state.get(state.CHAT):
         st.caption("The template (Jinja) that produced it, from the model's tokenizer:")
         st.code(tok.chat_template(model), language="jinja")
 
+# 1b. How this model's tokenizer writes text (what differs between models)
+facts = tok.tokenizer_facts(model)
+with st.expander(f"How this model's tokenizer writes text: "
+                 f"{'byte-level BPE' if facts.scheme == 'byte-level' else 'SentencePiece-style BPE'}, "
+                 f"{facts.vocab_size:,} entries", expanded=True):
+    space = f"`{facts.space_symbol}`"
+    if facts.scheme == "byte-level":
+        st.markdown(f"**Byte-level BPE.** Every one of the 256 byte values has a printable stand-in character, and "
+                    f"merges start from bytes; a space is the stand-in {space}, glued to the front of the next word. "
+                    f"Nothing is ever unknown: a character with no entry of its own is spelled from its bytes.")
+    else:
+        fallback = (" Characters with no entry of their own fall back to **byte tokens**, one per UTF-8 byte, "
+                    "written `<0xNN>`." if facts.byte_fallback else "")
+        st.markdown(f"**SentencePiece-style BPE.** Merges start from whole characters, and a space is written "
+                    f"{space}, glued to the front of the next word.{fallback}")
+    rare = ", ".join(f"`{piece}`" for piece in facts.rare_pieces)
+    start = (f"the tokenizer adds **`{facts.bos[1]}`** (id {facts.bos[0]}) before every text, so it is the "
+             "first token above." if facts.bos else "the tokenizer adds nothing; the first token is the text's own.")
+    st.markdown(f"- Vocabulary: **{facts.vocab_size:,}** entries.\n"
+                f"- Start of text: {start}\n"
+                f"- The rare character {facts.rare_text} (U+{ord(facts.rare_text):04X}, "
+                f"{len(facts.rare_text.encode())} UTF-8 bytes) becomes {len(facts.rare_ids)} "
+                f"token{'s' * (len(facts.rare_ids) > 1)}: {rare}.")
+    shown_raw = min(len(view.ids), 16)
+    st.dataframe([{"position": i, "id": view.ids[i], "entry as stored": view.raw[i], "text": visible(view.pieces[i])}
+                  for i in range(shown_raw)], hide_index=True, key="tok_raw_entries")
+    st.caption(f"The prompt's first {shown_raw} tokens as the vocabulary stores them (the space symbol "
+               f"{space} included) and the text each one adds.")
+
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
     st.caption(f"The chart shows the first {n_chart} of {len(view.ids):,} tokens.")
@@ -76,7 +105,7 @@ corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE 
                       height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
 if compare.strip():
     words = tok.word_level(compare, corpus)
-    bpe_ids, bpe = tok.model_bpe(model, compare)
+    bpe_ids, bpe, bpe_special = tok.model_bpe(model, compare)
     data = tok.raw_bytes(compare)
     a, b, c = st.columns(3)
     with a:
@@ -89,7 +118,7 @@ if compare.strip():
         st.subheader("(b) The model's BPE")
         st.caption(f"Vocabulary: {tok.vocab_size(model):,} subwords. {len(bpe_ids)} tokens, "
                    "nothing unknown: rare words are spelled from pieces.")
-        st.markdown(token_chips_html(bpe, bpe_ids), unsafe_allow_html=True)
+        st.markdown(token_chips_html(bpe, bpe_ids, bpe_special), unsafe_allow_html=True)
     with c:
         st.subheader("(c) Raw bytes")
         st.caption(f"Vocabulary: 256 byte values. {len(data)} tokens: nothing unknown, but long sequences.")
@@ -100,7 +129,8 @@ else:
 
 # 4. Merge by merge with the model's own merges
 st.header("Merge by merge")
-st.markdown("Byte-pair encoding starts from single bytes and repeatedly glues together the adjacent pair that "
+unit = tok.symbol_unit(model)
+st.markdown(f"Byte-pair encoding starts from single {unit} and repeatedly glues together the adjacent pair that "
             "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent).")
 bpe_word = st.text_input("Word to build", **state.bind("tok_bpe_word", "thecatsatonthemat"))
 pieces = tok.pre_tokens(model, bpe_word) if bpe_word else []
@@ -109,21 +139,21 @@ if not pieces:
 else:
     if len(pieces) > 1:
         st.info(f"The pre-tokenizer splits this text into {len(pieces)} words before BPE; showing the first, "
-                f"`{visible(tok.token_bytes(pieces[0]).decode('utf-8', 'replace'))}`.")
-    if len(tok.token_bytes(pieces[0])) > tok.MAX_BPE_BYTES:
-        st.info(f"This word is {len(tok.token_bytes(pieces[0])):,} bytes long: the merges below are replayed on its "
+                f"`{visible(tok.model_piece_bytes(model, pieces[0]).decode('utf-8', 'replace'))}`.")
+    if len(pieces[0]) > tok.MAX_BPE_BYTES:
+        st.info(f"This word is {len(pieces[0]):,} {unit} long: the merges below are replayed on its "
                 f"first {tok.MAX_BPE_BYTES}.")
     steps = tok.bpe_steps(model, bpe_word)
     for n, step in enumerate(steps):
         if step.merged is None:
             label = "start: single bytes"
         else:
-            left_piece, right_piece = (visible(tok.piece_text(p, False)) for p in step.merged)
+            left_piece, right_piece = (visible(tok.model_piece_text(model, p)) for p in step.merged)
             label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"
         left, right = st.columns([1, 3])
         left.markdown(label)
-        right.markdown(token_chips_html([tok.piece_text(p, False) for p in step.parts]), unsafe_allow_html=True)
-    st.caption(f"{len(steps) - 1} merges from {len(steps[0].parts)} bytes to {len(steps[-1].parts)} tokens, "
+        right.markdown(token_chips_html([tok.model_piece_text(model, p) for p in step.parts]), unsafe_allow_html=True)
+    st.caption(f"{len(steps) - 1} merges from {len(steps[0].parts)} {unit} to {len(steps[-1].parts)} tokens, "
                "the same split the tokenizer itself produces.")
 
 # 5. A tiny BPE trained live

@@ -33,6 +33,13 @@ n = min(len(view.ids), HEATMAP_LIMIT)
 st.header("The prompt's rows")
 st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vocabulary × model width): "
             f"{vocab * width:,} numbers. Your prompt selects {len(view.ids):,} of its rows.")
+scale = emb.embed_scale(model)
+if scale != 1.0:
+    st.markdown(f"This model also **scales every row by √{width} = {scale:.2f}** before the first block, so the "
+                f"vectors the blocks read are {scale:.2f}× the stored rows drawn here: the stored rows are small, "
+                "and the scaling brings them up to the size of what the blocks add to the stream.")
+else:
+    st.markdown("The rows enter the first block as stored: this model does not rescale them.")
 if n < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
 rows = emb.rows_for(model, view.ids[:n])
@@ -73,10 +80,20 @@ if emb.position_scheme(model) == "rope":
         "Fast pairs spin quickly (telling neighbours apart), slow pairs barely move (telling far-apart tokens apart). "
         "Because query and key are both rotated, their dot product depends only on how far apart they are."
     )
-    angles = emb.rope_angles(model, ROPE_POSITIONS)  # (P, hd/2)
+    bases = emb.rope_bases(model)
+    local = False
+    if len(bases) > 1:
+        st.markdown(f"This model rotates with **two bases**: its local layers (the ones that see a sliding window "
+                    f"of recent tokens) with base {bases['local']:,.0f}, its global layers with "
+                    f"{bases['global']:,.0f}. A bigger base turns the slow pairs slower still, so positions "
+                    "far apart stay distinguishable over a long context.")
+        local = st.radio("RoPE of", ["local layers", "global layers"], horizontal=True,
+                         **state.bind("emb_rope_kind", "local layers", options=["local layers", "global layers"])
+                         ) == "local layers"
+    angles = emb.rope_angles(model, ROPE_POSITIONS, local)  # (P, hd/2)
     n_pairs = angles.shape[1]
     pairs = sorted({0, n_pairs // 4, n_pairs // 2, n_pairs - 1})  # fast → slow frequency pairs
-    charts.show(figs.make_rope_rotation(angles, pairs, emb.rope_wavelengths(model)), key="rope_rotation")
+    charts.show(figs.make_rope_rotation(angles, pairs, emb.rope_wavelengths(model, local)), key="rope_rotation")
     maps = att.attention_maps(model, view.ids)
     pieces = view.pieces[: maps.n_tokens]
     query = att.find_token(pieces, "it")
@@ -94,7 +111,7 @@ if emb.position_scheme(model) == "rope":
     charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
                                           by_distance.recorded, pieces[query], pieces[key]), key="rope_distance")
     charts.show(figs.make_position_heatmap(
-        emb.rope_cos(model, 64), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
+        emb.rope_cos(model, 64, local), "cos(rotation angle) for positions 0–63, every frequency pair (the model's own)",
         "frequency pair", "cos"), key="rope_table")
 else:
     st.markdown("This model learns one **position row** per position and adds it to the token's row before "

@@ -147,6 +147,19 @@ class Tokenizer:
             return [text] if text else []
         return [piece for piece, _ in pre.pre_tokenize_str(text)]
 
+    def bpe_symbols(self, pre_token: str) -> list[str]:
+        """The symbols BPE starts a pre-token from: its bytes (byte-level), or its characters with any
+        character outside the vocabulary written as its byte tokens (SentencePiece byte fallback)."""
+        if self.scheme == BYTE_LEVEL or not self.byte_fallback:
+            return list(pre_token)
+        symbols = []
+        for ch in pre_token:
+            if self._backend.token_to_id(ch) is not None:
+                symbols.append(ch)
+            else:
+                symbols.extend(f"<0x{byte:02X}>" for byte in ch.encode("utf-8"))
+        return symbols
+
     # -- bytes ------------------------------------------------------------------------
     @staticmethod
     def entry_bytes(raw_token: str) -> bytes:
