@@ -42,7 +42,8 @@ shown = min(len(view.ids), CHIP_LIMIT)
 if shown < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the chips show the first {shown}.")
 st.caption("One colour per token; `·` is a space, `↵` a newline, `→` a tab; the number under each token is its id."
-           + (" Orange chips are special tokens added by the chat template." if any(view.special) else ""))
+           + (" Orange chips are special tokens: markers the tokenizer (a start-of-text token) or the chat template "
+              "adds, not text." if any(view.special) else ""))
 st.markdown(token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]), unsafe_allow_html=True)
 if state.get(state.CHAT):
     with st.expander("The chat template: what the model actually receives"):
@@ -146,7 +147,7 @@ else:
     steps = tok.bpe_steps(model, bpe_word)
     for n, step in enumerate(steps):
         if step.merged is None:
-            label = "start: single bytes"
+            label = f"start: single {unit}"
         else:
             left_piece, right_piece = (visible(tok.model_piece_text(model, p)) for p in step.merged)
             label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"

@@ -1,4 +1,5 @@
 """Embeddings: each token id selects one row of the embedding matrix; position is added by RoPE."""
+import numpy as np
 import streamlit as st
 
 from ui import charts
@@ -33,16 +34,19 @@ n = min(len(view.ids), HEATMAP_LIMIT)
 st.header("The prompt's rows")
 st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vocabulary × model width): "
             f"{vocab * width:,} numbers. Your prompt selects {len(view.ids):,} of its rows.")
-scale = emb.embed_scale(model)
-if scale != 1.0:
-    st.markdown(f"This model also **scales every row by √{width} = {scale:.2f}** before the first block, so the "
-                f"vectors the blocks read are {scale:.2f}× the stored rows drawn here: the stored rows are small, "
-                "and the scaling brings them up to the size of what the blocks add to the stream.")
-else:
-    st.markdown("The rows enter the first block as stored: this model does not rescale them.")
+
 if n < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
 rows = emb.rows_for(model, view.ids[:n])
+scale = emb.embed_scale(model)
+mean_length = float(np.linalg.norm(rows, axis=-1).mean())
+if scale != 1.0:
+    st.markdown(f"This model also **scales every row by √{width} = {scale:.2f}** before the first block: the rows "
+                f"drawn here have an average length of {mean_length:.2f}, the vectors the first block reads "
+                f"{scale * mean_length:.1f}.")
+else:
+    st.markdown(f"The rows enter the first block as stored (average length here {mean_length:.2f}): this model "
+                "does not rescale them.")
 charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
 
 st.header("One token's vector and its neighbours")
@@ -102,9 +106,13 @@ if emb.position_scheme(model) == "rope":
     key = key if key is not None else 0
     layer, head, _ = att.top_heads(maps, query, key, k=1)[0]
     by_distance = att.scores_by_distance(model, maps, layer, head, query, key)
+    kind = ""
+    if len(bases) > 1:
+        is_local = layer in att.layer_layout(model).local_layers
+        kind = f" (a {'local' if is_local else 'global'} layer: RoPE base {bases['local' if is_local else 'global']:,.0f})"
     st.markdown(
         f"A real pair: the query of `{visible(pieces[query])}` and the key of `{visible(pieces[key])}` in layer "
-        f"{layer}, head {head} (the head that links them most). Undo their rotations, rotate them again as if "
+        f"{layer}{kind}, head {head} (the head that links them most). Undo their rotations, rotate them again as if "
         f"they were *d* positions apart, and score them: the red diamond, at the real distance {by_distance.actual_distance}, "
         "is the score the forward pass recorded; the line shows how the same two vectors would score nearer or farther."
     )

@@ -116,10 +116,11 @@ if config.local_layers:
             with column:
                 charts.show(figs.make_window_heatmap(
                     windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
-                    f"Layer {layer_index} ({label}), mean over heads"), key=f"window_{label}")
+                    f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}")
         st.caption(f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
-                   f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys on or "
-                   "left of the dashed line are the window's length or more behind their query.")
+                   f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
+                   f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "
+                   "local layer, still read in the global one. Colours stop at each map's 99th percentile.")
         local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
         shares = {i: float(windowed.outside_share[i]) for i in globals_}
         by_layer = ", ".join(f"**{share:.1%}** (layer {i})" for i, share in shares.items())

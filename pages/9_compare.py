@@ -131,7 +131,9 @@ split = cmp.first_divergence(runs[left_model].text, runs[right_model].text)
 if split.identical:
     st.markdown("The two continuations are **identical**.")
 else:
-    st.markdown(f"They agree on the first **{len(split.common)} characters** (`{visible(split.common) or '∅'}`), "
+    n_common = len(split.common)
+    st.markdown(f"They agree on the first **{n_common} character{'s' * (n_common != 1)}** "
+                f"(`{visible(split.common) or '∅'}`), "
                 f"then part: {left_model} goes on `{visible(split.left_rest[:40])}`, {right_model} "
                 f"`{visible(split.right_rest[:40])}`.")
 speeds = {model: runs[model].decode_tok_s for model in pair}

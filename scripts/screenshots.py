@@ -8,6 +8,7 @@ carry a query string (a shared link), and a projector shot keeps a fixed window 
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-PORT = 8765
+PORT = int(os.environ.get("SCREENSHOTS_PORT", "8765"))  # override when another server holds it
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -29,12 +30,14 @@ class Shot:
     path: str  # url path, with a query string for a shared link
     clicks: list[str] = field(default_factory=list)  # labels of buttons to click, in order
     window: tuple[int, int] | None = None  # a fixed window (what a projector shows) instead of the full page
+    scroll_to: str | None = None  # with a window: scroll this heading to the top first
 
 
 SHARED_LINK = "logits?" + urllib.parse.urlencode({
     "prompt": "Bank is closed on Sunday, so the", "temperature": "1.3", "top_p": "0.9", "seed": "7",
     "model": "/etc/passwd",  # refused (not an offered model), with a note on the page
 })
+LONG_PROMPT = " ".join(["The cat sat on the mat because it was tired."] * 59)  # 650 Gemma tokens, past its window
 # shot name (assets/<name>.png) -> what to open and do
 SHOTS: dict[str, Shot] = {
     "tokenization": Shot("tokenization"),
@@ -47,6 +50,10 @@ SHOTS: dict[str, Shot] = {
     "batching": Shot("batching", ["Run static and continuous"]),
     "presenter": Shot("sampling?present=1", ["Draw again"], window=(1600, 1500)),
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
+    # Gemma 3 270M: the sliding window on a prompt past 512 tokens, and the two models side by side
+    "gemma_window": Shot("attention?" + urllib.parse.urlencode({"model": "gemma-3-270m", "prompt": LONG_PROMPT}),
+                         window=(1400, 1250), scroll_to="Local and global layers: the sliding window"),
+    "compare": Shot("compare"),
 }
 
 
@@ -102,6 +109,10 @@ def main(names: list[str]) -> None:
                 for label in shot.clicks:
                     page.get_by_role("button", name=label, exact=True).first.click()
                     settle(page)
+                if shot.scroll_to:
+                    page.get_by_role("heading", name=shot.scroll_to).first.evaluate(
+                        "el => el.scrollIntoView({block: 'start'})")
+                    page.wait_for_timeout(1000)
                 if shot.window is None:
                     full_height(page)
                 file = ROOT / "assets" / f"{name}.png"

@@ -182,9 +182,9 @@ class WindowView:
 
 
 def long_prompt_for_window(model: str, sentence: str) -> str:
-    """``sentence`` repeated until the prompt is longer than the model's window (by at least 64 tokens)."""
+    """``sentence`` repeated until the prompt fills what ``window_view`` traces (the window + ``WINDOW_EXTRA``)."""
     engine = engine_for(model)
-    target = engine.config.sliding_window + 64
+    target = engine.config.sliding_window + WINDOW_EXTRA
     per_copy = len(engine.tokenizer.encode(" " + sentence, special_tokens=False))
     return " ".join([sentence] * (target // max(per_copy, 1) + 1))
 

@@ -142,16 +142,23 @@ def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
     return fig
 
 
-def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: int, title: str) -> go.Figure:
+def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: int, title: str,
+                        local: bool) -> go.Figure:
     """A long prompt's head-averaged attention, max-pooled into ``block`` x ``block`` cells, with the
-    sliding window's edge drawn: keys on or left of the dashed line are ``window`` or more positions back."""
+    sliding window drawn: left of the dashed line, keys are ``window`` or more positions behind their
+    query; in a ``local`` layer those cells are masked (grey, like the future). The colour scale stops
+    at the 99th percentile of the drawn weights, so the first token's large share does not wash out the rest."""
     cells = pooled.shape[-1]
     centres = (np.arange(cells) + 0.5) * block  # position at the middle of each pooled cell
-    upper = np.triu_indices(cells, k=1)
+    rows, cols = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
     shown = pooled.astype(float).copy()
-    shown[upper] = np.nan  # the future
+    shown[cols > rows] = np.nan  # the future
+    if local:  # cells whose every key is outside every one of their queries' windows
+        shown[(cols + 1) * block - 1 <= rows * block - window] = np.nan
+    finite = shown[np.isfinite(shown)]
+    top = float(np.percentile(finite, 99)) if finite.size else 1.0
     fig = go.Figure(go.Heatmap(
-        z=shown, x=centres, y=centres, zmin=0, zmax=float(np.nanmax(shown)) or 1.0, colorscale="Blues",
+        z=shown, x=centres, y=centres, zmin=0, zmax=top or 1.0, colorscale="Blues",
         colorbar=dict(title="max weight"),
         hovertemplate=f"queries %{{y:.0f}}±{block // 2}<br>keys %{{x:.0f}}±{block // 2}<br>max weight %{{z:.4f}}<extra></extra>",
     ))
@@ -159,9 +166,9 @@ def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: i
     fig.add_trace(go.Scatter(x=edge - window + 1, y=edge, mode="lines", line=dict(color="#d62728", dash="dash", width=2),
                              name=f"window edge: {window} keys back", hoverinfo="skip"))
     fig.update_xaxes(title="key position", range=[0, n_tokens], constrain="domain")
-    fig.update_yaxes(title="query position", range=[n_tokens, 0], scaleanchor="x")
+    fig.update_yaxes(title="query position", range=[n_tokens, 0], constrain="domain")
     fig.update_layout(title=title, height=520, plot_bgcolor=MASKED_COLOUR, margin=dict(l=10, r=10, t=60, b=10),
-                      legend=dict(orientation="h", y=-0.12))
+                      legend=dict(orientation="h", y=-0.15))
     return fig
 
 
