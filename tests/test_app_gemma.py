@@ -6,6 +6,7 @@ trace; the real-browser test (``test_browser.py``) opens every page for Gemma as
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -79,7 +80,7 @@ def test_attention_past_the_window(app_on_gemma):
     centres = plotly_array(chart(at, "window_local")["data"][0]["x"])
     block = int(centres[1] - centres[0])
     far = int(512 / block) + 1  # pooled cells entirely outside the window
-    assert (local[far:, 0] == 0).all()  # the local layer's first keys, seen from far queries: no weight
+    assert np.isnan(local[far:, 0]).all()  # the local layer's first keys, seen from far queries: drawn masked
     assert (plotly_array(chart(at, "window_global")["data"][0]["z"])[far:, 0] > 0).all()
 
 
@@ -91,3 +92,26 @@ def test_kv_cache_says_what_a_rolling_buffer_would_save(app_on_gemma):
     # fp32: 2 x 18 x 1 x 256 x 4 = 36,864 bytes per token; at 32,768 tokens 1,152 MiB, rolling (3 x 32,768 + 15 x 512)
     assert "36,864 bytes per token" in texts(at.caption)
     assert "would need 207 MiB instead of 1,152 MiB at the full context (82% less)" in shown
+
+
+def test_side_by_side_runs_the_prompt_through_both(app_on_gemma, engine, gemma_engine):
+    at = open_gemma("pages/9_compare.py")
+    prompt = "The cat sat on the mat because it was tired."
+    shown = texts(at.markdown)
+    for model in (engine, gemma_engine):  # the counts are the models' own tokenizers'
+        assert f"**{len(model.tokenizer.encode(prompt)):,} tokens** for 44 characters" in shown
+    design = next(df.value for df in at.dataframe if "SmolLM2-135M-Instruct" in df.value.columns)
+    assert list(design["gemma-3-270m"][:3]) == ["268.1 M", "18", "640"]
+    assert "36,864 bytes" in list(design["gemma-3-270m"]) and "46,080 bytes" in list(design["SmolLM2-135M-Instruct"])
+    assert [m.label for m in at.metric].count("Decode speed (measured)") == 2
+    assert "They agree on the first" in shown or "identical" in shown
+    for side in ("left", "right"):
+        assert len(plotly_array(chart(at, f"cmp_top_{side}")["data"][0]["x"])) == 10
+
+
+def test_first_divergence_is_by_characters():
+    from ui.compute_compare import first_divergence
+
+    split = first_divergence(" hungry.\nThe cat", " hungry and")
+    assert (split.common, split.left_rest, split.right_rest) == (" hungry", ".\nThe cat", " and")
+    assert first_divergence("same", "same").identical and first_divergence("", "x").common == ""

@@ -151,3 +151,18 @@ def test_sentencepiece_tokenizer_facts(gemma_engine):
     deltas = [decoder.push(i) for i in tokenizer.encode(" 𓀀 café", special_tokens=False)] + [decoder.flush()]
     assert "".join(deltas) == " 𓀀 café" and all("\ufffd" not in d for d in deltas)
     assert tokenizer.chat_template is None  # the base model has none
+
+
+def test_merges_replayed_from_characters_give_the_tokenizers_own_split(gemma_engine):
+    """SentencePiece BPE starts from characters; one outside the vocabulary starts as its byte tokens."""
+    tokenizer = gemma_engine.tokenizer
+    ranks = tokenizer.merge_ranks
+    for text in ("thecatsatonthemat", " unbelievable", "naïveté 𓀀x"):
+        parts = tokenizer.bpe_symbols(tokenizer.pre_tokens(text)[0])
+        while True:
+            candidates = [(ranks[pair], i) for i, pair in enumerate(zip(parts, parts[1:])) if pair in ranks]
+            if not candidates:
+                break
+            _, i = min(candidates)
+            parts = parts[:i] + [parts[i] + parts[i + 1]] + parts[i + 2:]
+        assert parts == tokenizer.raw_tokens(tokenizer.encode(text, special_tokens=False))

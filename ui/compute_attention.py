@@ -16,7 +16,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from .resources import engine_for
+from .resources import engine_for, release_freed_memory
 
 MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earlier rows (causal mask)
 
@@ -63,7 +63,7 @@ class AttentionMaps:
 def attention_maps(model: str, ids: list[int]) -> AttentionMaps:
     """Every layer's and head's attention in ``model`` for the first ``MAX_TOKENS`` tokens of ``ids``."""
     engine = engine_for(model)
-    _, trace = engine.traced_forward(ids[:MAX_TOKENS])
+    _, trace = engine.traced_forward(ids[:MAX_TOKENS], last_only=True)  # the maps, not the logits
     with torch.inference_mode():
         raw = torch.stack([layer.raw_scores[0] for layer in trace.layers])  # (L, H, T, T)
         probs = torch.stack([layer.attention_probs[0] for layer in trace.layers])  # (L, H, T, T)
@@ -196,7 +196,7 @@ def window_view(model: str, ids: list[int]) -> WindowView:
     config = engine.config
     window = int(config.sliding_window)
     ids = ids[: window + WINDOW_EXTRA]
-    _, trace = engine.traced_forward(ids)
+    _, trace = engine.traced_forward(ids, last_only=True)
     n = len(ids)
     query, key = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     outside = key <= query - window  # (T, T) keys more than window - 1 positions back
@@ -213,8 +213,11 @@ def window_view(model: str, ids: list[int]) -> WindowView:
         padded[:n, :n] = mean
         pooled.append(padded.reshape(cells, block, cells, block).max(axis=(1, 3)))  # (R, R)
         del probs
-    return WindowView(np.stack(pooled), block, n, window, config.local_layers, np.array(outside_max),
+    view = WindowView(np.stack(pooled), block, n, window, config.local_layers, np.array(outside_max),
                       np.array(outside_share), int(outside.sum()))
+    del trace
+    release_freed_memory()  # the trace held ~350 MB of (H, T, T) maps
+    return view
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def prompt_logits(model: str, prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
     engine = engine_for(model)
     ids = engine.encode_prompt(prompt, chat=chat)
-    logits = engine.forward_logits(ids)[-1]  # (V,)
+    logits = engine.recompute_last(ids)  # (V,): the last position only (all T rows of 262k logits could be GBs)
     return PromptLogits(ids, engine.tokenizer.token_strings(ids), logits.numpy().copy())
 
 
@@ -214,7 +214,7 @@ def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) 
     engine = engine_for(model)
     all_ids = engine.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
-    logits, trace = engine.traced_forward(ids)
+    logits, trace = engine.traced_forward(ids, last_only=True)  # (1, V): only the last position's answer is read
     keep_from = max(0, len(ids) - max_positions)  # the lens shows at most the last max_positions tokens
     streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
     lens = _logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))

@@ -94,11 +94,15 @@ class Engine:
         ids = self.encode_prompt(token_ids)
         return self.model(self._ids_tensor(ids))[0].float().cpu()
 
-    def traced_forward(self, token_ids: list[int]) -> tuple[torch.Tensor, ForwardTrace]:
-        """Logits (T, V) and every recorded internal of one full forward."""
+    def traced_forward(self, token_ids: list[int], last_only: bool = False) -> tuple[torch.Tensor, ForwardTrace]:
+        """Logits (T, V) and every recorded internal of one full forward.
+
+        ``last_only``: logits (1, V) of the last position only; a 640-token prompt's (T, V) logits
+        over Gemma's 262,144-entry vocabulary would be 671 MB.
+        """
         ids = self.encode_prompt(token_ids)
         trace = ForwardTrace()
-        logits = self.model(self._ids_tensor(ids), trace=trace)[0].float().cpu()
+        logits = self.model(self._ids_tensor(ids), trace=trace, last_only=last_only)[0].float().cpu()
         return logits, trace
 
     def unembed(self, hidden: torch.Tensor) -> torch.Tensor:
