@@ -143,6 +143,13 @@ class Attention(nn.Module):
         """SDPA, with grouped-query attention arranged for the device (all paths give the same numbers)."""
         batch, n_heads, steps, head_dim = q.shape
         group, n_kv = self.config.queries_per_kv, self.config.n_kv_heads
+        if group > 1 and n_kv == 1 and not q.is_cuda:
+            # Multi-query (Gemma 3): the one K/V head is a broadcast view for every query head, no copy.
+            # On CPU this beats the grouped decode layout below, whose SDPA call stalls ~40 ms when
+            # the machine's cores are shared (measured at 2 threads: 45 ms against 5 ms per call).
+            k = k.expand(batch, n_heads, *k.shape[2:])  # (B, H, S, hd), a view
+            v = v.expand(batch, n_heads, *v.shape[2:])  # (B, H, S, hd), a view
+            group = 1
         if steps == 1 and group > 1:
             # Decode: the group's queries all see every cached key, so they can stand in the
             # query-length slot of their K/V head; no copy of K or V is made.
