@@ -1,7 +1,8 @@
 """Command line: stream a completion and report prefill and decode speed.
 
     python -m inference "The cat sat" --max-new-tokens 32 --temperature 0.8 --seed 0 \
-        [--model PATH_OR_ID] [--device cpu|cuda] [--dtype float32|bfloat16] [--no-cache] [--chat]
+        [--model PATH_OR_ID] [--device cpu|cuda] [--dtype float32|bfloat16] [--quant gguf|int8|int4]
+        [--compile] [--no-cache] [--chat]
 
 Errors (bad settings, missing model, empty prompt) print as one line and exit 2.
 """
@@ -27,6 +28,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default=None, help="a .gguf file, a local HF folder or a hub id")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
+    parser.add_argument("--quant", default=None, choices=["gguf", "int8", "int4"],
+                        help="gguf: keep the GGUF file's own quantized blocks; int8/int4: quantize on load")
+    parser.add_argument("--compile", action="store_true", help="compile the decode step (torch.compile; ~20 s once)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
@@ -41,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed,
         )
         set_threads(args.threads)  # the command line's one setting: every core unless told otherwise
-        engine = load_engine(args.model, device=args.device, dtype=args.dtype)
+        engine = load_engine(args.model, device=args.device, dtype=args.dtype, quant=args.quant, compile=args.compile)
         prompt_tokens = len(engine.encode_prompt(args.prompt, chat=args.chat))
         print(args.prompt, end="", flush=True)
         steps = []
@@ -52,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     prefill, decode = steps[0].seconds, sum(s.seconds for s in steps[1:])
-    print(f"\n\n[{engine.config.name} on {engine.device} {str(engine.dtype).removeprefix('torch.')}, "
+    print(f"\n\n[{engine.config.name} on {engine.device}: {engine.weights_description}; "
           f"{'no cache' if args.no_cache else 'KV cache'}] finish: {steps[-1].finish_reason}", file=sys.stderr)
     print(f"prefill: {prompt_tokens} tokens, {prompt_tokens / prefill:.1f} tok/s", file=sys.stderr)
     if len(steps) > 1:

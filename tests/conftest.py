@@ -63,7 +63,7 @@ def gemma_engine(gemma_gguf):
 @pytest.fixture(scope="session")
 def gemma_reference(gemma_gguf):
     """transformers' Gemma3ForCausalLM as transformers itself reads the GGUF (its conversion cached once)."""
-    from inference.bench.reference import transformers_gguf_model
+    from inference.bench.references import transformers_gguf_model
 
     return transformers_gguf_model(gemma_gguf)
 

@@ -1,6 +1,6 @@
 """Parity on the real Gemma 3 270M (fp32, CPU) against transformers reading the same GGUF file itself.
 
-The reference is transformers' own GGUF loading (``inference.bench.reference``): its
+The reference is transformers' own GGUF loading (``inference.bench.references``): its
 dequantization, tensor names and norm fix-up, independent of ours, cached once as
 safetensors. Logits are compared within the derived float32 bound of
 ``tests/tolerances.py`` (about 3-4e-3 on this model: d_ff 2048, 18 layers, max |logit|

@@ -51,7 +51,7 @@ def _row_norms(model: str) -> torch.Tensor:
 def rows_for(model: str, ids: list[int]) -> np.ndarray:
     """The embedding rows (T, D) that the token ids select: the model's first view of the prompt."""
     with torch.inference_mode():
-        return engine_for(model).model.embed.weight[torch.tensor(ids)].float().numpy().copy()
+        return engine_for(model).model.embed(torch.tensor(ids)).float().numpy().copy()
 
 
 def _piece(model: str, token_id: int) -> str:

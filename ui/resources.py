@@ -21,14 +21,23 @@ from inference.threads import available_cores
 from . import models
 
 
+QUANT_CHOICES = ("gguf", "int8", "int4", "none")
+
+
 @st.cache_resource(show_spinner="Loading the model (the first start converts its GGUF file)…",
                    max_entries=models.MAX_MODELS)
 def engine_for(model: str) -> Engine:
     """The engine of the allowlisted model ``model`` (its source comes from the allowlist, never from the browser)."""
+    source = models.allowlist()[model]
+    quant = weights_mode()
+    if quant == "gguf" and source is not None and not str(source).endswith(".gguf"):
+        quant = None  # a float checkpoint has no blocks to keep: it runs dense
     engine = load_engine(
-        model=models.allowlist()[model],
+        model=source,
         device=os.environ.get("LLM_EXPLORER_DEVICE") or None,
         dtype=os.environ.get("LLM_EXPLORER_DTYPE") or None,
+        quant=quant,
+        compile=os.environ.get("LLM_EXPLORER_COMPILE", "").strip().lower() in ("1", "true", "yes", "on"),
     )
     release_freed_memory()  # reading Gemma's 262k-entry tokenizer leaves ~300 MB of freed heap behind
     return engine
@@ -46,6 +55,23 @@ def release_freed_memory() -> None:
         libc = ctypes.CDLL(libc_name)
         if hasattr(libc, "malloc_trim"):
             libc.malloc_trim(0)
+
+
+def weights_mode() -> str | None:
+    """The operator's weights mode (``LLM_EXPLORER_QUANT``): "none" (dense, the default), "gguf", "int8" or "int4".
+
+    Why dense by default: the pages are mostly one forward over the prompt, as fast dense as
+    quantized here, and dense float32 is exact (it matches transformers to rounding, and a batch
+    gives bit-for-bit the tokens of a solo run, as the Batching page shows). "gguf" decodes about
+    twice as fast and stays closer to the float32 reference than llama.cpp does, but rounds its
+    matmul inputs to bfloat16, so a batched and a solo run can part at a near-tie; a class server
+    that generates a lot may choose it (docs/quantization.md has the measurements). An unknown
+    value raises at start, naming the choices.
+    """
+    value = os.environ.get("LLM_EXPLORER_QUANT", "none").strip().lower() or "none"
+    if value not in QUANT_CHOICES:
+        raise ValueError(f"LLM_EXPLORER_QUANT={value!r}: use one of {', '.join(QUANT_CHOICES)}")
+    return None if value == "none" else value
 
 
 def get_engine() -> Engine:

@@ -34,7 +34,7 @@ document.getElementById("copy").addEventListener("click", async () => {
 
 def model_facts(engine: Engine) -> dict[str, str]:
     """Name, family, device, dtype and parameter count of the loaded model, as display strings."""
-    n_params = sum(p.numel() for p in engine.model.parameters())  # tied weights counted once
+    n_params = engine.parameter_count
     config = engine.config
     local = len(config.local_layers)
     return {
@@ -45,7 +45,7 @@ def model_facts(engine: Engine) -> dict[str, str]:
                       + (f"; {local} local layers (window {config.sliding_window}), {config.n_layers - local} global"
                          if local else "")),
         "Device": str(engine.device),
-        "Dtype": str(engine.dtype).removeprefix("torch."),
+        "Weights": engine.weights_description,
         "Parameters": f"{n_params / 1e6:.1f} M ({n_params:,})",
     }
 

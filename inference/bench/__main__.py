@@ -1,45 +1,47 @@
-"""Engine benchmark: our prefill/decode speed against transformers on the same weights, same run.
+"""Engine benchmark: one row per weights mode, against transformers and llama.cpp measured in the same run.
 
-    python -m inference.bench [--model SmolLM2-135M-Instruct,gemma-3-270m] [--dtypes float32,bfloat16]
-                              [--new-tokens 64] [--repeats 3] [--device cpu] [--threads N]
+    python -m inference.bench [--modes fp32,bf16,gguf,gguf-compiled,int8,int4] [--new-tokens 64] [--repeats 3]
+                              [--threads N] [--device cpu] [--model PATH.gguf | gemma-3-270m]
 
-Prints a table and writes ``bench-results/engine.json``. Machines here are noisy, so
-every figure that matters is a ratio against a reference measured in the same run,
-interleaved (ours, theirs, ours, theirs, ...) and summarised by the median:
-- decode tok/s with the KV cache, without it, and transformers ``generate()``;
-- prefill tok/s on a ~128-token prompt;
-- the share of the memory-bandwidth bound: weight bytes x tok/s / bandwidth, where the
-  bandwidth is a reduction over a large tensor timed in the same run (decode must read
-  every weight once per token, so bandwidth / weight bytes is the ceiling in tok/s).
+Rows: ours in float32 and bfloat16 (dense), and each quantized mode (``quant="gguf"``:
+the file's own blocks, also with the decode step compiled; "int8" / "int4": quantized on
+load). For each row:
+
+- decode tok/s at batch 1 (greedy, after an 11-token prompt; the steps after the first);
+- aggregate decode tok/s at batch 16 (16 requests in one static batch, decode steps only);
+- prefill tok/s on a 128-token prompt;
+- the share of the memory-bandwidth bound: bytes of weights a decode step reads × tok/s
+  / bandwidth, with the bandwidth a timed reduction over 512 MiB in the same run;
+- ratios against transformers ``generate()`` (same dtype; float32 for the quantized rows)
+  and against llama.cpp on the same GGUF file with the same thread count, when
+  ``llama-cpp-python`` is installed (``requirements-bench.txt``; a 5-minute compile).
+
+Machines here are noisy, so every system is measured once per repeat, interleaved, and
+each figure is the median over repeats. Prints a table, writes ``bench-results/engine.json``.
+Accuracy against the float32 reference is ``python -m inference.bench.accuracy``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
-from ..model.packages import SMOLLM2
+from ..model.loader import gguf_source
+from ..serving.static import run_static
 from ..threads import available_cores, set_threads
-from .reference import transformers_model
+from .references import LlamaCppReference, TransformersReference, llama_cpp_problem, timed
 
 PROMPT = "The cat sat on the mat because it was tired."
-# More decode references measured in the same run, interleaved with ours: name -> (engine, prompt ids,
-# new tokens) -> tok/s. llama.cpp on the engine's own GGUF (``reference.gguf_source(engine.folder)``)
-# belongs here; each entry adds a run, a column and an ours/it ratio.
-EXTRA_DECODE: dict[str, Callable[[Engine, list[int], int], float]] = {}
-
-
-def timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
+MODES = {  # name -> (dtype of the activations, quant, compiled decode step)
+    "fp32": ("float32", None, False), "bf16": ("bfloat16", None, False), "gguf": ("float32", "gguf", False),
+    "gguf-compiled": ("float32", "gguf", True), "int8": ("float32", "int8", False), "int4": ("float32", "int4", False),
+}
 
 
 def read_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5) -> float:
@@ -55,15 +57,43 @@ def _sync(device: torch.device) -> None:
 
 
 def weight_bytes(engine: Engine) -> int:
-    unique = {p.data_ptr(): p.nbytes for p in engine.model.parameters()}
-    return sum(unique.values())
+    """Bytes of weights one decode step reads: every projection (packed codes and scales) and norm, plus
+    one embedding row (the lookup reads only the token's row)."""
+    model = engine.model
+    seen, total = set(), 0
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        if name.startswith(("embed.", "rope.")) or tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        total += tensor.nbytes
+    embed_row = model.config.d_model * (1 if model.quantization else torch.finfo(engine.dtype).bits // 8)
+    return total + embed_row
 
 
-def ours_decode(engine: Engine, ids: list[int], new_tokens: int, use_cache: bool) -> float:
-    """Decode tok/s: the steps after the first (the first token comes from the prefill)."""
+@dataclass
+class System:
+    label: str
+    decode: list[float] = field(default_factory=list)  # tok/s, batch 1, one per repeat
+    batch16: list[float] = field(default_factory=list)
+    prefill: list[float] = field(default_factory=list)
+
+    def median(self, name: str) -> float | None:
+        values = getattr(self, name)
+        return statistics.median(values) if values else None
+
+
+def ours_decode(engine: Engine, ids: list[int], new_tokens: int) -> float:
     params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_on_eos=False)
-    steps = list(engine.generate(ids, params, use_cache=use_cache))
+    steps = list(engine.generate(ids, params))
     return (len(steps) - 1) / sum(s.seconds for s in steps[1:])
+
+
+def ours_batch16(engine: Engine, ids: list[int], new_tokens: int) -> float:
+    """Aggregate decode tok/s of 16 requests (the prompt with 16 different last tokens) in one static batch."""
+    prompts = [ids[:-1] + [ids[-1] + i] for i in range(16)]
+    run = run_static(engine, prompts, [SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_on_eos=False)] * 16)
+    decode = [s for s in run.steps if s.phase == "decode"]
+    return sum(len(s.sampled) for s in decode) / sum(s.seconds for s in decode)
 
 
 def ours_prefill(engine: Engine, ids: list[int]) -> float:
@@ -71,84 +101,110 @@ def ours_prefill(engine: Engine, ids: list[int]) -> float:
     return len(ids) / timed(lambda: (engine.prefill(ids, cache), _sync(engine.device)))
 
 
-def hf_decode(reference, ids: list[int], new_tokens: int, device: torch.device) -> float:
-    """transformers generate(): (time for N tokens - time for 1 token) / (N - 1)."""
-    inputs = torch.tensor([ids], device=device)
-
-    def run(n: int) -> float:
-        return timed(lambda: reference.generate(inputs, max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                                                pad_token_id=0))
-    return (new_tokens - 1) / max(run(new_tokens) - run(1), 1e-9)
-
-
-def bench_dtype(dtype: str, device: str | None, new_tokens: int, repeats: int, model: str = SMOLLM2) -> dict:
-    engine = load_engine(model=model, device=device, dtype=dtype)
-    reference = transformers_model(engine.folder, engine.dtype, engine.device)
-    short = engine.tokenizer.encode(PROMPT)
-    long = engine.tokenizer.encode(" ".join([PROMPT] * 11))[:128]
-    ours_decode(engine, short, 4, True)  # warm-up both
-    hf_decode(reference, short, 4, engine.device)
-    runs: dict[str, list[float]] = {"ours_cache": [], "ours_no_cache": [], "hf_generate": [], "ours_prefill": []}
-    runs.update({name: [] for name in EXTRA_DECODE})
+def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, threads: int, model: str | None) -> dict:
+    engines = {mode: load_engine(model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1],
+                                 compile=MODES[mode][2]) for mode in modes}
+    first = next(iter(engines.values()))
+    short = first.tokenizer.encode(PROMPT)
+    long = first.tokenizer.encode(" ".join([PROMPT] * 14))[:128]
+    dtypes = sorted({torch.float32 if MODES[m][1] else _dtype(MODES[m][0]) for m in modes}, key=str)
+    references = {dtype: TransformersReference(first.folder, dtype, str(first.device)) for dtype in dtypes}
+    llama_problem = llama_cpp_problem() if first.device.type == "cpu" else "llama.cpp is measured on the CPU only"
+    source = gguf_source(model)
+    llama = LlamaCppReference(source, threads) if llama_problem is None and source is not None else None
+    systems = {mode: System(f"ours, {mode}") for mode in modes}
+    systems.update({f"hf-{d}": System(f"transformers, {str(d).removeprefix('torch.')}") for d in references})
+    if llama is not None:
+        systems["llama.cpp"] = System(f"llama.cpp {llama.version}")
+    for engine in engines.values():  # warm-up: first-call allocations (and compilation) out of the timings
+        ours_decode(engine, short, 4)
+        ours_batch16(engine, short, 4)
     for _ in range(repeats):
-        runs["ours_cache"].append(ours_decode(engine, short, new_tokens, True))
-        runs["hf_generate"].append(hf_decode(reference, short, new_tokens, engine.device))
-        for name, measure in EXTRA_DECODE.items():
-            runs[name].append(measure(engine, short, new_tokens))
-        runs["ours_no_cache"].append(ours_decode(engine, short, max(8, new_tokens // 2), False))
-        runs["ours_prefill"].append(ours_prefill(engine, long))
-    medians = {name: statistics.median(values) for name, values in runs.items()}
-    bandwidth = read_bandwidth(engine.device)
-    weights = weight_bytes(engine)
+        for mode, engine in engines.items():
+            systems[mode].decode.append(ours_decode(engine, short, new_tokens))
+            systems[mode].batch16.append(ours_batch16(engine, short, max(8, new_tokens // 4)))
+            systems[mode].prefill.append(ours_prefill(engine, long))
+        for dtype, reference in references.items():
+            systems[f"hf-{dtype}"].decode.append(reference.decode_tok_s(short, new_tokens))
+            systems[f"hf-{dtype}"].prefill.append(reference.prefill_tok_s(long))
+        if llama is not None:
+            systems["llama.cpp"].decode.append(llama.decode_tok_s(short, new_tokens))
+            systems["llama.cpp"].prefill.append(llama.prefill_tok_s(long))
+    bandwidth = read_bandwidth(first.device)
+    rows = []
+    for mode, engine in engines.items():
+        system, reference_dtype = systems[mode], torch.float32 if MODES[mode][1] else engine.dtype
+        decode, hf = system.median("decode"), systems[f"hf-{reference_dtype}"].median("decode")
+        row = {
+            "mode": mode, "weights": engine.weights_description, "decode_tok_s": decode,
+            "batch16_tok_s": system.median("batch16"), "prefill_tok_s": system.median("prefill"),
+            "weight_bytes_per_token": weight_bytes(engine),
+            "bandwidth_share": weight_bytes(engine) * decode / bandwidth,
+            "vs_transformers": decode / hf, "transformers_dtype": str(reference_dtype).removeprefix("torch."),
+            "runs": {"decode": system.decode, "batch16": system.batch16, "prefill": system.prefill},
+        }
+        if llama is not None:
+            row["vs_llama_cpp_decode"] = decode / systems["llama.cpp"].median("decode")
+            row["vs_llama_cpp_prefill"] = row["prefill_tok_s"] / systems["llama.cpp"].median("prefill")
+        rows.append(row)
     return {
-        "model": engine.config.name, "dtype": dtype, "device": str(engine.device), "threads": torch.get_num_threads(),
-        "new_tokens": new_tokens, "repeats": repeats, "runs": runs, "median_tok_s": medians,
-        "ratio_cache_vs_hf": medians["ours_cache"] / medians["hf_generate"],
-        "ratio_cache_vs_no_cache": medians["ours_cache"] / medians["ours_no_cache"],
-        "weight_bytes": weights, "read_bandwidth_bytes_s": bandwidth,
-        "bandwidth_share": weights * medians["ours_cache"] / bandwidth,
-        "bandwidth_bound_tok_s": bandwidth / weights,
-        "hf_bandwidth_share": weights * medians["hf_generate"] / bandwidth,
-        "prefill_tokens": len(long),
-        **{f"ratio_cache_vs_{name}": medians["ours_cache"] / medians[name] for name in EXTRA_DECODE},
+        "model": first.config.name, "device": str(first.device), "threads": threads, "new_tokens": new_tokens,
+        "repeats": repeats, "read_bandwidth_bytes_s": bandwidth, "rows": rows,
+        "references": {key: {"label": s.label, "decode_tok_s": s.median("decode"), "prefill_tok_s": s.median("prefill"),
+                             "runs": {"decode": s.decode, "prefill": s.prefill}}
+                       for key, s in systems.items() if key not in engines},
+        "llama_cpp": "measured" if llama is not None else (llama_problem or "the model is not a GGUF file"),
     }
 
 
-def print_table(results: list[dict]) -> None:
-    print(f"{'model':22} {'dtype':9} {'device':6} {'decode+cache':>13} {'no cache':>9} {'HF generate':>12} "
-          f"{'ours/HF':>8} {'cache/no':>9} {'prefill':>9} {'BW share':>9}"
-          + "".join(f" {name:>12} {'ours/' + name:>12}" for name in EXTRA_DECODE))
-    for r in results:
-        m = r["median_tok_s"]
-        print(f"{r['model']:22} {r['dtype']:9} {r['device']:6} {m['ours_cache']:10.1f}t/s {m['ours_no_cache']:6.1f}t/s "
-              f"{m['hf_generate']:9.1f}t/s {r['ratio_cache_vs_hf']:7.2f}x {r['ratio_cache_vs_no_cache']:8.2f}x "
-              f"{m['ours_prefill']:6.0f}t/s {100 * r['bandwidth_share']:8.0f}%"
-              + "".join(f" {m[name]:9.1f}t/s {r['ratio_cache_vs_' + name]:11.2f}x" for name in EXTRA_DECODE))
-    for r in results:
-        print(f"{r['model']} {r['dtype']}: weights {r['weight_bytes'] / 2**20:.0f} MiB, read bandwidth "
-              f"{r['read_bandwidth_bytes_s'] / 1e9:.1f} GB/s -> bound {r['bandwidth_bound_tok_s']:.1f} tok/s; "
-              f"ours at {100 * r['bandwidth_share']:.0f}%, transformers at {100 * r['hf_bandwidth_share']:.0f}%")
-    print(f"(medians of {results[0]['repeats']} interleaved runs; bandwidth = a timed sum over 512 MiB)")
+def _dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
+
+
+def print_table(report: dict) -> None:
+    print(f"\n{report['model']} on {report['device']}, {report['threads']} thread(s); greedy, {report['new_tokens']} "
+          f"tokens after an 11-token prompt; medians of {report['repeats']} interleaved runs; read bandwidth "
+          f"{report['read_bandwidth_bytes_s'] / 1e9:.1f} GB/s")
+    has_llama = report["llama_cpp"] == "measured"
+    print(f"{'mode':<6}{'decode':>10}{'batch 16':>10}{'prefill':>10}{'MiB/token':>11}{'BW share':>10}"
+          f"{'vs HF':>8}" + (f"{'vs llama.cpp decode':>21}{'prefill':>9}" if has_llama else ""))
+    for r in report["rows"]:
+        line = (f"{r['mode']:<6}{r['decode_tok_s']:>8.1f}/s{r['batch16_tok_s']:>8.1f}/s{r['prefill_tok_s']:>8.0f}/s"
+                f"{r['weight_bytes_per_token'] / 2**20:>11.0f}{100 * r['bandwidth_share']:>9.0f}%"
+                f"{r['vs_transformers']:>7.2f}x")
+        if has_llama:
+            line += f"{r['vs_llama_cpp_decode']:>20.2f}x{r['vs_llama_cpp_prefill']:>8.2f}x"
+        print(line)
+    for ref in report["references"].values():
+        prefill = f", prefill {ref['prefill_tok_s']:.0f} tok/s" if ref["prefill_tok_s"] else ""
+        print(f"  {ref['label']}: decode {ref['decode_tok_s']:.1f} tok/s{prefill}")
+    if not has_llama:
+        print(f"  llama.cpp left out: {report['llama_cpp']}")
+    for r in report["rows"]:
+        print(f"  {r['mode']}: {r['weights']}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m inference.bench")
-    parser.add_argument("--model", default=SMOLLM2,
-                        help="comma-separated models: packaged names (gemma-3-270m), .gguf files or HF folders")
-    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default="fp32,bf16,gguf,gguf-compiled,int8,int4")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--model", default=None,
+                        help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: every core)")
+    parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)")
     parser.add_argument("--out", default="bench-results/engine.json")
     args = parser.parse_args(argv)
-    set_threads(args.threads or available_cores())  # the entry point's one setting; both engines run under it
-    results = [bench_dtype(d, args.device, args.new_tokens, args.repeats, model)
-               for model in args.model.split(",") for d in args.dtypes.split(",")]
-    print_table(results)
+    threads = set_threads(args.threads or available_cores())  # the entry point's one setting; every engine runs under it
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown modes {unknown}: choose from {sorted(MODES)}")
+    report = run(modes, args.device, args.new_tokens, args.repeats, threads, args.model)
+    print_table(report)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
+    out.write_text(json.dumps(report, indent=1))
     print(f"wrote {out}")
 
 

@@ -19,6 +19,7 @@ import torch
 from ..model.config import ModelConfig
 from ..model.kv_cache import KVCache
 from ..model.loader import load_model
+from ..model.quant import count_parameters
 from ..model.tokenizer import StreamDecoder, Tokenizer, TokenizerError
 from ..model.trace import ForwardTrace
 from ..model.transformer import Transformer
@@ -61,8 +62,25 @@ class Engine:
         self.config: ModelConfig = model.config
         self.folder = folder
         first = next(model.parameters())
-        self.device, self.dtype = first.device, first.dtype
+        self.device, self.dtype = first.device, first.dtype  # dtype: of the activations and the KV cache
         self.eos_ids = frozenset(self.config.eos_token_ids) | tokenizer.eos_ids
+
+    @property
+    def parameter_count(self) -> int:
+        """Weights the model has (tied embeddings once), dense or quantized."""
+        return count_parameters(self.model)
+
+    @property
+    def weights_description(self) -> str:
+        """What the weights are, in words (for the sidebar and the benchmark)."""
+        summary = self.model.quantization
+        words = (f"dense {str(self.dtype).removeprefix('torch.')} weights and activations" if summary is None
+                 else summary.describe())
+        if self.model.decode_step is not None:
+            words += "; decode step compiled (torch.compile)"
+        elif self.model.compile_note:
+            words += f"; {self.model.compile_note}"
+        return words
 
     # -- prompts -----------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:
@@ -210,15 +228,20 @@ def load_engine(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     threads: int | None = None,
+    quant: str | None = None,
+    compile: bool = False,
 ) -> Engine:
     """Load a model for inference: the embedded SmolLM2-135M-Instruct by default.
 
-    ``model`` is a ``.gguf`` file, a local Hugging Face folder or a hub id; ``threads``
-    sets torch's CPU threads for the process (``None`` leaves them as they are).
+    ``model`` is a ``.gguf`` file, a local Hugging Face folder or a hub id; ``quant`` keeps
+    a GGUF's own quantized blocks ("gguf") or quantizes on load ("int8", "int4"), None for
+    dense weights; ``compile`` compiles the one-token decode step with torch.compile (the
+    first step then takes some seconds); ``threads`` sets torch's CPU threads for the
+    process (``None`` leaves them as they are).
     """
     if threads is not None:
         set_threads(threads)
-    loaded = load_model(model, device=device, dtype=dtype)
+    loaded = load_model(model, device=device, dtype=dtype, quant=quant, compile=compile)
     return Engine(loaded.transformer, loaded.tokenizer, folder=loaded.folder)
 
 

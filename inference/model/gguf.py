@@ -141,6 +141,28 @@ def _convert(gguf_path: Path, out: Path) -> None:
     _save_tokenizer(gguf_path, out)
 
 
+def read_raw_weights(gguf_path: Path) -> dict[str, "GGUFWeight"]:
+    """Every tensor of the file as stored (block type and raw row bytes), by Hugging Face name, rows in HF order.
+
+    For ``quant="gguf"``: the blocks are kept, not dequantized (``inference.model.quant``). Only the
+    architecture's row reordering is applied; a value fix-up (Gemma's 1 + w norms) is the reader's.
+    """
+    from gguf import GGUFReader
+
+    from .quant import GGUFWeight
+
+    reader = GGUFReader(gguf_path)
+    meta = _metadata(reader)
+    arch = architecture(meta.get("general.architecture"))
+    config = arch.hf_config(meta)
+    weights = {}
+    for tensor in reader.tensors:
+        name = arch.hf_name(tensor.name)
+        raw = arch.reorder_rows(name, np.asarray(tensor.data), config)
+        weights[name] = GGUFWeight(tensor.tensor_type.name, np.ascontiguousarray(raw))
+    return weights
+
+
 def _metadata(reader) -> dict:
     meta = {}
     for key, field in reader.fields.items():

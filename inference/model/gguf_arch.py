@@ -26,7 +26,15 @@ class GGUFArchitecture:
     name: str  # general.architecture
     hf_config: Callable[[Metadata], dict[str, Any]]  # metadata -> a transformers config.json dict
     tensor_names: dict[str, str]  # GGUF name part -> HF name part
-    fix: Callable[[str, np.ndarray, dict[str, Any]], np.ndarray]  # (HF name, values, HF config) -> values
+    # (HF name, rows, HF config) -> rows in HF order: a reordering of whole rows, so it applies to a
+    # tensor's raw quantized rows (blocks never cross rows) as well as to its dequantized values
+    reorder_rows: Callable[[str, np.ndarray, dict[str, Any]], np.ndarray]
+    # (HF name, dequantized values) -> the values HF expects (a change of the numbers themselves)
+    fix_values: Callable[[str, np.ndarray], np.ndarray]
+
+    def fix(self, name: str, values: np.ndarray, hf_config: dict[str, Any]) -> np.ndarray:
+        """Dequantized values of tensor ``name`` as Hugging Face stores them."""
+        return self.fix_values(name, self.reorder_rows(name, values, hf_config))
 
     def hf_name(self, gguf_name: str) -> str:
         parts = gguf_name.split(".")  # "blk.3.attn_q.weight" or "token_embd.weight"
@@ -99,11 +107,19 @@ def _unpermute(weight: np.ndarray, n_heads: int) -> np.ndarray:
     )
 
 
-def _llama_fix(name: str, values: np.ndarray, hf_config: dict[str, Any]) -> np.ndarray:
+def _llama_rows(name: str, rows: np.ndarray, hf_config: dict[str, Any]) -> np.ndarray:
     if name.endswith("q_proj.weight"):
-        return _unpermute(values, hf_config["num_attention_heads"])
+        return _unpermute(rows, hf_config["num_attention_heads"])
     if name.endswith("k_proj.weight"):
-        return _unpermute(values, hf_config["num_key_value_heads"])
+        return _unpermute(rows, hf_config["num_key_value_heads"])
+    return rows
+
+
+def _same_rows(name: str, rows: np.ndarray, hf_config: dict[str, Any]) -> np.ndarray:
+    return rows
+
+
+def _same_values(name: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
@@ -162,7 +178,7 @@ def _gemma3_config(meta: Metadata) -> dict[str, Any]:
     }
 
 
-def _gemma3_fix(name: str, values: np.ndarray, hf_config: dict[str, Any]) -> np.ndarray:
+def _gemma3_values(name: str, values: np.ndarray) -> np.ndarray:
     # llama.cpp stores Gemma's RMSNorm weights as 1 + w (its norm multiplies by the weight);
     # transformers' Gemma keeps w and multiplies by 1 + w.
     return values - 1 if name.endswith("norm.weight") else values
@@ -188,6 +204,6 @@ _GEMMA3_NAMES = {
 }
 
 ARCHITECTURES: dict[str, GGUFArchitecture] = {
-    "llama": GGUFArchitecture("llama", _llama_config, _LLAMA_NAMES, _llama_fix),
-    "gemma3": GGUFArchitecture("gemma3", _gemma3_config, _GEMMA3_NAMES, _gemma3_fix),
+    "llama": GGUFArchitecture("llama", _llama_config, _LLAMA_NAMES, _llama_rows, _same_values),
+    "gemma3": GGUFArchitecture("gemma3", _gemma3_config, _GEMMA3_NAMES, _same_rows, _gemma3_values),
 }

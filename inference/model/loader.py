@@ -17,12 +17,14 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
+from .decode_step import DecodeStep, compiler_problem
 from .errors import ModelLoadError
-from .gguf import converted_folder, default_gguf_path
+from .gguf import converted_folder, default_gguf_path, read_raw_weights
 from .packages import PACKAGED
+from .quant import QuantizationError, quantize_model
 from .tokenizer import Tokenizer
 from .transformer import Transformer
-from .weights import to_engine_state_dict
+from .weights import projection_sources, to_engine_state_dict
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -123,7 +125,22 @@ def build_model(config: ModelConfig, hf_tensors: dict[str, torch.Tensor], device
     model.reset_rotary("cpu")  # real RoPE buffers in place of the meta ones, so the model can move
     model.to(device=device, dtype=dtype)
     model.reset_rotary(device)  # RoPE frequencies stay float32 whatever the weights' dtype
+    if device.type == "cpu" and dtype == torch.float32:
+        _store_projections_transposed(model)
     return model.eval()
+
+
+def _store_projections_transposed(model: Transformer) -> None:
+    """Hold each projection's (out, in) weight as a view of (in, out) storage: the same tensor to every reader.
+
+    Why: torch's CPU float32 matrix-vector product (a decode step, one row) streams a weight
+    stored (in, out) about twice as fast as one stored (out, in): 22 against 12 GB/s measured
+    here with 2 threads. The tied output matrix gets its own transposed copy (+ V·D·4 bytes), so
+    the embedding lookup keeps reading contiguous rows.
+    """
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight = torch.nn.Parameter(module.weight.detach().t().contiguous().t(), requires_grad=False)
 
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -142,8 +159,16 @@ def load_model(
     model: str | Path | None = None,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
+    quant: str | None = None,
+    compile: bool = False,
 ) -> LoadedModel:
-    """Read a model (the embedded SmolLM2-135M-Instruct by default) onto ``device`` in ``dtype``."""
+    """Read a model (the embedded SmolLM2-135M-Instruct by default) onto ``device`` in ``dtype``.
+
+    ``quant`` (``inference.model.quant``): None keeps dense weights; "gguf" keeps a GGUF file's own
+    blocks; "int8" / "int4" quantize the weights on load. ``compile`` compiles the one-token decode
+    step (``inference.model.decode_step``); without a C++ compiler it keeps the eager path and
+    says why in ``transformer.compile_note``.
+    """
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)
     folder = model_folder(model)
@@ -151,4 +176,35 @@ def load_model(
     if model is None or str(model) in PACKAGED:
         config = replace(config, name=DEFAULT_MODEL_NAME if model is None else str(model))
     transformer = build_model(config, tensors, resolved_device, resolved_dtype)
+    del tensors
+    if quant is not None:
+        transformer.quantization = quantize_model(transformer, quant, _gguf_weights(model, config, quant))
+    if compile:
+        problem = compiler_problem() or (None if config.family == "llama" else f"the {config.family} family")
+        if problem:
+            transformer.compile_note = f"compile=True fell back to the eager decode step: {problem}"
+        else:
+            transformer.decode_step = DecodeStep()
     return LoadedModel(transformer, Tokenizer.from_folder(folder), folder)
+
+
+def gguf_source(model: str | Path | None) -> Path | None:
+    """The GGUF file a model comes from (the embedded default, a packaged model's name, or a ``.gguf`` path), or None."""
+    if model is None:
+        return default_gguf_path()
+    if str(model) in PACKAGED:
+        return PACKAGED[str(model)]()
+    path = Path(str(model)).expanduser()
+    return path if path.suffix == ".gguf" else None
+
+
+def _gguf_weights(model: str | Path | None, config: ModelConfig, quant: str) -> dict | None:
+    """For ``quant="gguf"``: each engine projection's GGUF tensors as stored, in stacking order."""
+    if quant != "gguf":
+        return None
+    source = gguf_source(model)
+    if source is None:
+        raise QuantizationError(f'quant="gguf" keeps a GGUF file\'s own blocks, but {model} is not a .gguf file: '
+                                'use quant="int8" or "int4" to quantize its float weights on load')
+    raw = read_raw_weights(source)
+    return {name: [raw[hf] for hf in hf_names] for name, hf_names in projection_sources(config).items()}

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .decode_step import DecodeStep
 from .kv_cache import KVCache, causal_padding_mask
 from .trace import ForwardTrace, LayerTrace, keep
 
@@ -269,8 +270,10 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
+        self.quantization = None  # a QuantSummary once quant.quantize_model has swapped the projections
+        self.decode_step: DecodeStep | None = None  # the compiled one-token step, with load_model(compile=True)
+        self.compile_note: str | None = None  # why compile=True fell back to the eager path, when it did
 
-    @torch.inference_mode()
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -287,6 +290,20 @@ class Transformer(nn.Module):
         real tokens (False = left padding); ``positions`` (B, T) default to consecutive
         positions after the cache.
         """
+        if self.decode_step is not None and padding_mask is None and DecodeStep.applies(
+                self, kv_cache, input_ids.shape[1], trace):
+            return self._compiled_decode(input_ids, kv_cache, positions, last_only)
+        with torch.inference_mode():
+            return self._forward(input_ids, kv_cache, positions, padding_mask, last_only, trace)
+
+    def _compiled_decode(self, input_ids, kv_cache, positions, last_only) -> torch.Tensor:
+        if positions is None:
+            positions = torch.full_like(input_ids, kv_cache.length)  # (B, 1)
+        x = self.decode_step(self, input_ids, kv_cache, positions)  # (B, 1, D)
+        with torch.inference_mode():
+            return self.lm_head(self.final_norm(x))
+
+    def _forward(self, input_ids, kv_cache, positions, padding_mask, last_only, trace) -> torch.Tensor:
         batch, steps = input_ids.shape
         start = kv_cache.length if kv_cache is not None else 0
         if positions is None:

@@ -95,3 +95,19 @@ def _gpt2(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.T
             out[dst + ours + ".weight"] = _take(hf, src + theirs + ".weight").t().contiguous()
             out[dst + ours + ".bias"] = _take(hf, src + theirs + ".bias")
     return out
+
+
+def projection_sources(config: ModelConfig) -> dict[str, list[str]]:
+    """Each engine projection (``layers.3.attn.qkv``) -> the checkpoint tensors stacked into it, in order,
+    plus ``"embed"`` (the token rows) and ``"lm_head"`` (the token rows again when the embeddings are tied)."""
+    if config.family != "llama":
+        raise WeightsError(f"no checkpoint-name map for quantizing the {config.family!r} family")
+    sources = {"embed": ["model.embed_tokens.weight"],
+               "lm_head": ["model.embed_tokens.weight" if config.tie_embeddings else "lm_head.weight"]}
+    for i in range(config.n_layers):
+        layer = f"model.layers.{i}."
+        sources[f"layers.{i}.attn.qkv"] = [layer + f"self_attn.{p}_proj.weight" for p in "qkv"]
+        sources[f"layers.{i}.attn.out"] = [layer + "self_attn.o_proj.weight"]
+        sources[f"layers.{i}.mlp.gate_up"] = [layer + "mlp.gate_proj.weight", layer + "mlp.up_proj.weight"]
+        sources[f"layers.{i}.mlp.down"] = [layer + "mlp.down_proj.weight"]
+    return sources

@@ -1,0 +1,100 @@
+"""How close a quantized engine's predictions stay to the float32 reference: top-1 agreement and KL.
+
+    python -m inference.bench.accuracy [--modes gguf,int8,int4] [--threads N]
+
+The reference is transformers in float32 on the GGUF's dequantized weights (what the file
+means). Every position of five prompts of 5 to ~385 tokens is compared: the share of
+positions where the most probable next token is the same, and the mean KL(reference ‖
+mode) in nats over all those positions. llama.cpp on the same file is measured the same
+way when it is installed. Writes ``bench-results/accuracy.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from ..generation.engine import Engine, load_engine
+from ..model.loader import gguf_source
+from ..threads import available_cores, set_threads
+from .references import LlamaCppReference, TransformersReference, llama_cpp_problem
+
+PROMPTS = [
+    "The cat sat",  # 3 tokens of the article's example ...
+    "Bank is closed on Sunday.",
+    "The cat sat on the mat because it was tired.",
+    "What is the capital of France? Explain in two sentences how you know, and name one famous landmark there.",
+    " ".join(["Once upon a time there was a little robot who lived in a lighthouse by the sea and wanted to "
+              "learn how language models turn a prompt into an answer, one token at a time."] * 11),
+]
+
+
+@dataclass
+class Agreement:
+    system: str
+    positions: int
+    top1_agreement: float  # share of positions with the reference's most probable next token
+    mean_kl_nats: float  # KL(reference || system), averaged over every position
+    max_kl_nats: float
+
+
+def compare(reference: list[torch.Tensor], other: list[torch.Tensor], system: str) -> Agreement:
+    """Top-1 agreement and KL over every position of every prompt ((T, V) logits per prompt)."""
+    ref, got = torch.cat(reference).double(), torch.cat(other).double()  # (P, V)
+    ref_logp, got_logp = ref.log_softmax(-1), got.log_softmax(-1)
+    kl = (ref_logp.exp() * (ref_logp - got_logp)).sum(-1)  # (P,)
+    agree = (ref.argmax(-1) == got.argmax(-1)).double().mean()
+    return Agreement(system, int(ref.shape[0]), float(agree), float(kl.mean()), float(kl.max()))
+
+
+def engine_logits(engine: Engine, prompts: list[list[int]]) -> list[torch.Tensor]:
+    return [engine.forward_logits(ids) for ids in prompts]
+
+
+def run(modes: list[str], threads: int) -> dict:
+    set_threads(threads)
+    dense = load_engine(device="cpu", dtype="float32")
+    prompts = [dense.tokenizer.encode(p) for p in PROMPTS]
+    reference = TransformersReference(dense.folder)
+    expected = [reference.logits(ids) for ids in prompts]
+    rows = [compare(expected, engine_logits(dense, prompts), "ours, float32")]
+    for mode in modes:
+        engine = load_engine(device="cpu", dtype="float32", quant=mode)
+        rows.append(compare(expected, engine_logits(engine, prompts), f"ours, quant={mode}"))
+    problem = llama_cpp_problem()
+    if problem is None:
+        llama = LlamaCppReference(gguf_source(None), threads)
+        rows.append(compare(expected, [llama.logits(ids) for ids in prompts], f"llama.cpp {llama.version}"))
+    return {"prompt_tokens": [len(p) for p in prompts], "threads": threads, "rows": [asdict(r) for r in rows],
+            "llama_cpp": problem or "measured"}
+
+
+def print_table(report: dict) -> None:
+    print(f"against transformers float32 on the dequantized weights; prompts of {report['prompt_tokens']} tokens "
+          f"({sum(report['prompt_tokens'])} positions)")
+    print(f"{'system':<34}{'top-1 agreement':>16}{'mean KL (nats)':>16}{'max KL':>10}")
+    for row in report["rows"]:
+        print(f"{row['system']:<34}{100 * row['top1_agreement']:>15.2f}%{row['mean_kl_nats']:>16.2e}"
+              f"{row['max_kl_nats']:>10.2e}")
+    if report["llama_cpp"] != "measured":
+        print(f"llama.cpp left out: {report['llama_cpp']}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m inference.bench.accuracy", description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default="gguf,int8,int4")
+    parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: every core)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/accuracy.json"))
+    args = parser.parse_args(argv)
+    report = run([m for m in args.modes.split(",") if m], args.threads or available_cores())
+    print_table(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

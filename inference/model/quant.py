@@ -1,0 +1,335 @@
+"""Quantized weights in the forward pass: the modules, the kernel check, and swapping them into a model.
+
+Owns ``Int4Linear`` (torch's 4-bit group-of-32 kernel), ``Int8Linear`` (torch's per-channel
+8-bit kernel), ``Int8GroupLinear`` (Q8_0's 8-bit groups of 32, one kernel call per group), ``QuantEmbedding`` (the GGUF's Q8_0 token rows, looked up exactly), the
+check that the kernels exist and give the right numbers on this machine, and
+``quantize_model``, which replaces a dense ``Transformer``'s projections in place:
+
+- ``quant="gguf"``: the file's own blocks. Q4_0 / Q4_1 / Q4_K become 4-bit groups exactly and
+  Q8_0 (SmolLM2's tied embedding and output matrix) 8-bit groups exactly, with each group's
+  scale and zero rounded to bfloat16 (the kernels' format); the Q8_0 token embedding is looked
+  up exactly; other block types (Q5_0, Q6_K, …) are re-quantized to per-row 8-bit; float
+  tensors stay float.
+- ``quant="int8"``: every projection and the output matrix as per-row 8-bit codes.
+- ``quant="int4"``: every projection as 4-bit groups of 32 (min/max), the output matrix 8-bit.
+
+Activations stay float32 everywhere (the residual stream, norms, attention, the KV cache);
+only a quantized matmul's input is rounded to bfloat16, which is what the kernels take,
+and its output comes back as bfloat16 and is widened again. The weight arithmetic lives in
+``quant_formats.py``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from .errors import ModelLoadError
+from .quant_formats import (GROUP, INT4_FORMATS, INT8_FORMATS, Int4Groups, Int8Groups, Int8Rows, int4_from_float,
+                            int8_rows_from_float)
+
+QUANT_MODES = ("gguf", "int8", "int4")
+ACTIVATION_DTYPE = torch.bfloat16  # what torch's CPU int4/int8 kernels are fast with
+
+
+class QuantizationError(ModelLoadError):
+    """A quantized mode cannot run here (missing kernel, wrong numbers, unsupported layout)."""
+
+
+# -- kernels ----------------------------------------------------------------------------------------
+def _pack_int4(codes: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """(N, K) uint8 codes 0..15 -> the kernel's packed layout on ``device``."""
+    if device.type == "cuda":
+        paired = (codes[:, ::2] << 4 | codes[:, 1::2]).to(torch.uint8)  # (N, K/2): even index in the high nibble
+        return torch.ops.aten._convert_weight_to_int4pack(paired.to(device), 8)
+    return torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes.to(torch.int32), 2)
+
+
+def _int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales_zeros: torch.Tensor) -> torch.Tensor:
+    """x (M, K) bf16 @ W.T with W from 4-bit groups: (M, N) bf16."""
+    if x.is_cuda:
+        return torch.ops.aten._weight_int4pack_mm(x, packed, GROUP, scales_zeros)
+    return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scales_zeros)
+
+
+def kernel_problem(device: torch.device) -> str | None:
+    """Why the quantized kernels cannot be trusted on ``device`` (None: they exist and give the right numbers).
+
+    Runs each kernel once on a small random layer and compares it with the dense product of the
+    same weights, within the rounding of bfloat16 inputs and outputs.
+    """
+    ops = ("_weight_int4pack_mm", "_convert_weight_to_int4pack") if device.type == "cuda" else (
+        "_weight_int4pack_mm_for_cpu", "_convert_weight_to_int4pack_for_cpu", "_weight_int8pack_mm")
+    missing = [op for op in ops if not hasattr(torch.ops.aten, op)]
+    if missing:
+        return f"torch {torch.__version__} has no {', '.join(missing)} kernel"
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(64, 128, generator=generator)
+    x = torch.randn(3, 128, generator=generator)
+    groups, rows = int4_from_float(weight), int8_rows_from_float(weight)
+    layers = [(Int4Linear(groups, None, device), _as_kernel_stores(groups).dequantize())]
+    if device.type != "cuda":
+        layers.append((Int8Linear(rows, None, device), rows.codes.float() * rows.scale.to(ACTIVATION_DTYPE).float()[:, None]))
+    for layer, dense in layers:
+        try:
+            got = layer(x.to(device)).float().cpu()
+        except RuntimeError as exc:
+            return f"{type(layer).__name__} failed on {device}: {str(exc).splitlines()[0]}"
+        expected = x.to(ACTIVATION_DTYPE).float() @ dense.t()
+        # the output is rounded to bf16 (relative 2**-9); sums of 128 terms may be taken in any order
+        bound = 4 * 2.0**-8 * float((x.abs() @ dense.abs().t()).max())
+        if not torch.isfinite(got).all() or float((got - expected).abs().max()) > bound:
+            return f"{type(layer).__name__} gives wrong numbers on {device} (torch {torch.__version__})"
+    return None
+
+
+def _as_kernel_stores(groups: Int4Groups) -> Int4Groups:
+    """The same groups with scale and zero rounded to bfloat16, as the 4-bit kernel holds them."""
+    return Int4Groups(groups.codes, groups.scale.to(ACTIVATION_DTYPE).float(), groups.zero.to(ACTIVATION_DTYPE).float())
+
+
+# -- modules ------------------------------------------------------------------------------------------
+class Int4Linear(nn.Module):
+    """y = x @ W.T + b with W held as 4-bit codes in groups of 32 (``w = (q - 8)·scale + zero``)."""
+
+    def __init__(self, groups: Int4Groups, bias: torch.Tensor | None, device: torch.device) -> None:
+        super().__init__()
+        self.out_features, self.in_features = groups.codes.shape
+        if self.in_features % GROUP:
+            raise QuantizationError(f"a 4-bit layer needs an input size divisible by {GROUP}, got {self.in_features}")
+        self.register_buffer("packed", _pack_int4(groups.codes, device))
+        scales_zeros = torch.stack([groups.scale.t(), groups.zero.t()], dim=-1)  # (K/32, N, 2)
+        self.register_buffer("scales_zeros", scales_zeros.contiguous().to(device, ACTIVATION_DTYPE))
+        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
+        y = _int4_matmul(flat, self.packed, self.scales_zeros).to(x.dtype)  # (M, N)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.view(*x.shape[:-1], self.out_features)
+
+    def dense_weight(self) -> torch.Tensor:
+        """The weights (N, K) the kernel multiplies by, read back through the kernel (rounded to bfloat16)."""
+        identity = torch.eye(self.in_features, dtype=ACTIVATION_DTYPE, device=self.packed.device)  # (K, K)
+        return _int4_matmul(identity, self.packed, self.scales_zeros).float().t()  # (N, K)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, 4-bit groups of {GROUP}"
+
+
+class Int8Linear(nn.Module):
+    """y = x @ W.T + b with W held as 8-bit codes and one scale per output row."""
+
+    def __init__(self, rows: Int8Rows, bias: torch.Tensor | None, device: torch.device) -> None:
+        super().__init__()
+        self.out_features, self.in_features = rows.codes.shape
+        self.register_buffer("codes", rows.codes.to(device))
+        self.register_buffer("scale", rows.scale.to(device, ACTIVATION_DTYPE))
+        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
+        if flat.is_cuda:  # no CUDA 8-bit kernel in torch: the dense bfloat16 product of the same weights
+            y = flat @ (self.codes.to(ACTIVATION_DTYPE) * self.scale[:, None]).t()
+        else:
+            y = torch.ops.aten._weight_int8pack_mm(flat, self.codes, self.scale)  # (M, N)
+        y = y.to(x.dtype)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.view(*x.shape[:-1], self.out_features)
+
+    def dense_weight(self) -> torch.Tensor:
+        """The weights (N, K) the kernel multiplies by (the row scale as the kernel holds it, in bfloat16)."""
+        return self.codes.float() * self.scale.float()[:, None]
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, 8-bit rows"
+
+
+class Int8GroupLinear(nn.Module):
+    """y = x @ W.T with W held as 8-bit codes in column groups of 32, one scale per row and group (GGUF's Q8_0).
+
+    torch's 8-bit kernel takes one scale per row, so each 32-column group is its own kernel call
+    (its codes and its per-row scales, exactly as the file stores them) and the partial products
+    are summed in float32.
+    """
+
+    def __init__(self, groups: Int8Groups, bias: torch.Tensor | None, device: torch.device) -> None:
+        super().__init__()
+        self.out_features, self.in_features = groups.codes.shape
+        n_groups = self.in_features // GROUP
+        codes = groups.codes.view(self.out_features, n_groups, GROUP).transpose(0, 1)  # (G, N, 32)
+        self.register_buffer("codes", codes.contiguous().to(device))
+        self.register_buffer("scale", groups.scale.t().contiguous().to(device, ACTIVATION_DTYPE))  # (G, N)
+        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
+        y = torch.zeros(flat.shape[0], self.out_features, dtype=torch.float32, device=flat.device)  # (M, N)
+        for group in range(self.codes.shape[0]):
+            part = flat[:, group * GROUP : (group + 1) * GROUP].contiguous()  # (M, 32)
+            if part.is_cuda:
+                y += (part @ (self.codes[group].to(ACTIVATION_DTYPE) * self.scale[group][:, None]).t()).float()
+            else:
+                y += torch.ops.aten._weight_int8pack_mm(part, self.codes[group], self.scale[group]).float()
+        y = y.to(x.dtype)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.view(*x.shape[:-1], self.out_features)
+
+    def dense_weight(self) -> torch.Tensor:
+        """The weights (N, K) the kernel multiplies by (the scales as it holds them, in bfloat16)."""
+        weight = self.codes.float() * self.scale.float()[..., None]  # (G, N, 32)
+        return weight.transpose(0, 1).reshape(self.out_features, self.in_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, 8-bit groups of {GROUP}"
+
+
+class QuantEmbedding(nn.Module):
+    """Token rows held as Q8_0 (8-bit codes, one fp16 scale per 32): a lookup dequantizes only the rows it reads."""
+
+    def __init__(self, groups: Int8Groups, device: torch.device) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = groups.codes.shape
+        self.register_buffer("codes", groups.codes.to(device))
+        self.register_buffer("scale", groups.scale.to(device))  # fp16 values held in float32: products are exact
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        codes = self.codes[ids].float()  # (..., D)
+        scale = self.scale[ids]  # (..., D/32)
+        return (codes.unflatten(-1, (-1, GROUP)) * scale[..., None]).flatten(-2)  # (..., D)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The whole matrix in float32, for inspection (the Embeddings page): built on each access."""
+        return Int8Groups(self.codes, self.scale).dequantize()
+
+
+# -- what was done, for the UI and the benchmark -------------------------------------------------------
+@dataclass
+class QuantSummary:
+    mode: str  # "gguf", "int8" or "int4"
+    layers: Counter = field(default_factory=Counter)  # "4-bit groups (Q4_1, exact)" -> how many matrices
+    weight_bytes: int = 0  # bytes a forward reads for the quantized matrices (codes + scales)
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """In words, what the weights are and what the activations are."""
+        kinds = ", ".join(f"{count} × {kind}" for kind, count in self.layers.most_common())
+        origin = {"gguf": "as stored in the file", "int8": "quantized on load", "int4": "quantized on load"}[self.mode]
+        return f"{kinds} ({origin}); bfloat16 inputs to the quantized matmuls, float32 everywhere else"
+
+
+# -- swapping a dense model's projections ----------------------------------------------------------------
+@dataclass
+class GGUFWeight:
+    """One weight as a GGUF stores it: the block type and the raw bytes of each row (rows already in HF order)."""
+
+    type_name: str  # "Q4_1", "Q8_0", "F32", ...
+    raw: np.ndarray  # (rows, bytes per row) uint8, or (rows, K) float for float types
+
+    def dequantize(self) -> torch.Tensor:
+        """(rows, K) float32: the gguf package's own dequantization of these bytes."""
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
+        values = dequantize(self.raw, GGMLQuantizationType[self.type_name]).astype(np.float32)
+        return torch.from_numpy(np.ascontiguousarray(values))
+
+
+def quantize_model(model: nn.Module, mode: str, gguf_weights: dict[str, list[GGUFWeight]] | None = None) -> QuantSummary:
+    """Replace ``model``'s projections (and, from a GGUF, its Q8_0 token embedding) with quantized modules.
+
+    ``gguf_weights`` maps each engine projection name (``layers.3.attn.qkv``) to the GGUF
+    weights stacked into it, in order (Q, K, V; gate, up); ``"embed"`` to the token rows.
+    """
+    if mode not in QUANT_MODES:
+        raise QuantizationError(f"quant must be one of {QUANT_MODES} or None, got {mode!r}")
+    if mode == "gguf" and gguf_weights is None:
+        raise QuantizationError('quant="gguf" keeps a GGUF file\'s own blocks: load a .gguf model for it')
+    device = next(model.parameters()).device
+    problem = kernel_problem(device)
+    if problem:
+        raise QuantizationError(f"quantized weights cannot run here: {problem}. Load with quant=None (dense weights).")
+    summary = QuantSummary(mode)
+    for name, linear in list(_projections(model)):
+        parts = gguf_weights.get(name) if gguf_weights else None
+        replacement, kind = _quantized_linear(name, linear, mode, parts, device)
+        _set_submodule(model, name, replacement)
+        summary.layers[kind] += 1
+        summary.weight_bytes += _buffer_bytes(replacement)
+    embed = gguf_weights.get("embed") if gguf_weights else None
+    if embed and embed[0].type_name == "Q8_0":
+        model.embed = QuantEmbedding(INT8_FORMATS["Q8_0"](embed[0].raw), device)
+        summary.notes.append("token embedding: Q8_0 rows looked up exactly")
+    return summary
+
+
+def _projections(model: nn.Module):
+    """Every projection a forward multiplies by: the blocks' linear layers, then the output matrix."""
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and name != "lm_head":
+            yield name, module
+    yield "lm_head", model.lm_head
+
+
+def _quantized_linear(name: str, linear: nn.Linear, mode: str, parts: list[GGUFWeight] | None,
+                      device: torch.device) -> tuple[nn.Module, str]:
+    weight, bias = linear.weight.detach(), linear.bias
+    if mode == "int8" or (mode == "int4" and name == "lm_head"):  # the output matrix stays 8-bit: logits are sensitive
+        return Int8Linear(int8_rows_from_float(weight), bias, device), "8-bit rows"
+    if mode == "int4":
+        if weight.shape[1] % GROUP:
+            return Int8Linear(int8_rows_from_float(weight), bias, device), "8-bit rows (input size not a multiple of 32)"
+        return Int4Linear(int4_from_float(weight), bias, device), "4-bit groups of 32"
+    # mode == "gguf": the file's own blocks where they map exactly
+    types = {p.type_name for p in parts} if parts else {"F32"}
+    if types <= set(INT4_FORMATS):
+        groups = Int4Groups.cat([INT4_FORMATS[p.type_name](p.raw) for p in parts])
+        return Int4Linear(groups, bias, device), f"4-bit groups ({'/'.join(sorted(types))}, exact)"
+    if types <= set(INT8_FORMATS):
+        groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
+        return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
+    if types <= {"F32", "F16", "BF16"}:
+        return linear, "float (as stored)"
+    rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
+    return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
+
+
+def _cat_int8(raws: list[np.ndarray]) -> Int8Groups:
+    parts = [INT8_FORMATS["Q8_0"](raw) for raw in raws]
+    return Int8Groups(torch.cat([p.codes for p in parts]), torch.cat([p.scale for p in parts]))
+
+
+def _set_submodule(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, child, module)
+
+
+def _buffer_bytes(module: nn.Module) -> int:
+    """Bytes a forward reads for ``module``'s weights (the packed codes and scales; not the inspection copy)."""
+    if isinstance(module, Int4Linear):
+        return module.packed.nbytes + module.scales_zeros.nbytes
+    if isinstance(module, (Int8Linear, Int8GroupLinear)):
+        return module.codes.nbytes + module.scale.nbytes
+    return sum(p.nbytes for p in module.parameters())
+
+
+def count_parameters(model: nn.Module) -> int:
+    """How many weights the model has, whatever form they are stored in (a tied output matrix counted once)."""
+    total = 0
+    for name, module in model.named_modules():
+        if name == "lm_head" and model.config.tie_embeddings:
+            continue
+        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear)):
+            total += module.out_features * module.in_features + (module.bias.numel() if module.bias is not None else 0)
+        elif isinstance(module, QuantEmbedding):
+            total += module.num_embeddings * module.embedding_dim
+        else:
+            total += sum(p.numel() for p in module.parameters(recurse=False))
+    return total

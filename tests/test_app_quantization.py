@@ -1,0 +1,61 @@
+"""AppTest for the Quantization page: a real stored block, bytes against the file, every mode on the prompt."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tests.apptest_utils import assert_clean, chart, open_page, plotly_array
+
+pytestmark = pytest.mark.real_model
+
+
+@pytest.fixture(scope="module")
+def page():
+    at = open_page("pages/75_quantization.py", prompt="The cat sat", timeout=300)
+    assert_clean(at)
+    return at
+
+
+def test_the_block_is_the_files_own(page):
+    from gguf import GGMLQuantizationType, GGUFReader
+    from gguf.quants import dequantize
+
+    from inference.model.gguf import default_gguf_path
+
+    figure = chart(page, "quant_block")["data"]
+    codes, decoded = plotly_array(figure[0]["y"]), plotly_array(figure[1]["y"])
+    tensor = next(t for t in GGUFReader(default_gguf_path()).tensors if t.name == "blk.0.attn_q.weight")
+    expected = dequantize(np.asarray(tensor.data)[:1], GGMLQuantizationType.Q4_1)[0, :32]
+    assert np.array_equal(decoded.astype(np.float32), expected)
+    assert codes.min() >= 0 and codes.max() <= 15
+    text = " ".join(m.value for m in page.markdown)
+    assert "**20 bytes** — 5.00 bits per weight" in text
+
+
+def test_bytes_and_modes_are_computed_from_the_model(page):
+    text = " ".join(m.value for m in page.markdown)
+    assert "**134,515,008** weights" in text and "Q4_1" in text
+    bytes_chart = chart(page, "quant_bytes")["data"]
+    per_token = plotly_array(bytes_chart[0]["y"])
+    assert per_token[0] == pytest.approx(4 * 134_515_584 / 1e6)  # float32: every weight plus one row, 4 bytes each
+    modes = chart(page, "quant_modes")["data"]
+    assert [trace["name"] for trace in modes][:3] == ["float32", "bfloat16", "as stored (gguf)"]
+    table = page.dataframe[0].value
+    assert table.iloc[0]["top-1 agreement with float32"] == "100.0%"  # float32 against itself
+    sentence = next(m.value for m in page.markdown if "closest to float32" in m.value)
+    closest = re.search(r"the mode closest to float32 is \*\*([^*]+)\*\*", sentence).group(1)
+    kls = {row["weights"]: float(row["mean KL from float32 (nats)"]) for _, row in table.iloc[1:].iterrows()}
+    assert closest == min(kls, key=kls.get)
+
+
+def test_speed_is_measured_on_request(page):
+    page.button(key="quant_measure").click().run()
+    assert_clean(page)
+    speeds = plotly_array(chart(page, "quant_speed")["data"][0]["y"])
+    assert len(speeds) == 5 and (speeds > 0).all()
+    sentence = next(m.value for m in page.markdown if "decodes fastest" in m.value)
+    fastest = re.search(r"\*\*([^*]+)\*\* decodes fastest, ([0-9.]+) tok/s", sentence)
+    labels = chart(page, "quant_speed")["data"][0]["x"]
+    assert fastest.group(1) == labels[int(np.argmax(speeds))]
