@@ -44,7 +44,7 @@ def model_card(model: str) -> ModelCard:
     config = engine.config
     element = next(engine.model.parameters()).element_size()
     return ModelCard(
-        name=config.name, family=config.family, parameters=sum(p.numel() for p in engine.model.parameters()),
+        name=config.name, family=config.family, parameters=engine.parameter_count,
         n_layers=config.n_layers, d_model=config.d_model, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
         head_dim=config.head_dim, vocab_size=config.vocab_size,
         kv_bytes_per_token=config.kv_cache_bytes(1, element), dtype=str(engine.dtype).removeprefix("torch."),
