@@ -43,13 +43,43 @@ shown = min(len(view.ids), CHIP_LIMIT)
 if shown < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the chips show the first {shown}.")
 st.caption("One colour per token; `·` is a space, `↵` a newline, `→` a tab; the number under each token is its id."
-           + (" Orange chips are special tokens added by the chat template." if any(view.special) else ""))
+           + (" Orange chips are special tokens: markers the tokenizer (a start-of-text token) or the chat template "
+              "adds, not text." if any(view.special) else ""))
 st.markdown(token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]), unsafe_allow_html=True)
 if state.get(state.CHAT):
     with st.expander("The chat template: what the model actually receives"):
         st.code(view.text, language=None)
         st.caption("The template (Jinja) that produced it, from the model's tokenizer:")
         st.code(tok.chat_template(model), language="jinja")
+
+# 1b. How this model's tokenizer writes text (what differs between models)
+facts = tok.tokenizer_facts(model)
+with st.expander(f"How this model's tokenizer writes text: "
+                 f"{'byte-level BPE' if facts.scheme == 'byte-level' else 'SentencePiece-style BPE'}, "
+                 f"{facts.vocab_size:,} entries", expanded=True):
+    space = f"`{facts.space_symbol}`"
+    if facts.scheme == "byte-level":
+        st.markdown(f"**Byte-level BPE.** Every one of the 256 byte values has a printable stand-in character, and "
+                    f"merges start from bytes; a space is the stand-in {space}, glued to the front of the next word. "
+                    f"Nothing is ever unknown: a character with no entry of its own is spelled from its bytes.")
+    else:
+        fallback = (" Characters with no entry of their own fall back to **byte tokens**, one per UTF-8 byte, "
+                    "written `<0xNN>`." if facts.byte_fallback else "")
+        st.markdown(f"**SentencePiece-style BPE.** Merges start from whole characters, and a space is written "
+                    f"{space}, glued to the front of the next word.{fallback}")
+    rare = ", ".join(f"`{piece}`" for piece in facts.rare_pieces)
+    start = (f"the tokenizer adds **`{facts.bos[1]}`** (id {facts.bos[0]}) before every text, so it is the "
+             "first token above." if facts.bos else "the tokenizer adds nothing; the first token is the text's own.")
+    st.markdown(f"- Vocabulary: **{facts.vocab_size:,}** entries.\n"
+                f"- Start of text: {start}\n"
+                f"- The rare character {facts.rare_text} (U+{ord(facts.rare_text):04X}, "
+                f"{len(facts.rare_text.encode())} UTF-8 bytes) becomes {len(facts.rare_ids)} "
+                f"token{'s' * (len(facts.rare_ids) > 1)}: {rare}.")
+    shown_raw = min(len(view.ids), 16)
+    st.dataframe([{"position": i, "id": view.ids[i], "entry as stored": view.raw[i], "text": visible(view.pieces[i])}
+                  for i in range(shown_raw)], hide_index=True, key="tok_raw_entries")
+    st.caption(f"The prompt's first {shown_raw} tokens as the vocabulary stores them (the space symbol "
+               f"{space} included) and the text each one adds.")
 
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
@@ -75,7 +105,7 @@ corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE 
                       height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
 if compare:
     words = tok.word_level(compare, corpus)
-    bpe_ids, bpe = tok.model_bpe(model, compare)
+    bpe_ids, bpe, bpe_special = tok.model_bpe(model, compare)
     data = tok.raw_bytes(compare)
     a, b, c = st.columns(3)
     with a:
@@ -87,7 +117,7 @@ if compare:
         st.subheader("(b) The model's BPE")
         st.caption(f"Vocabulary: {tok.vocab_size(model):,} subwords. {len(bpe_ids)} tokens, "
                    "nothing unknown: rare words are spelled from pieces.")
-        st.markdown(token_chips_html(bpe, bpe_ids), unsafe_allow_html=True)
+        st.markdown(token_chips_html(bpe, bpe_ids, bpe_special), unsafe_allow_html=True)
     with c:
         st.subheader("(c) Raw bytes")
         st.caption(claims.raw_bytes_caption(len(data), len(bpe_ids)))
@@ -98,7 +128,8 @@ else:
 
 # 4. Merge by merge with the model's own merges
 st.header("Merge by merge")
-st.markdown("Byte-pair encoding starts from single bytes and repeatedly glues together the adjacent pair that "
+unit = tok.symbol_unit(model)
+st.markdown(f"Byte-pair encoding starts from single {unit} and repeatedly glues together the adjacent pair that "
             "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent).")
 bpe_word = st.text_input("Word to build", **state.bind("tok_bpe_word", "thecatsatonthemat"))
 pieces = tok.pre_tokens(model, bpe_word) if bpe_word else []
@@ -107,23 +138,23 @@ if not pieces:
 else:
     if len(pieces) > 1:
         st.info(f"The pre-tokenizer splits this text into {len(pieces)} words before BPE; showing the first, "
-                f"`{visible(tok.token_bytes(pieces[0]).decode('utf-8', 'replace'))}`.")
-    if len(tok.token_bytes(pieces[0])) > tok.MAX_BPE_BYTES:
-        st.info(f"This word is {len(tok.token_bytes(pieces[0])):,} bytes long: the merges below are replayed on its "
+                f"`{visible(tok.model_piece_bytes(model, pieces[0]).decode('utf-8', 'replace'))}`.")
+    if len(pieces[0]) > tok.MAX_BPE_BYTES:
+        st.info(f"This word is {len(pieces[0]):,} {unit} long: the merges below are replayed on its "
                 f"first {tok.MAX_BPE_BYTES}.")
     steps = tok.bpe_steps(model, bpe_word)
     for n, step in enumerate(steps):
         if step.merged is None:
-            label = "start: single bytes"
+            label = f"start: single {unit}"
         else:
-            left_piece, right_piece = (visible(tok.piece_text(p, False)) for p in step.merged)
+            left_piece, right_piece = (visible(tok.model_piece_text(model, p)) for p in step.merged)
             label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"
         left, right = st.columns([1, 3])
         left.markdown(label)
-        right.markdown(token_chips_html([tok.piece_text(p, False) for p in step.parts]), unsafe_allow_html=True)
-    cut = len(tok.token_bytes(pieces[0])) > tok.MAX_BPE_BYTES
+        right.markdown(token_chips_html([tok.model_piece_text(model, p) for p in step.parts]), unsafe_allow_html=True)
+    cut = len(pieces[0]) > tok.MAX_BPE_BYTES
     st.caption(claims.merge_replay_caption(len(steps) - 1, len(steps[0].parts), len(steps[-1].parts),
-                                           steps[-1].parts == tok.tokenizer_split(model, bpe_word), cut))
+                                           steps[-1].parts == tok.tokenizer_split(model, bpe_word), cut, unit))
 
 # 5. A tiny BPE trained live
 st.header("Train a tiny BPE")

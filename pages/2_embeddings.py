@@ -1,4 +1,5 @@
 """Embeddings: each token id selects one row of the embedding matrix; position is added by RoPE."""
+import numpy as np
 import streamlit as st
 
 from ui import charts
@@ -36,9 +37,19 @@ n = min(len(view.ids), HEATMAP_LIMIT)
 st.header("The prompt's rows")
 st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vocabulary × model width): "
             f"{vocab * width:,} numbers. Your prompt selects {len(view.ids):,} of its rows.")
+
 if n < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
 rows = emb.rows_for(model, view.ids[:n])
+scale = emb.embed_scale(model)
+mean_length = float(np.linalg.norm(rows, axis=-1).mean())
+if scale != 1.0:
+    st.markdown(f"This model also **scales every row by √{width} = {scale:.2f}** before the first block: the rows "
+                f"drawn here have an average length of {mean_length:.2f}, the vectors the first block reads "
+                f"{scale * mean_length:.1f}.")
+else:
+    st.markdown(f"The rows enter the first block as stored (average length here {mean_length:.2f}): this model "
+                "does not rescale them.")
 charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap",
             data=lambda: figs.embedding_rows_table(rows, view.pieces[:n]))
 
@@ -79,10 +90,20 @@ if emb.position_scheme(model) == "rope":
         "Fast pairs spin quickly (telling neighbours apart), slow pairs barely move (telling far-apart tokens apart). "
         "Because query and key are both rotated, their dot product depends only on how far apart they are."
     )
-    angles = emb.rope_angles(model, ROPE_POSITIONS)  # (P, hd/2)
+    bases = emb.rope_bases(model)
+    local = False
+    if len(bases) > 1:
+        st.markdown(f"This model rotates with **two bases**: its local layers (the ones that see a sliding window "
+                    f"of recent tokens) with base {bases['local']:,.0f}, its global layers with "
+                    f"{bases['global']:,.0f}. A bigger base turns the slow pairs slower still, so positions "
+                    "far apart stay distinguishable over a long context.")
+        local = st.radio("RoPE of", ["local layers", "global layers"], horizontal=True,
+                         **state.bind("emb_rope_kind", "local layers", options=["local layers", "global layers"])
+                         ) == "local layers"
+    angles = emb.rope_angles(model, ROPE_POSITIONS, local)  # (P, hd/2)
     n_pairs = angles.shape[1]
     pairs = sorted({0, n_pairs // 4, n_pairs // 2, n_pairs - 1})  # fast → slow frequency pairs
-    wavelengths = emb.rope_wavelengths(model)
+    wavelengths = emb.rope_wavelengths(model, local)
     charts.show(figs.make_rope_rotation(angles, pairs, wavelengths), key="rope_rotation",
                 data=figs.rope_rotation_table(angles, pairs, wavelengths))
     maps = att.attention_maps(model, view.ids)
@@ -93,12 +114,17 @@ if emb.position_scheme(model) == "rope":
     key = key if key is not None else 0
     layer, head, weight = att.top_heads(maps, query, key, k=1)[0]
     by_distance = att.scores_by_distance(model, maps, layer, head, query, key)
-    st.markdown(claims.rope_pair_sentence(pieces[query], pieces[key], layer, head, weight, by_distance.actual_distance))
+    kind = ""
+    if len(bases) > 1:
+        is_local = layer in att.layer_layout(model).local_layers
+        kind = f"a {'local' if is_local else 'global'} layer: RoPE base {bases['local' if is_local else 'global']:,.0f}"
+    st.markdown(claims.rope_pair_sentence(pieces[query], pieces[key], layer, head, weight, by_distance.actual_distance,
+                                          kind))
     charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
                                           by_distance.recorded, pieces[query], pieces[key]), key="rope_distance",
                 data=figs.distance_table(by_distance.distances, by_distance.scores, by_distance.actual_distance,
                                          by_distance.recorded))
-    cos_table = emb.rope_cos(model, 64)
+    cos_table = emb.rope_cos(model, 64, local)
     charts.show(figs.make_position_heatmap(
         cos_table, "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
         "frequency pair", "cos"), key="rope_table", data=lambda: figs.position_table(cos_table, "frequency pair", "cos"))

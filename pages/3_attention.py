@@ -46,30 +46,47 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
                          format_func=lambda i: f"{i}: {visible(pieces[i])}",
                          **state.bind("att_query", att.default_query(pieces), options=range(maps.n_tokens)))
+    window = maps.window_of(layer)
+    kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
     charts.show(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
-                                            f"Layer {layer}, head {head}: attention weights (each row sums to 1)"),
-                key="attention_heatmap", data=lambda: figs.attention_table(maps.probs[layer, head], pieces))
-    st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0. The bars on "
-               "the right are each row's sum, read from the model's own softmax output.")
+                                            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)",
+                                            window), key="attention_heatmap",
+                data=lambda: figs.attention_table(maps.probs[layer, head], pieces))
+    hidden = (f" In this local layer, keys {window} or more positions back are hidden too."
+              if window and window < maps.n_tokens else "")
+    st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0." + hidden +
+               " The bars on the right are each row's sum, read from the model's own softmax output.")
 
     # 2. Step by step for one query
     st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
     steps = att.score_steps(maps, layer, head, query)
     charts.show(figs.make_score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
-                                      maps.head_dim), key="score_steps",
+                                      maps.scale_dim), key="score_steps",
                 data=figs.score_steps_table(steps.raw, steps.scaled, steps.masked, steps.probs, pieces))
+    scalar = ("the head size" if maps.scale_dim == maps.head_dim else
+              f"the model's own score scalar (head size {maps.head_dim})")
     st.caption(f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
-               f"by √{maps.head_dim} so scores do not grow with the head size, future keys set to −∞, then softmax.")
+               f"by √{maps.scale_dim:g} ({scalar}) so scores do not grow with the head size, masked keys set to −∞, "
+               "then softmax.")
 
     # 3. All heads, grouped-query attention
     st.header(f"All {maps.n_heads} heads of layer {layer}")
     groups = [maps.kv_group(h) for h in range(maps.n_heads)]
-    charts.show(figs.make_heads_grid(maps.probs[layer], pieces, groups, layer), key="heads_grid",
+    charts.show(figs.make_heads_grid(maps.probs[layer], pieces, groups, layer, window), key="heads_grid",
                 data=lambda: figs.heads_table(maps.probs[layer], pieces, groups))
-    st.markdown(f"This model uses **grouped-query attention**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
-                f"key/value heads; each group of {maps.n_heads // maps.n_kv_heads} query heads reads the same keys and "
-                "values, which makes the KV cache that many times smaller. Heads in one group still attend differently, "
-                "because their queries differ.")
+    sharing = att.attention_kind(maps.n_heads, maps.n_kv_heads)
+    group = maps.n_heads // maps.n_kv_heads
+    if maps.n_kv_heads == maps.n_heads:
+        st.markdown(f"This model uses **{sharing}**: each of its {maps.n_heads} query heads has its own keys and values.")
+    elif maps.n_kv_heads == 1:
+        st.markdown(f"This model uses **{sharing}**: all {maps.n_heads} query heads read one and the same key/value "
+                    f"head, which makes the KV cache {group} times smaller than one K/V head per query head. The "
+                    "heads still attend differently, because their queries differ.")
+    else:
+        st.markdown(f"This model uses **{sharing}**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
+                    f"key/value heads; each group of {group} query heads reads the same keys and values, which "
+                    f"makes the KV cache {group} times smaller. Heads in one group still attend differently, "
+                    "because their queries differ.")
     charts.show(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram",
                 data=figs.gqa_table(maps.n_heads, maps.n_kv_heads))
 
@@ -79,6 +96,49 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
 
 
 explore_heads(maps, pieces)
+
+# 3b. Local and global layers (models with a sliding window)
+config = att.layer_layout(models.current())
+if config.local_layers:
+    st.header("Local and global layers: the sliding window")
+    globals_ = [i for i in range(config.n_layers) if i not in config.local_layers]
+    st.markdown(f"This model has **{len(config.local_layers)} local layers**: a query there sees only the "
+                f"**{config.window} most recent keys** (itself included), so their cost and their KV cache stop "
+                f"growing with the context; its **{len(globals_)} global layers** ({', '.join(map(str, globals_))}) "
+                "see every earlier key and carry information further back. Below "
+                f"{config.window} tokens the two kinds see the same keys: the difference shows only in a longer prompt.")
+    charts.show(figs.make_layer_kinds(list(config.local_layers), config.n_layers, config.window), key="layer_kinds")
+    if len(view.ids) <= config.window:
+        st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
+        st.button(f"Use a prompt longer than {config.window} tokens", key="att_long_prompt",
+                  on_click=state.set_values,
+                  args=({state.PROMPT: att.long_prompt_for_window(models.current(), state.DEFAULT_PROMPT)},))
+    else:
+        windowed = att.window_view(models.current(), view.ids)
+        left, right = st.columns(2)
+        local_layer = left.selectbox("Local layer", list(config.local_layers),
+                                     **state.bind("att_window_local", config.local_layers[0],
+                                                  options=list(config.local_layers)))
+        global_layer = right.selectbox("Global layer", globals_,
+                                       **state.bind("att_window_global", globals_[0], options=globals_))
+        for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
+            with column:
+                charts.show(figs.make_window_heatmap(
+                    windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
+                    f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}")
+        st.caption(f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
+                   f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
+                   f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "
+                   "local layer, still read in the global one. Colours stop at each map's 99th percentile.")
+        local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
+        shares = {i: float(windowed.outside_share[i]) for i in globals_}
+        by_layer = ", ".join(f"**{share:.1%}** (layer {i})" for i, share in shares.items())
+        st.markdown(
+            f"- Measured over all {len(config.local_layers)} local layers and their heads: the largest weight any "
+            f"query puts on a key outside its window is **{local_max:g}** "
+            f"({windowed.outside_cells:,} such (query, key) pairs per head and layer).\n"
+            f"- In the global layers, queries past position {config.window - 1} put on average {by_layer} of "
+            "their weight on keys that far back.")
 
 # 4. The guided example
 st.header("Where does “it” look?")

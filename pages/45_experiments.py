@@ -10,6 +10,7 @@ from ui.figures.logits import visible_token
 from ui.navigation import redirect_legacy_run
 from ui.prompt import prompt_tokens
 from ui.resources import engine_for
+from ui.token_text import token_texts
 
 redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -103,7 +104,7 @@ if state.get(exp.SWEEP) and target is not None:
     sweep = ce.head_importance(model, ids, target, mode, factor,
                                lambda done, total: bar.progress(done / total, text=f"Layer {done} of {total}"))
     bar.empty()
-    target_shown = engine_for(model).tokenizer.decode([target])
+    target_shown = token_texts(engine_for(model).tokenizer, [target])[0]
     charts.show(figs.make_head_importance(sweep.delta, target_shown, action), key="exp_head_importance")
     order = sweep.delta.flatten().argsort()[:3]
     worst = ", ".join(f"{i // config.n_heads}.{i % config.n_heads} ({sweep.delta.flat[i]:+.3f})" for i in order)

@@ -36,9 +36,20 @@ norms = walk.norms[layer, :, -1].tolist()
 charts.show(make_block_diagram(walk.stage_names, walk.shape, norms,
                                f"Block {layer} of {config.n_layers}, at the last position ({last})"),
             key="block_diagram", data=figs.block_table(walk.stage_names, walk.shape, norms))
+if config.norms_per_block == 4:
+    stage = {name: i for i, name in enumerate(walk.stage_names)}
+    raw_attn, normed_attn = (walk.norms[layer, stage[name], -1] for name in ("attention output", "RMSNorm (post-attention)"))
+    raw_mlp, normed_mlp = (walk.norms[layer, stage[name], -1] for name in ("feed-forward output", "RMSNorm (post-MLP)"))
+    structure = (f"{config.name} has **four norms per block**: before attention, after it, before the feed-forward "
+                 "network and after it; what is added to the stream is each sub-layer's output *after* its post-norm. "
+                 f"Here the post-norms take the attention output from ‖x‖ = {raw_attn:.1f} to {normed_attn:.1f} and the "
+                 f"feed-forward output from {raw_mlp:.1f} to {normed_mlp:.1f}.")
+else:
+    structure = (f"{config.name} is pre-norm: an RMSNorm also sits just before attention (inside that box), and "
+                 "the sub-layers' outputs are added to the stream as they are.")
 st.caption(f"Every stage is a {walk.shape[0]} × {walk.shape[1]} tensor (prompt positions × d_model): the residual "
            f"stream's size never changes. ‖x‖ is the length of the {walk.shape[1]}-number vector at the last "
-           "position. SmolLM2 is pre-norm: an RMSNorm also sits just before attention (inside that box).")
+           f"position. {structure}")
 charts.show(make_block_activations(walk.stage_names, walk.last_vectors[layer]), key="block_activations",
             data=figs.activations_table(walk.stage_names, walk.last_vectors[layer]))
 

@@ -110,7 +110,21 @@ else:
     b3.metric(f"At the full context ({engine.config.max_seq_len:,} tokens)", f"{sizes.full_context / 2**20:,.0f} MiB")
     check = "✓ matches" if sizes.formula_now == sizes.tensors_now else "✗ differs from"
     st.caption(f"Formula: {sizes.formula} = {sizes.formula_now:,} bytes for {len(stepper.cache)} tokens — {check} "
-               f"the {sizes.tensors_now:,} bytes measured on the tensors.")
+               f"the {sizes.tensors_now:,} bytes measured on the tensors: {sizes.per_token:,} bytes per token.")
+    config = engine.config
+    if sizes.rolling_full_context is not None:
+        n_local = len(config.local_layers)
+        saved = 1 - sizes.rolling_full_context / sizes.full_context
+        st.markdown(
+            f"**Local layers and a rolling buffer.** {n_local} of this model's {config.n_layers} layers only ever "
+            f"look at the last {config.sliding_window} positions, but this engine keeps every position in every "
+            f"layer (simpler, and the cache can be rewound anywhere). A rolling buffer holding just "
+            f"{config.sliding_window} positions in the local layers would need "
+            f"{sizes.rolling_full_context / 2**20:,.0f} MiB instead of {sizes.full_context / 2**20:,.0f} MiB at the "
+            f"full context ({saved:.0%} less); for the {len(stepper.cache)} positions held now, "
+            f"{sizes.rolling_now:,} bytes instead of {sizes.formula_now:,}"
+            + (" (the same: no local layer has dropped a position yet)." if sizes.rolling_now == sizes.formula_now
+               else "."))
 
 # 3. Cached vs uncached, measured live
 st.header("With and without the cache, measured")

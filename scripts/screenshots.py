@@ -21,7 +21,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-PORT = 8765
+PORT = int(os.environ.get("SCREENSHOTS_PORT", "8765"))  # override when another server holds it
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -31,7 +31,7 @@ class Shot:
     path: str  # url path, with a query string for a shared link
     clicks: list[str] = field(default_factory=list)  # labels of buttons to click, in order
     window: tuple[int, int] | None = None  # a fixed window (what a projector shows) instead of the full page
-    scroll_to: str | None = None  # in a fixed window: scroll so that this text is at the top
+    scroll_to: str | None = None  # in a fixed window: scroll so that this text (a heading) is at the top
 
 
 SHARED_LINK = "logits?" + urllib.parse.urlencode({
@@ -43,6 +43,7 @@ EXPERIMENT_LINK = "experiments?" + urllib.parse.urlencode({
     "off": "3.8,13.8", "cut": "12-1",  # two heads that send "it" to "cat", and the last "the" cut off from "cat"
     "sweep": "1", "patching": "1",
 })
+LONG_PROMPT = " ".join(["The cat sat on the mat because it was tired."] * 59)  # 650 Gemma tokens, past its window
 # shot name (assets/<name>.png) -> what to open and do
 SHOTS: dict[str, Shot] = {
     "tokenization": Shot("tokenization"),
@@ -57,6 +58,10 @@ SHOTS: dict[str, Shot] = {
     "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720),  # a projector's 720p
                       scroll_to="1 · One draw, by cumulative ranges"),
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
+    # Gemma 3 270M: the sliding window on a prompt past 512 tokens, and the two models side by side
+    "gemma_window": Shot("attention?" + urllib.parse.urlencode({"model": "gemma-3-270m", "prompt": LONG_PROMPT}),
+                         window=(1400, 1250), scroll_to="Local and global layers: the sliding window"),
+    "compare": Shot("compare"),
 }
 
 

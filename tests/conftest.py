@@ -1,4 +1,4 @@
-"""Shared fixtures: one real engine for the whole session, tiny random models for the rest.
+"""Shared fixtures: one engine per real model for the whole session (and Gemma's reference), tiny random models for the rest.
 
 The suite's one thread setting is made here, once, like any entry point's
 (``LLM_EXPLORER_TEST_THREADS``, default every core); no test changes it.
@@ -42,6 +42,32 @@ def hf_reference(engine):
     return model.eval()
 
 
+@pytest.fixture(scope="session")
+def gemma_gguf():
+    """The assembled Gemma 3 270M GGUF (skips, saying how to install it, where the package is missing)."""
+    from inference.model.packages import GEMMA3_270M, gemma3_270m_gguf_path, install_hint, is_installed
+
+    if not is_installed(GEMMA3_270M):
+        pytest.skip(f"{GEMMA3_270M} is not installed: {install_hint(GEMMA3_270M)}")
+    return gemma3_270m_gguf_path()
+
+
+@pytest.fixture(scope="session")
+def gemma_engine(gemma_gguf):
+    """Gemma 3 270M through our engine, fp32 on CPU, loaded once (converted once into the user cache)."""
+    from inference import load_engine
+
+    return load_engine(model="gemma-3-270m", device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def gemma_reference(gemma_gguf):
+    """transformers' Gemma3ForCausalLM as transformers itself reads the GGUF (its conversion cached once)."""
+    from inference.bench.references import transformers_gguf_model
+
+    return transformers_gguf_model(gemma_gguf)
+
+
 @pytest.fixture
 def ui_engine(engine, monkeypatch):
     """Point the UI helpers' model lookup at the session's engine instead of loading a second one."""
@@ -79,7 +105,7 @@ def ui_engine_and_server(engine, monkeypatch):
 
 
 def pytest_collection_modifyitems(items):
-    """Every test that uses the real engine is a ``real_model`` test, marked or not."""
+    """Every test that uses a real engine is a ``real_model`` test, marked or not."""
     for item in items:
-        if "engine" in getattr(item, "fixturenames", ()):
+        if {"engine", "gemma_engine"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.real_model)

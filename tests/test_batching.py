@@ -34,11 +34,15 @@ class IdTokenizer:
 
 
 def tiny_engine(family: str, eos_ids: tuple[int, ...] = ()) -> Engine:
-    """A 2-layer random model of ``family`` ("llama" with GQA, or "gpt2") behind an ``Engine``."""
+    """A 2-layer random model of ``family`` ("llama" with GQA, "gpt2", or "gemma3" with an 8-key window
+    on layer 0 and multi-query attention) behind an ``Engine``."""
+    gemma = {"sliding_window": 8, "local_layers": (0,), "rope_local_theta": 10000.0, "embed_scale": 8.0,
+             "query_pre_attn_scalar": 24.0} if family == "gemma3" else {}
     config = ModelConfig(
-        family=family, n_layers=2, n_heads=4, n_kv_heads=2 if family == "llama" else 4, d_model=64, d_ff=128,
-        vocab_size=VOCAB, max_seq_len=256, head_dim=16, rope_theta=10000.0, tie_embeddings=family == "gpt2",
+        family=family, n_layers=2, n_heads=4, n_kv_heads={"llama": 2, "gemma3": 1}.get(family, 4), d_model=64,
+        d_ff=128, vocab_size=VOCAB, max_seq_len=256, head_dim=16, rope_theta=10000.0, tie_embeddings=family == "gpt2",
         attention_bias=family == "gpt2", mlp_bias=family == "gpt2", eos_token_ids=eos_ids, name=f"tiny-{family}",
+        **gemma,
     )
     generator = torch.Generator().manual_seed(0)
     model = Transformer(config)
@@ -109,6 +113,17 @@ def test_greedy_batched_equals_solo_tokens_and_logits(tiny, mode):
         tokens, logits = solo(tiny, prompt, p)
         assert_batched_equals_solo(tiny, result.token_ids, result.logits, tokens, logits)
         assert result.finish_reason == "length"
+
+
+@pytest.mark.parametrize("mode", ["static", "continuous"])
+def test_gemma3_sliding_window_batched_equals_solo(mode):
+    """Prompts of 37 and 90 tokens against an 8-key window: padding, slots and decode all cross it."""
+    engine = tiny_engine("gemma3")
+    params = [greedy(n, stop_on_eos=False) for n in (6, 9, 3, 12)]
+    run = RUNNERS[mode](engine, PROMPTS, params, keep_logits=True, **({"n_slots": 2} if mode == "continuous" else {}))
+    for prompt, p, result in zip(PROMPTS, params, run.results):
+        tokens, logits = solo(engine, prompt, p)
+        assert_batched_equals_solo(engine, result.token_ids, result.logits, tokens, logits)
 
 
 def test_continuous_with_fewer_slots_than_requests_equals_solo(tiny):

@@ -1,6 +1,7 @@
 """Real-browser tests: every registered page opened by deep link on a freshly started server, with every
-request the page makes recorded (all must go to the local server: nothing leaves the machine), and a
-shared link opened in a fresh browser context showing the same chart numbers.
+request the page makes recorded (all must go to the local server: nothing leaves the machine), every page
+again for Gemma 3 270M by deep link (``model=gemma-3-270m``, one server for all of them), and a shared
+link opened in a fresh browser context showing the same chart numbers.
 
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
@@ -60,8 +61,18 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
 @pytest.fixture
 def fresh_server(tmp_path) -> Iterator[str]:
     """A new ``streamlit run app.py`` on a free localhost port; its URL."""
+    yield from _serve(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory) -> Iterator[str]:
+    """One ``streamlit run app.py`` for a series of tests (the fresh-server deep link is tested above)."""
+    yield from _serve(tmp_path_factory.mktemp("shared-server"))
+
+
+def _serve(folder: Path) -> Iterator[str]:
     port = _free_port()
-    log = open(tmp_path / "streamlit.log", "w")
+    log = open(folder / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none"],
@@ -178,6 +189,35 @@ def test_deep_link_on_fresh_server(spec, fresh_server, browser, tmp_path):
 
     # offline: every request went to this server (no CDN, web font, icon set or telemetry)
     assert requested and not _outside(requested, fresh_server), _outside(requested, fresh_server)
+    page.close()
+
+
+GEMMA = "gemma-3-270m"
+
+
+@pytest.mark.parametrize("spec", PAGES, ids=[spec.url_path for spec in PAGES])
+def test_every_page_renders_for_gemma_by_deep_link(spec, shared_server, browser, tmp_path):
+    from inference.model.packages import install_hint, is_installed
+
+    if not is_installed(GEMMA):
+        pytest.skip(f"{GEMMA} is not installed: {install_hint(GEMMA)}")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    requested = _record_requests(page)
+    path = "/" if spec is PAGES[0] else f"/{spec.url_path}"
+    page.goto(f"{shared_server}{path}?model={GEMMA}")
+    page.wait_for_selector("h1", timeout=RENDER_S * 1000)
+    charts_drawn = not spec.opens_with_chart or _charts_drawn(page)
+    _wait_for_run_to_finish(page)
+    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    _screenshot(page, f"gemma_{spec.url_path}", folder)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0  # the link's model was taken
+    assert f"Model: {GEMMA}" in page.locator('[data-testid="stSidebar"]').inner_text()  # the engine that ran
+    assert charts_drawn, f"no Plotly chart drawn on /{spec.url_path} for {GEMMA} (screenshot in {folder})"
+    assert f"model={GEMMA}" in page.url
+    assert not _outside(requested, shared_server), _outside(requested, shared_server)
     page.close()
 
 

@@ -76,7 +76,7 @@ def test_draws_are_the_samplers_own(real):
     params = SamplingParams(temperature=0.9, top_k=20, seed=5)
     key = compute_logits.params_key(params)
     ids = real.encode_prompt(PROMPT)
-    logits = real.forward_logits(ids)[-1]
+    logits = real.recompute_last(ids)  # what the cached prompt logits are
     generator = params.make_generator()
     expected = [sample(logits, params, generator, previous_ids=ids) for _ in range(25)]
     drawn, _, _ = compute_sampling.draw_token_ids(MODEL, PROMPT, False, key, 25)

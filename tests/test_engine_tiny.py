@@ -1,4 +1,7 @@
-"""Fast engine tests on tiny random Llama and GPT-2 models: parity with transformers, cache == no cache.
+"""Fast engine tests on tiny random Llama, GPT-2 and Gemma 3 models: parity with transformers, cache == no cache.
+
+The tiny Gemma 3 has a 4-key sliding window, so its 10-token prompt runs past the window
+on the local layers, exactly as a 600-token prompt does on the real model.
 
 Every logit comparison uses the derived float32 bound of ``tests/tolerances.py`` (two
 evaluations that sum in other orders); on these models it is ~1e-5 and the measured
@@ -10,7 +13,7 @@ import pytest
 import torch
 
 from inference import load_engine
-from tests.tiny_models import save_folder, tiny_gpt2, tiny_llama
+from tests.tiny_models import save_folder, tiny_gemma3, tiny_gpt2, tiny_llama
 from tests.tolerances import max_abs_diff, model_tolerance, top2_margin
 
 IDS = [5, 900, 17, 4000, 31, 8, 12000, 77, 3, 64]
@@ -20,13 +23,15 @@ def tol(engine, reference: torch.Tensor) -> float:
     return model_tolerance(engine.config, reference, context=len(IDS))
 
 
-@pytest.fixture(scope="module", params=["llama", "llama-gqa-bias", "gpt2"])
+@pytest.fixture(scope="module", params=["llama", "llama-gqa-bias", "gpt2", "gemma3"])
 def tiny_pair(request, tmp_path_factory, tokenizer_folder):
     """(our engine, transformers model) on the same random weights, loaded from a local HF folder."""
     if request.param == "llama":
         reference = tiny_llama()
     elif request.param == "llama-gqa-bias":
         reference = tiny_llama(attention_bias=True, num_key_value_heads=1, tie_word_embeddings=True)
+    elif request.param == "gemma3":
+        reference = tiny_gemma3()
     else:
         reference = tiny_gpt2()
     folder = save_folder(reference, tmp_path_factory.mktemp(request.param), tokenizer_folder)
@@ -43,8 +48,9 @@ def test_logits_match_transformers(tiny_pair):
 
 def test_family_detected(tiny_pair):
     ours, reference = tiny_pair
-    assert ours.config.family == ("gpt2" if reference.config.model_type == "gpt2" else "llama")
-    assert ours.config.n_layers == 2
+    families = {"gpt2": "gpt2", "gemma3_text": "gemma3"}
+    assert ours.config.family == families.get(reference.config.model_type, "llama")
+    assert ours.config.n_layers == reference.config.num_hidden_layers
 
 
 def test_cache_equals_no_cache_every_step(tiny_pair):
@@ -105,3 +111,17 @@ def test_cache_size_in_bytes_matches_the_config_formula(tiny_pair):
     ours.prefill(IDS[:6], cache)
     assert cache.used_bytes == ours.config.kv_cache_bytes(6, 4)  # fp32
     assert cache.nbytes == ours.config.kv_cache_bytes(len(IDS), 4)
+
+
+def test_gemma3_local_layers_see_only_their_window(tmp_path, tokenizer_folder):
+    ours = load_engine(model=save_folder(tiny_gemma3(), tmp_path, tokenizer_folder), device="cpu", dtype="float32")
+    _, trace = ours.traced_forward(IDS)
+    window = ours.config.sliding_window
+    local, global_ = trace.layers[0].attention_probs[0], trace.layers[1].attention_probs[0]  # (H, T, S)
+    query, key = torch.meshgrid(torch.arange(len(IDS)), torch.arange(len(IDS)), indexing="ij")
+    outside = key <= query - window  # (T, S) keys a local layer must not see
+    assert local[:, outside].abs().max().item() == 0.0
+    assert global_[:, outside].abs().min().item() > 0.0  # a global layer sees every earlier key
+    # fp32, 1 K/V head of 32: 256 bytes per layer and position; a rolling buffer keeps 10 + 4 + 4 positions
+    assert ours.config.kv_cache_bytes(len(IDS), 4) == 256 * 3 * 10
+    assert ours.config.rolling_kv_cache_bytes(len(IDS), 4) == 256 * (10 + 4 + 4)

@@ -215,6 +215,8 @@ BUILDERS = {
     "distance": lambda: emb_figs.make_distance_scores(np.arange(5), np.linspace(0, 1, 5), 2, 0.5, " it", " cat"),
     "query_layers": lambda: att_figs.make_query_over_layers(np.random.default_rng(0).random((30, 4)), PIECES, query=3),
     "gqa": lambda: att_figs.make_gqa_diagram(9, 3),
+    "window": lambda: att_figs.make_window_heatmap(np.tril(np.full((8, 8), 0.1)), 4, 32, 8, "t", local=True),
+    "layer_kinds": lambda: att_figs.make_layer_kinds([0, 1, 3], 4, 512),
     "overlay": lambda: logit_figs.make_probability_overlay(["a", "b", "c"], [0.5, 0.3, 0.2], [0.8, 0.15, 0.05],
                                                            "T = 1", "T = 0.5"),
     "histogram": lambda: sampling_figs.make_draw_histogram(["a", "b"], [0.6, 0.4], [0.55, 0.45], 1000, 10.1, 1, 0.0015),

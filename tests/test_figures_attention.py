@@ -53,3 +53,27 @@ def test_query_over_layers_and_gqa_diagram():
     gqa = att_figs.make_gqa_diagram(9, 3)
     assert len(gqa.data) == 9 + 2  # one wire per query head, then the two rows of nodes
     assert len(gqa.data[-2].x) == 9 and len(gqa.data[-1].x) == 3
+
+
+def test_attention_heatmap_masks_keys_outside_a_local_window():
+    fig = att_figs.make_attention_heatmap(_uniform_causal(4), PIECES, "t", window=2)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    outside = np.tril(np.ones((4, 4), dtype=bool), k=-2)  # keys two or more positions back
+    assert np.isnan(z[outside]).all() and not np.isnan(z[np.tril(np.ones((4, 4), dtype=bool)) & ~outside]).any()
+
+
+def test_window_heatmap_masks_whole_cells_outside_the_window_only_for_a_local_layer():
+    pooled = np.tril(np.ones((8, 8))) * 0.1  # 8 x 8 cells of 4 positions: 32 positions, window 8
+    local = np.asarray(att_figs.make_window_heatmap(pooled, 4, 32, 8, "t", local=True).data[0].z, dtype=float)
+    global_ = np.asarray(att_figs.make_window_heatmap(pooled, 4, 32, 8, "t", local=False).data[0].z, dtype=float)
+    assert np.isnan(local[7, :5]).all() and not np.isnan(local[7, 5:]).any()  # queries 28-31 see keys 21 on
+    assert not np.isnan(global_[np.tril_indices(8)]).any()
+    edge = att_figs.make_window_heatmap(pooled, 4, 32, 8, "t", local=True).data[1]
+    assert list(edge.x) == [0, 24] and list(edge.y) == [7, 31]  # key = query - window + 1
+
+
+def test_gqa_diagram_names_the_kind_of_sharing():
+    assert att_figs.make_gqa_diagram(4, 1).layout.title.text.startswith("Multi-query attention: 4 query heads share 1 K/V head")
+    assert att_figs.make_gqa_diagram(9, 3).layout.title.text.startswith("Grouped-query attention")
+    kinds = att_figs.make_layer_kinds([0, 1, 3], 4, 512).data[0]
+    assert list(kinds.z[0]) == [1.0, 1.0, 0.0, 1.0]

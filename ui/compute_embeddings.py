@@ -1,9 +1,11 @@
 """Cached embedding-matrix results for the Embeddings page: rows, neighbours, PCA, position encodings.
 
 Everything is read from the loaded model's own weights (``engine.model.embed``,
-``engine.model.rope`` or ``engine.model.pos_embed``) and returned as numpy or plain
-Python, bounded by ``max_entries``. The unit-normalised matrix used for cosine
-similarity is built once per server and model with ``cache_resource`` (never mutated).
+``engine.model.rope`` / ``rope_local`` or ``engine.model.pos_embed``) and returned as
+numpy or plain Python, bounded by ``max_entries``. Cosine similarity needs every row's
+length: those lengths (one float per row) are kept once per server and model with
+``cache_resource``; the rows themselves are never copied (a normalised copy of Gemma's
+262,144 x 640 matrix would be another 671 MB), the products are taken block by block.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .compute_tokens import piece_text
 from .resources import engine_for
 
 WORD_SET = (" cat", " dog", " kitten", " car", " truck", " banana", " apple", " mat", " tired", " sleepy")
+BLOCK_ROWS = 32_768  # rows per float32 block in the similarity products (84 MB at Gemma's width)
 
 
 def matrix_shape(model: str) -> tuple[int, int]:
@@ -25,12 +28,23 @@ def matrix_shape(model: str) -> tuple[int, int]:
     return int(rows), int(width)
 
 
+def embed_scale(model: str) -> float:
+    """The factor the model multiplies every row by before the first block (Gemma: sqrt(d_model); else 1)."""
+    return float(engine_for(model).config.embed_scale)
+
+
+def _blocks(weight: torch.Tensor):
+    """The matrix in float32 blocks of ``BLOCK_ROWS`` rows (a bf16 matrix is never copied whole)."""
+    for start in range(0, weight.shape[0], BLOCK_ROWS):
+        yield weight[start : start + BLOCK_ROWS].float()  # (<=BLOCK_ROWS, D)
+
+
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _unit_rows(model: str) -> torch.Tensor:
-    """Every embedding row scaled to length 1, so a matrix-vector product gives cosine similarities."""
+def _row_norms(model: str) -> torch.Tensor:
+    """Every embedding row's length (V,), so a matrix-vector product divided by them gives cosines."""
     with torch.inference_mode():
-        weight = engine_for(model).model.embed.weight.float()  # (V, D)
-        return weight / weight.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        weight = engine_for(model).model.embed.weight  # (V, D)
+        return torch.cat([block.norm(dim=-1) for block in _blocks(weight)]).clamp_min(1e-12)  # (V,)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -42,15 +56,17 @@ def rows_for(model: str, ids: list[int]) -> np.ndarray:
 
 def _piece(model: str, token_id: int) -> str:
     tokenizer = engine_for(model).tokenizer
-    return piece_text(tokenizer.raw_tokens([token_id])[0], token_id in tokenizer.special_ids)
+    return piece_text(tokenizer.raw_tokens([token_id])[0], token_id in tokenizer.special_ids, tokenizer)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def nearest(model: str, token_id: int, k: int = 12) -> list[tuple[int, str, float]]:
     """The ``k`` vocabulary entries whose rows point most nearly the same way (cosine), itself excluded."""
-    unit = _unit_rows(model)
+    norms = _row_norms(model)
+    weight = engine_for(model).model.embed.weight  # (V, D)
     with torch.inference_mode():
-        cosines = unit @ unit[token_id]  # (V,)
+        query = weight[token_id].float() / norms[token_id]  # (D,) unit length
+        cosines = torch.cat([block @ query for block in _blocks(weight)]) / norms  # (V,)
         cosines[token_id] = -2.0
         values, indices = cosines.topk(k)
     return [(int(i), _piece(model, int(i)), float(v)) for v, i in zip(values, indices)]
@@ -59,9 +75,10 @@ def nearest(model: str, token_id: int, k: int = 12) -> list[tuple[int, str, floa
 def word_row(model: str, word: str) -> torch.Tensor:
     """The unit-length row of ``word`` (its tokens' mean when it is several)."""
     ids = engine_for(model).tokenizer.encode(word, special_tokens=False)
-    unit = _unit_rows(model)
+    weight, norms = engine_for(model).model.embed.weight, _row_norms(model)  # (V, D), (V,)
     with torch.inference_mode():
-        row = unit[torch.tensor(ids)].mean(0)
+        picked = torch.tensor(ids)
+        row = (weight[picked].float() / norms[picked, None]).mean(0)  # (D,) mean of the unit rows
         return row / row.norm().clamp_min(1e-12)
 
 
@@ -101,7 +118,7 @@ def project(model: str, ids: list[int], words: tuple[str, ...]) -> Projection:
                 groups.append("prompt")
                 vectors.append(weight[i].float().numpy())
         for word in words:
-            word_ids = tokenizer.encode(word)
+            word_ids = tokenizer.encode(word, special_tokens=False)  # the word alone, without a BOS
             if not word_ids or (len(word_ids) == 1 and word_ids[0] in seen):
                 continue  # empty, or already plotted as a prompt token
             labels.append(word if len(word_ids) == 1 else f"{word} ({len(word_ids)} tokens, mean)")
@@ -117,31 +134,46 @@ def project(model: str, ids: list[int], words: tuple[str, ...]) -> Projection:
     return Projection(points, labels, groups, explained)
 
 
+def _rope(model: str, local: bool):
+    """The RoPE of the model's local layers (``local``, where it has them) or of its global layers."""
+    transformer = engine_for(model).model
+    return transformer.rope_local if local and transformer.rope_local is not None else transformer.rope
+
+
+def rope_bases(model: str) -> dict[str, float]:
+    """RoPE base per kind of layer: {"global": theta} or, with local layers, {"local": ..., "global": ...}."""
+    config = engine_for(model).config
+    return ({"local": config.rope_local_theta} if config.local_layers else {}) | {"global": config.rope_theta}
+
+
+def _tables(model: str, n_positions: int, local: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (P, hd/2) of positions 0..P-1, one column per frequency pair, as the model computes them."""
+    cos, sin = _rope(model, local).tables(n_positions)  # (P, hd) each, the halves repeated
+    half = cos.shape[-1] // 2
+    return cos[:, :half].cpu(), sin[:, :half].cpu()
+
+
 @st.cache_data(max_entries=8, show_spinner=False)
-def rope_angles(model: str, n_positions: int) -> np.ndarray:
+def rope_angles(model: str, n_positions: int, local: bool = False) -> np.ndarray:
     """RoPE rotation angle (radians, wrapped to [-pi, pi]) per position and frequency pair: (P, hd/2).
 
-    Read from the model's own cos/sin tables; pair i rotates dims (i, i + hd/2) together.
+    Read from the model's own cos/sin; pair i rotates dims (i, i + hd/2) together.
     """
-    rope = engine_for(model).model.rope
-    half = rope.cos.shape[-1] // 2
-    cos, sin = rope.cos[:n_positions, :half], rope.sin[:n_positions, :half]  # (P, hd/2)
+    cos, sin = _tables(model, n_positions, local)
     return torch.atan2(sin, cos).numpy().copy()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def rope_cos(model: str, n_positions: int) -> np.ndarray:
-    """cos(angle) per position and frequency pair (P, hd/2), straight from the model's table."""
-    rope = engine_for(model).model.rope
-    return rope.cos[:n_positions, : rope.cos.shape[-1] // 2].numpy().copy()
+def rope_cos(model: str, n_positions: int, local: bool = False) -> np.ndarray:
+    """cos(angle) per position and frequency pair (P, hd/2), as the model computes it."""
+    return _tables(model, n_positions, local)[0].numpy().copy()
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def rope_wavelengths(model: str) -> np.ndarray:
+def rope_wavelengths(model: str, local: bool = False) -> np.ndarray:
     """Positions needed for one full turn of each frequency pair: 2*pi / (angle per position)."""
-    rope = engine_for(model).model.rope
-    half = rope.cos.shape[-1] // 2
-    step = torch.atan2(rope.sin[1, :half], rope.cos[1, :half])  # angle per position, (hd/2,)
+    cos, sin = _tables(model, 2, local)
+    step = torch.atan2(sin[1], cos[1])  # angle per position, (hd/2,)
     return (2 * np.pi / step.clamp_min(1e-12)).numpy().copy()
 
 

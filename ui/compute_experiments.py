@@ -24,6 +24,7 @@ from inference.model.interventions import InterventionError, Interventions, head
 from .compute_logits import LogitLens, entropy_bits, logit_lens, top_indices
 from .experiment_state import Settings
 from .resources import engine_for
+from .token_text import token_texts
 
 MAX_TOKENS = 128  # the traced forwards (lens, attribution) keep every layer's T x T attention
 MAX_PATCH_TOKENS = 32  # patching runs T forwards over a batch of L rows of up to T tokens: ~L·T²/2 positions
@@ -116,9 +117,9 @@ def before_after(model: str, ids: tuple[int, ...], settings: Settings, top_n: in
     top_b, top_a = int(np.argmax(before)), int(np.argmax(after))
     spec = prepared_spec(model, ids, settings)
     return BeforeAfter(
-        token_ids=chosen, token_strings=tokenizer.token_strings(chosen), before=before[chosen], after=after[chosen],
-        top_before=top_b, top_after=top_a, top_before_text=tokenizer.decode([top_b]),
-        top_after_text=tokenizer.decode([top_a]), kl_bits=kl_bits(before, after),
+        token_ids=chosen, token_strings=token_texts(tokenizer, chosen), before=before[chosen], after=after[chosen],
+        top_before=top_b, top_after=top_a, top_before_text=token_texts(tokenizer, [top_b])[0],
+        top_after_text=token_texts(tokenizer, [top_a])[0], kl_bits=kl_bits(before, after),
         entropy_before=entropy_bits(before), entropy_after=entropy_bits(after),
         description=spec.describe() if spec is not None else "no intervention",
     )
@@ -247,13 +248,13 @@ def patch_setup(model: str, clean: str, corrupt: str) -> PatchSetup:
     clean_logits, corrupt_logits = engine.recompute_last(clean_ids), engine.recompute_last(corrupt_ids)
     clean_answer, corrupt_answer = int(clean_logits.argmax()), int(corrupt_logits.argmax())
     if clean_answer == corrupt_answer:
-        raise ExperimentError(f"both prompts' most likely next token is {engine.tokenizer.decode([clean_answer])!r}: "
+        raise ExperimentError(f"both prompts' most likely next token is {token_texts(engine.tokenizer, [clean_answer])[0]!r}: "
                               "patching measures how much of the clean answer comes back, so the corrupted prompt "
                               "must answer something else")
     tokenizer = engine.tokenizer
     return PatchSetup(
-        tuple(clean_ids), tuple(corrupt_ids), tokenizer.token_strings(clean_ids), tokenizer.token_strings(corrupt_ids),
-        first, clean_answer, corrupt_answer, tokenizer.decode([clean_answer]), tokenizer.decode([corrupt_answer]),
+        tuple(clean_ids), tuple(corrupt_ids), token_texts(tokenizer, clean_ids), token_texts(tokenizer, corrupt_ids),
+        first, clean_answer, corrupt_answer, token_texts(tokenizer, [clean_answer])[0], token_texts(tokenizer, [corrupt_answer])[0],
         float(experiments.answer_gap(clean_logits, clean_answer, corrupt_answer)),
         float(experiments.answer_gap(corrupt_logits, clean_answer, corrupt_answer)),
     )
@@ -321,7 +322,7 @@ def attribution(model: str, ids: tuple[int, ...], target: int, settings: Setting
         if value != 0:
             labels.append(label)
             values.append(value)
-    return Attribution(engine.tokenizer.decode([target]), split.logit, split.total, split.residual, split.bound,
+    return Attribution(token_texts(engine.tokenizer, [target])[0], split.logit, split.total, split.residual, split.bound,
                        split.magnitude, labels, np.array(values), heads, mlps)
 
 

@@ -168,6 +168,9 @@ class CacheBytes:
     allocated: int  # the preallocated capacity of this request's cache
     full_context: int  # the formula at the model's whole context length
     formula: str
+    per_token: int  # the formula for one position
+    rolling_now: int | None  # what a rolling buffer for the local layers would hold now (None: no local layers)
+    rolling_full_context: int | None  # ... and at the whole context
 
 
 def cache_bytes(stepper: Stepper) -> CacheBytes:
@@ -180,6 +183,10 @@ def cache_bytes(stepper: Stepper) -> CacheBytes:
         full_context=config.kv_cache_bytes(config.max_seq_len, element),
         formula=(f"2 × {config.n_layers} layers × {config.n_kv_heads} KV heads × {config.head_dim} dims × "
                  f"{element} bytes × tokens"),
+        per_token=config.kv_cache_bytes(1, element),
+        rolling_now=config.rolling_kv_cache_bytes(len(cache), element) if config.local_layers else None,
+        rolling_full_context=(config.rolling_kv_cache_bytes(config.max_seq_len, element)
+                              if config.local_layers else None),
     )
 
 

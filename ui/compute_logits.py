@@ -34,6 +34,11 @@ STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T =
 BLOCK_STAGES: tuple[str, ...] = (
     "block input", "attention output", "residual add 1", "RMSNorm", "feed-forward output", "residual add 2",
 )
+# A block with four norms (Gemma 3): each sub-layer is normalised before and after.
+FOUR_NORM_STAGES: tuple[str, ...] = (
+    "block input", "RMSNorm (pre-attention)", "attention output", "RMSNorm (post-attention)", "residual add 1",
+    "RMSNorm (pre-MLP)", "feed-forward output", "RMSNorm (post-MLP)", "residual add 2",
+)
 
 
 # -- the forward pass, once per prompt ---------------------------------------------------
@@ -51,7 +56,7 @@ def prompt_logits(model: str, prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
     engine = engine_for(model)
     ids = engine.encode_prompt(prompt, chat=chat)
-    logits = engine.forward_logits(ids)[-1]  # (V,)
+    logits = engine.recompute_last(ids)  # (V,): the last position only (all T rows of 262k logits could be GBs)
     return PromptLogits(ids, token_text.token_texts(engine.tokenizer, ids), logits.numpy().copy())
 
 
@@ -222,7 +227,7 @@ def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) 
     engine = engine_for(model)
     all_ids = engine.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
-    logits, trace = engine.traced_forward(ids)
+    logits, trace = engine.traced_forward(ids, last_only=True)  # (1, V): only the last position's answer is read
     keep_from = max(0, len(ids) - max_positions)  # the lens shows at most the last max_positions tokens
     streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
     lens = logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
@@ -253,14 +258,21 @@ def logit_lens(engine, streams: list[torch.Tensor], ids: list[int], keep_from: i
 
 def _block_walk(trace) -> BlockWalk:
     norms, vectors = [], []
+    four_norms = trace.layers[0].attn_before_norm is not None
     for layer in trace.layers:
-        stages = [layer.block_input, layer.attn_output, layer.after_attn, layer.mlp_input,
-                  layer.mlp_output, layer.block_output]  # each (1, T, D)
+        if four_norms:  # the sub-layers' raw outputs, then what their post-norms make of them
+            stages = [layer.block_input, layer.attn_input, layer.attn_before_norm, layer.attn_output,
+                      layer.after_attn, layer.mlp_input, layer.mlp_before_norm, layer.mlp_output,
+                      layer.block_output]  # each (1, T, D)
+        else:
+            stages = [layer.block_input, layer.attn_output, layer.after_attn, layer.mlp_input,
+                      layer.mlp_output, layer.block_output]  # each (1, T, D)
         stacked = torch.stack([s[0] for s in stages])  # (S, T, D)
         norms.append(stacked.norm(dim=-1).numpy())  # (S, T)
         vectors.append(stacked[:, -1].numpy())  # (S, D)
     _, t, d = trace.layers[0].block_input.shape
-    return BlockWalk(BLOCK_STAGES, (t, d), np.stack(norms).astype(np.float64), np.stack(vectors).astype(np.float64))
+    names = FOUR_NORM_STAGES if four_norms else BLOCK_STAGES
+    return BlockWalk(names, (t, d), np.stack(norms).astype(np.float64), np.stack(vectors).astype(np.float64))
 
 
 # -- the shared prompt, for the pages -----------------------------------------------------

@@ -1,9 +1,12 @@
 """Cached tokenization results for the Tokenization page, computed from the engine's real tokenizer.
 
 Owns: the prompt's tokens (ids, byte-exact display text, character spans, special
-flags), the model's own BPE merges replayed step by step on one word, a word-level
-and a raw-byte view of the same text, and a tiny BPE trained live with ``tokenizers``.
-Everything returned is plain Python, safe for ``st.cache_data``; no torch here.
+flags), the facts that tell tokenizers apart (byte-level 'Ġ' against SentencePiece '▁',
+vocabulary size, byte fallback, BOS), the model's own BPE merges replayed step by step
+on one word, a word-level and a raw-byte view of the same text, and a tiny BPE trained
+live with ``tokenizers``. Bytes that are only part of a UTF-8 character are written
+``<0xNN>`` everywhere (the project's one notation, also SentencePiece's own for its
+byte-fallback tokens). Everything returned is plain Python, safe for ``st.cache_data``.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ class TokenView:
     text: str  # what was tokenized (the prompt, or the prompt inside the chat template)
     ids: list[int]
     pieces: list[str]  # each token's own text, byte-exact (partial UTF-8 shown as <0xNN>)
-    raw: list[str]  # vocabulary entries as stored (byte-level BPE: 'Ġ' is a space)
+    raw: list[str]  # vocabulary entries as stored (byte-level BPE: 'Ġ' is a space; SentencePiece: '▁')
     special: list[bool]
     n_chars: int
     n_bytes: int
@@ -39,9 +42,12 @@ def token_bytes(raw_token: str) -> bytes:
     return Tokenizer.entry_bytes(raw_token)
 
 
-def piece_text(raw_token: str, is_special: bool) -> str:
-    """A token's text; bytes that are only part of a UTF-8 character are shown as <0xNN> (``ui.token_text``)."""
-    return entry_text(raw_token, is_special)
+def piece_text(raw_token: str, is_special: bool, tokenizer: Tokenizer | None = None) -> str:
+    """A token's text; bytes that are only part of a UTF-8 character are shown as <0xNN> (``ui.token_text``).
+
+    ``raw_token`` is in ``tokenizer``'s alphabet (default: byte-level BPE, as the tiny BPE trained here).
+    """
+    return entry_text(raw_token, is_special, tokenizer)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -53,8 +59,46 @@ def tokenize(model: str, prompt: str, chat: bool) -> TokenView:
     raw = engine.tokenizer.raw_tokens(ids)
     specials = engine.tokenizer.special_ids
     special = [i in specials for i in ids]
-    pieces = [piece_text(r, s) for r, s in zip(raw, special)]
+    pieces = [piece_text(r, s, engine.tokenizer) for r, s in zip(raw, special)]
     return TokenView(text, ids, pieces, raw, special, len(text), len(text.encode("utf-8")))
+
+
+@dataclass(frozen=True)
+class TokenizerFacts:
+    scheme: str  # "byte-level" or "sentencepiece"
+    space_symbol: str  # how a leading space is written inside a vocabulary entry
+    vocab_size: int
+    byte_fallback: bool  # characters outside the vocabulary become <0xNN> byte tokens
+    bos: tuple[int, str] | None  # the token put before every text, if any
+    rare_text: str  # a character the example below is built from
+    rare_pieces: list[str]  # how the tokenizer writes it (entries as stored)
+    rare_ids: list[int]
+
+
+RARE_CHARACTER = "𓀀"  # U+13000, an Egyptian hieroglyph: four UTF-8 bytes, in few vocabularies
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def tokenizer_facts(model: str) -> TokenizerFacts:
+    """What sets ``model``'s tokenizer apart, read off the tokenizer itself."""
+    tokenizer = engine_for(model).tokenizer
+    rare = tokenizer.encode(RARE_CHARACTER, special_tokens=False)
+    return TokenizerFacts(tokenizer.scheme, tokenizer.space_symbol, tokenizer.vocab_size, tokenizer.byte_fallback,
+                          tokenizer.bos_token, RARE_CHARACTER, tokenizer.raw_tokens(rare), rare)
+
+
+def symbol_unit(model: str) -> str:
+    """What BPE starts from for ``model``: bytes (byte-level) or characters (SentencePiece)."""
+    return "bytes" if engine_for(model).tokenizer.scheme == "byte-level" else "characters"
+
+
+def model_piece_text(model: str, raw_token: str) -> str:
+    """A piece in ``model``'s alphabet (a vocabulary entry, or a part of one in a merge) as text."""
+    return piece_text(raw_token, False, engine_for(model).tokenizer)
+
+
+def model_piece_bytes(model: str, raw_token: str) -> bytes:
+    return engine_for(model).tokenizer.piece_bytes(raw_token)
 
 
 @dataclass(frozen=True)
@@ -69,17 +113,18 @@ def pre_tokens(model: str, text: str) -> list[str]:
     return engine_for(model).tokenizer.pre_tokens(text)
 
 
-MAX_BPE_BYTES = 64  # a longer word is replayed on its first 64 bytes (the page draws one row per merge)
+MAX_BPE_BYTES = 64  # a longer word is replayed on its first 64 symbols (the page draws one row per merge)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def bpe_steps(model: str, word: str) -> list[MergeStep]:
-    """Replay the model's merges on ``word``'s first pre-token (its first ``MAX_BPE_BYTES`` bytes at most):
-    start from bytes, merge the best-ranked pair. The cap keeps a pasted page from costing seconds
-    (the replay is quadratic) and thousands of rows."""
+    """Replay the model's merges on ``word``'s first pre-token (its first ``MAX_BPE_BYTES`` symbols at most):
+    start from bytes (byte-level) or characters (SentencePiece), merge the best-ranked pair. The cap
+    keeps a pasted page from costing seconds (the replay is quadratic) and thousands of rows."""
     pieces = pre_tokens(model, word)
-    parts = list(pieces[0])[:MAX_BPE_BYTES] if pieces else []
-    ranks = engine_for(model).tokenizer.merge_ranks
+    tokenizer = engine_for(model).tokenizer
+    parts = tokenizer.bpe_symbols(pieces[0][:MAX_BPE_BYTES]) if pieces else []
+    ranks = tokenizer.merge_ranks
     steps = [MergeStep(parts[:], None, None)]
     while len(parts) > 1:
         candidates = [(ranks[(a, b)], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if (a, b) in ranks]
@@ -149,7 +194,7 @@ class IdNeighbours:
 def id_neighbours(model: str, word: str, spread: int = 3) -> IdNeighbours | None:
     """The vocabulary entries whose ids sit right next to ``word``'s first token id (None: no token)."""
     engine = engine_for(model)
-    ids = engine.tokenizer.encode(word, special_tokens=False)
+    ids = engine.tokenizer.encode(word, special_tokens=False)  # the word's own first token, not a BOS
     if not ids:
         return None
     centre = ids[0]
@@ -157,26 +202,28 @@ def id_neighbours(model: str, word: str, spread: int = 3) -> IdNeighbours | None
     raw = engine.tokenizer.raw_tokens(around)
     made = _merge_rank_of_entry(model)
     specials = engine.tokenizer.special_ids
-    rows = [(i, piece_text(r, i in specials), None if i in specials else made.get(r)) for i, r in zip(around, raw)]
+    rows = [(i, piece_text(r, i in specials, engine.tokenizer), None if i in specials else made.get(r))
+            for i, r in zip(around, raw)]
     return IdNeighbours(token_texts(engine.tokenizer, ids), centre, rows)
 
 
 def tokenizer_split(model: str, word: str) -> list[str]:
-    """How the tokenizer itself splits ``word``'s first pre-token (byte-level alphabet, like ``bpe_steps``)."""
+    """How the tokenizer itself splits ``word``'s first pre-token (in its alphabet, like ``bpe_steps``)."""
     pieces = pre_tokens(model, word)
     if not pieces:
         return []
     tokenizer = engine_for(model).tokenizer
-    text = token_bytes(pieces[0]).decode("utf-8", "replace")  # a pre-token holds whole characters
+    text = tokenizer.piece_bytes(pieces[0]).decode("utf-8", "replace")  # a pre-token holds whole characters
     return tokenizer.raw_tokens(tokenizer.encode(text, special_tokens=False))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def model_bpe(model: str, text: str) -> tuple[list[int], list[str]]:
-    """``text`` through the model's own tokenizer: ids and byte-exact pieces."""
+def model_bpe(model: str, text: str) -> tuple[list[int], list[str], list[bool]]:
+    """``text`` through the model's own tokenizer: ids, byte-exact pieces and special flags (a BOS it adds)."""
     tokenizer = engine_for(model).tokenizer
     ids = tokenizer.encode(text)
-    return ids, [piece_text(r, i in tokenizer.special_ids) for i, r in zip(ids, tokenizer.raw_tokens(ids))]
+    special = [i in tokenizer.special_ids for i in ids]
+    return ids, [piece_text(r, s, tokenizer) for r, s in zip(tokenizer.raw_tokens(ids), special)], special
 
 
 def chat_template(model: str) -> str:

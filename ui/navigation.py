@@ -4,9 +4,9 @@ The first entry is the default page, served at ``/`` (Streamlit gives the defaul
 page no deep link of its own, so it is a short overview rather than a story page).
 To add a page, append a ``PageSpec`` to ``PAGES`` at its place in the story
 (Tokenization → Embeddings → Attention → Transformer block & logit lens → Experiments →
-Logits & temperature → Sampling → Generation & KV cache → Quantization → Batching). ``url_path`` is the deep
-link (``/attention``); it must equal the file name without its number prefix and
-``.py`` (see ``redirect_legacy_run`` for why).
+Logits & temperature → Sampling → Generation & KV cache → Quantization → Batching → Two models
+side by side). ``url_path`` is the deep link (``/attention``); it must equal the file name
+without its number prefix and ``.py`` (see ``redirect_legacy_run`` for why).
 """
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ PAGES: list[PageSpec] = [
              opens_with_chart=False),  # charts appear after the first step
     PageSpec("pages/75_quantization.py", "Quantization", "quantization", ":material/compress:"),
     PageSpec("pages/8_batching.py", "Batching", "batching", ":material/stacks:"),
+    PageSpec("pages/9_compare.py", "Two models side by side", "compare", ":material/compare_arrows:"),
 ]
 
 

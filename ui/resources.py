@@ -8,6 +8,9 @@ every cache key and two sessions on two models never see each other's numbers.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import os
 
 import streamlit as st
@@ -29,13 +32,29 @@ def engine_for(model: str) -> Engine:
     quant = weights_mode()
     if quant == "gguf" and source is not None and not str(source).endswith(".gguf"):
         quant = None  # a float checkpoint has no blocks to keep: it runs dense
-    return load_engine(
+    engine = load_engine(
         model=source,
         device=os.environ.get("LLM_EXPLORER_DEVICE") or None,
         dtype=os.environ.get("LLM_EXPLORER_DTYPE") or None,
         quant=quant,
         compile=os.environ.get("LLM_EXPLORER_COMPILE", "").strip().lower() in ("1", "true", "yes", "on"),
     )
+    release_freed_memory()  # reading Gemma's 262k-entry tokenizer leaves ~300 MB of freed heap behind
+    return engine
+
+
+def release_freed_memory() -> None:
+    """Hand memory that Python and the libraries have freed back to the system (glibc keeps it otherwise).
+
+    Called after one-off computations with large temporaries (loading an engine, a traced
+    forward past the sliding window), where the server's resident size would stay at the peak.
+    """
+    gc.collect()
+    libc_name = ctypes.util.find_library("c")
+    if libc_name:
+        libc = ctypes.CDLL(libc_name)
+        if hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
 
 
 def weights_mode() -> str | None:

@@ -35,9 +35,14 @@ def model_facts(engine: Engine) -> dict[str, str]:
     """Name, family, device, dtype and parameter count of the loaded model, as display strings."""
     n_params = engine.parameter_count
     config = engine.config
+    local = len(config.local_layers)
     return {
         "Model": config.name,
         "Architecture": f"{config.family}, {config.n_layers} layers, d_model {config.d_model}",
+        "Attention": (f"{config.n_heads} query heads share {config.n_kv_heads} K/V head"
+                      f"{'s' * (config.n_kv_heads > 1)}"
+                      + (f"; {local} local layers (window {config.sliding_window}), {config.n_layers - local} global"
+                         if local else "")),
         "Device": str(engine.device),
         "Weights": engine.weights_description,
         "Parameters": f"{n_params / 1e6:.1f} M ({n_params:,})",
@@ -66,8 +71,15 @@ def render(engine: Engine) -> None:
         if len(offered) > 1:
             st.selectbox("Model", offered, help="The models this server offers.",
                          **state.bind(models.MODEL, models.default_name(), options=offered))
+        for name, hint in models.missing().items():
+            st.caption(f"**{name}** is not installed on this server: {hint}.")
+        has_template = engine.tokenizer.chat_template is not None
+        if not has_template and state.get(state.CHAT):
+            state.set_values({state.CHAT: False})  # this model (a base model) has no template to apply
         st.toggle(
-            "Chat template", help="Wrap the prompt as a user turn in the model's chat template.",
+            "Chat template", disabled=not has_template,
+            help="Wrap the prompt as a user turn in the model's chat template." if has_template
+            else f"{engine.config.name} has no chat template (a base model): the prompt is read as plain text.",
             **state.bind(state.CHAT),
         )
         st.number_input(

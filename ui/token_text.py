@@ -8,8 +8,8 @@ token is written ``<0xNN>`` (the notation of the Tokenization page), whole chara
 stay as they are, and special tokens keep their own text (``<|im_start|>``).
 ``ui.figures.tokens.visible`` then makes whitespace visible for display.
 
-The bytes come from the tokenizer's public API (``Tokenizer.token_bytes``,
-``Tokenizer.entry_bytes``), never from decoding.
+The bytes come from the tokenizer's public API (``Tokenizer.piece_bytes``: byte-level BPE
+or SentencePiece with its ``<0xNN>`` byte fallback), never from decoding.
 """
 from __future__ import annotations
 
@@ -33,16 +33,19 @@ def bytes_text(data: bytes) -> str:
     return data.decode("utf-8", errors=_HANDLER)
 
 
-def entry_text(raw_token: str, is_special: bool = False) -> str:
-    """The display text of a vocabulary entry as stored (byte-level alphabet: 'Ġcat' -> ' cat')."""
-    return raw_token if is_special else bytes_text(Tokenizer.entry_bytes(raw_token))
+def entry_text(raw_token: str, is_special: bool = False, tokenizer: Tokenizer | None = None) -> str:
+    """The display text of a vocabulary entry as stored, in ``tokenizer``'s alphabet (byte-level 'Ġcat' or
+    SentencePiece '▁cat' -> ' cat'; without a tokenizer, byte-level, as the tiny BPE trained on a page)."""
+    if is_special:
+        return raw_token
+    return bytes_text(tokenizer.piece_bytes(raw_token) if tokenizer is not None else Tokenizer.entry_bytes(raw_token))
 
 
 def token_texts(tokenizer: Tokenizer, token_ids: list[int]) -> list[str]:
     """Each token's own display text, in order (``<0xNN>`` for pieces of a character)."""
     ids = [int(i) for i in token_ids]
     specials = tokenizer.special_ids
-    return [entry_text(raw, i in specials) for i, raw in zip(ids, tokenizer.raw_tokens(ids))]
+    return [entry_text(raw, i in specials, tokenizer) for i, raw in zip(ids, tokenizer.raw_tokens(ids))]
 
 
 def sequence_text(tokenizer: Tokenizer, token_ids: list[int]) -> str:
@@ -56,6 +59,6 @@ def sequence_text(tokenizer: Tokenizer, token_ids: list[int]) -> str:
             parts.append(bytes_text(pending) + raw)
             pending = b""
         else:
-            pending += Tokenizer.entry_bytes(raw)
+            pending += tokenizer.piece_bytes(raw)
     parts.append(bytes_text(pending))
     return "".join(parts)

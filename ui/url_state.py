@@ -144,6 +144,9 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
         return value, None
     if param.kind == "model":
         offered = models.allowlist()
+        if value in models.missing():
+            raise _Ignored(f"`model` ignored: {_quote(value)} is not installed on this server; "
+                           f"{models.missing()[value]}.")
         if value not in offered:
             raise _Ignored(f"`model` ignored: {_quote(value)} is not one of the models this server offers "
                            f"({', '.join(offered)}).")

@@ -1,7 +1,7 @@
 """Engine benchmark: one row per weights mode, against transformers and llama.cpp measured in the same run.
 
     python -m inference.bench [--modes fp32,bf16,gguf,gguf-compiled,int8,int4] [--new-tokens 64] [--repeats 3]
-                              [--threads N] [--device cpu] [--model PATH.gguf]
+                              [--threads N] [--device cpu] [--model PATH.gguf | gemma-3-270m]
 
 Rows: ours in float32 and bfloat16 (dense), and each quantized mode (``quant="gguf"``:
 the file's own blocks, also with the decode step compiled; "int8" / "int4": quantized on
@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="fp32,bf16,gguf,gguf-compiled,int8,int4")
     parser.add_argument("--device", default=None)
-    parser.add_argument("--model", default=None, help="a .gguf file (default: the embedded SmolLM2)")
+    parser.add_argument("--model", default=None,
+                        help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)")

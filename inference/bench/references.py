@@ -6,6 +6,13 @@ asked of each: greedy decode tok/s, prefill tok/s, and the logits at every posit
 prompt (for the accuracy table). llama.cpp (``llama-cpp-python``) is optional: it compiles
 for minutes, so it is a benchmark extra (``requirements-bench.txt``), never a test
 dependency; without it the benchmark says so and leaves its rows out.
+
+Also transformers reading a GGUF file itself (``transformers_gguf_model``): its own
+dequantization, tensor names and fix-ups, independent of ``inference.model.gguf`` (the
+Gemma parity tests' reference). That takes ~40-50 s for Gemma 3 270M (mostly parsing the
+262,144-entry tokenizer metadata), so the loaded model is saved once as safetensors into a
+checksummed folder of the user cache (``cache_root()/reference``), keyed by the GGUF's
+sha256 and transformers' version; later runs load it in a few seconds.
 """
 from __future__ import annotations
 
@@ -14,6 +21,10 @@ import time
 from pathlib import Path
 
 import torch
+
+from ..model.gguf import cache_root, checksummed_folder, sha256_file
+
+REFERENCE_FORMAT = 1
 
 
 def timed(fn) -> float:
@@ -97,3 +108,30 @@ class LlamaCppReference:
         self.llm.reset()
         self.llm.eval(ids)
         return torch.from_numpy(self.llm.scores[: len(ids)].copy()).float()  # (T, V)
+
+
+def transformers_gguf_folder(gguf_path: Path) -> Path:
+    """A folder holding what transformers itself reads out of ``gguf_path`` (built once, checked every time)."""
+    import transformers
+
+    gguf_path = Path(gguf_path)
+    source_hash = sha256_file(gguf_path)
+    folder = cache_root() / "reference" / f"{gguf_path.stem}-{source_hash[:16]}-transformers-{transformers.__version__}"
+    return checksummed_folder(folder, gguf_path, source_hash, lambda out: _save_gguf_reference(gguf_path, out),
+                              cache_format=REFERENCE_FORMAT)
+
+
+def transformers_gguf_model(gguf_path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"):
+    """transformers' model as transformers itself reads ``gguf_path`` (from the cached folder)."""
+    return TransformersReference(transformers_gguf_folder(gguf_path), dtype, device).model
+
+
+def _save_gguf_reference(gguf_path: Path, out: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                 dtype=torch.float32)
+    # The weights are already dequantized to float32; only the GGUF marker keeps them from being saved.
+    del model.config.quantization_config
+    model.hf_quantizer = None
+    model.save_pretrained(str(out))

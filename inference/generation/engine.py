@@ -134,13 +134,18 @@ class Engine:
         spec = self.prepare_interventions(interventions, ids)
         return self.model(self._ids_tensor(ids), interventions=spec)[0].float().cpu()
 
-    def traced_forward(self, token_ids: list[int],
-                       interventions: Interventions | None = None) -> tuple[torch.Tensor, ForwardTrace]:
-        """Logits (T, V) and every recorded internal of one full forward (under ``interventions`` if given)."""
+    def traced_forward(self, token_ids: list[int], interventions: Interventions | None = None,
+                       last_only: bool = False) -> tuple[torch.Tensor, ForwardTrace]:
+        """Logits (T, V) and every recorded internal of one full forward (under ``interventions`` if given).
+
+        ``last_only``: logits (1, V) of the last position only; a 640-token prompt's (T, V) logits
+        over Gemma's 262,144-entry vocabulary would be 671 MB.
+        """
         ids = self.encode_prompt(token_ids)
         spec = self.prepare_interventions(interventions, ids)
         trace = ForwardTrace()
-        logits = self.model(self._ids_tensor(ids), trace=trace, interventions=spec)[0].float().cpu()
+        logits = self.model(self._ids_tensor(ids), trace=trace, interventions=spec,
+                            last_only=last_only)[0].float().cpu()
         return logits, trace
 
     def logit_attribution(self, token_ids: list[int], token_id: int,

@@ -5,7 +5,8 @@ A ``KVCache`` is created per request, preallocated to a capacity, and passed int
 same loaded model can never see each other's cache. It also logs which interventions (if any) wrote
 which positions, since K/V computed under an intervention are the intervened ones. All rows of a batch share one
 write position (left padding keeps them aligned); padded positions are hidden by
-``key_padding_mask``.
+``key_padding_mask``. Every layer keeps every position, local (sliding-window) layers
+too: no rolling buffer (``ModelConfig.rolling_kv_cache_bytes`` says what one would save).
 """
 from __future__ import annotations
 
@@ -113,24 +114,32 @@ class KVCache:
             self.values[layer, :, :, : self.length],
         )
 
-    def attention_mask(self, query_len: int) -> torch.Tensor | None:
-        """Boolean mask (B, 1, T, S) for the forward in progress, or ``None`` without padding."""
+    def attention_mask(self, query_len: int, window: int | None = None) -> torch.Tensor | None:
+        """Boolean mask (B, 1, T, S) for the forward in progress, or ``None`` without padding.
+
+        ``window``: a local layer's sliding window (keys that far back or further are hidden too).
+        """
         if self.key_padding_mask is None:
             return None
-        return causal_padding_mask(self.key_padding_mask[:, : self.length + query_len], self.length)
+        return causal_padding_mask(self.key_padding_mask[:, : self.length + query_len], self.length, window)
 
 
-def causal_padding_mask(key_ok: torch.Tensor, query_start: int) -> torch.Tensor:
+def causal_padding_mask(key_ok: torch.Tensor, query_start: int, window: int | None = None) -> torch.Tensor:
     """Causal mask that also hides padded keys: (B, S) real-token flags -> (B, 1, T, S).
 
     The queries are the last ``T = S - query_start`` positions. A padded query row would
     otherwise see no key at all (softmax of nothing is NaN), so every position always
-    sees itself; the output at a padded position is never used.
+    sees itself; the output at a padded position is never used. With a ``window`` (a
+    local layer), a query sees only the ``window`` keys ending at itself. Left padding
+    sits before a row's tokens, so distances between its real tokens are the same in
+    cache columns as in positions.
     """
     total = key_ok.shape[1]
     query_pos = torch.arange(query_start, total, device=key_ok.device)  # (T,)
     key_pos = torch.arange(total, device=key_ok.device)  # (S,)
     causal = key_pos[None, :] <= query_pos[:, None]  # (T, S)
+    if window is not None:
+        causal &= key_pos[None, :] > query_pos[:, None] - window  # (T, S) the sliding window
     diagonal = key_pos[None, :] == query_pos[:, None]  # (T, S)
     mask = (causal[None, :, :] & key_ok[:, None, :]) | diagonal[None, :, :]  # (B, T, S)
     return mask[:, None, :, :]  # (B, 1, T, S)

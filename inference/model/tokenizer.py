@@ -2,14 +2,22 @@
 
 Owns the one wrapper around the model's Hugging Face fast tokenizer (itself backed by
 a ``tokenizers.Tokenizer``): encoding and decoding, end-of-text ids, special and added
-tokens, the BPE merge list, the byte each vocabulary entry stands for (byte-level BPE's
-printable alphabet), the pre-tokenizer's split, and the chat template. Nothing outside
-this file touches the wrapped objects; ``StreamDecoder`` turns generated ids into
-UTF-8-safe text deltas.
+tokens, the BPE merge list, the bytes each vocabulary entry stands for, the
+pre-tokenizer's split, and the chat template. Two schemes are told apart:
+
+- byte-level BPE (GPT-2, SmolLM2): every byte is mapped to a printable character and
+  merged from there; a space is written ``Ġ``;
+- SentencePiece-style BPE (Gemma): merges start from characters, a space is written
+  ``▁``, and a character outside the vocabulary falls back to byte tokens ``<0xNN>``.
+
+Nothing outside this file touches the wrapped objects; ``StreamDecoder`` turns
+generated ids into UTF-8-safe text deltas.
 """
 from __future__ import annotations
 
 import json
+import re
+import sys
 from functools import cached_property
 from pathlib import Path
 
@@ -32,6 +40,8 @@ def byte_level_alphabet() -> dict[str, int]:
 
 
 _BYTE_LEVEL = byte_level_alphabet()
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a SentencePiece byte-fallback entry
+BYTE_LEVEL, SENTENCEPIECE = "byte-level", "sentencepiece"
 
 
 def parse_merges(merges: list) -> list[tuple[str, str]]:
@@ -73,10 +83,40 @@ class Tokenizer:
         return [token.content for token in self._hf.added_tokens_decoder.values()]
 
     @cached_property
+    def scheme(self) -> str:
+        """``"byte-level"`` (bytes as printable characters, 'Ġ' = space) or ``"sentencepiece"`` ('▁' = space)."""
+        parts = f"{self._backend.pre_tokenizer} {self._backend.decoder}"
+        return BYTE_LEVEL if "ByteLevel" in parts else SENTENCEPIECE
+
+    @property
+    def byte_fallback(self) -> bool:
+        """Whether characters outside the vocabulary are written as byte tokens (``<0xNN>``)."""
+        return bool(getattr(self._backend.model, "byte_fallback", False))
+
+    @cached_property
+    def space_symbol(self) -> str:
+        """The character a vocabulary entry uses for a leading space (read off the entry for " the")."""
+        raw = self.raw_tokens(self.encode(" the", special_tokens=False))
+        return raw[0][0] if raw and raw[0] else " "
+
+    @property
+    def bos_token(self) -> tuple[int, str] | None:
+        """The token the tokenizer puts before every text (id, text), or ``None`` when it adds none."""
+        with_special = self.encode("a")
+        if len(with_special) > len(self.encode("a", special_tokens=False)) and with_special[0] in self.special_ids:
+            return with_special[0], self.raw_tokens(with_special[:1])[0]
+        return None
+
+    @cached_property
     def merge_ranks(self) -> dict[tuple[str, str], int]:
-        """This tokenizer's BPE merges, pair -> rank (lower = learned earlier); empty for a non-BPE model."""
+        """This tokenizer's BPE merges, pair -> rank (lower = learned earlier); empty for a non-BPE model.
+
+        Gemma has 514,906 merges: the pieces are interned (each vocabulary string held once), which
+        keeps the table at ~77 MB instead of ~120 MB.
+        """
         model = json.loads(self._backend.to_str())["model"]
-        return {pair: rank for rank, pair in enumerate(parse_merges(model.get("merges") or []))}
+        pairs = parse_merges(model.pop("merges", None) or [])
+        return {(sys.intern(a), sys.intern(b)): rank for rank, (a, b) in enumerate(pairs)}
 
     # -- text <-> ids -----------------------------------------------------------------
     def encode(self, text: str, special_tokens: bool = True) -> list[int]:
@@ -95,11 +135,30 @@ class Tokenizer:
         return self._hf.convert_ids_to_tokens(list(ids))
 
     def pre_tokens(self, text: str) -> list[str]:
-        """How the pre-tokenizer splits ``text`` before BPE (merges never cross these borders), in its alphabet."""
+        """How the pre-tokenizer splits ``text`` before BPE (merges never cross these borders), in its alphabet.
+
+        The normalizer runs first, as in the real pipeline (SentencePiece's spaces become '▁').
+        """
+        normalizer = self._backend.normalizer
+        if normalizer is not None:
+            text = normalizer.normalize_str(text)
         pre = self._backend.pre_tokenizer
         if pre is None:
             return [text] if text else []
         return [piece for piece, _ in pre.pre_tokenize_str(text)]
+
+    def bpe_symbols(self, pre_token: str) -> list[str]:
+        """The symbols BPE starts a pre-token from: its bytes (byte-level), or its characters with any
+        character outside the vocabulary written as its byte tokens (SentencePiece byte fallback)."""
+        if self.scheme == BYTE_LEVEL or not self.byte_fallback:
+            return list(pre_token)
+        symbols = []
+        for ch in pre_token:
+            if self._backend.token_to_id(ch) is not None:
+                symbols.append(ch)
+            else:
+                symbols.extend(f"<0x{byte:02X}>" for byte in ch.encode("utf-8"))
+        return symbols
 
     # -- bytes ------------------------------------------------------------------------
     @staticmethod
@@ -107,9 +166,23 @@ class Tokenizer:
         """The bytes a byte-level BPE vocabulary entry stands for ('Ġcat' -> b' cat')."""
         return bytes(_BYTE_LEVEL[ch] for ch in raw_token if ch in _BYTE_LEVEL)
 
+    @staticmethod
+    def sentencepiece_bytes(raw_token: str) -> bytes:
+        """The bytes a SentencePiece entry stands for ('▁cat' -> b' cat', the fallback '<0xE6>' -> b'\xe6')."""
+        fallback = _BYTE_TOKEN.fullmatch(raw_token)
+        if fallback:
+            return bytes([int(fallback.group(1), 16)])
+        return raw_token.replace("▁", " ").encode("utf-8")
+
+    def piece_bytes(self, raw_token: str) -> bytes:
+        """The bytes a vocabulary entry (or a piece of one, as in a merge) of this tokenizer stands for."""
+        if self.scheme == BYTE_LEVEL:
+            return self.entry_bytes(raw_token)
+        return self.sentencepiece_bytes(raw_token)
+
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes one token adds to the text."""
-        return self.entry_bytes(self.raw_tokens([token_id])[0])
+        return self.piece_bytes(self.raw_tokens([token_id])[0])
 
     # -- chat -------------------------------------------------------------------------
     @property

@@ -16,10 +16,10 @@ class LayerTrace:
     """What one transformer block did, for the positions of this forward (batch row 0..B-1)."""
 
     block_input: torch.Tensor  # (B, T, D) residual stream entering the block
-    attn_output: torch.Tensor  # (B, T, D) attention sub-layer output (before the residual add)
+    attn_output: torch.Tensor  # (B, T, D) attention sub-layer output (after any post-norm, before the residual add)
     after_attn: torch.Tensor  # (B, T, D) residual stream after the attention add
     mlp_input: torch.Tensor  # (B, T, D) normed stream fed to the feed-forward network
-    mlp_output: torch.Tensor  # (B, T, D) feed-forward output (before the residual add)
+    mlp_output: torch.Tensor  # (B, T, D) feed-forward output (after any post-norm, before the residual add)
     block_output: torch.Tensor  # (B, T, D) residual stream leaving the block
     queries: torch.Tensor  # (B, H, T, hd) after RoPE
     keys: torch.Tensor  # (B, n_kv, S, hd) after RoPE, all positions attended to
@@ -28,6 +28,10 @@ class LayerTrace:
     scaled_scores: torch.Tensor  # (B, H, T, S) q·k / sqrt(hd), masked entries = -inf
     attention_probs: torch.Tensor  # (B, H, T, S) softmax of the scaled, masked scores
     head_outputs: torch.Tensor | None = None  # (B, H, T, hd) each head's weighted values (after any head edit)
+    attn_input: torch.Tensor | None = None  # (B, T, D) the normed stream fed to attention
+    # Gemma 3's four norms: each sub-layer's output before its post-norm (None where there is none)
+    attn_before_norm: torch.Tensor | None = None  # (B, T, D)
+    mlp_before_norm: torch.Tensor | None = None  # (B, T, D)
 
 
 @dataclass

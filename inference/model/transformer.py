@@ -1,11 +1,14 @@
-"""The transformer forward pass, in plain PyTorch, for the Llama and GPT-2 families.
+"""The transformer forward pass, in plain PyTorch, for the Llama, GPT-2 and Gemma 3 families.
 
 Owns the modules (norm, rotary embedding, attention, MLP, block, model) and nothing
 else: weights come from ``weights.py``, the cache is passed in from outside
 (``kv_cache.py``), and tracing is opt-in (``trace.py``), as are interventions
 (``interventions.py``: a few hooks, each skipped when none is given). Llama: RMSNorm, RoPE,
 grouped-query attention, SwiGLU. GPT-2: LayerNorm, learned positions, GELU.
-Q/K/V are one fused projection, as are the SwiGLU gate and up projections, so a
+Gemma 3 adds to Llama's: (1 + weight) RMSNorm, also on q and k; four norms per block
+(before and after attention and the MLP); GeGLU; embeddings scaled by sqrt(d_model);
+local layers that see a sliding window of keys, with their own RoPE base.
+Q/K/V are one fused projection, as are the gated MLP's gate and up projections, so a
 decode step launches as few matmuls as possible.
 """
 from __future__ import annotations
@@ -35,28 +38,53 @@ class RMSNorm(nn.Module):
         return self.weight * normed.to(x.dtype)
 
 
-def make_norm(config: ModelConfig) -> nn.Module:
+class GemmaRMSNorm(nn.Module):
+    """Gemma's RMSNorm: the weight is stored as an offset from 1, and the scaling is done in float32."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return (normed * (1.0 + self.weight.float())).to(x.dtype)
+
+
+def make_norm(config: ModelConfig, dim: int | None = None) -> nn.Module:
+    if config.family == "gemma3":
+        return GemmaRMSNorm(dim or config.d_model, config.norm_eps)
     if config.family == "llama":
         return RMSNorm(config.d_model, config.norm_eps)
     return nn.LayerNorm(config.d_model, eps=config.norm_eps)
 
 
 class RotaryEmbedding(nn.Module):
-    """Precomputed RoPE cos/sin tables for every position up to the context length."""
+    """RoPE: the rotation angles of any positions, computed in float32 from the inverse frequencies.
 
-    def __init__(self, head_dim: int, theta: float, max_seq_len: int) -> None:
+    Computed per forward rather than kept as tables: a 32k-token context at head_dim 256
+    would hold 64 MiB of cos/sin per RoPE base. The products and cosines are the same
+    float32 operations a table would have stored.
+    """
+
+    def __init__(self, head_dim: int, theta: float, max_seq_len: int, scaling: float = 1.0) -> None:
         super().__init__()
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)  # (P, hd/2)
-        angles = torch.cat([angles, angles], dim=-1)  # (P, hd)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.register_buffer("inv_freq", inv_freq / scaling, persistent=False)  # (hd/2,)
+        self.max_seq_len = max_seq_len
+
+    def tables(self, positions: torch.Tensor | int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin (..., hd) of ``positions`` (any shape), or of positions 0..n-1 for an int n."""
+        if isinstance(positions, int):
+            positions = torch.arange(positions, device=self.inv_freq.device)
+        angles = positions[..., None].float() * self.inv_freq  # (..., hd/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (..., hd)
+        return angles.cos(), angles.sin()
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin for ``positions`` (B, T), each (B, 1, T, hd): looked up once per forward."""
-        cos = self.cos[positions][:, None].to(dtype)  # (B, 1, T, hd)
-        sin = self.sin[positions][:, None].to(dtype)  # (B, 1, T, hd)
-        return cos, sin
+        """cos and sin for ``positions`` (B, T), each (B, 1, T, hd): computed once per forward."""
+        cos, sin = self.tables(positions)  # (B, T, hd) each
+        return cos[:, None].to(dtype), sin[:, None].to(dtype)  # (B, 1, T, hd)
 
 
 def apply_rotary(x: torch.Tensor, angles: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -75,9 +103,13 @@ class Attention(nn.Module):
         super().__init__()
         self.config = config
         self.layer_index = layer_index
+        self.window = config.window_for(layer_index)  # None: a global layer, every earlier key
         qkv_dim = (config.n_heads + 2 * config.n_kv_heads) * config.head_dim
         self.qkv = nn.Linear(config.d_model, qkv_dim, bias=config.attention_bias)
         self.out = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=config.attention_bias)
+        self.q_norm = make_norm(config, config.head_dim) if config.qk_norm else None
+        self.k_norm = make_norm(config, config.head_dim) if config.qk_norm else None
+        self.scale = 1.0 / math.sqrt(config.score_scale_dim)  # SDPA's own default when it is head_dim
 
     def forward(
         self,
@@ -96,6 +128,8 @@ class Attention(nn.Module):
         q = q.view(batch, steps, cfg.n_heads, cfg.head_dim).transpose(1, 2)  # (B, H, T, hd)
         k = k.view(batch, steps, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
         v = v.view(batch, steps, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, n_kv, T, hd)
+        if self.q_norm is not None:  # Gemma 3: each head's query and key normalised over head_dim
+            q, k = self.q_norm(q), self.k_norm(k)
         if rope_angles is not None:
             q, k = apply_rotary(q, rope_angles), apply_rotary(k, rope_angles)
         if kv_cache is not None:
@@ -119,13 +153,20 @@ class Attention(nn.Module):
         """SDPA, with grouped-query attention arranged for the device (all paths give the same numbers)."""
         batch, n_heads, steps, head_dim = q.shape
         group, n_kv = self.config.queries_per_kv, self.config.n_kv_heads
+        if group > 1 and n_kv == 1 and not q.is_cuda:
+            # Multi-query (Gemma 3): the one K/V head is a broadcast view for every query head, no copy.
+            # On CPU this beats the grouped decode layout below, whose SDPA call stalls ~40 ms when
+            # the machine's cores are shared (measured at 2 threads: 45 ms against 5 ms per call).
+            k = k.expand(batch, n_heads, *k.shape[2:])  # (B, H, S, hd), a view
+            v = v.expand(batch, n_heads, *v.shape[2:])  # (B, H, S, hd), a view
+            group = 1
         if steps == 1 and group > 1:
             # Decode: the group's queries all see every cached key, so they can stand in the
             # query-length slot of their K/V head; no copy of K or V is made.
             grouped = q.view(batch, n_kv, group, head_dim)  # (B, n_kv, group, hd)
             if mask is not None and mask.shape[1] > 1:  # a per-head mask (cut edges), laid out like the groups
                 mask = mask.view(batch, n_kv, group, -1)  # (B, n_kv, group, S)
-            out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=mask)  # (B, n_kv, group, hd)
+            out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=mask, scale=self.scale)  # (B, n_kv, group, hd)
             return out.view(batch, n_heads, 1, head_dim)  # (B, H, 1, hd)
         if group > 1 and not q.is_cuda:
             # SDPA's enable_gqa path is ~40x slower than plain SDPA on CPU (torch 2.13):
@@ -133,7 +174,8 @@ class Attention(nn.Module):
             k = k.repeat_interleave(group, dim=1)  # (B, H, S, hd)
             v = v.repeat_interleave(group, dim=1)  # (B, H, S, hd)
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=mask is None and steps > 1, enable_gqa=q.is_cuda and group > 1
+            q, k, v, attn_mask=mask, is_causal=mask is None and steps > 1, enable_gqa=q.is_cuda and group > 1,
+            scale=self.scale,
         )  # (B, H, T, hd)
 
     def _traced_attention(
@@ -147,8 +189,8 @@ class Attention(nn.Module):
         raw = q @ k_rep.transpose(-2, -1)  # (B, H, T, S)
         if mask is None:
             key_ok = torch.ones(q.shape[0], total, dtype=torch.bool, device=q.device)
-            mask = causal_padding_mask(key_ok, total - steps)  # (B, 1, T, S)
-        scaled = (raw / math.sqrt(self.config.head_dim)).masked_fill(~mask, float("-inf"))
+            mask = causal_padding_mask(key_ok, total - steps, self.window)  # (B, 1, T, S)
+        scaled = (raw / math.sqrt(self.config.score_scale_dim)).masked_fill(~mask, float("-inf"))
         probs = scaled.float().softmax(dim=-1).to(q.dtype)  # (B, H, T, S)
         record.update(
             queries=keep(q), keys=keep(k), values=keep(v),
@@ -157,47 +199,68 @@ class Attention(nn.Module):
         return probs @ v_rep  # (B, H, T, hd)
 
 
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+
+
+GATE_ACTIVATIONS = {"llama": F.silu, "gemma3": gelu_tanh}  # SwiGLU, GeGLU
+
+
 class MLP(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.family = config.family
-        if config.family == "llama":
+        self.gate_activation = GATE_ACTIVATIONS.get(config.family)  # None: GPT-2's plain MLP
+        if self.gate_activation is not None:
             self.gate_up = nn.Linear(config.d_model, 2 * config.d_ff, bias=config.mlp_bias)
         else:
             self.up = nn.Linear(config.d_model, config.d_ff, bias=config.mlp_bias)
         self.down = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.family == "llama":
+        if self.gate_activation is not None:
             gate, up = self.gate_up(x).chunk(2, dim=-1)  # each (B, T, d_ff)
-            return self.down(F.silu(gate) * up)
+            return self.down(self.gate_activation(gate) * up)
         return self.down(F.gelu(self.up(x), approximate="tanh"))
 
 
 class Block(nn.Module):
     def __init__(self, config: ModelConfig, layer_index: int) -> None:
         super().__init__()
+        self.is_local = config.is_local(layer_index)
         self.attn_norm = make_norm(config)
         self.attn = Attention(config, layer_index)
         self.mlp_norm = make_norm(config)
         self.mlp = MLP(config)
+        # Gemma 3 also normalises each sub-layer's output before it is added to the stream.
+        self.post_attn_norm = make_norm(config) if config.norms_per_block == 4 else None
+        self.post_mlp_norm = make_norm(config) if config.norms_per_block == 4 else None
 
     def forward(self, x, rope_angles, kv_cache, mask, trace: ForwardTrace | None,
                 edits: ForwardEdits | None = None) -> torch.Tensor:
         record = {} if trace is not None else None
-        attn_output = self.attn(self.attn_norm(x), rope_angles, kv_cache, mask, record, edits)
+        attn_input = self.attn_norm(x)
+        attn_output = attn_sublayer = self.attn(attn_input, rope_angles, kv_cache, mask, record, edits)
+        if self.post_attn_norm is not None:
+            attn_output = self.post_attn_norm(attn_sublayer)
         after_attn = x + attn_output
         mlp_input = self.mlp_norm(after_attn)
-        mlp_output = self.mlp(mlp_input)
-        if edits is not None:
+        mlp_output = mlp_sublayer = self.mlp(mlp_input)
+        if self.post_mlp_norm is not None:
+            mlp_output = self.post_mlp_norm(mlp_sublayer)
+        if edits is not None:  # after the post-norm: the edit acts on what is added to the stream
             mlp_output = edits.mlp_output(self.attn.layer_index, mlp_output)
         out = after_attn + mlp_output
         if edits is not None:  # activation patching: the stream after this block, from another run
             out = edits.residual(self.attn.layer_index, out)
         if trace is not None:
+            four_norms = self.post_attn_norm is not None
             trace.layers.append(LayerTrace(
                 block_input=keep(x), attn_output=keep(attn_output), after_attn=keep(after_attn),
                 mlp_input=keep(mlp_input), mlp_output=keep(mlp_output), block_output=keep(out), **record,
+                attn_input=keep(attn_input),
+                attn_before_norm=keep(attn_sublayer) if four_norms else None,
+                mlp_before_norm=keep(mlp_sublayer) if four_norms else None,
             ))
         return out
 
@@ -211,8 +274,12 @@ class Transformer(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.pos_embed = nn.Embedding(config.max_seq_len, config.d_model) if config.family == "gpt2" else None
         self.rope = (
-            RotaryEmbedding(config.head_dim, config.rope_theta, config.max_seq_len)
-            if config.family == "llama" else None
+            RotaryEmbedding(config.head_dim, config.rope_theta, config.max_seq_len, config.rope_scaling)
+            if config.family in ("llama", "gemma3") else None
+        )
+        self.rope_local = (  # Gemma 3's local layers rotate with their own base
+            RotaryEmbedding(config.head_dim, config.rope_local_theta, config.max_seq_len)
+            if config.local_layers else None
         )
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.final_norm = make_norm(config)
@@ -266,13 +333,22 @@ class Transformer(nn.Module):
             edits = ForwardEdits.build(interventions, self.config, positions, input_ids.device, self.embed.weight.dtype)
 
         x = self.embed(input_ids)  # (B, T, D)
+        if self.config.embed_scale != 1.0:  # Gemma: rows scaled by sqrt(d_model), the factor in the weights' dtype
+            x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype)
         if self.pos_embed is not None:
             x = x + self.pos_embed(positions)
         if trace is not None:
             trace.embeddings, trace.cache_start, trace.cache_end = keep(x), start, start + steps
         rope_angles = self.rope(positions, x.dtype) if self.rope is not None else None
+        if self.rope_local is not None:  # Gemma 3: local layers have their own angles and a windowed mask
+            local_angles = self.rope_local(positions, x.dtype)
+            local_mask = self._mask(batch, steps, start, kv_cache, padding_mask, input_ids.device,
+                                    self.config.sliding_window)
         for block in self.layers:
-            x = block(x, rope_angles, kv_cache, mask, trace, edits)
+            if block.is_local:
+                x = block(x, local_angles, kv_cache, local_mask, trace, edits)
+            else:
+                x = block(x, rope_angles, kv_cache, mask, trace, edits)
         if kv_cache is not None:
             if edits is not None:
                 edits.note_written(kv_cache)
@@ -284,16 +360,35 @@ class Transformer(nn.Module):
             trace.final_hidden = keep(x)
         return self.lm_head(x)
 
-    def _mask(self, batch, steps, start, kv_cache, padding_mask, device) -> torch.Tensor | None:
-        """The attention mask for this forward, or ``None`` when SDPA's own causal mask is exact."""
+    def reset_rotary(self, device: torch.device | str) -> None:
+        """(Re)build the RoPE modules in float32 on ``device``, whatever the weights' dtype."""
+        cfg = self.config
+        if self.rope is not None:
+            self.rope = RotaryEmbedding(cfg.head_dim, cfg.rope_theta, cfg.max_seq_len, cfg.rope_scaling).to(device)
+        if self.rope_local is not None:
+            self.rope_local = RotaryEmbedding(cfg.head_dim, cfg.rope_local_theta, cfg.max_seq_len).to(device)
+
+    def rope_for(self, layer: int) -> RotaryEmbedding | None:
+        """The RoPE module that layer ``layer`` rotates its queries and keys with."""
+        return self.rope_local if self.layers[layer].is_local else self.rope
+
+    def _mask(self, batch, steps, start, kv_cache, padding_mask, device, window=None) -> torch.Tensor | None:
+        """The attention mask for this forward, or ``None`` when SDPA's own causal mask is exact.
+
+        ``window`` (local layers) also hides keys ``window`` or more positions before the query;
+        while no query has that many keys before it, the plain causal mask is already exact.
+        """
+        beyond_window = window is not None and start + steps > window
         if kv_cache is not None:
             if padding_mask is not None:
                 kv_cache.set_padding(padding_mask)
-            mask = kv_cache.attention_mask(steps)
-            if mask is not None or steps == 1 or start == 0:
+            mask = kv_cache.attention_mask(steps, window)
+            if mask is not None or ((steps == 1 or start == 0) and not beyond_window):
                 return mask
             key_ok = torch.ones(batch, start + steps, dtype=torch.bool, device=device)
-            return causal_padding_mask(key_ok, start)  # chunk after a cached prefix
+            return causal_padding_mask(key_ok, start, window)  # chunk after a cached prefix, or past the window
         if padding_mask is not None:
-            return causal_padding_mask(padding_mask.bool(), 0)
+            return causal_padding_mask(padding_mask.bool(), 0, window)
+        if beyond_window:
+            return causal_padding_mask(torch.ones(batch, steps, dtype=torch.bool, device=device), 0, window)
         return None

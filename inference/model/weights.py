@@ -1,8 +1,9 @@
 """Renaming checkpoint tensors into the engine's own layout.
 
-Owns the name maps from Hugging Face Llama and GPT-2 state dicts to ``Transformer``'s
-parameters, fusing Q/K/V (and the SwiGLU gate/up) into single matrices on the way.
-Reading files is not its concern (``loader.py`` and ``gguf_loader.py`` do that).
+Owns the name maps from Hugging Face Llama, GPT-2 and Gemma 3 state dicts to
+``Transformer``'s parameters, fusing Q/K/V (and the gated MLP's gate/up) into single
+matrices on the way. Reading files is not its concern (``loader.py`` and ``gguf.py``
+do that).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class WeightsError(ValueError):
 def to_engine_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     if config.family == "llama":
         return _llama(hf, config)
+    if config.family == "gemma3":
+        return _gemma3(hf, config)
     return _gpt2(hf, config)
 
 
@@ -51,6 +54,24 @@ def _llama(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.
         if config.mlp_bias:
             out[dst + "mlp.gate_up.bias"] = torch.cat([_take(hf, mlp + "gate_proj.bias"), _take(hf, mlp + "up_proj.bias")])
             out[dst + "mlp.down.bias"] = _take(hf, mlp + "down_proj.bias")
+    return out
+
+
+def _gemma3(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    """Llama's layout plus Gemma 3's q/k norms and four block norms.
+
+    Gemma's HF names differ from Llama's in one trap: its ``post_attention_layernorm`` is
+    the norm *after* attention, and ``pre_feedforward_layernorm`` the one before the MLP.
+    """
+    out = _llama(hf, config)
+    hf = {name.removeprefix("model."): tensor for name, tensor in hf.items()}
+    for i in range(config.n_layers):
+        src, dst = f"layers.{i}.", f"layers.{i}."
+        out[dst + "mlp_norm.weight"] = _take(hf, src + "pre_feedforward_layernorm.weight")
+        out[dst + "post_attn_norm.weight"] = _take(hf, src + "post_attention_layernorm.weight")
+        out[dst + "post_mlp_norm.weight"] = _take(hf, src + "post_feedforward_layernorm.weight")
+        out[dst + "attn.q_norm.weight"] = _take(hf, src + "self_attn.q_norm.weight")
+        out[dst + "attn.k_norm.weight"] = _take(hf, src + "self_attn.k_norm.weight")
     return out
 
 

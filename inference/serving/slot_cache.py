@@ -52,6 +52,7 @@ class _StepPlan:
     all_real: bool  # no pad column at all (every row brings T tokens)
     key_len: int  # S: positions read per row (longest row after this step)
     mask: torch.Tensor  # (B, 1, T, S)
+    positions: torch.Tensor  # (B, T) each column's position in its slot (pads: 0)
 
 
 class SlotKVCache:
@@ -101,6 +102,7 @@ class SlotKVCache:
             slots=slots, contiguous_from=first if in_order else None,
             write_slots=slots[:, None].expand_as(real)[real], write_positions=positions[real],
             real=real, all_real=bool(real.all()), key_len=key_len, mask=mask[:, None],  # (B, 1, T, S)
+            positions=positions,
         )
         self.length = max(row.cached for row in rows)
         return positions
@@ -136,12 +138,20 @@ class SlotKVCache:
             return pool[first : first + plan.slots.numel(), :, : plan.key_len]  # a view, no copy
         return pool[:, :, : plan.key_len].index_select(0, plan.slots)  # (B, n_kv, S, hd)
 
-    def attention_mask(self, query_len: int) -> torch.Tensor:
-        """Boolean mask (B, 1, T, S): each row sees only its own slot's positions up to itself."""
+    def attention_mask(self, query_len: int, window: int | None = None) -> torch.Tensor:
+        """Boolean mask (B, 1, T, S): each row sees only its own slot's positions up to itself.
+
+        ``window``: a local layer's sliding window; a slot's position is the token's own
+        position, so the window is measured in slot positions.
+        """
         plan = self._require_plan()
         if plan.mask.shape[2] != query_len:
             raise ValueError(f"the step was planned for {plan.mask.shape[2]} columns, the forward has {query_len}")
-        return plan.mask
+        if window is None or plan.key_len <= window:
+            return plan.mask
+        key_pos = torch.arange(plan.key_len, device=self.device)  # (S,)
+        inside = key_pos[None, None, :] > plan.positions[:, :, None] - window  # (B, T, S); each query keeps itself
+        return plan.mask & inside[:, None]  # (B, 1, T, S)
 
     def commit(self) -> None:
         """End the step; the caller advances each request's cached length by its new tokens."""

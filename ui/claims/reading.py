@@ -59,11 +59,14 @@ def id_neighbours_sentence(word: str, word_pieces: Sequence[str], centre_id: int
             "meaningless; meaning comes later, from the **embedding** row each id selects (next page).")
 
 
-def merge_replay_caption(n_merges: int, n_bytes: int, n_parts: int, same_as_tokenizer: bool, cut: bool) -> str:
-    """The merge-by-merge summary; it claims agreement with the real tokenizer only when the split is the same."""
-    text = f"{n_merges} merges from {n_bytes} bytes to {n_parts} token{'s' * (n_parts != 1)}"
+def merge_replay_caption(n_merges: int, n_symbols: int, n_parts: int, same_as_tokenizer: bool, cut: bool,
+                         unit: str = "bytes") -> str:
+    """The merge-by-merge summary; it claims agreement with the real tokenizer only when the split is the same.
+
+    ``unit``: what the replay starts from ("bytes" for byte-level BPE, "characters" for SentencePiece)."""
+    text = f"{n_merges} merges from {n_symbols} {unit} to {n_parts} token{'s' * (n_parts != 1)}"
     if cut:
-        return text + ": the replay stopped at the first bytes, so it is not the tokenizer's whole split."
+        return text + f": the replay stopped at the first {unit}, so it is not the tokenizer's whole split."
     if same_as_tokenizer:
         return text + ", the same split the tokenizer itself produces."
     return text + ": the tokenizer's own split differs (it applies more rules than these merges)."
@@ -125,11 +128,13 @@ def repeated_token_sentence(pieces: Sequence[str], ids: Sequence[int], rows: np.
             "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next.")
 
 
-def rope_pair_sentence(query_piece: str, key_piece: str, layer: int, head: int, weight: float, distance: int) -> str:
-    """The real query/key pair of the RoPE distance chart."""
+def rope_pair_sentence(query_piece: str, key_piece: str, layer: int, head: int, weight: float, distance: int,
+                       layer_kind: str = "") -> str:
+    """The real query/key pair of the RoPE distance chart (``layer_kind``: e.g. "a local layer: RoPE base 10,000")."""
     pair = (f"the query and the key of {_code(query_piece)} itself" if distance == 0 else
             f"the query of {_code(query_piece)} and the key of {_code(key_piece)}")
-    return (f"A real pair: {pair} in layer {layer}, head {head}, the head that puts the most weight from one on the "
+    kind = f" ({layer_kind})" if layer_kind else ""
+    return (f"A real pair: {pair} in layer {layer}{kind}, head {head}, the head that puts the most weight from one on the "
             f"other ({weight:.0%}). Undo their rotations, rotate them again as if they were *d* positions apart, and "
             f"score them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; "
             "the line shows how the same two vectors would score nearer or farther.")

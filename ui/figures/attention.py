@@ -1,4 +1,4 @@
-"""Figures for the Attention page: heatmaps, the all-heads grid, one query's score steps, GQA wiring.
+"""Figures for the Attention page: heatmaps, the all-heads grid, one query's score steps, K/V sharing, the window.
 
 Each ``make_*`` builder has a ``*_table`` beside it: the same numbers with named columns,
 for the chart's CSV download (masked future keys are left out: their weight is exactly 0).
@@ -19,21 +19,27 @@ def _labels(pieces: list[str]) -> list[str]:
     return [f"{i}: {visible(p)}" for i, p in enumerate(pieces)]
 
 
-def _causal(probs: np.ndarray) -> np.ndarray:
-    """Copy of a (T, T) map with the masked (future) cells set to NaN, so they draw as background."""
+def _causal(probs: np.ndarray, window: int | None = None) -> np.ndarray:
+    """Copy of a (T, T) map with the masked cells (the future; keys outside a ``window``) set to NaN,
+    so they draw as background."""
     rows, cols = np.triu_indices(probs.shape[-1], k=1)
     out = probs.astype(float).copy()
     out[..., rows, cols] = np.nan
+    if window is not None:
+        rows, cols = np.tril_indices(probs.shape[-1], k=-window)
+        out[..., rows, cols] = np.nan
     return out
 
 
-def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str) -> go.Figure:
-    """Query (rows) × key (columns) attention weights, grey above the diagonal, row sums beside it."""
+def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str, window: int | None = None) -> go.Figure:
+    """Query (rows) × key (columns) attention weights, grey where masked (the future, and keys outside a
+    local layer's ``window``), row sums beside it."""
     labels = _labels(pieces)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.88, 0.12], horizontal_spacing=0.02, shared_yaxes=True,
                         subplot_titles=["", "row sum"])
     fig.add_trace(go.Heatmap(
-        z=_causal(probs), x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues", colorbar=dict(title="weight", x=1.02),
+        z=_causal(probs, window), x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues",
+        colorbar=dict(title="weight", x=1.02),
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
     ), row=1, col=1)
     sums = probs.sum(axis=-1)
@@ -49,7 +55,8 @@ def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str) -> 
     return fig
 
 
-def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], layer: int) -> go.Figure:
+def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], layer: int,
+                    window: int | None = None) -> go.Figure:
     """All heads of one layer, (H, T, T), tiled into one heatmap (one trace draws far faster than H subplots).
 
     Each tile is titled with its head and the K/V head it shares; hovering names head, query and key.
@@ -66,7 +73,7 @@ def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], 
     annotations = []
     for h in range(n_heads):
         r, c = divmod(h, cols)
-        mosaic[r * step: r * step + t, c * step: c * step + t] = _causal(probs[h])
+        mosaic[r * step: r * step + t, c * step: c * step + t] = _causal(probs[h], window)
         for q in range(t if detailed_hover else 0):
             for k in range(t):
                 info[r * step + q, c * step + k] = f"head {h}<br>query {q}: {labels[q]}<br>key {k}: {labels[k]}"
@@ -83,12 +90,12 @@ def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], 
 
 
 def make_score_steps(raw: np.ndarray, scaled: np.ndarray, masked: np.ndarray, probs: np.ndarray,
-                     pieces: list[str], query: int, head_dim: int) -> go.Figure:
-    """Four stacked bar charts for one query: q·k → ÷√d → causal mask → softmax."""
+                     pieces: list[str], query: int, head_dim: float) -> go.Figure:
+    """Four stacked bar charts for one query: q·k → ÷√d → causal mask → softmax (``head_dim``: the d in √d)."""
     labels = _labels(pieces)
     visible_keys = np.isfinite(masked)
-    titles = ["1. q·k (raw dot products)", f"2. ÷ √{head_dim} = ÷ {np.sqrt(head_dim):.0f}",
-              "3. causal mask (future keys → −∞)", f"4. softmax → weights (sum {probs.sum():.4f})"]
+    titles = ["1. q·k (raw dot products)", f"2. ÷ √{head_dim:g} = ÷ {np.sqrt(head_dim):.3g}",
+              "3. mask (future keys → −∞)", f"4. softmax → weights (sum {probs.sum():.4f})"]
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=titles)
     colours = ["#9c755f", "#f28e2b", "#e15759", "#4e79a7"]
     for row, (values, colour) in enumerate(zip((raw, scaled, np.where(visible_keys, masked, np.nan), probs), colours), 1):
@@ -132,9 +139,55 @@ def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
     fig.add_trace(go.Scatter(x=kv_x, y=np.zeros(n_kv_heads), mode="markers+text",
                              text=[f"K/V{g}" for g in range(n_kv_heads)], textposition="bottom center",
                              marker=dict(size=22, color="#f28e2b", symbol="square"), name="K/V heads"))
-    fig.update_layout(title=f"Grouped-query attention: {n_heads} query heads share {n_kv_heads} K/V heads",
+    kind = ("Multi-head attention" if n_kv_heads == n_heads else
+            "Multi-query attention" if n_kv_heads == 1 else "Grouped-query attention")
+    fig.update_layout(title=f"{kind}: {n_heads} query heads share {n_kv_heads} K/V head{'s' * (n_kv_heads > 1)}",
                       xaxis=dict(visible=False), yaxis=dict(visible=False, range=[-0.5, 1.5]), height=240,
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h"))
+    return fig
+
+
+def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: int, title: str,
+                        local: bool) -> go.Figure:
+    """A long prompt's head-averaged attention, max-pooled into ``block`` x ``block`` cells, with the
+    sliding window drawn: left of the dashed line, keys are ``window`` or more positions behind their
+    query; in a ``local`` layer those cells are masked (grey, like the future). The colour scale stops
+    at the 99th percentile of the drawn weights, so the first token's large share does not wash out the rest."""
+    cells = pooled.shape[-1]
+    centres = (np.arange(cells) + 0.5) * block  # position at the middle of each pooled cell
+    rows, cols = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
+    shown = pooled.astype(float).copy()
+    shown[cols > rows] = np.nan  # the future
+    if local:  # cells whose every key is outside every one of their queries' windows
+        shown[(cols + 1) * block - 1 <= rows * block - window] = np.nan
+    finite = shown[np.isfinite(shown)]
+    top = float(np.percentile(finite, 99)) if finite.size else 1.0
+    fig = go.Figure(go.Heatmap(
+        z=shown, x=centres, y=centres, zmin=0, zmax=top or 1.0, colorscale="Blues",
+        colorbar=dict(title="max weight"),
+        hovertemplate=f"queries %{{y:.0f}}±{block // 2}<br>keys %{{x:.0f}}±{block // 2}<br>max weight %{{z:.4f}}<extra></extra>",
+    ))
+    edge = np.array([window - 1, n_tokens - 1])  # query positions from the first that loses a key
+    fig.add_trace(go.Scatter(x=edge - window + 1, y=edge, mode="lines", line=dict(color="#d62728", dash="dash", width=2),
+                             name=f"window edge: {window} keys back", hoverinfo="skip"))
+    fig.update_xaxes(title="key position", range=[0, n_tokens], constrain="domain")
+    fig.update_yaxes(title="query position", range=[n_tokens, 0], constrain="domain")
+    fig.update_layout(title=title, height=520, plot_bgcolor=MASKED_COLOUR, margin=dict(l=10, r=10, t=60, b=10),
+                      legend=dict(orientation="h", y=-0.15))
+    return fig
+
+
+def make_layer_kinds(local_layers: list[int], n_layers: int, window: int) -> go.Figure:
+    """One cell per layer: local (sliding window) or global."""
+    kinds = [1.0 if i in local_layers else 0.0 for i in range(n_layers)]
+    text = [f"{i}<br>{'local' if k else 'global'}" for i, k in enumerate(kinds)]
+    fig = go.Figure(go.Heatmap(z=[kinds], x=list(range(n_layers)), text=[text], texttemplate="%{text}",
+                               colorscale=[[0, "#f28e2b"], [1, "#9ecae1"]], showscale=False, xgap=2,
+                               hovertemplate="layer %{x}<extra></extra>"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(title=f"Layer by layer: local (sees the last {window} keys) or global (sees every key)",
+                      height=150, margin=dict(l=10, r=10, t=40, b=10))
     return fig
 
 

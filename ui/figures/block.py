@@ -31,12 +31,14 @@ def make_block_diagram(stage_names: Sequence[str], shape: tuple[int, int], norms
     """One block as a left-to-right chain of boxes: stage name, tensor shape (T × D) and ‖x‖ at one position."""
     fig = go.Figure()
     box_w, gap = 1.0, 0.35
+    narrow = len(stage_names) > 6  # a block with four norms: names on two lines, to fit their boxes
     for i, (stage, norm) in enumerate(zip(stage_names, norms)):
         x0 = i * (box_w + gap)
         fig.add_shape(type="rect", x0=x0, x1=x0 + box_w, y0=0, y1=1, fillcolor=_fill(stage),
                       line={"color": "#555", "width": 1.5}, layer="below")
+        name = stage.replace(" ", "<br>", 1) if narrow else stage
         fig.add_annotation(x=x0 + box_w / 2, y=0.5, showarrow=False, align="center", font={"color": "#222"},
-                           text=f"<b>{stage}</b><br>{shape[0]} × {shape[1]}<br>‖x‖ = {norm:.1f}")
+                           text=f"<b>{name}</b><br>{shape[0]} × {shape[1]}<br>‖x‖ = {norm:.1f}")
         if i:
             fig.add_annotation(x=x0, y=0.5, ax=x0 - gap, ay=0.5, xref="x", yref="y", axref="x", ayref="y",
                                showarrow=True, arrowhead=2, arrowwidth=1.5, text="")

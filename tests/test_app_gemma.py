@@ -1,0 +1,117 @@
+"""The pages on Gemma 3 270M: what differs from SmolLM2 is said, and computed from Gemma's own numbers.
+
+The app's engine for ``gemma-3-270m`` is the session's ``gemma_engine`` (no second load).
+Every fact checked here is one the page computes from the config, the tokenizer or the
+trace; the real-browser test (``test_browser.py``) opens every page for Gemma as well.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
+
+GEMMA = "gemma-3-270m"
+TIMEOUT = 300
+
+
+@pytest.fixture
+def app_on_gemma(gemma_engine, monkeypatch):
+    from ui import resources
+
+    real = resources.load_engine
+    monkeypatch.setattr(resources, "load_engine",
+                        lambda model=None, **kwargs: gemma_engine if model == GEMMA else real(model=model, **kwargs))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def open_gemma(script: str, prompt: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"model": GEMMA, **({"prompt": prompt} if prompt else {})})
+    at.run()
+    at.switch_page(script)
+    at.run()
+    assert_clean(at)
+    assert not at.error and not at.warning
+    return at
+
+
+def test_tokenization_says_sentencepiece_bos_and_byte_fallback(app_on_gemma):
+    at = open_gemma("pages/1_tokenization.py", "The cat sat 𓀀")
+    shown = texts(at.markdown)
+    assert "SentencePiece-style BPE" in shown and "`▁`" in shown and "262,144" in shown
+    assert "adds **`<bos>`** (id 2)" in shown
+    assert "becomes 4 tokens: `<0xF0>`, `<0x93>`, `<0x80>`, `<0x80>`" in shown
+    entries = next(df.value for df in at.dataframe if "entry as stored" in df.value.columns)
+    assert list(entries["entry as stored"][:3]) == ["<bos>", "The", "▁cat"]
+    assert "<0xF0>" in texts(at.markdown)  # the prompt's own byte-fallback chips, in the one notation
+
+
+def test_block_walk_shows_four_norms(app_on_gemma):
+    at = open_gemma("pages/4_logit_lens.py")
+    names = [a["text"].split("</b>")[0].removeprefix("<b>").replace("<br>", " ")
+             for a in chart(at, "block_diagram")["layout"]["annotations"] if a.get("text")]
+    assert names == ["block input", "RMSNorm (pre-attention)", "attention output", "RMSNorm (post-attention)",
+                     "residual add 1", "RMSNorm (pre-MLP)", "feed-forward output", "RMSNorm (post-MLP)",
+                     "residual add 2"]
+    assert "has **four norms per block**" in texts(at.caption)
+
+
+def test_attention_past_the_window(app_on_gemma):
+    from ui.compute_attention import long_prompt_for_window
+    from ui.state import DEFAULT_PROMPT
+
+    prompt = long_prompt_for_window(GEMMA, DEFAULT_PROMPT)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"model": GEMMA, "prompt": prompt})
+    at.run()
+    at.switch_page("pages/3_attention.py")
+    at.run()
+    assert_clean(at)
+    shown = texts(at.markdown)
+    assert "**multi-query attention**: all 4 query heads read one and the same key/value head" in shown
+    assert "**15 local layers**" in shown and "(5, 11, 17)" in shown
+    assert "outside its window is **0**" in shown
+    local = plotly_array(chart(at, "window_local")["data"][0]["z"])
+    centres = plotly_array(chart(at, "window_local")["data"][0]["x"])
+    block = int(centres[1] - centres[0])
+    far = int(512 / block) + 1  # pooled cells entirely outside the window
+    assert np.isnan(local[far:, 0]).all()  # the local layer's first keys, seen from far queries: drawn masked
+    assert (plotly_array(chart(at, "window_global")["data"][0]["z"])[far:, 0] > 0).all()
+
+
+def test_kv_cache_says_what_a_rolling_buffer_would_save(app_on_gemma):
+    at = open_gemma("pages/7_generation.py")
+    at.button(key="gen_next").click().run()
+    assert_clean(at)
+    shown = texts(at.markdown)
+    # fp32: 2 x 18 x 1 x 256 x 4 = 36,864 bytes per token; at 32,768 tokens 1,152 MiB, rolling (3 x 32,768 + 15 x 512)
+    assert "36,864 bytes per token" in texts(at.caption)
+    assert "would need 207 MiB instead of 1,152 MiB at the full context (82% less)" in shown
+
+
+def test_side_by_side_runs_the_prompt_through_both(app_on_gemma, engine, gemma_engine):
+    at = open_gemma("pages/9_compare.py")
+    prompt = "The cat sat on the mat because it was tired."
+    shown = texts(at.markdown)
+    for model in (engine, gemma_engine):  # the counts are the models' own tokenizers'
+        assert f"**{len(model.tokenizer.encode(prompt)):,} tokens** for 44 characters" in shown
+    design = next(df.value for df in at.dataframe if "SmolLM2-135M-Instruct" in df.value.columns)
+    assert list(design["gemma-3-270m"][:3]) == ["268.1 M", "18", "640"]
+    assert "36,864 bytes" in list(design["gemma-3-270m"]) and "46,080 bytes" in list(design["SmolLM2-135M-Instruct"])
+    assert [m.label for m in at.metric].count("Decode speed (measured)") == 2
+    assert "They agree on the first" in shown or "identical" in shown
+    for side in ("left", "right"):
+        assert len(plotly_array(chart(at, f"cmp_top_{side}")["data"][0]["x"])) == 10
+
+
+def test_first_divergence_is_by_characters():
+    from ui.compute_compare import first_divergence
+
+    split = first_divergence(" hungry.\nThe cat", " hungry and")
+    assert (split.common, split.left_rest, split.right_rest) == (" hungry", ".\nThe cat", " and")
+    assert first_divergence("same", "same").identical and first_divergence("", "x").common == ""
