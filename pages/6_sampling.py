@@ -4,7 +4,7 @@ import dataclasses
 import streamlit as st
 
 from inference import BusyError, PromptError
-from ui import charts, example_prompt, models, sampling_controls, state
+from ui import charts, class_views, classroom, example_prompt, models, sampling_controls, state
 from ui.claims import predicting as claims
 from ui.compute_logits import current_prompt_logits, params_key
 from ui.compute_sampling import continuations, draw, draw_history, draw_many, first_divergence
@@ -89,6 +89,14 @@ if st.session_state.get(SHOW_HISTOGRAM):
                                     gof.statistic, gof.dof, gof.p_value), key="draw_histogram",
                 data=figs.histogram_table(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws))
     st.markdown(claims.histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
+
+# 2b. The class's draws, pooled (a class server with a teacher key; see pages/95_class.py)
+if classroom.teacher_key() is not None:
+    st.subheader("2b · Draw for the class")
+    class_views.teacher_controls(kinds=("draw",))
+    class_views.draw_panel()
+    st.page_link("pages/95_class.py", label="The class view (draws and guesses, for the projector)",
+                 icon=":material/groups:")
 
 # 3. Greedy vs sampled, and two temperatures, from the shared server (batched with other sessions)
 st.subheader("3 · Continuations side by side")

@@ -11,6 +11,9 @@ gets the same one, as on a real server).
 """
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -159,3 +162,83 @@ def test_without_a_key_nobody_is_the_teacher(monkeypatch):
     assert classroom.teacher_key() is None and not classroom.key_matches("")
     monkeypatch.setenv(classroom.TEACHER_KEY_ENV, "   ")  # blank is no key
     assert classroom.teacher_key() is None
+
+
+# ---- the class experiments ------------------------------------------------------------------------------
+def student_session(student: str | None = None) -> AppTest:
+    """A student's tab; ``student`` is its browser's id as the cookie gives it back after a reload."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    if student is not None:
+        at.session_state[classroom.STUDENT] = student
+    at.run()
+    assert_clean(at)
+    return at
+
+
+@pytest.mark.real_model
+def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_double_count(class_server):
+    from ui.compute_class import DRAWS_PER_PRESS, student_draws
+
+    teacher = session()
+    unlock(teacher, KEY)
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    teacher.button(key="class_new_draws").click()
+    teacher.run()
+    assert_clean(teacher)
+    first, second = student_session(), student_session()  # both follow the teacher onto the Class page
+    first_id, second_id = (at.session_state[classroom.STUDENT] for at in (first, second))
+    for at, presses in ((first, 2), (second, 1)):
+        for _ in range(presses):
+            at.button(key="class_draw").click()
+            at.run()
+            assert_clean(at)
+    reloaded = student_session(first_id)  # the first student's browser reloads: same id, a new session
+    reloaded.button(key="class_draw").click()
+    reloaded.run()
+    assert_clean(reloaded)
+
+    rnd = classroom.room().draw_round()
+    assert {s: len(t) for s, t in rnd.draws.items()} == {first_id: 3 * DRAWS_PER_PRESS, second_id: DRAWS_PER_PRESS}
+    for sid, tokens in rnd.draws.items():  # each student's draws are its own seeded stream, draw 0, 1, 2, … once
+        assert tokens == student_draws(rnd.experiment, rnd.round_id, sid, 0, len(tokens))
+    assert rnd.draws[first_id] != rnd.draws[second_id]  # two seeds, two streams
+    pooled = rnd.counts()
+    assert sum(pooled.values()) == 4 * DRAWS_PER_PRESS
+    assert pooled == Counter(rnd.draws[first_id]) + Counter(rnd.draws[second_id])
+    teacher.run()
+    title = next(json.loads(c.proto.spec)["layout"]["title"]["text"] for c in teacher.get("plotly_chart")
+                 if c.proto.id.endswith("-class_histogram"))
+    assert title.startswith(f"The class (2 students): {4 * DRAWS_PER_PRESS} draws")
+
+
+@pytest.mark.real_model
+def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
+    teacher = session()
+    unlock(teacher, KEY)
+    teacher.text_area(key="_w_prompt").input("The cat sat on the")
+    teacher.run()
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    teacher.button(key="class_new_guesses").click()
+    teacher.run()
+    student = student_session()
+    for guess in ("floor", "mat"):  # a second guess replaces the first
+        student.text_input(key="_w_class_guess").input(guess)
+        student.button(key="class_guess").click()
+        student.run()
+        assert_clean(student)
+    assert list(classroom.room().guess_round().guesses.values()) == ["mat"]
+    assert "class_guesses" not in " ".join(c.proto.id for c in student.get("plotly_chart"))  # not before the reveal
+    teacher.button(key="class_reveal").click()
+    teacher.run()
+    assert_clean(teacher)
+    sentence = next(m.value for m in teacher.markdown if m.value.startswith("The model's most probable next token"))
+    from ui.compute_class import guess_view
+
+    view = guess_view(classroom.room().guess_round().experiment, ["mat"])
+    hits = view.top_guessed
+    assert f"{hits} student{'s' * (hits != 1)} of 1 guessed it" in sentence  # the sentence holds for the numbers
+    assert view.labels[0] == " mat" and view.class_share[0] == 1.0
+    student.run()
+    assert "Send my guess" not in [b.label for b in student.button]  # closed after the reveal

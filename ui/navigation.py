@@ -48,6 +48,8 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/75_quantization.py", "Quantization", "quantization", ":material/compress:"),
     PageSpec("pages/8_batching.py", "Batching", "batching", ":material/stacks:"),
     PageSpec("pages/9_compare.py", "Two models side by side", "compare", ":material/compare_arrows:"),
+    PageSpec("pages/95_class.py", "The class, together", "class", ":material/groups:",
+             opens_with_chart=False),  # charts appear once the teacher starts a round
 ]
 
 

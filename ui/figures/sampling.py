@@ -64,8 +64,9 @@ def make_cumulative_ranges(labels: Sequence[str], starts: Sequence[float], ends:
 
 
 def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expected: Sequence[float],
-                        n_draws: int, statistic: float, dof: int, p_value: float) -> go.Figure:
-    """Observed frequency of each token over ``n_draws`` next to its exact probability, with the chi-square result."""
+                        n_draws: int, statistic: float, dof: int, p_value: float, who: str = "") -> go.Figure:
+    """Observed frequency of each token over ``n_draws`` next to its exact probability, with the chi-square result
+    (``who`` starts the title: the class view's "The class (12 students): ")."""
     x = list(range(len(labels)))
     fig = go.Figure([
         go.Bar(x=x, y=list(expected), name="exact probability (the sampler's)", marker_color=BAR_COLOR,
@@ -77,7 +78,11 @@ def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expect
     ticks = [t.replace("other (", "other<br>(") if t.startswith("other (") else visible_token(t) for t in labels]
     fig.update_xaxes(tickmode="array", tickvals=x, ticktext=ticks)
     verdict = f"χ² = {statistic:.2f}, dof = {dof}, p = {p_value:.3g}" if dof else "one token only: nothing to test"
-    fig.update_layout(barmode="group", title=f"{n_draws:,} draws vs the exact probabilities · {verdict}",
+    if not n_draws:
+        verdict = "no draws yet"
+    elif not dof and len(labels) > 1:  # every token expected < 5 times: pooled into one bin (ui.compute_sampling)
+        verdict = "too few draws for a χ² test yet"
+    fig.update_layout(barmode="group", title=f"{who}{n_draws:,} draws vs the exact probabilities · {verdict}",
                       yaxis={"title": "probability / frequency", "rangemode": "tozero"}, height=380,
                       legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
                       margin={"t": 80, "b": 40})

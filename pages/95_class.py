@@ -1,0 +1,34 @@
+"""The class: one experiment for the whole room, drawn and guessed by every student, shown live."""
+import streamlit as st
+
+from ui import class_views, classroom
+from ui.navigation import redirect_legacy_run
+
+redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
+
+st.title("The class, together")
+st.caption("Every student's laptop runs the same experiment with its own seed; this page pools what the whole "
+           "room did, live. The teacher starts each round on their own prompt and settings.")
+if classroom.teacher_key() is None:
+    st.info("Class experiments need a teacher: this server was started without a teacher key "
+            f"(`{classroom.TEACHER_KEY_ENV}`). docs/classroom.md says how to start a class server.",
+            icon=":material/groups:")
+    st.stop()
+class_views.teacher_controls()
+
+st.header("1 · Draw for the class")
+st.markdown("One draw is a coin toss; a thousand show the distribution. Here the thousand come from the room: "
+            "each press draws ten tokens from your own seeded stream, and the bars below pool every student's draws "
+            "against the sampler's exact probabilities.")
+class_views.draw_panel()
+
+st.header("2 · Guess the next token")
+class_views.guess_panel()
+
+st.header("What to try next")
+st.markdown(
+    "- Watch the χ² verdict as the draws pile up: with a few dozen draws the bars wobble, with a few hundred they "
+    "sit on the probabilities.\n"
+    "- Teacher: start a new draw round at T = 0.3, then at T = 1.5, and compare the shapes.\n"
+    "- Guess first, then open **Logits & temperature** to see why the model disagrees (or agrees) with the room."
+)
