@@ -63,6 +63,11 @@ SHOTS: dict[str, Shot] = {
                          window=(1400, 1250), scroll_to="Local and global layers: the sliding window"),
     "compare": Shot("compare"),
 }
+# The class scene (``class_scene``): a teacher and four students on one server started with a teacher key.
+CLASS_SHOTS = ("class_view", "class_follow")
+CLASS_KEY = "screenshot-key"  # the server's teacher key for this run only
+CLASS_PROMPT = "The cat sat on the"
+GUESSES = ["mat", "floor", "mat", "sofa"]
 
 
 def wait_healthy(url: str, timeout: float = 180) -> None:
@@ -99,16 +104,72 @@ def full_height(page) -> None:
     page.wait_for_timeout(1500)
 
 
+def wait_text(page, text: str, timeout_s: float = 120) -> None:
+    """Until ``text`` is on the page (the class pages rerun their live views on a timer, so they never settle)."""
+    page.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
+    page.wait_for_timeout(1500)
+
+
+def class_scene(browser, url: str, folder: Path) -> None:
+    """The teacher starts a draw round and a guess round; four students (own browsers, so own cookies) follow,
+    draw and guess; the teacher reveals. Shots: the teacher's class view (full height) and a following
+    student's page with its sidebar."""
+    def tab():
+        return browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+
+    teacher = tab()
+    teacher.goto(f"{url}/logits?teacher={CLASS_KEY}")  # the teacher-only link
+    wait_text(teacher, "You are the teacher")
+    teacher.goto(f"{url}/class?" + urllib.parse.urlencode({"prompt": CLASS_PROMPT}))  # the cookie keeps teacher mode
+    wait_text(teacher, "You are the teacher")
+    print("teacher on the class page", flush=True)
+    for label in ("New draw round on my prompt and settings", "New guess round on my prompt"):
+        teacher.get_by_role("button", name=label, exact=True).click()
+        teacher.wait_for_timeout(2000)
+    students = []
+    for guess in GUESSES:
+        page = tab()
+        print("student", guess, flush=True)
+        page.goto(f"{url}/", timeout=120_000)
+        wait_text(page, "Following the teacher")
+        wait_text(page, "Draw 10 for the class")  # the follower is taken to the teacher's page
+        for press in range(1, 4):
+            page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
+            wait_text(page, f"Your draws in this round: {10 * press} ")
+        page.get_by_role("textbox", name="Your guess (one word)").fill(guess)
+        page.get_by_role("button", name="Send my guess", exact=True).click()
+        page.wait_for_timeout(1500)
+        if students:  # Chromium holds at most 6 connections per host: keep one student's tab open, not all
+            page.context.close()
+        else:
+            students.append(page)
+    teacher.get_by_role("button", name="Reveal the model's answer", exact=True).click()
+    wait_text(teacher, "The model's most probable next token")
+    wait_text(teacher, f"{3 * 10 * len(GUESSES)} draws by ")
+    full_height(teacher)
+    teacher.screenshot(path=str(folder / "class_view.png"), full_page=True)
+    print("wrote", folder / "class_view.png")
+    students[0].wait_for_timeout(2500)
+    students[0].evaluate("() => { const s = document.querySelector('[data-testid=stSidebarContent]'); "
+                         "if (s) s.scrollTop = s.scrollHeight; }")
+    students[0].wait_for_timeout(500)
+    students[0].screenshot(path=str(folder / "class_follow.png"))
+    print("wrote", folder / "class_follow.png")
+
+
 def main(names: list[str]) -> None:
     url = f"http://127.0.0.1:{PORT}"
+    env = {**os.environ, "LLM_EXPLORER_TEACHER_KEY": CLASS_KEY} if set(names) & set(CLASS_SHOTS) else None
     server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(PORT),
                                "--server.address", "127.0.0.1"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT)
+                              stderr=subprocess.STDOUT, env=env)
     try:
         wait_healthy(url)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-            for name in names or list(SHOTS):
+            if set(names) & set(CLASS_SHOTS):
+                class_scene(browser, url, Path(os.environ.get("SCREENSHOTS_DIR") or ROOT / "assets"))
+            for name in [n for n in names or list(SHOTS) if n not in CLASS_SHOTS]:
                 shot = SHOTS[name]
                 width, height = shot.window or (1400, 1000)
                 page = browser.new_page(viewport={"width": width, "height": height})  # a fresh session per shot

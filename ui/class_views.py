@@ -123,7 +123,7 @@ def _live_draws() -> None:
     gof = pooled.gof
     charts.show(sampling_figs.make_draw_histogram(pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(),
                                                   pooled.n_draws, gof.statistic, gof.dof, gof.p_value,
-                                                  who=f"The class ({n_students} students): "),
+                                                  who=f"The class ({n_students} student{'s' * (n_students != 1)}): "),
                 key="class_histogram",
                 data=sampling_figs.histogram_table(pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(),
                                                    pooled.n_draws))

@@ -17,6 +17,9 @@ Owns the session side of ``ui.room.Room`` (one per server process, ``room()``):
   on applies the teacher's current view at once.
 - **Who a student is**: a random id per browser, kept in a cookie (``STUDENT_COOKIE``, written by a
   one-line script the first time), so a reload is the same student and draws and guesses count once.
+  A teacher's browser keeps a random token the room issued when the key was proved (``TEACHER_COOKIE``,
+  never the key itself), so the teacher's reload or second tab needs no key; tokens live as long as the
+  server process, and "Leave teacher mode" revokes the session's.
 """
 from __future__ import annotations
 
@@ -41,7 +44,9 @@ MESSAGE = "_class_message"  # session: (kind, text) shown once in the class pane
 TRIES = "_class_key_tries"
 STUDENT = "_class_student"
 STUDENT_COOKIE = "llmx_student"
-STUDENT_ID = re.compile(r"[0-9a-f]{32}")
+TEACHER_COOKIE = "llmx_teacher"  # a room-issued token (not the key): a teacher's reload stays the teacher's
+TOKEN = "_class_teacher_token"  # session: the token this teacher session holds
+HEX_ID = re.compile(r"[0-9a-f]{32}")  # a student id or a teacher token
 MAX_KEY_TRIES = 5
 POLL_S = 0.5  # a follower sees a change within about this, plus one page run
 SEEN_S = 5.0  # a follower polled within this many seconds counts as following (the teacher's count)
@@ -74,17 +79,20 @@ def student_id() -> str:
     """This browser's id: from its cookie when it has one, else a new random one (the cookie is written)."""
     if STUDENT not in st.session_state:
         cookie = _cookies().get(STUDENT_COOKIE, "")
-        st.session_state[STUDENT] = cookie if STUDENT_ID.fullmatch(cookie) else secrets.token_hex(16)
+        st.session_state[STUDENT] = cookie if HEX_ID.fullmatch(cookie) else secrets.token_hex(16)
     return st.session_state[STUDENT]
 
 
-def _remember_student() -> None:
-    """Write this browser's id into its cookie the first time (a reload is then the same student)."""
-    sid = student_id()
-    if _cookies().get(STUDENT_COOKIE) != sid:  # sid is 32 hex digits (STUDENT_ID): safe inside the script
-        st.iframe(f"""<script>window.parent.document.cookie = "{STUDENT_COOKIE}={sid}; path=/; max-age=31536000; \
-SameSite=Strict";</script>""", height=1,
-                  alt="Remembers this browser for the class")
+def _remember() -> None:
+    """Write this browser's student id (and a teacher's token) into its cookies when they are not there yet."""
+    wanted = {STUDENT_COOKIE: student_id(), TEACHER_COOKIE: st.session_state.get(TOKEN) or ""}
+    have = _cookies()
+    changes = {name: value for name, value in wanted.items() if have.get(name, "") != value
+               and (value or name in have)}
+    if changes:  # values are 32 hex digits or empty (HEX_ID / secrets.token_hex): safe inside the script
+        script = "".join(f'window.parent.document.cookie = "{name}={value}; path=/; SameSite=Strict; '
+                         f'max-age={31536000 if value else 0}";' for name, value in changes.items())
+        st.iframe(f"<script>{script}</script>", height=1, alt="Remembers this browser for the class")
 
 
 def _cookies() -> dict[str, str]:
@@ -103,6 +111,7 @@ def _prove(given: str) -> bool:
         return False
     if key_matches(given):
         st.session_state[TEACHER] = True
+        st.session_state[TOKEN] = room().issue_teacher_token()
         st.session_state.setdefault(BROADCASTING, True)
         st.session_state[FOLLOW] = False
         st.session_state[MESSAGE] = ("success", "Teacher mode: students who follow see your page and settings.")
@@ -114,7 +123,15 @@ def _prove(given: str) -> bool:
 
 
 def read_link() -> None:
-    """Once per session, before the link is restored: a teacher-only link's key is checked and dropped."""
+    """Before the link is restored: a teacher-only link's key is checked and dropped; once per session, a
+    teacher's token in the browser's cookie makes the session the teacher's again (a reload)."""
+    if TOKEN not in st.session_state:
+        token = _cookies().get(TEACHER_COOKIE, "")
+        st.session_state[TOKEN] = None
+        if teacher_key() is not None and HEX_ID.fullmatch(token) and room().is_teacher_token(token):
+            st.session_state[TOKEN] = token
+            st.session_state[TEACHER] = True
+            st.session_state[FOLLOW] = False
     if "teacher" in st.query_params:
         given = st.query_params["teacher"]
         del st.query_params["teacher"]  # the key does not stay in the address bar (or in a copied link)
@@ -173,7 +190,7 @@ def _poll() -> None:
         st.rerun()
     if broadcast.version:
         title = next((spec.title for spec in navigation.PAGES if spec.url_path == broadcast.page), broadcast.page)
-        st.caption(f"Following the teacher: **{title}**, updated {_ago(broadcast.at)}.")
+        st.caption(f"Following the teacher: **{title}** (the teacher's view last changed {_ago(broadcast.at)}).")
     else:
         st.caption("Following the teacher: waiting for the teacher's first page.")
 
@@ -195,6 +212,9 @@ def _store_broadcasting() -> None:
 
 def _leave() -> None:
     st.session_state[TEACHER] = False
+    if st.session_state.get(TOKEN):
+        room().revoke_teacher_token(st.session_state[TOKEN])
+    st.session_state[TOKEN] = None
     st.session_state[MESSAGE] = ("info", "You left teacher mode: your view is no longer broadcast.")
 
 
@@ -209,7 +229,7 @@ def render_sidebar() -> None:
             st.caption("Class mode is off: this server was started without a teacher key "
                        f"(`{TEACHER_KEY_ENV}`), so nobody can broadcast.")
             return
-        _remember_student()
+        _remember()
         if is_teacher():
             st.session_state.setdefault(BROADCASTING, True)
             st.session_state[f"_w_{BROADCASTING}"] = st.session_state[BROADCASTING]

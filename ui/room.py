@@ -15,6 +15,7 @@ nothing). A guess is stored per student, so a second guess replaces the first.
 """
 from __future__ import annotations
 
+import hmac
 import secrets
 import threading
 import time
@@ -79,6 +80,24 @@ class Room:
         self._draws: DrawRound | None = None
         self._guesses: GuessRound | None = None
         self._seen: dict[str, float] = {}  # follower id -> time.monotonic() of its last poll
+        self._teacher_tokens: list[str] = []  # handed to sessions that proved the key (kept in their cookie)
+
+    # -- the teacher's reloads -------------------------------------------------------------------------
+    def issue_teacher_token(self) -> str:
+        """A random token for a session that proved the teacher key, so a reload of its browser needs no key."""
+        token = secrets.token_hex(16)
+        with self._lock:
+            self._teacher_tokens = (self._teacher_tokens + [token])[-8:]  # a few teacher devices at most
+        return token
+
+    def is_teacher_token(self, token: str) -> bool:
+        with self._lock:
+            tokens = list(self._teacher_tokens)
+        return any(hmac.compare_digest(token.encode(), known.encode()) for known in tokens)
+
+    def revoke_teacher_token(self, token: str) -> None:
+        with self._lock:
+            self._teacher_tokens = [known for known in self._teacher_tokens if known != token]
 
     # -- who follows -----------------------------------------------------------------------------------
     def seen(self, student: str) -> None:
