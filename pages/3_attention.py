@@ -107,7 +107,8 @@ if config.local_layers:
                 f"growing with the context; its **{len(globals_)} global layers** ({', '.join(map(str, globals_))}) "
                 "see every earlier key and carry information further back. Below "
                 f"{config.window} tokens the two kinds see the same keys: the difference shows only in a longer prompt.")
-    charts.show(figs.make_layer_kinds(list(config.local_layers), config.n_layers, config.window), key="layer_kinds")
+    charts.show(figs.make_layer_kinds(list(config.local_layers), config.n_layers, config.window), key="layer_kinds",
+                data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window))
     if len(view.ids) <= config.window:
         st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
         st.button(f"Use a prompt longer than {config.window} tokens", key="att_long_prompt",
@@ -125,7 +126,9 @@ if config.local_layers:
             with column:
                 charts.show(figs.make_window_heatmap(
                     windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
-                    f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}")
+                    f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}",
+                    data=figs.window_table(windowed.pooled[layer_index], windowed.block, windowed.window,
+                                           label == "local"))
         st.caption(f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
                    f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
                    f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "

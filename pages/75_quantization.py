@@ -10,6 +10,7 @@ from ui.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/navigation.py: a fresh server's first deep link runs this file without app.py
 
+COMPARE_KEY = "quant_compare_on"  # session key: the visitor asked for the prompt in every mode
 SPEED_KEY = "quant_speed"  # session key: (model, prompt ids, {mode: tok/s}) of the last measurement
 
 st.title("Quantization")
@@ -81,32 +82,41 @@ st.markdown(
 # 3. The same prompt in every weights mode
 st.header("Your prompt in every weights mode")
 prompt, chat = state.get(state.PROMPT), state.get(state.CHAT)
-comparison = quant.compare_modes(model, prompt, chat)
-labels = [quant.MODE_LABELS[m] for m in comparison.modes]
-charts.show(figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs), key="quant_modes",
-            data=figs.mode_probabilities_table(comparison.token_strings, labels, comparison.next_probs))
-st.dataframe([{"weights": label, "what runs": description, "top-1 agreement with float32": f"{agree:.1%}",
-               "mean KL from float32 (nats)": f"{kl:.2e}"}
-              for label, description, agree, kl in zip(labels, comparison.descriptions, comparison.top1_agreement,
-                                                       comparison.mean_kl)], hide_index=True, key="quant_table")
-best_mode = min(range(1, len(comparison.modes)), key=lambda i: comparison.mean_kl[i])
-flips = [labels[i] for i in range(1, len(labels)) if comparison.next_probs[i].argmax() != 0]
-st.markdown(
-    f"Over the prompt's {comparison.positions} positions, the mode closest to float32 is **{labels[best_mode]}** "
-    f"(mean KL {comparison.mean_kl[best_mode]:.1e} nats, the most probable next token the same at "
-    f"{comparison.top1_agreement[best_mode]:.1%} of positions). "
-    + (f"For the next token after your prompt, {', '.join(flips)} would pick another token than float32's "
-       f"**{visible_token(comparison.token_strings[0])}**." if flips else
-       f"After your prompt, every mode still puts **{visible_token(comparison.token_strings[0])}** first.")
-)
+modes = quant.available_modes(model)
+if not st.session_state.get(COMPARE_KEY):
+    # On request: each mode is another copy of the model in memory, loaded and checked once per server
+    st.markdown(f"Run your prompt through all {len(modes)} weights modes ({', '.join(quant.MODE_LABELS[m] for m in modes)}): "
+                "the server loads each mode once (a few seconds each), then every later prompt is compared at once.")
+    st.button("Run my prompt in every weights mode", key="quant_compare", type="primary",
+              on_click=st.session_state.__setitem__, args=(COMPARE_KEY, True))
+else:
+    comparison = quant.compare_modes(model, prompt, chat)
+    labels = [quant.MODE_LABELS[m] for m in comparison.modes]
+    charts.show(figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs), key="quant_modes",
+                data=figs.mode_probabilities_table(comparison.token_strings, labels, comparison.next_probs))
+    st.dataframe([{"weights": label, "what runs": description, "top-1 agreement with float32": f"{agree:.1%}",
+                   "mean KL from float32 (nats)": f"{kl:.2e}"}
+                  for label, description, agree, kl in zip(labels, comparison.descriptions, comparison.top1_agreement,
+                                                           comparison.mean_kl)], hide_index=True, key="quant_table")
+    best_mode = min(range(1, len(comparison.modes)), key=lambda i: comparison.mean_kl[i])
+    flips = [labels[i] for i in range(1, len(labels)) if comparison.next_probs[i].argmax() != 0]
+    st.markdown(
+        f"Over the prompt's {comparison.positions} positions, the mode closest to float32 is **{labels[best_mode]}** "
+        f"(mean KL {comparison.mean_kl[best_mode]:.1e} nats, the most probable next token the same at "
+        f"{comparison.top1_agreement[best_mode]:.1%} of positions). "
+        + (f"For the next token after your prompt, {', '.join(flips)} would pick another token than float32's "
+           f"**{visible_token(comparison.token_strings[0])}**." if flips else
+           f"After your prompt, every mode still puts **{visible_token(comparison.token_strings[0])}** first.")
+    )
+
 
 st.subheader("What 4 bits buy")
 st.button("Measure decode speed in every mode", key="quant_measure", type="primary",
           on_click=st.session_state.__setitem__, args=("quant_pending", True))
 if st.session_state.pop("quant_pending", False):
     bar, speeds = st.progress(0.0, text="measuring…"), {}
-    for n, mode in enumerate(comparison.modes):
-        bar.progress(n / len(comparison.modes), text=f"{quant.MODE_LABELS[mode]}: 24 greedy tokens")
+    for n, mode in enumerate(modes):
+        bar.progress(n / len(modes), text=f"{quant.MODE_LABELS[mode]}: 24 greedy tokens")
         speeds[mode] = quant.decode_speed(model, mode, view.ids)
     bar.empty()
     st.session_state[SPEED_KEY] = (model, view.ids, speeds)

@@ -6,7 +6,7 @@ from ui import charts
 from ui import compute_compare as cmp
 from ui import models, state
 from ui.compute_tokens import tokenize
-from ui.figures.generation import make_alternatives_bar
+from ui.figures.generation import alternatives_table, make_alternatives_bar
 from ui.figures.tokens import token_chips_html, visible
 from ui.navigation import redirect_legacy_run
 
@@ -104,7 +104,8 @@ for column, model, side in zip(cols, pair, ("left", "right")):
     top = tops[model]
     with column:
         charts.show(make_alternatives_bar(top.token_strings, top.probabilities, top.token_strings[0],
-                                          f"{model}: next token (softmax at T = 1)"), key=f"cmp_top_{side}")
+                                          f"{model}: next token (softmax at T = 1)"), key=f"cmp_top_{side}",
+                    data=alternatives_table(top.token_ids, top.token_strings, top.probabilities, top.token_ids[0]))
 shared = set(tops[left_model].token_strings) & set(tops[right_model].token_strings)
 st.markdown(f"Both pick **{visible(tops[left_model].token_strings[0])}** first." if
             tops[left_model].token_strings[0] == tops[right_model].token_strings[0] else

@@ -15,6 +15,9 @@ pytestmark = pytest.mark.real_model
 def page():
     at = open_page("pages/75_quantization.py", prompt="The cat sat", timeout=300)
     assert_clean(at)
+    assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("quant_modes")]  # not before the button
+    at.button(key="quant_compare").click().run(timeout=300)  # the other modes load on request
+    assert_clean(at)
     return at
 
 

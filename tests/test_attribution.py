@@ -24,7 +24,7 @@ def derived_bound(engine, magnitude: float) -> float:
     return logit_tolerance(magnitude, reduction, config.n_layers, compared=config.vocab_size)
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2"])  # RMSNorm; LayerNorm with biases everywhere
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gemma3"])  # RMSNorm; LayerNorm with biases; (1 + w) norms, four per block
 def test_contributions_sum_to_the_logit_within_the_derived_bound(family):
     engine = tiny_engine(family)
     logits = engine.forward_logits(IDS)[-1]

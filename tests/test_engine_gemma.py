@@ -137,6 +137,24 @@ def test_bf16_keeps_the_reference_choice_in_its_top_5(gemma_gguf, gemma_engine):
     assert all(token in best for token, best in zip(reference.token_ids, top5))
 
 
+def test_the_files_own_blocks_keep_the_reference_choice_in_their_top_5(gemma_engine):
+    """quant="gguf" on Gemma's mixed file: Q4_K and Q8_0 kept exactly, Q5_0/Q6_K re-quantized to 8-bit rows
+    (what ``quant.py`` does with a block type no kernel reads); the fp32 answer stays in its top 5 at every
+    step, and the KV cache gives the same greedy tokens as recomputing."""
+    from inference import load_engine
+
+    fast = load_engine(model="gemma-3-270m", device="cpu", quant="gguf")
+    layers = fast.model.quantization.layers
+    assert any("Q4_K, exact" in kind for kind in layers) and any("Q6_K" in kind for kind in layers), layers
+    ids = gemma_engine.tokenizer.encode(CAT)
+    reference = gemma_engine.complete(ids, SamplingParams(temperature=0, max_new_tokens=16, stop_on_eos=False))
+    logits = fast.forward_logits(ids + reference.token_ids[:-1])[len(ids) - 1:]  # (16, V), teacher-forced
+    top5 = logits.topk(5, dim=-1).indices.tolist()
+    assert all(token in best for token, best in zip(reference.token_ids, top5))
+    params = SamplingParams(temperature=0, max_new_tokens=8, stop_on_eos=False)
+    assert fast.complete(ids, params).token_ids == fast.complete(ids, params, use_cache=False).token_ids
+
+
 def test_sentencepiece_tokenizer_facts(gemma_engine):
     from inference.model.tokenizer import StreamDecoder
 

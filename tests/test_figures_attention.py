@@ -77,3 +77,19 @@ def test_gqa_diagram_names_the_kind_of_sharing():
     assert att_figs.make_gqa_diagram(9, 3).layout.title.text.startswith("Grouped-query attention")
     kinds = att_figs.make_layer_kinds([0, 1, 3], 4, 512).data[0]
     assert list(kinds.z[0]) == [1.0, 1.0, 0.0, 1.0]
+
+
+def test_window_and_layer_kind_tables():
+    """A 4-block pooled map (blocks of 8) with a window of 16: the table masks exactly the cells the chart greys."""
+    from ui.figures.attention import layer_kinds_table, window_table
+    pooled = np.tril(np.ones((4, 4))) / 4
+    local, global_ = window_table(pooled, 8, 16, True), window_table(pooled, 8, 16, False)
+    assert len(local) == 10 and np.allclose(local["max_weight"], 0.25)  # the 10 visible cells of a 4 x 4 triangle
+    behind = local[local["behind_window"]]
+    assert set(zip(behind["query_from"], behind["key_from"])) == {(24, 0)}  # keys 0-7 for queries 24-31: all 17+ back
+    assert behind["masked"].all() and not global_["masked"].any()
+    z = np.asarray(att_figs.make_window_heatmap(pooled, 8, 32, 16, "t", True).data[0].z, dtype=float)
+    drawn = {(8 * r, 8 * c) for r, c in zip(*np.tril_indices(4)) if np.isnan(z[r, c])}
+    assert drawn == set(zip(behind["query_from"], behind["key_from"]))
+    kinds = layer_kinds_table([0, 1], 3, 512)
+    assert kinds["kind"].tolist() == ["local", "local", "global"] and kinds["keys_seen"].tolist()[-1] == "all"

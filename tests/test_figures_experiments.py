@@ -37,3 +37,29 @@ def test_sweep_heatmaps_keep_their_numbers_and_shapes():
 def test_attribution_shows_the_largest_terms_largest_on_top():
     fig = figs.make_attribution(["a", "b", "c", "d"], np.array([0.1, -3.0, 2.0, 0.0]), " cat", top_n=3)
     assert list(fig.data[0].y) == ["a", "c", "b"] and list(fig.data[0].x) == [0.1, 2.0, -3.0]
+
+
+def test_the_csv_tables_hold_the_charts_numbers():
+    """Each chart's download table: named columns, the same numbers the chart draws."""
+    before = figs.before_after_table([" cat", " dog"], np.array([0.6, 0.1]), np.array([0.2, 0.3]))
+    assert list(before.columns) == ["token", "p_before", "p_after", "delta_p"]
+    assert before["token"].tolist() == ["·cat", "·dog"] and np.allclose(before["delta_p"], [-0.4, 0.2])
+
+    probs = np.arange(12, dtype=float).reshape(3, 2, 2) / 12  # (readouts, positions, ranks)
+    strings = [[["a", "b"], ["c", "d"]]] * 3
+    changed = np.array([[False, False], [False, True], [True, True]])
+    lens = figs.lens_region_table(["embed", "layer 0", "layer 1"], ["x", "y"], probs, strings, (1, 1), changed)
+    assert len(lens) == 12 and np.array_equal(lens["probability"], probs.reshape(-1))
+    cell = lens[(lens["layer"] == "layer 0") & (lens["position"] == 1)]
+    assert cell["reachable"].all() and cell["top_changed"].all()
+    assert not lens[lens["position"] == 0]["reachable"].any()  # left of the reachable block
+    assert lens[lens["layer"] == "layer 1"]["top_changed"].tolist() == [True, True, True, True]
+
+    delta = np.array([[0.0, -1.0], [0.5, 0.25]])
+    sweep = figs.head_importance_table(delta)
+    assert sweep.set_index(["layer", "head"])["delta_log_p"].to_dict() == {(0, 0): 0.0, (0, 1): -1.0, (1, 0): 0.5,
+                                                                         (1, 1): 0.25}
+    patch = figs.patching_table(delta, [" the", "it"])
+    assert patch["token"].tolist() == ["·the", "it", "·the", "it"] and np.array_equal(patch["restored"], delta.reshape(-1))
+    terms = figs.attribution_table(["embed", "L0.H0"], np.array([1.5, -0.5]))
+    assert terms["contribution"].sum() == 1.0

@@ -24,7 +24,7 @@ from tests.tolerances import max_abs_diff, model_tolerance
 IDS = [5, 60, 17, 40, 3, 9, 22, 71, 14, 50]
 
 
-@pytest.fixture(scope="module", params=["llama", "gpt2"])
+@pytest.fixture(scope="module", params=["llama", "gpt2", "gemma3"])
 def tiny(request):
     return tiny_engine(request.param)
 
@@ -146,6 +146,18 @@ def test_a_cut_edge_has_weight_zero_and_its_row_still_sums_to_one(tiny):
     assert max_abs_diff(fast[query], baseline[query]) > 10 * tol(tiny, baseline)
 
 
+def test_a_cut_edge_in_a_sliding_window_hits_its_own_key():
+    """Gemma 3's local layer 0 sees the last 8 keys: query 9 sees positions 2..9, so the cut of key 3 must hide
+    column 3 (its own position), not the fourth visible key."""
+    engine = tiny_engine("gemma3")
+    spec = Interventions(edges=(EdgeCut(9, 3, layer=0, head=1),))
+    _, edited = traced(engine, IDS, spec)
+    _, clean = traced(engine, IDS)
+    probs, before = edited.layers[0].attention_probs[0, 1, 9], clean.layers[0].attention_probs[0, 1, 9]  # (T,)
+    assert before[:2].eq(0).all() and before[3] > 0  # outside the window; the key to cut
+    assert probs[3] == 0.0 and probs[:2].eq(0).all() and (probs[2] > before[2]) and (probs[4:] > before[4:]).all()
+
+
 def test_edges_on_every_layer_and_head(tiny):
     spec = Interventions(edges=(EdgeCut(5, 0), EdgeCut(5, 5)))
     _, edited = traced(tiny, IDS, spec)
@@ -248,8 +260,8 @@ def test_bad_specs_raise_clear_errors(build, message):
 def test_unsupported_models_and_malformed_calls_are_refused():
     engine = tiny_engine("llama")
     spec = Interventions(heads=(HeadEdit(0, 0),))
-    with pytest.raises(InterventionError, match="not supported on 'gemma3' models"):
-        spec.check(dataclasses.replace(engine.config, family="gemma3"))
+    with pytest.raises(InterventionError, match="not supported on 'mamba' models"):
+        spec.check(dataclasses.replace(engine.config, family="mamba"))
     with pytest.raises(InterventionError, match="2 intervention specs for a batch of 1"):
         engine.model(torch.tensor([IDS]), interventions=[spec, spec])
     with pytest.raises(InterventionError, match="needs the head's mean"):

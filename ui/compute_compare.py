@@ -55,7 +55,8 @@ def model_card(model: str) -> ModelCard:
 
 @dataclass(frozen=True)
 class NextToken:
-    token_strings: list[str]  # the top ``TOP_N``, most likely first
+    token_ids: list[int]  # the top ``TOP_N``, most likely first
+    token_strings: list[str]
     probabilities: list[float]  # softmax at T = 1
 
 
@@ -66,7 +67,7 @@ def next_token_top(model: str, prompt: str) -> NextToken:
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
     top = np.argsort(probs)[::-1][:TOP_N]
-    return NextToken(token_texts(model, top.tolist()), [float(p) for p in probs[top]])
+    return NextToken(top.tolist(), token_texts(model, top.tolist()), [float(p) for p in probs[top]])
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,9 @@ def engine_in_mode(model: str, mode: str) -> Engine:
                        quant=quant)
 
 
+COMPARE_VALUES = 16 * 2**20  # logits compared per mode (float64)
+
+
 @dataclass(frozen=True)
 class ModeComparison:
     modes: list[str]
@@ -156,18 +159,22 @@ def compare_modes(model: str, prompt: str, chat: bool, top_n: int = 8) -> ModeCo
     """The prompt through every weights mode: next-token probabilities, top-1 agreement and KL against float32."""
     modes = available_modes(model)
     reference_engine = engine_in_mode(model, "none")
-    ids = reference_engine.encode_prompt(prompt, chat=chat)[-256:]  # the last 256 tokens: a few seconds per mode
-    logits = {mode: engine_in_mode(model, mode).forward_logits(ids).double() for mode in modes}  # (T, V) each
-    reference = logits["none"].log_softmax(-1)
+    # The last positions of the prompt, at most COMPARE_VALUES logits per mode in float64 (128 MB):
+    # 256 positions of SmolLM2's 49,152-entry vocabulary, 64 of Gemma's 262,144.
+    keep = max(1, min(256, COMPARE_VALUES // reference_engine.config.vocab_size))
+    ids = reference_engine.encode_prompt(prompt, chat=chat)
+    start = max(0, len(ids) - keep)
+    reference = reference_engine.forward_logits(ids)[start:].double().log_softmax(-1)  # (T, V)
     top = reference[-1].topk(top_n).indices.tolist()
     probs, agreement, kls = [], [], []
-    for mode in modes:
-        logp = logits[mode].log_softmax(-1)
+    for mode in modes:  # one mode's logits at a time
+        logp = reference if mode == "none" else engine_in_mode(model, mode).forward_logits(ids)[start:].double().log_softmax(-1)
         probs.append(logp[-1].exp()[top].numpy())
         agreement.append(float((logp.argmax(-1) == reference.argmax(-1)).double().mean()))
         kls.append(float((reference.exp() * (reference - logp)).sum(-1).mean()))
+        del logp
     return ModeComparison(modes, [engine_in_mode(model, m).weights_description for m in modes], top,
-                          token_texts(reference_engine.tokenizer, top), np.stack(probs), agreement, kls, len(ids))
+                          token_texts(reference_engine.tokenizer, top), np.stack(probs), agreement, kls, len(ids) - start)
 
 
 def decode_speed(model: str, mode: str, prompt_ids: list[int], n_tokens: int = 24) -> float:

@@ -16,7 +16,7 @@ from . import compute_attention as att
 from . import compute_experiments as ce
 from . import experiment_state as exp
 from .compute_tokens import tokenize
-from .figures.experiments import make_before_after
+from .figures.experiments import before_after_table, make_before_after
 from .figures.logits import visible_token
 
 SENDING_THRESHOLD = 0.3  # a head "sends it to cat" when at least this share of its attention from "it" is on "cat"
@@ -77,5 +77,6 @@ def _effect() -> None:
     st.markdown(f"With {len(settings.heads)} head(s) off ({heads}), {verdict}; KL(before ‖ after) = "
                 f"{compared.kl_bits:.4f} bits.")
     charts.show(make_before_after(compared.token_strings, compared.before, compared.after,
-                                  "Next token with and without the switched-off heads"), key="att_switch_effect")
+                                  "Next token with and without the switched-off heads"), key="att_switch_effect",
+                data=before_after_table(compared.token_strings, compared.before, compared.after))
     st.page_link("pages/45_experiments.py", label="More experiments with these heads", icon=":material/science:")

@@ -5,7 +5,10 @@ checked against. The residual stream at the last block's output is a plain sum:
 
     x = embeddings + Σ_layers (Σ_heads W_O,h · head_h + b_O + mlp)  (+ what any patch changed)
 
-and the logit of token w is ``W_U[w] · norm(x)``. The final norm is not linear: it divides
+and the logit of token w is ``W_U[w] · norm(x)``. (Gemma 3 normalises the attention output
+once more before adding it: its post-attention norm's σ is frozen the same way, so each head
+adds ``γ_post ⊙ (W_O,h · head_h) / σ_post``; the MLP's term is its post-normed output, which is
+what the stream receives.) The final norm is not linear: it divides
 by the stream's RMS σ (LayerNorm also subtracts the mean, which is linear, and adds a
 bias). **The approximation:** σ is frozen at its value in this run. Then every component
 c contributes exactly ``W_U[w] · (γ ⊙ c) / σ`` (centred first under LayerNorm), and the
@@ -30,7 +33,7 @@ import torch
 
 from .interventions import InterventionError
 from .trace import ForwardTrace
-from .transformer import RMSNorm, Transformer
+from .transformer import GemmaRMSNorm, RMSNorm, Transformer
 
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 
@@ -82,6 +85,12 @@ def _dense_weight(module) -> torch.Tensor:
     return dense() if callable(dense) else module.weight
 
 
+def _norm_scale(norm) -> torch.Tensor:
+    """The elementwise scale γ a norm applies after dividing by σ (Gemma stores it as an offset from 1)."""
+    weight = norm.weight.double().cpu()
+    return 1.0 + weight if isinstance(norm, GemmaRMSNorm) else weight
+
+
 def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrace, token_id: int,
                     position: int = -1, patched_layers: Iterable[int] = ()) -> LogitAttribution:
     """Split ``logits[position, token_id]`` of a traced forward (row 0) into per-component terms.
@@ -97,13 +106,13 @@ def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrac
     steps = trace.layers[0].block_output.shape[1]
     position = position % steps
     norm = model.final_norm
-    layer_norm = not isinstance(norm, RMSNorm)
+    layer_norm = not isinstance(norm, (RMSNorm, GemmaRMSNorm))
     with torch.inference_mode():
         stream = trace.layers[-1].block_output[0, position].double()  # (D,)
         centred = stream - stream.mean() if layer_norm else stream
         inverse_rms = 1.0 / math.sqrt(float((centred**2).mean()) + norm.eps)  # frozen σ
         unembed = _dense_weight(model.lm_head)[token_id].double().cpu()  # (D,)
-        direction = unembed * norm.weight.double().cpu() * inverse_rms  # (D,)
+        direction = unembed * _norm_scale(norm) * inverse_rms  # (D,)
 
         def term(vectors: torch.Tensor) -> torch.Tensor:
             """Contributions of (…, D) component vectors through the frozen norm and the token's row."""
@@ -119,6 +128,10 @@ def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrac
             head_out = layer.head_outputs[0, :, position].double()  # (H, hd)
             weight = _dense_weight(out).double().cpu().view(config.d_model, config.n_heads, config.head_dim)  # (D, H, hd)
             per_head = torch.einsum("dhk,hk->hd", weight, head_out)  # (H, D)
+            if block.post_attn_norm is not None:  # Gemma 3: the sum of the heads is normalised before the stream
+                raw = layer.attn_before_norm[0, position].double()  # (D,) the attention output before its norm
+                post_rms = math.sqrt(float((raw**2).mean()) + block.post_attn_norm.eps)  # frozen σ_post
+                per_head = per_head * _norm_scale(block.post_attn_norm) / post_rms  # (H, D)
             heads.append(term(per_head))
             biases.append(term(out.bias.double().cpu()) if out.bias is not None else torch.zeros((), dtype=torch.float64))
             mlps.append(term(layer.mlp_output[0, position]))

@@ -36,7 +36,9 @@ import torch
 from .config import ModelConfig
 from .kv_cache import causal_padding_mask
 
-SUPPORTED_FAMILIES = ("llama", "gpt2")  # the blocks whose hook points are known (pre-norm attention + MLP)
+# The blocks whose hook points are known: pre-norm attention + MLP (Llama, GPT-2), and Gemma 3's, whose
+# post-norms come before the stream: an MLP edit acts on what is added to it.
+SUPPORTED_FAMILIES = ("llama", "gpt2", "gemma3")
 HEAD_MODES = ("zero", "mean", "scale")
 
 
@@ -360,9 +362,12 @@ class ForwardEdits:
         if mask is None:  # SDPA's own causal mask was exact: keys are positions 0..S-1
             key_ok = torch.ones(batch, key_len, dtype=torch.bool, device=self.positions.device)
             mask = causal_padding_mask(key_ok, key_len - steps)  # (B, 1, T, S)
-        # A real query at position i sees exactly the positions 0..i, in column order, whatever the
-        # padding or cache layout: the n-th visible key of its row is position n - 1.
-        key_positions = mask.long().cumsum(dim=-1) - 1  # (B, 1, T, S)
+        # A real query at position i sees a contiguous run of positions ending at i, in column order,
+        # whatever the padding or cache layout: 0..i under the causal mask, i - w + 1..i in a local
+        # layer's window of w. So the n-th visible key of its row is position n - 1 + (i + 1 - visible).
+        visible = mask.sum(dim=-1, keepdim=True)  # (B, 1, T, 1)
+        first = self.positions[:, None, :, None] + 1 - visible  # (B, 1, T, 1) the row's first visible position
+        key_positions = mask.long().cumsum(dim=-1) - 1 + first  # (B, 1, T, S)
         blocked = torch.zeros(batch, n_heads, steps, key_len, dtype=torch.bool, device=mask.device)  # (B, H, T, S)
         for row, head, query, key in edges:
             hit = (self.positions[row, :, None] == query) & (key_positions[row, 0] == key) & mask[row, 0]  # (T, S)

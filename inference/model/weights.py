@@ -100,7 +100,7 @@ def _gpt2(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.T
 def projection_sources(config: ModelConfig) -> dict[str, list[str]]:
     """Each engine projection (``layers.3.attn.qkv``) -> the checkpoint tensors stacked into it, in order,
     plus ``"embed"`` (the token rows) and ``"lm_head"`` (the token rows again when the embeddings are tied)."""
-    if config.family != "llama":
+    if config.family not in ("llama", "gemma3"):  # Gemma 3 names its projections as Llama does
         raise WeightsError(f"no checkpoint-name map for quantizing the {config.family!r} family")
     sources = {"embed": ["model.embed_tokens.weight"],
                "lm_head": ["model.embed_tokens.weight" if config.tie_embeddings else "lm_head.weight"]}

@@ -225,3 +225,18 @@ def query_layers_table(weights: np.ndarray, pieces: list[str]) -> pd.DataFrame:
     return pd.DataFrame({"layer": np.repeat(np.arange(n_layers), t), "key_position": np.tile(np.arange(t), n_layers),
                          "key_token": np.tile([visible(p) for p in pieces], n_layers),
                          "mean_weight": weights.reshape(-1)})
+
+
+def window_table(pooled: np.ndarray, block: int, window: int, local: bool) -> pd.DataFrame:
+    """The pooled map of a long prompt: one row per visible block of (query, key) positions."""
+    cells = pooled.shape[-1]
+    rows, cols = np.tril_indices(cells)
+    outside = (cols + 1) * block - 1 <= rows * block - window  # every key of the cell behind the window
+    return pd.DataFrame({"query_from": rows * block, "key_from": cols * block, "block": block,
+                         "max_weight": pooled[rows, cols].astype(float),
+                         "behind_window": outside, "masked": outside & local})
+
+
+def layer_kinds_table(local_layers: list[int], n_layers: int, window: int) -> pd.DataFrame:
+    return pd.DataFrame({"layer": range(n_layers), "kind": ["local" if i in local_layers else "global" for i in range(n_layers)],
+                         "keys_seen": [f"last {window}" if i in local_layers else "all" for i in range(n_layers)]})

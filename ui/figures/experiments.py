@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
-from ui.figures.block import make_logit_lens
+from ui.figures.block import lens_table, make_logit_lens
 from ui.figures.logits import visible_token
 
 BEFORE_COLOR, AFTER_COLOR = "#9ecae1", "#e6550d"
@@ -107,3 +108,44 @@ def make_attribution(labels: Sequence[str], values: np.ndarray, target_text: str
                             f"{visible_token(target_text)}", xaxis_title="contribution to the logit",
                       yaxis={"type": "category"}, height=max(360, 22 * len(order) + 120), margin={"t": 60, "b": 40})
     return fig
+
+
+# -- the tables behind the charts' CSVs ---------------------------------------------------------
+def before_after_table(token_strings: Sequence[str], before: np.ndarray, after: np.ndarray) -> pd.DataFrame:
+    """The shown tokens' probabilities without and with the intervention."""
+    before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    return pd.DataFrame({"token": [visible_token(t) for t in token_strings], "p_before": before, "p_after": after,
+                         "delta_p": after - before})
+
+
+def lens_region_table(layer_labels: Sequence[str], position_tokens: Sequence[str], top_probs: np.ndarray,
+                      top_strings, region: tuple[int, int] | None, changed: np.ndarray) -> pd.DataFrame:
+    """The logit lens after the intervention, with whether each cell can be reached and whether its top guess changed."""
+    table = lens_table(layer_labels, position_tokens, top_probs, top_strings)  # rows in (readout, position, rank) order
+    n_rows, n_cols, k = np.asarray(top_probs).shape
+    index = np.arange(len(table))
+    rows, cols = index // (n_cols * k), (index // k) % n_cols
+    table["reachable"] = (rows >= region[0]) & (cols >= region[1]) if region is not None else False
+    table["top_changed"] = np.asarray(changed, dtype=bool)[rows, cols]
+    return table
+
+
+def head_importance_table(delta: np.ndarray) -> pd.DataFrame:
+    """Change in the target's log-probability with each head edited, one row per (layer, head)."""
+    n_layers, n_heads = delta.shape
+    return pd.DataFrame({"layer": np.repeat(np.arange(n_layers), n_heads), "head": np.tile(np.arange(n_heads), n_layers),
+                         "delta_log_p": np.asarray(delta, dtype=float).reshape(-1)})
+
+
+def patching_table(restored: np.ndarray, position_tokens: Sequence[str]) -> pd.DataFrame:
+    """Share of the clean answer each patch restores, one row per (block, position)."""
+    n_layers, n_pos = restored.shape
+    return pd.DataFrame({"after_block": np.repeat(np.arange(n_layers), n_pos),
+                         "position": np.tile(np.arange(n_pos), n_layers),
+                         "token": np.tile([visible_token(t) for t in position_tokens], n_layers),
+                         "restored": np.asarray(restored, dtype=float).reshape(-1)})
+
+
+def attribution_table(labels: Sequence[str], values: np.ndarray) -> pd.DataFrame:
+    """Every term of the direct logit attribution (not only the largest the chart draws)."""
+    return pd.DataFrame({"term": list(labels), "contribution": np.asarray(values, dtype=float)})
