@@ -70,13 +70,13 @@ def shared_server(tmp_path_factory) -> Iterator[str]:
     yield from _serve(tmp_path_factory.mktemp("shared-server"))
 
 
-def _serve(folder: Path) -> Iterator[str]:
+def _serve(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     port = _free_port()
     log = open(folder / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -338,3 +338,56 @@ def test_presenter_mode_fits_a_projector(fresh_server, browser, tmp_path):
             problems += _check_projector_page(page, spec, folder, (width, height))
         page.close()
     assert not problems, problems
+
+
+CLASS_KEY = "browser-test-key"
+
+
+@pytest.fixture
+def class_server(tmp_path) -> Iterator[str]:
+    """A fresh server started with a teacher key (a class server)."""
+    yield from _serve(tmp_path, env={"LLM_EXPLORER_TEACHER_KEY": CLASS_KEY})
+
+
+def _wait_text(page, text: str) -> None:
+    page.get_by_text(text).first.wait_for(timeout=RENDER_S * 1000)
+
+
+def test_class_view_on_a_fresh_server(class_server, browser, tmp_path):
+    """A teacher (by the teacher-only link) starts a class draw; a student in another browser follows onto the
+    Class page, draws, reloads (the same student: its cookie) and draws again; the teacher's class view pools
+    exactly the student's 20 draws. The class pages rerun their live views on a timer, so this test waits for
+    texts rather than for the script to go quiet."""
+    teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    requested = _record_requests(teacher)
+    teacher.goto(f"{class_server}/class?teacher={CLASS_KEY}")
+    _wait_text(teacher, "You are the teacher")
+    assert CLASS_KEY not in teacher.url  # the key is dropped from the address bar
+    teacher.get_by_role("button", name="New draw round on my prompt and settings", exact=True).click()
+    _wait_text(teacher, "Draw 10 for the class")
+
+    student = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    student.goto(f"{class_server}/")
+    _wait_text(student, "Following the teacher")
+    _wait_text(student, "Draw 10 for the class")  # the follower was taken to the teacher's page
+    assert urllib.parse.urlsplit(student.url).path.endswith("/class")
+    student.get_by_role("button", name="Draw 10 for the class", exact=True).click()
+    _wait_text(student, "Your draws in this round: 10 ")
+    student.reload()
+    _wait_text(student, "Your draws in this round: 10 ")  # the same student after the reload: nothing lost or doubled
+    student.get_by_role("button", name="Draw 10 for the class", exact=True).click()
+    _wait_text(student, "Your draws in this round: 20 ")
+
+    _wait_text(teacher, "20 draws by 1 student")
+    assert teacher.locator(".js-plotly-plot .main-svg").count() > 0
+    title = teacher.locator(".js-plotly-plot .gtitle").first.text_content()
+    assert title.startswith("The class (1 student): 20 draws"), title
+    for page in (teacher, student):
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    assert not _outside(requested, class_server), _outside(requested, class_server)
+    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    teacher.screenshot(path=str(folder / "class_view.png"), full_page=True)
+    teacher.context.close()
+    student.context.close()

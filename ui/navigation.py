@@ -62,7 +62,7 @@ def build() -> StreamlitPage:
         st.Page(spec.script, title=spec.title, url_path=spec.url_path, default=(i == 0))
         for i, spec in enumerate(PAGES)
     ]
-    return st.navigation(pages, position="sidebar")
+    return st.navigation(pages, position="sidebar", expanded=True)  # every page listed (13: past the 12 it shows unasked)
 
 
 def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:
