@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.load_scenario, run as a script from anywhere
 
-from tests.load_scenario import (CLASS_SERVER_ENV, MARKERS, PAGES, SLIDERS, WARM_UP_MARKER, AppServer, StudentReport,  # noqa: E402
-                                 percentile, prompt_for, run_class, student, timings_of)
+from tests.load_scenario import (CLASS_SERVER_ENV, FOLLOW_KEY, MARKERS, PAGES, SLIDERS, WARM_UP_MARKER, AppServer,  # noqa: E402
+                                 StudentReport, follow_class, percentile, prompt_for, run_class, student, timings_of)
 from tests.streamlit_client import StreamlitSession  # noqa: E402
 
 
@@ -53,19 +53,18 @@ def findings(reports: list[StudentReport]) -> list[str]:
             for item in r.problems + r.leaks + [f"own word missing on {what}" for what in r.missing]]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="scripts/bench_load.py")
-    parser.add_argument("--students", type=int, default=20, help=f"tabs at once (at most {len(MARKERS)})")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--pages", type=int, default=4, choices=range(1, len(PAGES) + 1))
-    parser.add_argument("--slider-moves", type=int, default=2, help="slider moves per page per tab")
-    parser.add_argument("--reference-moves", type=int, default=5, help="moves per page for the one-tab reference")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take before it counts as failed")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "load.json")
-    args = parser.parse_args()
+# Levers that are one server setting each: (name, the setting as it was, the setting now). ``--lever`` runs the
+# whole benchmark once per setting, one server after the other, and prints each figure's ratio.
+LEVERS = {
+    "gc": ({"STREAMLIT_RUNNER_POST_SCRIPT_GC": "true"}, {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "false"}),
+}
 
+
+def measure(args, env: dict[str, str]) -> dict:
+    """The whole scenario on a fresh server started with ``env``: warm-up, the one-tab reference, the rounds,
+    the followers, the one-tab reference again."""
     log = Path(tempfile.mkdtemp(prefix="bench-load-")) / "streamlit.log"
-    with AppServer(log, extra_env=CLASS_SERVER_ENV) as server:
+    with AppServer(log, extra_env={**CLASS_SERVER_ENV, "LLM_EXPLORER_TEACHER_KEY": FOLLOW_KEY, **env}) as server:
         rss = {"started": server.rss_mib()}
         warm = student(server.url, 0, WARM_UP_MARKER, MARKERS)  # every page once: imports, model, first runs
         rss["warmed up"] = server.rss_mib()
@@ -78,17 +77,23 @@ def main() -> None:
             rss[f"after round {round_index + 1}"] = server.rss_mib()
             print(f"round {round_index + 1}: {args.students} tabs in {rounds[-1]['seconds']:.1f} s, "
                   f"RSS {rss[f'after round {round_index + 1}']:,.0f} MiB", flush=True)
+        follow = follow_class(server.url, args.followers, MARKERS[-args.broadcasts:], args.timeout) if args.followers else None
         reference_after = alone(server.url, args.reference_moves)  # the same tab alone again: drift check
-
     every = [r for rnd in rounds for r in rnd["reports"]]
-    problems = findings([warm]) + findings(every)
+    return {"env": env, "warm": warm, "reference": reference, "reference_after": reference_after, "rounds": rounds,
+            "every": every, "rss": rss, "follow": follow}
+
+
+def report(args, result: dict) -> dict:
+    """Print one server's table; return its figures (seconds) by name."""
+    every, reference = result["every"], result["reference"]
+    problems = findings([result["warm"]]) + findings(every)
     ref_all = [s for values in reference.values() for s in values]
-    ref_after_all = [s for values in reference_after.values() for s in values]
     loaded_all = timings_of(every, "slider:")
     batch_sizes = [size for r in every for size in r.batch_sizes]
-
-    print(f"\n{args.students} tabs at once × {args.rounds} rounds, {args.pages} page(s) each, "
-          f"{args.slider_moves} slider move(s) per page; {len(loaded_all)} slider moves in all")
+    figures: dict[str, float] = {}
+    print(f"\n== server env {result['env'] or 'as configured'}: {args.students} tabs at once × {args.rounds} rounds, "
+          f"{args.pages} page(s) each, {args.slider_moves} slider move(s) per page; {len(loaded_all)} slider moves")
     print(f"{'slider move':26} {'alone median':>12} {'loaded median':>13} {'loaded p95':>10} {'p95 / alone':>11}")
     rows = [(page, reference[page], timings_of(every, f"slider:{page}")) for page in PAGES]
     rows.append(("all pages", ref_all, loaded_all))
@@ -96,30 +101,65 @@ def main() -> None:
         if not loaded:
             continue
         ref_median = statistics.median(ref)
+        figures[f"slider {name} median"] = statistics.median(loaded)
+        figures[f"slider {name} p95"] = percentile(loaded, 95)
         print(f"{name:26} {ref_median:11.2f}s {statistics.median(loaded):12.2f}s {percentile(loaded, 95):9.2f}s "
               f"{percentile(loaded, 95) / ref_median:10.1f}×")
-    ref_median = statistics.median(ref_all)
-    print(f"\np95 of a slider move under {args.students} tabs = {percentile(loaded_all, 95) / ref_median:.1f}× "
-          f"the single-tab median ({percentile(loaded_all, 95):.2f} s vs {ref_median:.2f} s; median "
-          f"{statistics.median(loaded_all) / ref_median:.1f}×). Single tab again after the rounds: median "
-          f"{statistics.median(ref_after_all):.2f} s.")
+    figures["slider alone median"] = statistics.median(ref_all)
+    print(f"single tab again after the rounds: median {statistics.median([s for v in result['reference_after'].values() for s in v]):.2f} s")
     for prefix, label in (("open:", "page opened"), ("prompt:", "prompt typed")):
         values = timings_of(every, prefix)
+        figures[f"{label} median"], figures[f"{label} p95"] = statistics.median(values), percentile(values, 95)
         print(f"{label:26} median {statistics.median(values):.2f} s, p95 {percentile(values, 95):.2f} s")
+    follow = result["follow"]
+    if follow is not None:
+        flat = [s for per in follow.latencies for s in per]
+        reached = [s for s in flat if s != float("inf")]
+        figures["broadcast median"] = statistics.median(flat)
+        figures["broadcast p95"] = percentile(flat, 95) if len(reached) == len(flat) else float("inf")
+        figures["follower poll median"] = statistics.median(follow.poll_seconds)
+        print(f"broadcast to {args.followers} followers   median {figures['broadcast median']:.2f} s, "
+              f"p95 {figures['broadcast p95']:.2f} s ({len(reached)} of {len(flat)} reached); one poll median "
+              f"{figures['follower poll median']:.2f} s over {len(follow.poll_seconds)} polls")
+        problems += follow.problems + follow.leaks
     print(f"largest generation batch reported on the Sampling page: {max(batch_sizes, default=0)} "
           f"(of {len(batch_sizes)} pages with continuations; {sum(b > 1 for b in batch_sizes)} batched with others)")
-    print("server RSS: " + ", ".join(f"{name} {value:,.0f} MiB" for name, value in rss.items()))
+    print("server RSS: " + ", ".join(f"{name} {value:,.0f} MiB" for name, value in result["rss"].items()))
     print(f"findings: {len(problems)}" + "".join(f"\n  {p}" for p in problems[:20]))
+    return {"figures": figures, "rss_mib": result["rss"], "findings": problems,
+            "max_batch_size": max(batch_sizes, default=0),
+            "round_seconds": [rnd["seconds"] for rnd in result["rounds"]]}
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="scripts/bench_load.py")
+    parser.add_argument("--students", type=int, default=20, help=f"tabs at once (at most {len(MARKERS)})")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pages", type=int, default=4, choices=range(1, len(PAGES) + 1))
+    parser.add_argument("--slider-moves", type=int, default=2, help="slider moves per page per tab")
+    parser.add_argument("--reference-moves", type=int, default=5, help="moves per page for the one-tab reference")
+    parser.add_argument("--followers", type=int, default=20, help="tabs following a teacher after the rounds (0: none)")
+    parser.add_argument("--broadcasts", type=int, default=4, help="the teacher's page + prompt changes they follow")
+    parser.add_argument("--lever", choices=sorted(LEVERS), help="run once with the setting as it was, once as now")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take before it counts as failed")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "load.json")
+    args = parser.parse_args()
+
+    settings = list(LEVERS[args.lever]) if args.lever else [{}]
+    results = [report(args, measure(args, env)) for env in settings]
+    if args.lever:
+        before, after = (r["figures"] for r in results)
+        print(f"\n== lever {args.lever!r}: {settings[0]} -> {settings[1]}, same scenario, one server after the other")
+        print(f"{'figure':34} {'before':>9} {'after':>9} {'after / before':>15}")
+        for name in before:
+            if name in after and before[name] not in (0, float("inf")):
+                print(f"{name:34} {before[name]:8.2f}s {after[name]:8.2f}s {after[name] / before[name]:14.2f}×")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "students": args.students, "rounds": args.rounds, "pages": args.pages, "slider_moves": args.slider_moves,
-        "round_seconds": [rnd["seconds"] for rnd in rounds],
-        "alone": {page: stats(values) for page, values in reference.items()} | {"all": stats(ref_all)},
-        "alone_after": stats(ref_after_all),
-        "loaded": {page: stats(timings_of(every, f"slider:{page}")) for page in PAGES} | {"all": stats(loaded_all)},
-        "max_batch_size": max(batch_sizes, default=0), "rss_mib": rss, "findings": problems,
-    }, indent=2))
+        "followers": args.followers, "lever": args.lever,
+        "servers": [{"env": env, **r} for env, r in zip(settings, results)],
+    }, indent=2, default=str))
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
 
 

@@ -58,6 +58,7 @@ def prompt_for(word: str, round_index: int = 0) -> str:
 # A class server's documented setting (README, docs/classroom.md): one torch thread per forward, since
 # many sessions run forwards at once and two threads each on shared cores wait on each other.
 CLASS_SERVER_ENV = {"LLM_EXPLORER_THREADS": "1"}
+# The same with a teacher key (docs/classroom.md): students may follow the teacher (``follow_class``).
 
 
 class AppServer:
@@ -227,3 +228,91 @@ def latency_line(label: str, values: list[float]) -> str:
         return f"{label}: no samples"
     return (f"{label}: n={len(values)} median {statistics.median(values):.2f} s, "
             f"p95 {percentile(values, 95):.2f} s, max {max(values):.2f} s")
+
+
+# -- a class that follows the teacher ---------------------------------------------------------
+FOLLOW_KEY = "load-test-teacher-key"  # the class server's teacher key (CLASS_SERVER_ENV's teacher variant)
+FOLLOW_PAGES = ["logits", "attention", "tokenization", "sampling"]  # the teacher's walk, one word per stop
+
+
+@dataclass
+class FollowReport:
+    """What the followers saw: per broadcast, each follower's seconds from the teacher's run to its own page."""
+
+    latencies: list[list[float]] = field(default_factory=list)  # [broadcast][follower]; inf = never reached
+    poll_seconds: list[float] = field(default_factory=list)  # one timed-fragment run (a poll) of any follower
+    problems: list[str] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)  # a word on a follower's page that the teacher never typed
+
+
+def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 120.0,
+                 reach_s: float = 60.0) -> FollowReport:
+    """A teacher (teacher-only link) walks ``FOLLOW_PAGES``, typing a prompt with a new word on each, while
+    ``n_followers`` tabs poll as a browser does (every ``run_every`` of the sidebar's fragment). A follower
+    has "reached" a broadcast at the end of its first whole-app run that is on the teacher's page and shows
+    the teacher's word; its latency counts from the end of the teacher's run (when the room had the view)."""
+    report = FollowReport()
+    runs: list[list[tuple[float, str, list[str]]]] = [[] for _ in range(n_followers)]  # (end, page, texts)
+    stop = threading.Event()
+    ready = threading.Barrier(n_followers + 1)
+
+    def follower(i: int) -> None:
+        try:
+            with StreamlitSession(url, timeout=timeout) as tab:
+                run = tab.open("")
+                runs[i].append((time.perf_counter(), tab.page, run.texts(GENERATED_CHARTS, GENERATED_TEXTS)))
+                try:
+                    ready.wait()
+                except threading.BrokenBarrierError:
+                    return
+                while not stop.is_set():
+                    started = time.perf_counter()
+                    run = tab.poll()
+                    report.poll_seconds.append(run.seconds)
+                    report.problems += [f"follower {i}: {p}" for p in run.problems]
+                    if run.full:
+                        runs[i].append((time.perf_counter(), tab.page, run.texts(GENERATED_CHARTS, GENERATED_TEXTS)))
+                    interval = min(tab.fragments.values(), default=0.5)
+                    stop.wait(max(0.0, interval - (time.perf_counter() - started)))  # the browser's timer
+        except Exception as exc:  # noqa: BLE001
+            report.problems.append(f"follower {i}: {type(exc).__name__}: {exc}")
+            if not ready.broken:
+                ready.abort()
+
+    threads = [threading.Thread(target=follower, args=(i,), name=f"follower-{i}") for i in range(n_followers)]
+    for thread in threads:
+        thread.start()
+    try:
+        with StreamlitSession(url, timeout=timeout) as teacher:
+            teacher.query_string = f"teacher={FOLLOW_KEY}"
+            teacher.open("")
+            ready.wait(timeout=timeout)
+            for step, word in enumerate(words):
+                teacher.open(FOLLOW_PAGES[step % len(FOLLOW_PAGES)])
+                run = teacher.set("_w_prompt", prompt_for(word))
+                report.problems += [f"teacher: {p}" for p in run.problems]
+                sent, page = time.perf_counter(), teacher.page
+                deadline = sent + reach_s
+                latencies = [float("inf")] * n_followers
+                while time.perf_counter() < deadline and float("inf") in latencies:
+                    for i in range(n_followers):
+                        if latencies[i] == float("inf"):
+                            done = next((end for end, at, texts in list(runs[i]) if end >= sent and at == page
+                                         and _has_word("\n".join(texts), word)), None)
+                            if done is not None:
+                                latencies[i] = done - sent
+                    time.sleep(0.05)
+                report.latencies.append(latencies)
+    except Exception as exc:  # noqa: BLE001
+        report.problems.append(f"teacher: {type(exc).__name__}: {exc}")
+    finally:
+        stop.set()
+        ready.abort()  # a teacher that failed early must not leave followers waiting
+        for thread in threads:
+            thread.join()
+    taught = set(words)
+    for i, seen in enumerate(runs):
+        for _, page, texts in seen:
+            report.leaks += [f"follower {i} on {page}: {w!r}" for w in MARKERS + [WARM_UP_MARKER]
+                             if w not in taught and _has_word("\n".join(texts), w)]
+    return report

@@ -14,6 +14,10 @@ The protocol, as the frontend uses it:
   (an element at a ``delta_path``), ... and ``script_finished``; a run cut short
   by ``st.rerun()`` ends with ``FINISHED_EARLY_FOR_RERUN`` and the next run follows
   on its own, so a run is over at the first other ``script_finished``;
+- a fragment with ``run_every`` announces itself (``auto_rerun``: its id and interval); the browser
+  then sends ``rerun_script`` with that ``fragment_id`` on a timer (``StreamlitSession.poll``);
+- every whole-app run names its page in a ``navigation`` message (page script hash -> url path), so
+  a page switched by the app (``st.switch_page``) is followed like the address bar follows it;
 - widget ids look like ``$$ID-<hash>-<user key>``; widgets are found here by the
   user key (``_w_prompt``, ``_w_temperature``);
 - values go in the field the frontend uses: text → ``string_value``, slider →
@@ -37,6 +41,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from websockets.sync.client import connect
 
 _EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
+_FRAGMENT_DONE = ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 _ERROR_ALERT = 1  # Alert.Format.ERROR
 _TEXT_FIELDS = {"markdown": "body", "heading": "body", "text": "body", "alert": "body", "code": "code_text"}
 
@@ -52,6 +57,7 @@ class Run:
     page: str
     seconds: float  # from sending the rerun to its script_finished
     elements: dict[tuple[int, ...], Element] = field(default_factory=dict)
+    full: bool = True  # a whole-app run (False: only a fragment reran, ``elements`` holds its part)
 
     def of_type(self, kind: str) -> list[Element]:
         return [el for _, el in sorted(self.elements.items()) if el.WhichOneof("type") == kind]
@@ -111,6 +117,8 @@ class StreamlitSession:
         self.page = ""
         self.query_string = ""  # the address bar's query, as the app last set it (st.query_params)
         self.last: Run | None = None
+        self.fragments: dict[str, float] = {}  # fragment id -> seconds between its automatic reruns (run_every)
+        self._pages: dict[str, str] = {}  # page script hash -> url path, from the app's navigation message
         self._states: dict[str, WidgetState] = {}  # widget id -> the value this tab holds
         self._kinds: dict[str, str] = {}  # widget id -> element type, from the last run that drew it
         self._socket = connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout)
@@ -133,6 +141,21 @@ class StreamlitSession:
         state = WidgetState(id=widget_id, trigger_value=True)
         return self._rerun(extra=[state])
 
+    def poll(self) -> Run:
+        """Rerun the page's timed fragments once, as the browser's timer does (``st.fragment(run_every=...)``).
+
+        A fragment that calls ``st.rerun()`` turns this into a whole-app run (``Run.full``); the app may
+        also have switched the page (``st.switch_page``): ``self.page`` follows, as the address bar does.
+        """
+        if not self.fragments:
+            raise ProtocolError(f"page {self.page!r} has no timed fragment to rerun")
+        run = None
+        for fragment_id in list(self.fragments):
+            run = self._rerun(fragment_id=fragment_id)
+            if run.full:
+                break
+        return run
+
     def close(self) -> None:
         self._socket.close()
 
@@ -148,21 +171,26 @@ class StreamlitSession:
             raise KeyError(f"no widget with key {key!r} on page {self.page!r}")
         return self.last.widget_ids[key]
 
-    def _rerun(self, extra: list[WidgetState] | None = None) -> Run:
+    def _rerun(self, extra: list[WidgetState] | None = None, fragment_id: str = "") -> Run:
         message = BackMsg()
         message.rerun_script.page_name = self.page
         message.rerun_script.query_string = self.query_string
         message.rerun_script.widget_states.widgets.extend(list(self._states.values()) + (extra or []))
+        if fragment_id:
+            message.rerun_script.fragment_id = fragment_id
+            message.rerun_script.is_auto_rerun = True
         started = time.perf_counter()
         self._socket.send(message.SerializeToString())
-        run = self._collect(started)
-        self.last = run
-        self._forget_widgets_not_drawn(run)
+        run = self._collect(started, fragment=bool(fragment_id))
+        if run.full:
+            self.last = run
+            self._forget_widgets_not_drawn(run)
         return run
 
-    def _collect(self, started: float) -> Run:
+    def _collect(self, started: float, fragment: bool = False) -> Run:
         """Read ForwardMsgs until the run (and any st.rerun() it triggered) has finished."""
-        run = Run(self.page, 0.0)
+        run = Run(self.page, 0.0, full=not fragment)
+        announced: dict[str, float] = {}
         deadline = started + self.timeout
         while True:
             remaining = deadline - time.perf_counter()
@@ -173,6 +201,12 @@ class StreamlitSession:
             kind = msg.WhichOneof("type")
             if kind == "new_session":
                 run.elements.clear()  # a new run (e.g. after st.rerun()) redraws the page
+                announced = {}
+            elif kind == "navigation":
+                self._pages = {p.page_script_hash: p.url_pathname for p in msg.navigation.app_pages}
+                self.page = run.page = self._pages.get(msg.navigation.page_script_hash, self.page)
+            elif kind == "auto_rerun":
+                announced[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 run.elements[tuple(msg.metadata.delta_path)] = msg.delta.new_element
             elif kind == "page_info_changed":  # the app wrote st.query_params: the browser's URL follows
@@ -183,6 +217,9 @@ class StreamlitSession:
                 raise ProtocolError("the server sent a cached-message reference; this client caches nothing")
             elif kind == "script_finished" and msg.script_finished != _EARLY_FOR_RERUN:
                 run.seconds = time.perf_counter() - started
+                run.full = msg.script_finished != _FRAGMENT_DONE
+                if run.full:  # a whole-app run announces every timed fragment it drew (and drops the others)
+                    self.fragments = announced
                 return run
 
     def _forget_widgets_not_drawn(self, run: Run) -> None:
