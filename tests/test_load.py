@@ -5,8 +5,11 @@ page), types its own prompt and moves that page's slider, all released together.
 Pass: every tab sees only its own prompt, no tab gets an exception, an error or a
 "busy" message, the server's memory stays under a bound and a second round of
 twenty new prompts does not grow it (every page cache has a limit), and the
-Sampling page's continuations were batched across tabs. Median and p95 latency of
-a slider move are printed (``-s``); they are not asserted, the machine is shared.
+Sampling page's continuations were batched across tabs. Then a teacher walks two pages
+with a new prompt on each while ten tabs follow (``load_scenario.follow_class``): every
+follower reaches each of the teacher's views and sees no other word. Median and p95
+latency of a slider move and of a broadcast are printed (``-s``); they are not asserted
+beyond a generous bound, the machine is shared.
 The bigger run is ``scripts/bench_load.py``.
 """
 from __future__ import annotations
