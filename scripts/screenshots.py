@@ -54,6 +54,7 @@ SHOTS: dict[str, Shot] = {
     "logits": Shot("logits"),
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
+    "quantization": Shot("quantization", ["Run my prompt in every weights mode", "Measure decode speed in every mode"]),
     "batching": Shot("batching", ["Run static and continuous", "Measure throughput vs batch size"]),
     "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720),  # a projector's 720p
                       scroll_to="1 · One draw, by cumulative ranges"),

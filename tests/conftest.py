@@ -34,6 +34,14 @@ def engine():
 
 
 @pytest.fixture(scope="session")
+def gguf_engine():
+    """The same model on the file's own 4-bit blocks (``quant="gguf"``), loaded once."""
+    from inference import load_engine
+
+    return load_engine(device="cpu", quant="gguf")
+
+
+@pytest.fixture(scope="session")
 def hf_reference(engine):
     """transformers' own model on the same weights (read from the engine's converted folder)."""
     from transformers import AutoModelForCausalLM
@@ -107,5 +115,5 @@ def ui_engine_and_server(engine, monkeypatch):
 def pytest_collection_modifyitems(items):
     """Every test that uses a real engine is a ``real_model`` test, marked or not."""
     for item in items:
-        if {"engine", "gemma_engine"} & set(getattr(item, "fixturenames", ())):
+        if {"engine", "gemma_engine", "gguf_engine"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.real_model)

@@ -62,3 +62,37 @@ def test_speed_is_measured_on_request(page):
     fastest = re.search(r"\*\*([^*]+)\*\* decodes fastest, ([0-9.]+) tok/s", sentence)
     labels = chart(page, "quant_speed")["data"][0]["x"]
     assert fastest.group(1) == labels[int(np.argmax(speeds))]
+
+
+def test_every_page_runs_on_the_files_blocks(gguf_engine, monkeypatch):
+    """A server started with LLM_EXPLORER_QUANT=gguf: every page of the story runs, and the sidebar says in words
+    what runs (the engine is the session's gguf one, so no page loads a third copy)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.apptest_utils import APP
+    from ui import resources
+    from ui.navigation import PAGES
+
+    real = resources.load_engine
+    monkeypatch.setenv("LLM_EXPLORER_QUANT", "gguf")
+    monkeypatch.setattr(resources, "load_engine",
+                        lambda model=None, **kwargs: (gguf_engine if model is None and kwargs.get("quant") == "gguf"  # the default
+                                                  else real(model=model, **kwargs)))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.run()
+        for spec in PAGES:
+            if spec.url_path == "compare":  # a second model (Gemma on its own blocks: tests/test_engine_gemma.py)
+                continue
+            at.switch_page(spec.script)
+            at.run()
+            assert_clean(at)
+            assert not at.error, (spec.url_path, [e.value for e in at.error])
+        sidebar = " ".join(c.value for c in at.sidebar.caption)
+        assert "4-bit groups (Q4_1, exact)" in sidebar and "as stored in the file" in sidebar
+    finally:
+        st.cache_resource.clear()
+        st.cache_data.clear()

@@ -188,13 +188,6 @@ def test_quantized_batched_equals_solo(runner):
 
 
 # -- the real model --------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def gguf_engine():
-    from inference import load_engine
-
-    return load_engine(device="cpu", quant="gguf")
-
-
 @pytest.mark.real_model
 def test_real_model_keeps_the_files_blocks(gguf_engine):
     summary = gguf_engine.model.quantization

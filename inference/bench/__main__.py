@@ -61,7 +61,9 @@ def weight_bytes(engine: Engine) -> int:
     one embedding row (the lookup reads only the token's row)."""
     model = engine.model
     seen, total = set(), 0
-    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+    # remove_duplicate=False: a tied output matrix is listed as "lm_head.weight" too (and read whole every step)
+    tensors = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
+    for name, tensor in tensors:
         if name.startswith(("embed.", "rope.")) or tensor.data_ptr() in seen:
             continue
         seen.add(tensor.data_ptr())
