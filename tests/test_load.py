@@ -96,7 +96,10 @@ def test_a_class_of_twenty_on_one_server(server):
 
 
 N_FOLLOWERS = 10
-FOLLOW_REACH_S = 30.0  # generous on a shared machine; the benchmark reports the real latency (goal: p95 <= 2 s)
+# A liveness bound, not a speed goal: every follower must get there (a lost broadcast never does). Alone it
+# takes ~1.2 s (p95); in a full suite on a loaded 2-core machine one run took over 30 s for 9 of 10 followers,
+# so 90 s. The latency itself is the benchmark's job (scripts/bench_load.py --followers; goal p95 <= 2 s).
+FOLLOW_REACH_S = 90.0
 
 
 @pytest.mark.load
