@@ -118,8 +118,9 @@ def _live_draws() -> None:
     mine = len(rnd.draws.get(classroom.student_id(), ()))
     pooled = pooled_histogram(rnd.experiment, rnd.counts())
     n_students = sum(bool(tokens) for tokens in rnd.draws.values())
-    st.caption(f"Your draws in this round: {mine:,} (draw numbers 0…{max(mine - 1, 0)} of your seed; each counts once, "
-               "also after a reload).")
+    st.caption(f"Your draws in this round: {mine:,} (draw numbers 0…{mine - 1} of your seed; each counts once, "
+               "also after a reload)." if mine else
+               "You have no draws in this round yet; each one you make counts once, also after a reload.")
     gof = pooled.gof
     charts.show(sampling_figs.make_draw_histogram(pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(),
                                                   pooled.n_draws, gof.statistic, gof.dof, gof.p_value,
