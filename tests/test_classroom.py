@@ -127,6 +127,36 @@ def test_the_follower_tracks_the_teachers_page_and_settings(class_server):
 
 
 @pytest.mark.real_model
+def test_a_follower_whose_page_switch_was_lost_switches_again(class_server, monkeypatch):
+    """Streamlit folds a rerun request that arrives while ``st.switch_page``'s is pending (a fragment timer's)
+    into one that keeps the later request's page, so the run after a switch can land on the old page. The
+    follower must not count the broadcast as applied there: its next run switches again."""
+    teacher, student = session(), session()
+    unlock(teacher, KEY)
+    teacher.switch_page("pages/5_logits.py")
+    teacher.run()
+    teacher.text_area(key="_w_prompt").input("The dog slept by the door")
+    teacher.run()
+    assert_clean(teacher)
+
+    lost: list[str] = []
+
+    def switch_then_lose(script: str) -> None:  # the run ends as at a switch; the next run is on the old page
+        lost.append(script)
+        classroom.st.stop()
+
+    monkeypatch.setattr(classroom.st, "switch_page", switch_then_lose)
+    student.run()
+    assert lost == ["pages/5_logits.py"] and student.session_state["_page"] != "logits"
+    monkeypatch.undo()
+    monkeypatch.setenv(classroom.TEACHER_KEY_ENV, KEY)
+    student.run()  # the next run (the follower's poll saw the version still not applied)
+    assert_clean(student)
+    assert student.session_state["_page"] == "logits"
+    assert student.session_state["prompt"] == "The dog slept by the door"
+
+
+@pytest.mark.real_model
 def test_a_student_cannot_broadcast(class_server):
     teacher, student = session(), session()
     unlock(teacher, KEY)

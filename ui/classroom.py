@@ -33,13 +33,14 @@ import streamlit as st
 
 from . import compute_generation as generation
 from . import navigation, url_state
-from .room import Room
+from .room import Broadcast, Room
 
 TEACHER_KEY_ENV = "LLM_EXPLORER_TEACHER_KEY"
 TEACHER = "_class_teacher"  # session: True once the key was proved
 BROADCASTING = "class_broadcast"  # session: the teacher's "Broadcast my view" toggle
 FOLLOW = "class_follow"  # session: the student's "Follow the teacher" toggle
-APPLIED = "_class_applied"  # session: the broadcast version this follower last applied
+APPLIED = "_class_applied"  # session: the broadcast version this follower last applied (on its page)
+ARRIVING = "_class_arriving"  # session: the broadcast version whose settings were applied (page maybe not yet)
 MESSAGE = "_class_message"  # session: (kind, text) shown once in the class panel
 TRIES = "_class_key_tries"
 STUDENT = "_class_student"
@@ -156,13 +157,31 @@ def following() -> bool:
 
 
 def follow(page_url_path: str) -> None:
-    """Apply the teacher's view if it changed since this follower last applied it (may switch the page)."""
+    """Apply the teacher's view if it changed since this follower last applied it (may switch the page).
+
+    A version counts as applied (``APPLIED``) only in a run that is on the teacher's page. A switch can be
+    lost: Streamlit folds a rerun that arrives while ``st.switch_page``'s is pending into one, and keeps the
+    page of the later request, so a fragment timer firing in that moment reruns the old page. Marking the
+    version applied before the switch left such a follower on the old page for good (its polls saw nothing
+    new); now the next run switches again. The view itself is applied once per version (``ARRIVING``), so
+    a repeated switch does not replay the walk twice.
+    """
     if not following():
         return
     broadcast = room().current()
     if broadcast.version == 0 or broadcast.version == st.session_state.get(APPLIED):
         return
+    if st.session_state.get(ARRIVING) != broadcast.version:
+        st.session_state[ARRIVING] = broadcast.version
+        _apply(broadcast)
+    target = next((spec for spec in navigation.PAGES if spec.url_path == broadcast.page), None)
+    if target is not None and target.url_path != page_url_path:
+        st.switch_page(target.script)
     st.session_state[APPLIED] = broadcast.version
+
+
+def _apply(broadcast: Broadcast) -> None:
+    """The teacher's link parameters, through the link parser; the Generation walk kept or replayed."""
     own_walk = generation.walk_query()
     url_state.apply_query(broadcast.query, reset_missing=True, skip=NOT_FOLLOWED)
     teacher_walk = {name: broadcast.query[name] for name in ("step", "forced") if name in broadcast.query}
@@ -171,14 +190,12 @@ def follow(page_url_path: str) -> None:
     else:  # the same walk: keep this stepper (and its cache), drop the queued replay
         for key in (generation.REPLAY_KEY, generation.REPLAY_FORCED_KEY, generation.REPLAY_PROMPT_KEY):
             st.session_state.pop(key, None)
-    target = next((spec for spec in navigation.PAGES if spec.url_path == broadcast.page), None)
-    if target is not None and target.url_path != page_url_path:
-        st.switch_page(target.script)
 
 
 def _step_on() -> None:
     st.session_state[FOLLOW] = st.session_state[f"_w_{FOLLOW}"]
     st.session_state.pop(APPLIED, None)  # back on: apply the teacher's current view at once
+    st.session_state.pop(ARRIVING, None)
 
 
 @st.fragment(run_every=POLL_S)
