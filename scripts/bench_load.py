@@ -57,6 +57,8 @@ def findings(reports: list[StudentReport]) -> list[str]:
 # whole benchmark once per setting, one server after the other, and prints each figure's ratio.
 LEVERS = {
     "gc": ({"STREAMLIT_RUNNER_POST_SCRIPT_GC": "true"}, {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "false"}),
+    # the fast path (issue 12) for every forward of the class server: the file's 4-bit blocks, bf16 activations
+    "quant": ({"LLM_EXPLORER_QUANT": "none"}, {"LLM_EXPLORER_QUANT": "gguf"}),
 }
 
 
@@ -111,6 +113,12 @@ def report(args, result: dict) -> dict:
         values = timings_of(every, prefix)
         figures[f"{label} median"], figures[f"{label} p95"] = statistics.median(values), percentile(values, 95)
         print(f"{label:26} median {statistics.median(values):.2f} s, p95 {percentile(values, 95):.2f} s")
+        for page in PAGES:  # which page a slow open or prompt was on
+            on_page = timings_of(every, f"{prefix}{page}")
+            if on_page:
+                figures[f"{label}, {page}, p95"] = percentile(on_page, 95)
+                print(f"  {page:24} n={len(on_page)} median {statistics.median(on_page):.2f} s, "
+                      f"p95 {percentile(on_page, 95):.2f} s")
     follow = result["follow"]
     if follow is not None:
         flat = [s for per in follow.latencies for s in per]

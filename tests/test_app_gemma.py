@@ -2,7 +2,8 @@
 
 The app's engine for ``gemma-3-270m`` is the session's ``gemma_engine`` (no second load).
 Every fact checked here is one the page computes from the config, the tokenizer or the
-trace; the real-browser test (``test_browser.py``) opens every page for Gemma as well.
+trace. Every page opens on Gemma without an error, warning or exception (``test_every_page_opens_on_gemma``);
+the real-browser test (``test_browser.py``) opens the pages whose charts differ most for Gemma.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
+from ui.navigation import PAGES
 
 GEMMA = "gemma-3-270m"
 TIMEOUT = 300
@@ -38,6 +40,13 @@ def open_gemma(script: str, prompt: str | None = None) -> AppTest:
     assert_clean(at)
     assert not at.error and not at.warning
     return at
+
+
+@pytest.mark.parametrize("spec", PAGES, ids=[spec.url_path for spec in PAGES])
+def test_every_page_opens_on_gemma(spec, app_on_gemma):
+    at = open_gemma(spec.script)  # no exception, no error, no warning (the link's model was taken)
+    assert f"**Model:** {GEMMA}" in texts(at.sidebar.caption)  # the engine that ran
+    assert at.session_state["_page"] == spec.url_path
 
 
 def test_tokenization_says_sentencepiece_bos_and_byte_fallback(app_on_gemma):

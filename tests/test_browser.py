@@ -1,17 +1,20 @@
 """Real-browser tests: every registered page opened by deep link on a freshly started server, with every
-request the page makes recorded (all must go to the local server: nothing leaves the machine), every page
-again for Gemma 3 270M by deep link (``model=gemma-3-270m``, one server for all of them), and a shared
-link opened in a fresh browser context showing the same chart numbers.
+request the page makes recorded (all must go to the local server: nothing leaves the machine), the pages
+whose charts differ most for Gemma 3 270M by deep link (``model=gemma-3-270m``, one server for all of them),
+and a shared link opened in a fresh browser context showing the same chart numbers.
 
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
-takes Streamlit's legacy ``pages/`` path (see ``ui.navigation.redirect_legacy_run``).
+takes Streamlit's legacy ``pages/`` path (see ``ui.navigation.redirect_legacy_run``); the next server
+starts while a test runs (``_ServerPool``).
 Presenter mode is checked as a projector shows it, at 1280×720 and 1920×1080 (one server, one
 browser): no label, button text or chart title is cut, Copy link is there, Generation shows only its
-primary controls. Screenshots go to ``$BROWSER_SCREENSHOTS`` (default: pytest's temporary folder).
+primary controls. Screenshots go to ``$BROWSER_SCREENSHOTS`` when it is set; otherwise only a failing page's
+is taken (into pytest's temporary folder, named in the failure).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -58,10 +61,54 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
     raise TimeoutError(f"no healthy server at {url} after {timeout:.0f} s")
 
 
+class _ServerPool:
+    """Fresh ``streamlit run app.py`` servers, each serving one test, the next one started while a test runs.
+
+    A server's start (imports, ~3 s of CPU) overlaps the previous test's waits for the page to go quiet;
+    one ahead, not more: on two cores a second would slow the test it overlaps. Every server a test takes
+    has served no request before (the legacy ``pages/`` path is only taken by a new server's first one).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._started: list[tuple[str, subprocess.Popen, object]] = []
+        self._running: dict[str, tuple[subprocess.Popen, object]] = {}
+
+    def _start(self) -> None:
+        self._started.append(_start_server(self.folder / f"server-{len(self._running) + len(self._started)}"))
+
+    def take(self) -> str:
+        if not self._started:
+            self._start()
+        url, proc, log = self._started.pop(0)
+        self._start()
+        self._running[url] = (proc, log)
+        _wait_healthy(url, proc, STARTUP_S)
+        return url
+
+    def done(self, url: str) -> None:
+        _stop_server(*self._running.pop(url))
+
+    def close(self) -> None:
+        for _, proc, log in self._started:
+            _stop_server(proc, log)
+        for proc, log in self._running.values():
+            _stop_server(proc, log)
+
+
+@pytest.fixture(scope="module")
+def server_pool(tmp_path_factory) -> Iterator[_ServerPool]:
+    pool = _ServerPool(tmp_path_factory.mktemp("fresh-servers"))
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
-def fresh_server(tmp_path) -> Iterator[str]:
-    """A new ``streamlit run app.py`` on a free localhost port; its URL."""
-    yield from _serve(tmp_path)
+def fresh_server(server_pool) -> Iterator[str]:
+    """A new ``streamlit run app.py`` on a free localhost port that has served nothing yet; its URL."""
+    url = server_pool.take()
+    yield url
+    server_pool.done(url)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +117,8 @@ def shared_server(tmp_path_factory) -> Iterator[str]:
     yield from _serve(tmp_path_factory.mktemp("shared-server"))
 
 
-def _serve(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+def _start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen, object]:
+    folder.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     log = open(folder / "streamlit.log", "w")
     proc = subprocess.Popen(
@@ -78,17 +126,22 @@ def _serve(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
          "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
     )
-    url = f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{port}", proc, log
+
+
+def _stop_server(proc: subprocess.Popen, log) -> None:
+    proc.kill()  # a test server: nothing to save, and a polite stop takes Streamlit ~1.5 s
+    proc.wait(timeout=20)
+    log.close()
+
+
+def _serve(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    url, proc, log = _start_server(folder, env)
     try:
         _wait_healthy(url, proc, STARTUP_S)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        _stop_server(proc, log)
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +188,22 @@ def _screenshot(page, name: str, folder: Path) -> None:
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
+@contextlib.contextmanager
+def _screenshot_kept(page, name: str, tmp_path: Path) -> Iterator[None]:
+    """The page's whole-length screenshot when ``$BROWSER_SCREENSHOTS`` asks for them, or when a check fails
+    (then in pytest's temporary folder, named in the failure); none otherwise (each costs ~2 s)."""
+    asked = os.environ.get("BROWSER_SCREENSHOTS")
+    folder = Path(asked or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except Exception as error:
+        _screenshot(page, name, folder)
+        raise AssertionError(f"{error} (screenshot: {folder / name}.png)") from error
+    if asked:
+        _screenshot(page, name, folder)
+
+
 def _record_requests(page) -> list[str]:
     """Every URL the page (and its frames, workers) requests, as it happens."""
     requested: list[str] = []
@@ -162,41 +231,44 @@ def test_deep_link_on_fresh_server(spec, fresh_server, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     requested = _record_requests(page)
     page.goto(fresh_server + ("/" if is_default else f"/{spec.url_path}"))
-    page.wait_for_selector("h1", timeout=RENDER_S * 1000)
-    charts_drawn = not spec.opens_with_chart or _charts_drawn(page)
-    _wait_for_run_to_finish(page)
-    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    _screenshot(page, spec.url_path, folder)
+    with _screenshot_kept(page, spec.url_path, tmp_path):
+        page.wait_for_selector("h1", timeout=RENDER_S * 1000)
+        charts_drawn = not spec.opens_with_chart or _charts_drawn(page)
+        _wait_for_run_to_finish(page)
 
-    # the right page, under the app's own navigation (not Streamlit's file-name fallback)
-    links = page.locator('[data-testid="stSidebarNav"] a')
-    titles = [text.split("\n")[-1].strip() for text in links.all_inner_texts()]
-    assert titles == [p.title for p in PAGES], titles
-    active = page.locator('[data-testid="stSidebarNav"] a[aria-current="page"]').inner_text()
-    assert active.split("\n")[-1].strip() == spec.title
-    if not is_default:
-        assert urllib.parse.urlsplit(page.url).path.rstrip("/").endswith("/" + spec.url_path)  # query: the state
-    heading = page.locator("h1").first.inner_text()
-    assert heading.strip() == (ROOT_TITLE if is_default else spec.title) or spec.title.split(" ")[0] in heading
+        # the right page, under the app's own navigation (not Streamlit's file-name fallback)
+        links = page.locator('[data-testid="stSidebarNav"] a')
+        titles = [text.split("\n")[-1].strip() for text in links.all_inner_texts()]
+        assert titles == [p.title for p in PAGES], titles
+        active = page.locator('[data-testid="stSidebarNav"] a[aria-current="page"]').inner_text()
+        assert active.split("\n")[-1].strip() == spec.title
+        if not is_default:
+            assert urllib.parse.urlsplit(page.url).path.rstrip("/").endswith("/" + spec.url_path)  # query: the state
+        heading = page.locator("h1").first.inner_text()
+        assert heading.strip() == (ROOT_TITLE if is_default else spec.title) or spec.title.split(" ")[0] in heading
 
-    # the shared sidebar, no exception, no error, charts drawn
-    assert page.locator('[data-testid="stSidebar"] textarea').count() == 1
-    assert page.locator('[data-testid="stException"]').count() == 0
-    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
-    assert page.get_by_text("Page not found").count() == 0
-    assert charts_drawn, f"no Plotly chart drawn on /{spec.url_path} (screenshot in {folder})"
+        # the shared sidebar, no exception, no error, charts drawn
+        assert page.locator('[data-testid="stSidebar"] textarea').count() == 1
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        assert page.get_by_text("Page not found").count() == 0
+        assert charts_drawn, f"no Plotly chart drawn on /{spec.url_path}"
 
-    # offline: every request went to this server (no CDN, web font, icon set or telemetry)
-    assert requested and not _outside(requested, fresh_server), _outside(requested, fresh_server)
+        # offline: every request went to this server (no CDN, web font, icon set or telemetry)
+        assert requested and not _outside(requested, fresh_server), _outside(requested, fresh_server)
     page.close()
 
 
 GEMMA = "gemma-3-270m"
+# Gemma in a real browser: the pages whose charts differ in kind or size for it (a SentencePiece vocabulary
+# of 262,144 tokens and its embedding map, sliding-window attention maps, the side-by-side page). The link's
+# model parameter is read by the same code on every page, and every page opens on Gemma in an AppTest
+# (tests/test_app_gemma.py::test_every_page_opens_on_gemma); each page here costs 5-30 s of a CI run.
+GEMMA_PAGES = [spec for spec in PAGES if spec.url_path in ("tokenization", "embeddings", "attention", "compare")]
 
 
-@pytest.mark.parametrize("spec", PAGES, ids=[spec.url_path for spec in PAGES])
-def test_every_page_renders_for_gemma_by_deep_link(spec, shared_server, browser, tmp_path):
+@pytest.mark.parametrize("spec", GEMMA_PAGES, ids=[spec.url_path for spec in GEMMA_PAGES])
+def test_pages_render_for_gemma_by_deep_link(spec, shared_server, browser, tmp_path):
     from inference.model.packages import install_hint, is_installed
 
     if not is_installed(GEMMA):
@@ -205,19 +277,17 @@ def test_every_page_renders_for_gemma_by_deep_link(spec, shared_server, browser,
     requested = _record_requests(page)
     path = "/" if spec is PAGES[0] else f"/{spec.url_path}"
     page.goto(f"{shared_server}{path}?model={GEMMA}")
-    page.wait_for_selector("h1", timeout=RENDER_S * 1000)
-    charts_drawn = not spec.opens_with_chart or _charts_drawn(page)
-    _wait_for_run_to_finish(page)
-    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    _screenshot(page, f"gemma_{spec.url_path}", folder)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
-    assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0  # the link's model was taken
-    assert f"Model: {GEMMA}" in page.locator('[data-testid="stSidebar"]').inner_text()  # the engine that ran
-    assert charts_drawn, f"no Plotly chart drawn on /{spec.url_path} for {GEMMA} (screenshot in {folder})"
-    assert f"model={GEMMA}" in page.url
-    assert not _outside(requested, shared_server), _outside(requested, shared_server)
+    with _screenshot_kept(page, f"gemma_{spec.url_path}", tmp_path):
+        page.wait_for_selector("h1", timeout=RENDER_S * 1000)
+        charts_drawn = not spec.opens_with_chart or _charts_drawn(page)
+        _wait_for_run_to_finish(page)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0  # the link's model was taken
+        assert f"Model: {GEMMA}" in page.locator('[data-testid="stSidebar"]').inner_text()  # the engine that ran
+        assert charts_drawn, f"no Plotly chart drawn on /{spec.url_path} for {GEMMA}"
+        assert f"model={GEMMA}" in page.url
+        assert not _outside(requested, shared_server), _outside(requested, shared_server)
     page.close()
 
 
@@ -316,7 +386,8 @@ def _check_projector_page(page, spec, folder: Path, size: tuple[int, int]) -> li
     copy = page.frame_locator('[data-testid="stSidebar"] iframe').get_by_role("button", name="Copy link to this view")
     assert copy.count() == 1, f"no Copy link on /{spec.url_path} in presenter mode"
     assert page.locator('[data-testid="stException"]').count() == 0
-    page.screenshot(path=str(folder / f"presenter_{spec.url_path}_{size[0]}x{size[1]}.png"))
+    if os.environ.get("BROWSER_SCREENSHOTS"):
+        page.screenshot(path=str(folder / f"presenter_{spec.url_path}_{size[0]}x{size[1]}.png"))
     return [f"{size[0]}×{size[1]} /{spec.url_path}: {p}" for p in page.evaluate(CLIPPED_JS)]
 
 
@@ -386,8 +457,7 @@ def test_class_view_on_a_fresh_server(class_server, browser, tmp_path):
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     assert not _outside(requested, class_server), _outside(requested, class_server)
-    folder = Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    teacher.screenshot(path=str(folder / "class_view.png"), full_page=True)
+    if os.environ.get("BROWSER_SCREENSHOTS"):
+        teacher.screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / "class_view.png"), full_page=True)
     teacher.context.close()
     student.context.close()
