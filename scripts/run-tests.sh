@@ -4,7 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers, whole files to each (a file's module-scoped servers and browser stay in one worker). On two
+# cores the browser and load tests spend much of their time waiting on a page, which the other worker fills.
+# PYTEST_WORKERS=0 runs in one process.
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
 status=$?
 set -e
 [ "$status" = 5 ] && { echo "no tests were collected" >&2; exit 1; }
