@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -106,3 +108,55 @@ def test_sampled_continuation_comes_from_the_shared_server_and_equals_generate(r
     assert run.token_ids == [s.token_id for s in steps]
     assert run.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
     assert compute_sampling.server_for(MODEL).recent_steps, "the request went through the server's batcher"
+
+
+@pytest.mark.real_model
+def test_sessions_asking_for_the_same_continuations_at_once_share_one_request_each(real, monkeypatch):
+    """A class following the teacher onto the Sampling page asks for the same four at once: each continuation
+    is generated once (the others wait for it), and every session gets the tokens ``generate`` gives."""
+    server = compute_sampling.server_for(MODEL)
+    submitted: list[object] = []
+    release = threading.Event()
+    real_submit = server.submit
+
+    def counting_submit(prompt, params, **kwargs):
+        submitted.append(params)
+        release.wait(timeout=60)  # hold the first session's submission until every session has asked
+        return real_submit(prompt, params, **kwargs)
+
+    monkeypatch.setattr(server, "submit", counting_submit)
+    keys = [_key(temperature=t, seed=41) for t in (0.0, 0.7, 1.1, 1.6)]
+    results: list[list] = [None] * 6
+    errors: list[BaseException] = []
+
+    def session(i: int) -> None:
+        try:
+            results[i] = compute_sampling.continuations(MODEL, "A class of six", False, keys, 5)
+        except BaseException as error:  # noqa: BLE001  (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)  # every session has claimed its keys (and five wait on the first)
+    release.set()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert len(submitted) == len(keys)  # one request per continuation, not one per session
+    for key, got in zip(keys, results[0]):
+        params = dataclasses.replace(compute_logits.params_from_key(key), max_new_tokens=5)
+        assert got.token_ids == [s.token_id for s in real.generate("A class of six", params)]
+    assert all(r == results[0] for r in results)
+
+
+def test_a_failed_shared_continuation_reaches_the_sessions_waiting_for_it():
+    store = compute_sampling.ContinuationStore()
+    future, mine = store.claim(("p", False, (), 4))
+    again, also_mine = store.claim(("p", False, (), 4))
+    assert mine and not also_mine and again is future
+    store.finish(("p", False, (), 4), error=ValueError("busy"))
+    with pytest.raises(ValueError, match="busy"):
+        future.result(timeout=1)
+    _, mine_now = store.claim(("p", False, (), 4))
+    assert mine_now  # a failure is not stored: the next session generates it

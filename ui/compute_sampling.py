@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,11 +200,15 @@ MAX_STORED_CONTINUATIONS = 1024  # ~1 KB each; a class of 40 sessions moving sli
 
 
 class ContinuationStore:
-    """A bounded, thread-safe LRU of finished continuations, shared by every session of one model."""
+    """A bounded, thread-safe LRU of finished continuations, shared by every session of one model, and the
+    ones being generated right now (``claim``): a class following the teacher onto the Sampling page asks
+    for the same four continuations at once, and one request per continuation is generated, not one per
+    student."""
 
     def __init__(self, max_entries: int = MAX_STORED_CONTINUATIONS) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[tuple, Continuation] = OrderedDict()
+        self._in_flight: dict[tuple, Future] = {}
         self._lock = threading.Lock()
 
     def get(self, key: tuple) -> Continuation | None:
@@ -220,6 +225,32 @@ class ContinuationStore:
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
+    def claim(self, key: tuple) -> tuple[Future, bool]:
+        """The future of ``key``'s continuation, and whether the caller must generate it (True: nobody else
+        is; the caller then calls ``finish``). A stored one comes back as a finished future."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                done: Future = Future()
+                done.set_result(self._entries[key])
+                return done, False
+            if key in self._in_flight:
+                return self._in_flight[key], False
+            future = self._in_flight[key] = Future()
+            return future, True
+
+    def finish(self, key: tuple, value: Continuation | None = None, error: BaseException | None = None) -> None:
+        """Store a generated continuation and hand it to everyone waiting, or pass them the failure."""
+        if value is not None:
+            self.put(key, value)
+        with self._lock:
+            future = self._in_flight.pop(key, None)
+        if future is not None and not future.done():
+            if value is not None:
+                future.set_result(value)
+            else:
+                future.set_exception(error or RuntimeError("the session generating it stopped"))
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -233,29 +264,52 @@ def continuation_store(model: str) -> ContinuationStore:
 def continuations(model: str, prompt: str, chat: bool, keys: list[tuple], n_tokens: int = 10) -> list[Continuation]:
     """``n_tokens`` tokens for each settings key, from the shared server (the same tokens as ``Engine.generate``).
 
-    The ones not stored yet are submitted together, so they share the server's forwards with each
-    other and with other sessions' requests, instead of queueing one after another. Raises
-    ``BusyError`` when the server is full (requests already submitted are cancelled when dropped).
+    The ones neither stored nor being generated for another session are submitted together, so they
+    share the server's forwards with each other and with other sessions' requests, instead of queueing
+    one after another; the ones another session is generating are waited for. Raises ``BusyError`` when
+    the server is full (requests already submitted are cancelled when dropped); a continuation another
+    session failed to generate is generated here instead.
     """
     store = continuation_store(model)
-    found = {key: store.get((prompt, chat, key, n_tokens)) for key in keys}
-    missing = [key for key in dict.fromkeys(keys) if found[key] is None]
-    if missing:
-        with st.spinner(f"Generating {len(missing)} continuation{'s' * (len(missing) > 1)}…"):
-            handles = [(key, server_for(model).submit(
-                prompt, dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens), chat=chat))
-                for key in missing]
-            for key, handle in handles:
-                result = handle.result(timeout=300)
-                tokenizer = engine_for(model).tokenizer
-                found[key] = Continuation(  # texts in the one token notation (ui.token_text), not decoded with "�"
-                    token_ids=result.token_ids, token_strings=token_text.token_texts(tokenizer, result.token_ids),
-                    probabilities=result.probabilities, text=token_text.sequence_text(tokenizer, result.token_ids),
-                    finish_reason=result.finish_reason,
-                    max_batch_size=result.max_batch_size,
-                )
-                store.put((prompt, chat, key, n_tokens), found[key])
+    stored = {key: store.get((prompt, chat, key, n_tokens)) for key in keys}
+    if all(value is not None for value in stored.values()):
+        return [stored[key] for key in keys]
+    with st.spinner(f"Generating {sum(v is None for v in stored.values())} continuation"
+                    f"{'s' * (sum(v is None for v in stored.values()) > 1)}…"):
+        claims = {key: store.claim((prompt, chat, key, n_tokens)) for key in dict.fromkeys(keys)}
+        mine = [key for key, (_, owner) in claims.items() if owner]
+        try:
+            found = _generate(model, prompt, chat, mine, n_tokens)
+        except BaseException as error:
+            for key in mine:
+                store.finish((prompt, chat, key, n_tokens), error=error)
+            raise
+        for key, value in found.items():
+            store.finish((prompt, chat, key, n_tokens), value)
+        for key, (future, owner) in claims.items():
+            if not owner:
+                try:
+                    found[key] = future.result(timeout=300)
+                except Exception:  # noqa: BLE001  (the other session's failure or time-out: generate it here)
+                    found[key] = _generate(model, prompt, chat, [key], n_tokens)[key]
     return [found[key] for key in keys]
+
+
+def _generate(model: str, prompt: str, chat: bool, keys: list[tuple], n_tokens: int) -> dict[tuple, Continuation]:
+    """The continuations for ``keys``, submitted together to the shared server."""
+    handles = [(key, server_for(model).submit(
+        prompt, dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens), chat=chat)) for key in keys]
+    tokenizer = engine_for(model).tokenizer
+    found = {}
+    for key, handle in handles:
+        result = handle.result(timeout=300)
+        found[key] = Continuation(  # texts in the one token notation (ui.token_text), not decoded with "�"
+            token_ids=result.token_ids, token_strings=token_text.token_texts(tokenizer, result.token_ids),
+            probabilities=result.probabilities, text=token_text.sequence_text(tokenizer, result.token_ids),
+            finish_reason=result.finish_reason,
+            max_batch_size=result.max_batch_size,
+        )
+    return found
 
 
 def continuation(model: str, prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
