@@ -129,7 +129,7 @@ def report(args, result: dict) -> dict:
         print(f"broadcast to {args.followers} followers   median {figures['broadcast median']:.2f} s, "
               f"p95 {figures['broadcast p95']:.2f} s ({len(reached)} of {len(flat)} reached); one poll median "
               f"{figures['follower poll median']:.2f} s over {len(follow.poll_seconds)} polls")
-        problems += follow.problems + follow.leaks
+        problems += follow.problems + follow.leaks + follow.missed
     print(f"largest generation batch reported on the Sampling page: {max(batch_sizes, default=0)} "
           f"(of {len(batch_sizes)} pages with continuations; {sum(b > 1 for b in batch_sizes)} batched with others)")
     print("server RSS: " + ", ".join(f"{name} {value:,.0f} MiB" for name, value in result["rss"].items()))

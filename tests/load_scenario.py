@@ -243,14 +243,16 @@ class FollowReport:
     poll_seconds: list[float] = field(default_factory=list)  # one timed-fragment run (a poll) of any follower
     problems: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)  # a word on a follower's page that the teacher never typed
+    missed: list[str] = field(default_factory=list)  # a follower that never reached a broadcast: what it showed
 
 
 def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 120.0,
                  reach_s: float = 60.0) -> FollowReport:
     """A teacher (teacher-only link) walks ``FOLLOW_PAGES``, typing a prompt with a new word on each, while
     ``n_followers`` tabs poll as a browser does (every ``run_every`` of the sidebar's fragment). A follower
-    has "reached" a broadcast at the end of its first whole-app run that is on the teacher's page and shows
-    the teacher's word; its latency counts from the end of the teacher's run (when the room had the view)."""
+    has "reached" a broadcast at the end of its first whole-app run, after the teacher typed, that is on the
+    teacher's page and shows the teacher's word; its latency counts from the end of the teacher's run as the
+    teacher's tab saw it (0 when the follower got there first)."""
     report = FollowReport()
     runs: list[list[tuple[float, str, list[str]]]] = [[] for _ in range(n_followers)]  # (end, page, texts)
     stop = threading.Event()
@@ -289,6 +291,7 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
             ready.wait(timeout=timeout)
             for step, word in enumerate(words):
                 teacher.open(FOLLOW_PAGES[step % len(FOLLOW_PAGES)])
+                typed = time.perf_counter()  # no page can show the word before this
                 run = teacher.set("_w_prompt", prompt_for(word))
                 report.problems += [f"teacher: {p}" for p in run.problems]
                 sent, page = time.perf_counter(), teacher.page
@@ -297,12 +300,20 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
                 while time.perf_counter() < deadline and float("inf") in latencies:
                     for i in range(n_followers):
                         if latencies[i] == float("inf"):
-                            done = next((end for end, at, texts in list(runs[i]) if end >= sent and at == page
+                            done = next((end for end, at, texts in list(runs[i]) if end >= typed and at == page
                                          and _has_word("\n".join(texts), word)), None)
                             if done is not None:
-                                latencies[i] = done - sent
+                                # A follower can finish before the teacher's tab has read the end of its own run
+                                # (the room has the view when the teacher's script ends; 21 client threads share
+                                # this process): that counts as 0 s.
+                                latencies[i] = max(0.0, done - sent)
                     time.sleep(0.05)
                 report.latencies.append(latencies)
+                for i in (i for i, seconds in enumerate(latencies) if seconds == float("inf")):
+                    shown = [(round(end - sent, 2), at, _has_word("\n".join(texts), word))
+                             for end, at, texts in list(runs[i]) if end >= typed - 5][-4:]
+                    report.missed.append(f"follower {i} never showed {word!r} on {page!r}; its whole-app runs "
+                                         f"since 5 s before (seconds after the teacher's, page, word shown): {shown}")
     except Exception as exc:  # noqa: BLE001
         report.problems.append(f"teacher: {type(exc).__name__}: {exc}")
     finally:
