@@ -15,6 +15,7 @@ is taken (into pytest's temporary folder, named in the failure).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import socket
@@ -73,9 +74,10 @@ class _ServerPool:
         self.folder = folder
         self._started: list[tuple[str, subprocess.Popen, object]] = []
         self._running: dict[str, tuple[subprocess.Popen, object]] = {}
+        self._count = itertools.count()  # each server its own log folder
 
     def _start(self) -> None:
-        self._started.append(_start_server(self.folder / f"server-{len(self._running) + len(self._started)}"))
+        self._started.append(_start_server(self.folder / f"server-{next(self._count)}"))
 
     def take(self) -> str:
         if not self._started:

@@ -272,10 +272,10 @@ def continuations(model: str, prompt: str, chat: bool, keys: list[tuple], n_toke
     """
     store = continuation_store(model)
     stored = {key: store.get((prompt, chat, key, n_tokens)) for key in keys}
-    if all(value is not None for value in stored.values()):
+    missing = sum(value is None for value in stored.values())
+    if not missing:  # the rerun's usual case: no spinner, no claims
         return [stored[key] for key in keys]
-    with st.spinner(f"Generating {sum(v is None for v in stored.values())} continuation"
-                    f"{'s' * (sum(v is None for v in stored.values()) > 1)}…"):
+    with st.spinner(f"Generating {missing} continuation{'s' * (missing > 1)}…"):
         claims = {key: store.claim((prompt, chat, key, n_tokens)) for key in dict.fromkeys(keys)}
         mine = [key for key, (_, owner) in claims.items() if owner]
         try:

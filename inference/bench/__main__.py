@@ -56,20 +56,25 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def weight_bytes(engine: Engine) -> int:
-    """Bytes of weights one decode step reads: every projection (packed codes and scales) and norm, plus
-    one embedding row (the lookup reads only the token's row)."""
-    model = engine.model
-    seen, total = set(), 0
+def step_tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The weights one decode step reads whole, each once: every projection (packed codes and scales
+    included) and norm, and the output matrix; not the embedding (a lookup reads one row) or RoPE tables."""
+    seen, out = set(), []
     # remove_duplicate=False: a tied output matrix is listed as "lm_head.weight" too (and read whole every step)
     tensors = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
     for name, tensor in tensors:
         if name.startswith(("embed.", "rope.")) or tensor.data_ptr() in seen:
             continue
         seen.add(tensor.data_ptr())
-        total += tensor.nbytes
+        out.append(tensor.detach())
+    return out
+
+
+def weight_bytes(engine: Engine) -> int:
+    """Bytes of weights one decode step reads: ``step_tensors`` plus one embedding row."""
+    model = engine.model
     embed_row = model.config.d_model * (1 if model.quantization else torch.finfo(engine.dtype).bits // 8)
-    return total + embed_row
+    return sum(t.nbytes for t in step_tensors(model)) + embed_row
 
 
 @dataclass

@@ -29,22 +29,13 @@ import torch.nn.functional as F
 
 from ..generation.engine import load_engine
 from ..threads import available_cores, set_threads
-from .__main__ import PROMPT, ours_decode, read_bandwidth
+from .__main__ import PROMPT, ours_decode, read_bandwidth, step_tensors
 from .references import TransformersReference, timed
 
 
 def step_matrices(model: torch.nn.Module) -> list[torch.Tensor]:
-    """Every 2-D weight a float32 decode step multiplies by, each once (a tied output matrix counted once)."""
-    seen, out = set(), []
-    for name, tensor in model.named_parameters(remove_duplicate=False):
-        if tensor.dim() != 2 or name.startswith("embed.") or tensor.data_ptr() in seen:
-            continue
-        seen.add(tensor.data_ptr())
-        out.append(tensor.detach())
-    tied = getattr(model, "lm_head", None)
-    if tied is not None and all(tied.weight.data_ptr() != w.data_ptr() for w in out):
-        out.append(tied.weight.detach())  # the output matrix is the embedding: read whole every step
-    return out
+    """Every matrix a float32 decode step multiplies by, each once (``step_tensors`` less the norms)."""
+    return [t for t in step_tensors(model) if t.dim() == 2]
 
 
 def products_seconds(matrices: list[torch.Tensor], repeats: int) -> float:
@@ -53,7 +44,7 @@ def products_seconds(matrices: list[torch.Tensor], repeats: int) -> float:
 
     def one_pass() -> None:
         for w in matrices:
-            F.linear(rows[w.shape[1]], w)  # (1, K) @ (K, N) -> (1, N)
+            F.linear(rows[w.shape[1]], w)  # (1, K) · (N, K)ᵀ -> (1, N), in the weight's own storage
 
     one_pass()  # warm-up
     return statistics.median(timed(one_pass) for _ in range(repeats))
