@@ -9,10 +9,10 @@ broadcasts a teacher's view; a follower applies it with ``classroom.follow``).
 import streamlit as st
 
 from ui import classroom, navigation, presenter, sidebar, state, url_state
-from ui.resources import configure_threads, get_engine
+from ui.resources import configure_server, get_engine
 
 st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")
-configure_threads()  # the app's one thread setting (LLM_EXPLORER_THREADS), once per process
+configure_server()  # the operator's settings checked, and the app's one thread setting (LLM_EXPLORER_THREADS)
 classroom.read_link()  # a teacher-only link's key, checked and dropped before the link is restored
 url_state.restore()
 state.init()

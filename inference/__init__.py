@@ -12,7 +12,8 @@ the ones before it):
   KV cache, traces, the tokenizer;
 - ``inference.generation``: the sampler and its stop rule, the engine, the stepper;
 - ``inference.serving``: request records, left padding, static and continuous
-  batching, the scheduler, the slot cache, the server and ``ServeConfig``;
+  batching, the scheduler, the slot cache, the server (in a thread or a process of its
+  own) and ``ServeConfig``;
 - ``inference.bench``: benchmarks against references (not part of the library).
 
 The package never imports streamlit or plotly.
@@ -29,6 +30,7 @@ from .serving.config import ServeConfig
 from .serving.continuous import ContinuousBatcher, run_continuous
 from .serving.requests import BatchResult, BatchRun, BatchStep
 from .serving.scheduler import Scheduler, Sequence, SequenceStatus
+from .serving.process import ProcessServer
 from .serving.server import BusyError, EngineServer, RequestHandle, TokenEvent
 from .serving.slot_cache import SlotKVCache
 from .serving.static import run_static
@@ -40,5 +42,5 @@ __all__ = [
     "LayerTrace", "PromptError", "ModelLoadError", "TokenizerError", "UnsupportedModelError",
     "BatchResult", "BatchRun", "BatchStep", "run_static", "run_continuous", "ContinuousBatcher", "ServeConfig",
     "Scheduler", "Sequence", "SequenceStatus", "SlotKVCache",
-    "EngineServer", "RequestHandle", "TokenEvent", "BusyError", "set_threads",
+    "EngineServer", "ProcessServer", "RequestHandle", "TokenEvent", "BusyError", "set_threads",
 ]

@@ -8,8 +8,8 @@ moving each page's slider ``--slider-moves`` times; all tabs start together. Eve
 uses new prompts, so the page caches must evict. Prints, per page and overall, the median
 and p95 time of a slider move (send → script_finished) next to the same move made by
 one tab alone on the same server in the same run (the ratio is what to compare across
-machines), the largest generation batch the Sampling page reported, the server's RSS
-after each round, and every finding (an error, another tab's word, a missing own word).
+machines), the largest generation batch the Sampling page reported, the server's RSS (with its
+child processes) after each round, and every finding (an error, another tab's word, a missing own word).
 Writes ``bench-results/load.json``.
 """
 from __future__ import annotations
@@ -59,6 +59,9 @@ LEVERS = {
     "gc": ({"STREAMLIT_RUNNER_POST_SCRIPT_GC": "true"}, {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "false"}),
     # the fast path (issue 12) for every forward of the class server: the file's 4-bit blocks, bf16 activations
     "quant": ({"LLM_EXPLORER_QUANT": "none"}, {"LLM_EXPLORER_QUANT": "gguf"}),
+    # the generation worker in a process of its own (its own interpreter lock), on the class server's file blocks
+    "server": ({"LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "thread"},
+               {"LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "process"}),
 }
 
 

@@ -91,11 +91,8 @@ class AppServer:
         raise TimeoutError(f"no healthy server at {self.url} after {timeout:.0f} s")
 
     def rss_mib(self) -> float:
-        """The server process's resident memory (VmRSS), in MiB."""
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError("no VmRSS line")
+        """The resident memory (VmRSS) of the server and its child processes (a process engine server), in MiB."""
+        return sum(_rss_kib(pid) for pid in _process_tree(self.proc.pid)) / 1024
 
     def __enter__(self) -> "AppServer":
         try:
@@ -116,6 +113,24 @@ class AppServer:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    tree, index = [pid], 0
+    while index < len(tree):
+        for task in Path(f"/proc/{tree[index]}/task").glob("*/children"):
+            tree += [int(child) for child in task.read_text().split()]
+        index += 1
+    return tree
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except FileNotFoundError:  # ended since the tree was read
+        return 0
+    return next((int(line.split()[1]) for line in lines if line.startswith("VmRSS:")), 0)
 
 
 # -- one student -------------------------------------------------------------------------

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import os
 
 import streamlit as st
 
-from inference import Engine, EngineServer, ServeConfig, load_engine, set_threads
+from inference import Engine, EngineServer, ProcessServer, ServeConfig, load_engine, set_threads
 from inference.threads import available_cores
 
 from . import models
@@ -28,19 +29,25 @@ QUANT_CHOICES = ("gguf", "int8", "int4", "none")
                    max_entries=models.MAX_MODELS)
 def engine_for(model: str) -> Engine:
     """The engine of the allowlisted model ``model`` (its source comes from the allowlist, never from the browser)."""
+    engine = load_engine(**engine_settings(model))
+    release_freed_memory()  # reading Gemma's 262k-entry tokenizer leaves ~300 MB of freed heap behind
+    return engine
+
+
+def engine_settings(model: str) -> dict:
+    """``load_engine``'s arguments for ``model`` under the operator's settings (the app's engine and a process
+    server's copy of it are loaded from the same)."""
     source = models.allowlist()[model]
     quant = weights_mode()
     if quant == "gguf" and source is not None and not str(source).endswith(".gguf"):
         quant = None  # a float checkpoint has no blocks to keep: it runs dense
-    engine = load_engine(
+    return dict(
         model=source,
         device=os.environ.get("LLM_EXPLORER_DEVICE") or None,
         dtype=os.environ.get("LLM_EXPLORER_DTYPE") or None,
         quant=quant,
         compile=os.environ.get("LLM_EXPLORER_COMPILE", "").strip().lower() in ("1", "true", "yes", "on"),
     )
-    release_freed_memory()  # reading Gemma's 262k-entry tokenizer leaves ~300 MB of freed heap behind
-    return engine
 
 
 def release_freed_memory() -> None:
@@ -80,11 +87,34 @@ def get_engine() -> Engine:
 
 
 @st.cache_resource(show_spinner=False, max_entries=models.MAX_MODELS)
-def server_for(model: str) -> EngineServer:
+def server_for(model: str) -> EngineServer | ProcessServer:
     """The one generation worker of ``model``: requests from every browser session are queued and batched
     together (continuous batching), each caller receiving only its own tokens. Bounded by ``ServeConfig``'s
-    defaults; a full queue raises ``BusyError``, which pages show as a "busy, try again" message."""
-    return EngineServer(engine_for(model), ServeConfig(threads=app_threads()))
+    defaults; a full queue raises ``BusyError``, which pages show as a "busy, try again" message. In a
+    thread of this process, or in a process of its own (``server_mode``)."""
+    config = ServeConfig(threads=app_threads())
+    if server_mode() == "process":
+        return ProcessServer(engine_for(model), functools.partial(load_engine, **engine_settings(model)), config)
+    return EngineServer(engine_for(model), config)
+
+
+SERVER_CHOICES = ("thread", "process")
+
+
+def server_mode() -> str:
+    """Where the generation worker runs (``LLM_EXPLORER_SERVER``): "thread" (the default) or "process".
+
+    A worker thread waits for Python's interpreter lock after each of a decode step's hundreds
+    of torch calls, behind every session's script thread that is running Python; with a class
+    on the server that multiplies a step's time many times over. A process of its own has its
+    own lock and a copy of the model (the memory of one more engine). One user gains nothing
+    from it, a class server should set "process" (docs/classroom.md has the measurements). An
+    unknown value raises at start, naming the choices.
+    """
+    value = os.environ.get("LLM_EXPLORER_SERVER", "thread").strip().lower() or "thread"
+    if value not in SERVER_CHOICES:
+        raise ValueError(f"LLM_EXPLORER_SERVER={value!r}: use one of {', '.join(SERVER_CHOICES)}")
+    return value
 
 
 def app_threads() -> int:
@@ -100,6 +130,18 @@ def app_threads() -> int:
         return max(1, int(value)) if value else available_cores()
     except ValueError:
         return available_cores()
+
+
+def configure_server() -> None:
+    """The app's entry-point settings, on every run: the operator's modes checked (a bad value stops the page
+    with the reason and the choices, not a traceback), and the thread count set once per process."""
+    try:
+        weights_mode()
+        server_mode()
+    except ValueError as error:
+        st.error(f"This server's settings are wrong: {error}.", icon=":material/block:")
+        st.stop()
+    configure_threads()
 
 
 @st.cache_resource(show_spinner=False)

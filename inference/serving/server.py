@@ -108,25 +108,23 @@ class RequestHandle:
         self._finalizer()
 
 
-class EngineServer:
+class _ServerFront:
+    """The caller side every server shares: checking a prompt, the bound, handles, the step records.
+
+    A subclass delivers a checked ``_Submission`` (``_send``) and a cancellation (``_request_cancel``)
+    to wherever its worker runs; its worker answers through ``_step_done`` and ``_end``.
+    """
+
     def __init__(self, engine: "Engine", config: ServeConfig | None = None) -> None:
-        """Start the worker; ``config`` (default ``ServeConfig()``) bounds slots, queue and the worker's threads."""
         self.engine = engine
         self.config = config = config or ServeConfig()
-        self.batcher = ContinuousBatcher(engine, config)
         self.max_in_flight = config.n_slots + config.max_waiting
+        self.position_limit = min(config.slot_capacity, engine.config.max_seq_len)  # as the scheduler's
         self._recent_steps: deque[BatchStep] = deque(maxlen=config.keep_steps)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._closed = False
-        self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
-        self._cancels: queue.SimpleQueue[int] = queue.SimpleQueue()
-        self._wake = threading.Event()
-        self._live: dict[int, tuple[Sequence, _Submission, StreamDecoder]] = {}  # worker thread only
-        self._worker = threading.Thread(target=self._serve, name="engine-server", daemon=True)
-        self._worker.start()
 
-    # -- caller side (any thread) ------------------------------------------------
     def submit(self, prompt: str | list[int], params: SamplingParams | None = None,
                chat: bool = False, interventions: Interventions | None = None) -> RequestHandle:
         """Queue a request (with its own interventions, if any); raises ``PromptError`` for a bad prompt,
@@ -134,10 +132,9 @@ class EngineServer:
         params = params or SamplingParams()
         ids = self.engine.encode_prompt(prompt, chat=chat)
         spec = self.engine.prepare_interventions(interventions, ids)
-        limit = self.batcher.scheduler.position_limit
-        if len(ids) >= limit:
-            raise PromptError(f"the prompt is {len(ids)} tokens but this server's cache slots hold {limit} "
-                              f"(and one more is needed for the answer): shorten it")
+        if len(ids) >= self.position_limit:
+            raise PromptError(f"the prompt is {len(ids)} tokens but this server's cache slots hold "
+                              f"{self.position_limit} (and one more is needed for the answer): shorten it")
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine server is closed")
@@ -148,8 +145,7 @@ class EngineServer:
         request_id = new_request_id()
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         handle = RequestHandle(self, request_id, outbox)
-        self._inbox.put(_Submission(request_id, ids, params, outbox, interventions=spec))
-        self._wake.set()
+        self._send(_Submission(request_id, ids, params, outbox, interventions=spec))
         return handle
 
     @property
@@ -163,6 +159,54 @@ class EngineServer:
         with self._lock:
             return list(self._recent_steps)
 
+    def _send(self, sub: _Submission) -> None:
+        raise NotImplementedError
+
+    def _request_cancel(self, request_id: int) -> None:
+        raise NotImplementedError
+
+    def _step_done(self, step: BatchStep) -> None:
+        with self._lock:
+            self._recent_steps.append(step)
+
+    def _end(self, outbox, outcome: BatchResult | Exception) -> None:
+        outbox.put(outcome)
+        with self._lock:
+            self._in_flight -= 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        raise NotImplementedError
+
+
+class EngineServer(_ServerFront):
+    def __init__(self, engine: "Engine", config: ServeConfig | None = None) -> None:
+        """Start the worker; ``config`` (default ``ServeConfig()``) bounds slots, queue and the worker's threads."""
+        super().__init__(engine, config)
+        self.batcher = ContinuousBatcher(engine, self.config)
+        self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
+        self._cancels: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._live: dict[int, tuple[Sequence, _Submission, StreamDecoder]] = {}  # worker thread only
+        self._worker = threading.Thread(target=self._serve, name="engine-server", daemon=True)
+        self._worker.start()
+
+    # -- caller side (any thread) ------------------------------------------------
+    def _send(self, sub: _Submission) -> None:
+        self._inbox.put(sub)
+        self._wake.set()
+
+    def _accept(self, sub: _Submission) -> None:
+        """Queue a submission checked and counted elsewhere (by the caller side of a process server)."""
+        with self._lock:
+            self._in_flight += 1
+        self._send(sub)
+
     def _request_cancel(self, request_id: int) -> None:
         self._cancels.put(request_id)
         self._wake.set()
@@ -173,12 +217,6 @@ class EngineServer:
             self._closed = True
         self._wake.set()
         self._worker.join(timeout)
-
-    def __enter__(self) -> "EngineServer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # -- worker side (the one background thread) ---------------------------------
     def _serve(self) -> None:
@@ -197,8 +235,7 @@ class EngineServer:
                 self._fail_all(exc)
                 continue
             if step is not None:
-                with self._lock:
-                    self._recent_steps.append(step)
+                self._step_done(step)
                 self._deliver(step)
         self._take_submissions()
         self._fail_all(RuntimeError("the engine server was closed"))
@@ -208,7 +245,7 @@ class EngineServer:
             try:
                 seq = self.batcher.add(sub.prompt_ids, sub.params, sub.request_id, sub.interventions)
             except ValueError as exc:
-                self._end(sub, exc)
+                self._end(sub.outbox, exc)
                 continue
             seq.arrived_at = sub.submitted_at  # time to first token counts the wait in the queue
             self._live[sub.request_id] = (seq, sub, StreamDecoder(self.engine.tokenizer))
@@ -217,7 +254,7 @@ class EngineServer:
         for request_id in _drain(self._cancels):
             if request_id in self._live and self.batcher.cancel(request_id) is not None:
                 seq, sub, _ = self._live.pop(request_id)
-                self._end(sub, self.batcher.result(seq, index=0))
+                self._end(sub.outbox, self.batcher.result(seq, index=0))
 
     def _deliver(self, step: BatchStep) -> None:
         """Send each request its own new token; close the finished ones."""
@@ -229,18 +266,13 @@ class EngineServer:
             sub.outbox.put(TokenEvent(token_id, text, seq.finish_reason if done else None))
             if done:
                 del self._live[request_id]
-                self._end(sub, self.batcher.result(seq, index=0))
-
-    def _end(self, sub: _Submission, outcome: BatchResult | Exception) -> None:
-        sub.outbox.put(outcome)
-        with self._lock:
-            self._in_flight -= 1
+                self._end(sub.outbox, self.batcher.result(seq, index=0))
 
     def _fail_all(self, exc: Exception) -> None:
         for request_id in list(self._live):
             seq, sub, _ = self._live.pop(request_id)
             self.batcher.cancel(request_id)
-            self._end(sub, exc)
+            self._end(sub.outbox, exc)
 
 
 def _drain(inbox: queue.SimpleQueue) -> Iterator:

@@ -1,0 +1,125 @@
+"""The engine server in a child process: the same tokens as a solo run, bounded, cancellable, and a child that
+dies fails its requests with a clear error and is replaced."""
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import signal
+import threading
+
+import pytest
+
+from inference import BusyError, ProcessServer, load_engine, PromptError, SamplingParams, ServeConfig, TokenEvent
+from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
+from tests.test_server import wait_until
+
+WAIT = 120.0  # a child's start (torch's import) on a busy machine; never a performance assertion
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_engine("llama")
+
+
+@pytest.fixture
+def server(tiny):
+    # the child builds the same seeded model as the caller's ``tiny``
+    with ProcessServer(tiny, functools.partial(tiny_engine, "llama"), ServeConfig(n_slots=3, max_waiting=8)) as running:
+        yield running
+
+
+def test_a_streamed_request_equals_a_solo_run_in_this_process(tiny, server):
+    params = greedy(7, stop_on_eos=False)
+    handle = server.submit(PROMPTS[2], params)
+    events = list(handle)
+    assert all(isinstance(e, TokenEvent) for e in events)
+    assert [e.token_id for e in events] == solo(tiny, PROMPTS[2], params)[0]
+    assert [e.finish_reason for e in events][-2:] == [None, "length"]
+    assert "".join(e.text for e in events) == handle.result().text
+    assert handle.result().time_to_first_token is not None
+
+
+def test_threads_submitting_at_once_each_get_their_own_tokens(tiny, server):
+    requests = [(PROMPTS[i % 4], SamplingParams(temperature=0.9, top_k=30, seed=i, max_new_tokens=3 + 2 * i,
+                                                stop_on_eos=False)) for i in range(6)]
+    results: list = [None] * len(requests)
+
+    def one(i: int) -> None:
+        results[i] = server.submit(*requests[i]).result(timeout=WAIT)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for (prompt, params), result in zip(requests, results):
+        assert result.token_ids == solo(tiny, prompt, params)[0]
+    wait_until(lambda: server.in_flight == 0)
+    steps = server.recent_steps  # the child's step records, sent to this process
+    assert steps and max(step.cache_slots_in_use for step in steps) <= 3
+    assert max(len(step.request_ids) for step in steps) > 1, "the child batched the requests"
+
+
+def test_the_bound_and_bad_prompts_are_checked_here(tiny):
+    config = ServeConfig(n_slots=1, max_waiting=1, slot_capacity=64)
+    with ProcessServer(tiny, functools.partial(tiny_engine, "llama"), config) as server:
+        long = greedy(60, stop_on_eos=False)
+        handles = [server.submit(PROMPTS[0], long), server.submit(PROMPTS[1], long)]
+        with pytest.raises(BusyError, match="limit 2"):
+            server.submit(PROMPTS[2], long)
+        with pytest.raises(PromptError, match="cache slots hold"):
+            server.submit([5] * server.position_limit, long)
+        for handle in handles:
+            handle.cancel()
+        wait_until(lambda: server.in_flight == 0)
+        assert server.submit(PROMPTS[2], greedy(3)).result(timeout=WAIT).ok  # room again
+
+
+def test_a_dropped_handle_cancels_its_request_in_the_child(server):
+    handle = server.submit(PROMPTS[0], greedy(200, stop_on_eos=False))
+    wait_until(lambda: len(server.recent_steps) > 0)
+    del handle
+    gc.collect()
+    wait_until(lambda: server.in_flight == 0)
+    assert len(server.recent_steps) < 200  # stopped long before its 200 tokens
+
+
+def test_a_child_that_dies_fails_its_requests_and_the_next_request_starts_a_new_one(tiny, server):
+    params = greedy(200, stop_on_eos=False)
+    handle = server.submit(PROMPTS[0], params)
+    wait_until(lambda: len(server.recent_steps) > 0)
+    first = server.child_pid
+    os.kill(first, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match="engine server process stopped"):
+        handle.result(timeout=WAIT)
+    wait_until(lambda: server.in_flight == 0)
+    again = server.submit(PROMPTS[1], greedy(5, stop_on_eos=False)).result(timeout=WAIT)
+    assert server.child_pid != first
+    assert again.token_ids == solo(tiny, PROMPTS[1], greedy(5, stop_on_eos=False))[0]
+
+
+def test_a_child_that_cannot_load_says_why(tiny):
+    with ProcessServer(tiny, functools.partial(load_engine, model="/no/such/model.gguf")) as server:
+        handle = server.submit(PROMPTS[0], greedy(3))
+        with pytest.raises(RuntimeError, match="could not start: .*/no/such/model.gguf"):
+            handle.result(timeout=WAIT)
+        assert server.in_flight == 0
+
+
+def test_closing_stops_the_child(tiny):
+    server = ProcessServer(tiny, functools.partial(tiny_engine, "llama"))
+    assert server.submit(PROMPTS[0], greedy(2)).result(timeout=WAIT).ok
+    server.close()
+    assert server._child.proc.poll() is not None
+    with pytest.raises(RuntimeError, match="closed"):
+        server.submit(PROMPTS[0], greedy(2))
+
+
+def test_a_server_dropped_without_closing_leaves_no_child(tiny):
+    server = ProcessServer(tiny, functools.partial(tiny_engine, "llama"))
+    assert server.submit(PROMPTS[0], greedy(2)).result(timeout=WAIT).ok
+    proc = server._child.proc
+    del server
+    gc.collect()
+    proc.wait(timeout=WAIT)
