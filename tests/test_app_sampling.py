@@ -5,7 +5,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests import apptest_utils
-from ui import compute_sampling
 from tests.apptest_utils import PREDICTING_PAGES, assert_clean, chart, plotly_array, texts
 
 pytestmark = pytest.mark.real_model
@@ -95,39 +94,3 @@ def test_sampling_page_at_temperature_zero_draws_nothing():
     assert "Only one token can be drawn" in texts(at.markdown)
     assert "greedy draws none" in chart(at, "toy_ranges")["layout"]["title"]["text"]
 
-
-def _continuation_texts(at: AppTest) -> list[str]:
-    return [m.value for m in at.markdown if m.value.startswith(("**Greedy:**", "**A:**"))]
-
-
-def test_sampling_page_on_a_process_server_shows_the_same_continuations(monkeypatch):
-    """A class server's generation worker in a process of its own (LLM_EXPLORER_SERVER=process): the page's four
-    continuations are the tokens the in-process worker gives (float32: a batch gives a solo run's tokens)."""
-    from inference import EngineServer, ProcessServer
-    from ui import resources
-
-    prompt = "The dog slept by the door because"  # continuations no other test has stored
-    in_thread = open_page("sampling", prompt)
-    assert_clean(in_thread)
-    assert isinstance(resources.server_for("SmolLM2-135M-Instruct"), EngineServer)
-    monkeypatch.setenv("LLM_EXPLORER_SERVER", "process")
-    resources.server_for.clear()
-    compute_sampling.continuation_store.clear()
-    try:
-        at = open_page("sampling", prompt)
-        assert_clean(at)
-        server = resources.server_for("SmolLM2-135M-Instruct")
-        assert isinstance(server, ProcessServer) and server.recent_steps, "the child generated them"
-        assert _continuation_texts(at) == _continuation_texts(in_thread)
-        assert len(_continuation_texts(at)) == 2
-    finally:
-        resources.server_for("SmolLM2-135M-Instruct").close()
-        resources.server_for.clear()
-        compute_sampling.continuation_store.clear()
-
-
-def test_a_server_setting_the_app_does_not_know_stops_with_the_choices(monkeypatch):
-    monkeypatch.setenv("LLM_EXPLORER_SERVER", "forked")
-    at = apptest_utils.open_page(PAGES["sampling"][0], None, TIMEOUT)
-    assert not at.exception
-    assert "LLM_EXPLORER_SERVER='forked': use one of thread, process" in texts(at.error)

@@ -8,10 +8,12 @@ import os
 import signal
 import threading
 
+import numpy as np
 import pytest
 
 from inference import BusyError, ProcessServer, load_engine, PromptError, SamplingParams, ServeConfig, TokenEvent
 from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
+from ui.engine_work import attention_arrays, last_logits
 from tests.test_server import wait_until
 
 WAIT = 120.0  # a child's start (torch's import) on a busy machine; never a performance assertion
@@ -123,3 +125,21 @@ def test_a_server_dropped_without_closing_leaves_no_child(tiny):
     del server
     gc.collect()
     proc.wait(timeout=WAIT)
+
+
+
+def _here_only(engine, ids):  # pytest imports this file under a name the child does not know
+    return ids
+
+
+def test_run_does_other_work_on_the_childs_engine_and_raises_what_it_raised(tiny, server):
+    ids = [5, 9, 3, 7]
+    assert np.array_equal(server.run(last_logits, ids), last_logits(tiny, ids))  # the same model, exactly
+    with pytest.raises(PromptError, match="context holds"):  # the child's exception, of its own type
+        server.run(attention_arrays, ids * tiny.config.max_seq_len)
+    with pytest.raises(ModuleNotFoundError):  # a function the child cannot import: its error, in the caller
+        server.run(_here_only, ids)
+    with pytest.raises(Exception, match="pickle"):  # one that cannot travel at all fails before it leaves
+        server.run(lambda engine: None)
+    raw, probs, queries, keys = server.run(attention_arrays, ids)  # still serving
+    assert np.array_equal(probs, attention_arrays(tiny, ids)[1])

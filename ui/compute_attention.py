@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
-import torch
 
+from .engine_work import attention_arrays, run_on_engine
 from .resources import engine_for, release_freed_memory
 
 MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earlier rows (causal mask)
@@ -63,16 +63,10 @@ class AttentionMaps:
 def attention_maps(model: str, ids: list[int]) -> AttentionMaps:
     """Every layer's and head's attention in ``model`` for the first ``MAX_TOKENS`` tokens of ``ids``."""
     engine = engine_for(model)
-    _, trace = engine.traced_forward(ids[:MAX_TOKENS], last_only=True)  # the maps, not the logits
-    with torch.inference_mode():
-        raw = torch.stack([layer.raw_scores[0] for layer in trace.layers])  # (L, H, T, T)
-        probs = torch.stack([layer.attention_probs[0] for layer in trace.layers])  # (L, H, T, T)
-        queries = torch.stack([layer.queries[0] for layer in trace.layers])  # (L, H, T, hd)
-        keys = torch.stack([layer.keys[0] for layer in trace.layers])  # (L, n_kv, T, hd)
+    raw, probs, queries, keys = run_on_engine(model, engine, attention_arrays, ids[:MAX_TOKENS])
     config = engine.config
-    return AttentionMaps(raw.numpy().copy(), probs.numpy().copy(), queries.numpy().copy(), keys.numpy().copy(),
-                         config.head_dim, config.n_kv_heads, len(ids), config.score_scale_dim,
-                         config.sliding_window, config.local_layers)
+    return AttentionMaps(raw, probs, queries, keys, config.head_dim, config.n_kv_heads, len(ids),
+                         config.score_scale_dim, config.sliding_window, config.local_layers)
 
 
 def attention_kind(n_heads: int, n_kv_heads: int) -> str:

@@ -20,6 +20,7 @@ import torch
 from inference import PromptError, SamplingParams, TokenizerError, sample
 from ui import state
 from ui import models, token_text
+from ui.engine_work import last_logits, run_on_engine
 from ui.resources import engine_for
 
 STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T = 1 reference row
@@ -56,8 +57,8 @@ def prompt_logits(model: str, prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
     engine = engine_for(model)
     ids = engine.encode_prompt(prompt, chat=chat)
-    logits = engine.recompute_last(ids)  # (V,): the last position only (all T rows of 262k logits could be GBs)
-    return PromptLogits(ids, token_text.token_texts(engine.tokenizer, ids), logits.numpy().copy())
+    logits = run_on_engine(model, engine, last_logits, ids)  # (V,): the last position only (T rows could be GBs)
+    return PromptLogits(ids, token_text.token_texts(engine.tokenizer, ids), logits)
 
 
 def token_texts(model: str, token_ids: list[int]) -> list[str]:

@@ -1,9 +1,10 @@
 """The engine server in a process of its own: its worker never waits for the callers' interpreter lock.
 
 Owns ``ProcessServer`` (the caller side, in the calling process: the same ``submit`` /
-``RequestHandle`` / ``recent_steps`` as ``EngineServer``) and the child's loop (``main``,
-run as ``python -c CHILD_COMMAND``), which runs an ordinary ``EngineServer``
-on its own copy of the model and talks to the caller over one socket pair.
+``RequestHandle`` / ``recent_steps`` as ``EngineServer``, and ``run`` for any other work on
+the engine, such as a page's forward) and the child's loop (``main``, run as
+``python -c CHILD_COMMAND``), which runs an ordinary ``EngineServer`` on its own copy of the
+model and talks to the caller over one socket pair.
 
 Why a process: a decode step is hundreds of small torch calls, and each gives up
 Python's interpreter lock and takes it back. In a web server with many sessions, the
@@ -20,7 +21,9 @@ the next ``submit`` starts a new one.
 """
 from __future__ import annotations
 
+import itertools
 import os
+import pickle
 import queue
 import socket
 import subprocess
@@ -28,9 +31,10 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ..threads import set_threads
 from .config import ServeConfig
@@ -40,6 +44,7 @@ from .server import EngineServer, TokenEvent, _ServerFront, _Submission
 if TYPE_CHECKING:
     from ..generation.engine import Engine
 
+T = TypeVar("T")
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds ``inference``
 CHILD_COMMAND = "from inference.serving.process import main; main({fd})"
 
@@ -52,6 +57,7 @@ class ProcessServer(_ServerFront):
         super().__init__(engine, config)
         self._load = load
         self._children_lock = threading.Lock()  # who the current child is, and what it holds
+        self._call_ids = itertools.count()
         self._child = self._start_child()
 
     # -- caller side (any thread) ------------------------------------------------
@@ -64,6 +70,27 @@ class ProcessServer(_ServerFront):
 
     def _request_cancel(self, request_id: int) -> None:
         self._child.send(("cancel", request_id))  # a queue put: safe from a handle's finalizer
+
+    def run(self, fn: Callable[..., T], *args, timeout: float | None = None, **kwargs) -> T:
+        """``fn(engine, *args, **kwargs)`` on the child's engine, beside its batcher; raises what ``fn`` raised.
+
+        ``fn`` goes to the child by name (a module-level function of a module the child can import),
+        the arguments and the result by pickle: keep the result to what the caller needs (arrays, not a
+        whole trace). Not bounded like ``submit``: each caller waits for its own result.
+        """
+        work = pickle.dumps((fn, args, kwargs))  # here, so a function that cannot travel fails in the caller
+        future: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the engine server is closed")
+            call_id = next(self._call_ids)
+        with self._children_lock:
+            if self._child.ended or not self._child.alive:
+                self._child = self._start_child()
+            child = self._child
+            child.calls[call_id] = future
+        child.send(("run", call_id, work))
+        return future.result(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Stop the child; requests still in flight end with an error."""
@@ -97,14 +124,23 @@ class ProcessServer(_ServerFront):
                 self._end(outbox, item)
         elif message[0] == "step":
             self._step_done(message[1])
+        elif message[0] == "reply":
+            _, call_id, value, error = message
+            with self._children_lock:
+                future = child.calls.pop(call_id, None)
+            if future is not None:
+                future.set_result(value) if error is None else future.set_exception(error)
 
     def _ended(self, child: "_Child", reason: str) -> None:
         """``child`` is gone: no request joins it from now on, and the ones it held fail with ``reason``."""
         with self._children_lock:
             child.ended = True
             held, child.outboxes = child.outboxes, {}
+            calls, child.calls = child.calls, {}
         for outbox in held.values():
             self._end(outbox, RuntimeError(f"{reason} (exit code {child.proc.poll()}); try again"))
+        for future in calls.values():
+            future.set_exception(RuntimeError(f"{reason} (exit code {child.proc.poll()}); try again"))
 
 
 def _read(server_ref: "weakref.ref[ProcessServer]", child: "_Child") -> None:
@@ -146,6 +182,7 @@ class _Child:
         theirs.close()
         self.conn = Connection(mine.detach())
         self.outboxes: dict[int, object] = {}  # request -> its outbox, until its outcome arrives
+        self.calls: dict[int, Future] = {}  # ``run`` call -> its future, until its reply arrives
         self.ended = False  # set by the reader once the child is gone
         self._outgoing: queue.SimpleQueue = queue.SimpleQueue()
         self._outgoing.put((load, config))
@@ -196,6 +233,15 @@ class _PipeOutbox:
         self._send(("item", self.request_id, item))
 
 
+def _portable(error: Exception) -> Exception:
+    """``error`` if the caller can unpickle it (a ``PromptError`` stays one), else a RuntimeError with its message."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:  # noqa: BLE001  (an exception whose constructor pickle cannot call again)
+        return RuntimeError(f"{type(error).__name__}: {error}")
+
+
 class _ChildServer(EngineServer):
     def __init__(self, engine: "Engine", config: ServeConfig, send: Callable[[tuple], None]) -> None:
         self._send_up = send
@@ -225,6 +271,19 @@ def main(fd: int) -> None:
         send(("failed", f"{type(error).__name__}: {error}"))
         return
     server = _ChildServer(engine, config, send)
+    runner = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engine-run")  # ``run`` calls, beside the batcher
+
+    def run(call_id: int, work: bytes) -> None:
+        try:
+            fn, args, kwargs = pickle.loads(work)  # imports fn's module here (the caller's error if it cannot)
+            reply = ("reply", call_id, fn(engine, *args, **kwargs), None)
+        except Exception as error:  # noqa: BLE001  (the caller's future raises it)
+            reply = ("reply", call_id, None, _portable(error))
+        try:
+            send(reply)
+        except Exception as error:  # noqa: BLE001  (a result or an exception that does not pickle)
+            send(("reply", call_id, None, RuntimeError(f"{type(error).__name__}: {error}")))
+
     while True:
         try:
             message = conn.recv()
@@ -234,9 +293,12 @@ def main(fd: int) -> None:
             _, request_id, ids, params, interventions, submitted_at = message
             server._accept(_Submission(request_id, ids, params, _PipeOutbox(request_id, send),
                                        submitted_at=submitted_at, interventions=interventions))
+        elif message[0] == "run":
+            runner.submit(run, *message[1:])
         elif message[0] == "cancel":
             server._request_cancel(message[1])
         elif message[0] == "close":
             break
+    runner.shutdown(wait=False, cancel_futures=True)
     server.close()
     conn.close()
