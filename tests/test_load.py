@@ -25,10 +25,10 @@ from tests.streamlit_client import Run
 N_STUDENTS = 20
 SAMPLING_REQUESTS_PER_TAB = 4  # the Sampling page submits its four continuations together
 ROUNDS = 2  # the second with new prompts: a cache without a limit would grow here
-# Measured here: ~2,030 MiB warmed up (0.5 GiB of fp32 weights, 0.75 GiB of cache slots for the
-# shared generation server's 16 slots, torch and streamlit); +75 MiB after the first round, +65 MiB
-# after the second (caches still filling), flat after a third (scripts/bench_load.py with 8 slots:
-# 1,807 -> 1,812 -> 1,816 MiB).
+# Measured here with the class settings (CLASS_SERVER_ENV): ~3,050 MiB warmed up, the app and the engine's
+# child process together (two copies of the 4-bit model, 0.75 GiB of cache slots for the generation
+# worker's 16 slots in the child, torch twice, streamlit); +145 MiB after the first round, +40 MiB after the
+# second (caches still filling); scripts/bench_load.py: +1.0 % from round 2 to round 5.
 RSS_HEADROOM_MIB = 512  # over the warmed-up server, after every round
 RSS_ROUND_GROWTH_MIB = 128  # from the end of one round to the end of the next
 
