@@ -11,10 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-from inference import BusyError, ProcessServer, load_engine, PromptError, SamplingParams, ServeConfig, TokenEvent
+from inference import BusyError, ProcessServer, PromptError, SamplingParams, ServeConfig, load_engine
 from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
 from ui.engine_work import attention_arrays, last_logits
-from tests.test_server import wait_until
+from tests.test_server import check_stream_equals_solo, wait_until
 
 WAIT = 120.0  # a child's start (torch's import) on a busy machine; never a performance assertion
 
@@ -32,14 +32,7 @@ def server(tiny):
 
 
 def test_a_streamed_request_equals_a_solo_run_in_this_process(tiny, server):
-    params = greedy(7, stop_on_eos=False)
-    handle = server.submit(PROMPTS[2], params)
-    events = list(handle)
-    assert all(isinstance(e, TokenEvent) for e in events)
-    assert [e.token_id for e in events] == solo(tiny, PROMPTS[2], params)[0]
-    assert [e.finish_reason for e in events][-2:] == [None, "length"]
-    assert "".join(e.text for e in events) == handle.result().text
-    assert handle.result().time_to_first_token is not None
+    check_stream_equals_solo(tiny, server)
 
 
 def test_threads_submitting_at_once_each_get_their_own_tokens(tiny, server):

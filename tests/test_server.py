@@ -44,10 +44,15 @@ def wait_until(condition) -> None:
 
 
 def test_stream_of_one_request_equals_solo(tiny):
-    params = greedy(7, stop_on_eos=False)
     with EngineServer(tiny, ServeConfig(n_slots=2)) as server:
-        handle = server.submit(PROMPTS[2], params)
-        events = list(handle)
+        check_stream_equals_solo(tiny, server)
+
+
+def check_stream_equals_solo(tiny, server) -> None:
+    """One streamed request: its events are a solo run's tokens, its text the result's (any server kind)."""
+    params = greedy(7, stop_on_eos=False)
+    handle = server.submit(PROMPTS[2], params)
+    events = list(handle)
     assert all(isinstance(e, TokenEvent) for e in events)
     assert [e.token_id for e in events] == solo(tiny, PROMPTS[2], params)[0]
     assert [e.finish_reason for e in events][-2:] == [None, "length"]

@@ -65,8 +65,9 @@ class ProcessServer(_ServerFront):
         with self._children_lock:
             if self._child.ended or not self._child.alive:
                 self._child = self._start_child()
-            self._child.outboxes[sub.request_id] = sub.outbox
-        self._child.send(("submit", sub.request_id, sub.prompt_ids, sub.params, sub.interventions, sub.submitted_at))
+            child = self._child  # the one this request's outcome will come from
+            child.outboxes[sub.request_id] = sub.outbox
+        child.send(("submit", sub.request_id, sub.prompt_ids, sub.params, sub.interventions, sub.submitted_at))
 
     def _request_cancel(self, request_id: int) -> None:
         self._child.send(("cancel", request_id))  # a queue put: safe from a handle's finalizer
@@ -150,6 +151,9 @@ def _read(server_ref: "weakref.ref[ProcessServer]", child: "_Child") -> None:
         try:
             message = child.conn.recv()
         except (EOFError, OSError):
+            break
+        except Exception as error:  # noqa: BLE001  (a message this side cannot unpickle: end the child cleanly)
+            reason = f"a message from the engine server process could not be read ({type(error).__name__}: {error})"
             break
         if message[0] == "failed":
             reason = f"the engine server process could not start: {message[1]}"
