@@ -134,7 +134,8 @@ def app_threads() -> int:
 
 def configure_server() -> None:
     """The app's entry-point settings, on every run: the operator's modes checked (a bad value stops the page
-    with the reason and the choices, not a traceback), and the thread count set once per process."""
+    with the reason and the choices, not a traceback), the thread count set once per process, and a process
+    server's child started for the session's model before a page needs it."""
     try:
         weights_mode()
         server_mode()
@@ -142,6 +143,8 @@ def configure_server() -> None:
         st.error(f"This server's settings are wrong: {error}.", icon=":material/block:")
         st.stop()
     configure_threads()
+    if server_mode() == "process":
+        server_for(models.current())  # the child loads its model while this run goes on (once per model)
 
 
 @st.cache_resource(show_spinner=False)
