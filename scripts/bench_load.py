@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.load_scenario, run as a script from anywhere
 
-from tests.load_scenario import (CLASS_SERVER_ENV, FOLLOW_KEY, MARKERS, PAGES, SLIDERS, WARM_UP_MARKER, AppServer,  # noqa: E402
+from tests.load_scenario import (CLASS_SERVER_ENV, FOLLOW_KEY, FOLLOW_PAGES, MARKERS, PAGES, SLIDERS, WARM_UP_MARKER, AppServer,  # noqa: E402
                                  StudentReport, follow_class, percentile, prompt_for, run_class, student, timings_of)
 from tests.streamlit_client import StreamlitSession  # noqa: E402
 
@@ -132,6 +132,12 @@ def report(args, result: dict) -> dict:
         print(f"broadcast to {args.followers} followers   median {figures['broadcast median']:.2f} s, "
               f"p95 {figures['broadcast p95']:.2f} s ({len(reached)} of {len(flat)} reached); one poll median "
               f"{figures['follower poll median']:.2f} s over {len(follow.poll_seconds)} polls")
+        for offset, page in enumerate(FOLLOW_PAGES):  # which page the teacher was on when a broadcast was slow
+            on_page = [s for per in follow.latencies[offset::len(FOLLOW_PAGES)] for s in per]
+            if on_page:
+                figures[f"broadcast, {page}, p95"] = percentile(on_page, 95)
+                print(f"  {page:24} n={len(on_page)} median {statistics.median(on_page):.2f} s, "
+                      f"p95 {percentile(on_page, 95):.2f} s")
         problems += follow.problems + follow.leaks + follow.missed
     print(f"largest generation batch reported on the Sampling page: {max(batch_sizes, default=0)} "
           f"(of {len(batch_sizes)} pages with continuations; {sum(b > 1 for b in batch_sizes)} batched with others)")
