@@ -84,7 +84,7 @@ with st.expander(f"How this model's tokenizer writes text: "
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
     st.caption(f"The chart shows the first {n_chart} of {len(view.ids):,} tokens.")
-charts.show(make_token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart",
+charts.show(charts.shared(make_token_id_chart)(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart",
             data=token_id_table(view.pieces[:n_chart], view.ids[:n_chart]))
 
 # 2. Token ids mean nothing numerically

@@ -48,7 +48,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
                          **state.bind("att_query", att.default_query(pieces), options=range(maps.n_tokens)))
     window = maps.window_of(layer)
     kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
-    charts.show(figs.make_attention_heatmap(maps.probs[layer, head], pieces,
+    charts.show(charts.shared(figs.make_attention_heatmap)(maps.probs[layer, head], pieces,
                                             f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)",
                                             window), key="attention_heatmap",
                 data=lambda: figs.attention_table(maps.probs[layer, head], pieces))
@@ -60,7 +60,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     # 2. Step by step for one query
     st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
     steps = att.score_steps(maps, layer, head, query)
-    charts.show(figs.make_score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
+    charts.show(charts.shared(figs.make_score_steps)(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
                                       maps.scale_dim), key="score_steps",
                 data=figs.score_steps_table(steps.raw, steps.scaled, steps.masked, steps.probs, pieces))
     scalar = ("the head size" if maps.scale_dim == maps.head_dim else
@@ -72,7 +72,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     # 3. All heads, grouped-query attention
     st.header(f"All {maps.n_heads} heads of layer {layer}")
     groups = [maps.kv_group(h) for h in range(maps.n_heads)]
-    charts.show(figs.make_heads_grid(maps.probs[layer], pieces, groups, layer, window), key="heads_grid",
+    charts.show(charts.shared(figs.make_heads_grid)(maps.probs[layer], pieces, groups, layer, window), key="heads_grid",
                 data=lambda: figs.heads_table(maps.probs[layer], pieces, groups))
     sharing = att.attention_kind(maps.n_heads, maps.n_kv_heads)
     group = maps.n_heads // maps.n_kv_heads
@@ -87,7 +87,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
                     f"key/value heads; each group of {group} query heads reads the same keys and values, which "
                     f"makes the KV cache {group} times smaller. Heads in one group still attend differently, "
                     "because their queries differ.")
-    charts.show(figs.make_gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram",
+    charts.show(charts.shared(figs.make_gqa_diagram)(maps.n_heads, maps.n_kv_heads), key="gqa_diagram",
                 data=figs.gqa_table(maps.n_heads, maps.n_kv_heads))
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
@@ -107,7 +107,8 @@ if config.local_layers:
                 f"growing with the context; its **{len(globals_)} global layers** ({', '.join(map(str, globals_))}) "
                 "see every earlier key and carry information further back. Below "
                 f"{config.window} tokens the two kinds see the same keys: the difference shows only in a longer prompt.")
-    charts.show(figs.make_layer_kinds(list(config.local_layers), config.n_layers, config.window), key="layer_kinds",
+    charts.show(charts.shared(figs.make_layer_kinds)(list(config.local_layers), config.n_layers, config.window),
+                key="layer_kinds",
                 data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window))
     if len(view.ids) <= config.window:
         st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
@@ -124,7 +125,7 @@ if config.local_layers:
                                        **state.bind("att_window_global", globals_[0], options=globals_))
         for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
             with column:
-                charts.show(figs.make_window_heatmap(
+                charts.show(charts.shared(figs.make_window_heatmap)(
                     windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
                     f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}",
                     data=figs.window_table(windowed.pooled[layer_index], windowed.block, windowed.window,
@@ -152,7 +153,7 @@ if it_pos is None:
             "word “it”. Put one in, after a noun (a “cat” or a “mat”), to see which noun its heads pick.")
 else:
     over_layers = att.query_over_layers(maps, it_pos)
-    charts.show(figs.make_query_over_layers(over_layers, pieces, it_pos), key="it_over_layers",
+    charts.show(charts.shared(figs.make_query_over_layers)(over_layers, pieces, it_pos), key="it_over_layers",
                 data=figs.query_layers_table(over_layers, pieces))
     st.markdown(claims.sink_sentence(over_layers, pieces, it_pos))
     for name, pos in (("cat", cat_pos), ("mat", mat_pos)):

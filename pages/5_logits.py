@@ -43,7 +43,7 @@ st.markdown(f"The prompt ends with **{visible_token(cached.token_strings[-1])}**
             f"({len(cached.token_ids)} token{'s' * (len(cached.token_ids) != 1)}). The top {TOP_N} of "
             f"{cached.logits.size:,} logits:")
 top_logits = cached.logits[top_ids].tolist()
-charts.show(make_logits_bar(tokens, top_logits, greedy_at), key="logits_bar",
+charts.show(charts.shared(make_logits_bar)(tokens, top_logits, greedy_at), key="logits_bar",
             data=figs.logits_table(top_ids.tolist(), tokens, top_logits, greedy_at))
 st.caption("Bars start at 0. A logit is a raw score on no fixed scale: only the differences between logits "
            "matter (adding one number to all of them changes no probability), and they can be negative.")
@@ -66,12 +66,12 @@ metrics[3].metric("Vocabulary", f"{cached.logits.size:,}")
 left, right = st.columns(2)
 with left:
     labels = (f"T = {compare_t:g}", f"T = {params.temperature:g} (yours)")
-    charts.show(make_probability_overlay(tokens, probs_c[top_ids], probs_t[top_ids], *labels),
+    charts.show(charts.shared(make_probability_overlay)(tokens, probs_c[top_ids], probs_t[top_ids], *labels),
                 key="probability_overlay",
                 data=figs.overlay_table(tokens, probs_c[top_ids].tolist(), probs_t[top_ids].tolist(), *labels))
 with right:
     sweep = temperature_sweep(model, prompt, chat, SWEEP)
-    charts.show(make_temperature_sweep(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
+    charts.show(charts.shared(make_temperature_sweep)(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
                                        params.temperature), key="temperature_sweep",
                 data=figs.sweep_table(sweep.temperatures.tolist(), sweep.entropy_bits.tolist(),
                                       sweep.top_probability.tolist()))
@@ -83,7 +83,8 @@ st.caption("softmax(logits / T) of the model's logits (before any repetition pen
 st.subheader("3 · What the sampler keeps")
 stage_labels = [STAGE_LABELS[n] for n in stages.stage_names]
 survivors = [stages.survivors[n] for n in stages.stage_names]
-charts.show(make_stage_figure(stages.token_strings, stage_labels, stages.stage_probs, survivors), key="stage_figure",
+charts.show(charts.shared(make_stage_figure)(stages.token_strings, stage_labels, stages.stage_probs, survivors),
+            key="stage_figure",
             data=figs.stage_table(stages.token_ids, stages.token_strings, stage_labels, stages.stage_probs, survivors))
 final_row = stages.stage_probs[-1]
 only = stages.token_strings[int(final_row.argmax())] if stages.survivors["final"] == 1 and final_row.max() > 0 else None

@@ -62,7 +62,7 @@ toy_starts, toy_ends = toy_ranges(TOY_PROBS)
 toy_u = one.u if one.u is not None else 0.5
 toy_hit = next(i for i, end in enumerate(toy_ends) if toy_u < end or i == len(toy_ends) - 1)
 toy_labels = ["token 0", "token 1", "token 2"]
-charts.show(make_cumulative_ranges(
+charts.show(charts.shared(make_cumulative_ranges)(
     toy_labels, toy_starts, toy_ends, toy_u, toy_hit,
     f"A small made-up example first: probabilities {TOY_PROBS} (not the model) · "
     + ("an example u = 0.5 (greedy draws none)" if one.u is None else "the same u"), token_labels=False),
@@ -70,7 +70,7 @@ charts.show(make_cumulative_ranges(
 shown_hit = one.chosen_rank if one.chosen_rank < len(one.range_ids) else None
 rest = one.survivors - len(one.range_ids)
 other = f"{rest:,} other tokens" if rest else None
-charts.show(make_cumulative_ranges(
+charts.show(charts.shared(make_cumulative_ranges)(
     one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit,
     f"The real model: next token after “…{visible_token(cached.token_strings[-1])}”, most probable first",
     other_label=other), key="real_ranges",
@@ -85,7 +85,7 @@ st.button("Draw 1,000 times", key="draw_1000", on_click=_show_histogram)
 if st.session_state.get(SHOW_HISTOGRAM):
     many = draw_many(model, prompt, chat, key, 1000)
     gof = many.gof
-    charts.show(make_draw_histogram(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
+    charts.show(charts.shared(make_draw_histogram)(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
                                     gof.statistic, gof.dof, gof.p_value), key="draw_histogram",
                 data=figs.histogram_table(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws))
     st.markdown(claims.histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
@@ -112,7 +112,7 @@ except (BusyError, PromptError) as error:
 split = first_divergence(greedy_run.token_ids, sampled_run.token_ids)
 pair_labels = ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"]
 longest = max(len(greedy_run.token_ids), len(sampled_run.token_ids))
-charts.show(make_token_strips(
+charts.show(charts.shared(make_token_strips)(
     [greedy_run.token_strings, sampled_run.token_strings], pair_labels,
     [greedy_run.probabilities, sampled_run.probabilities], split,
     f"Greedy vs sampled, up to {longest} tokens each (seed {params.seed})"), key="greedy_vs_sampled",
@@ -123,7 +123,7 @@ st.markdown(f"**Greedy:** {greedy_run.text!r}  \n**Sampled:** {sampled_run.text!
             + claims.greedy_vs_sampled_sentence(params.temperature, split is None))
 split_ab = first_divergence(run_a.token_ids, run_b.token_ids)
 ab_labels = [f"A: T = {t_a:g}", f"B: T = {t_b:g}"]
-charts.show(make_token_strips(
+charts.show(charts.shared(make_token_strips)(
     [run_a.token_strings, run_b.token_strings], ab_labels,
     [run_a.probabilities, run_b.probabilities], split_ab,
     f"Same prompt, same seed ({params.seed}), two temperatures"), key="two_settings",

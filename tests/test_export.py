@@ -418,3 +418,23 @@ def test_every_chart_on_every_page_passes_its_table():
                     and "data" not in {keyword.arg for keyword in node.keywords}):
                 missing.append(f"{script.name}:{node.lineno}")
     assert not missing, missing
+
+
+def test_a_shared_builder_builds_each_figure_once_for_every_session():
+    """``charts.shared``: the same arguments give the very same figure (a class on one view builds it once);
+    other arguments build another; the figure that comes back is the builder's, unchanged."""
+    from ui import charts
+
+    calls = []
+
+    def make_bars(labels: list[str], values: np.ndarray) -> go.Figure:
+        calls.append(labels)
+        return go.Figure(go.Bar(x=labels, y=values))
+
+    shared = charts.shared(make_bars)
+    assert charts.shared(make_bars) is shared  # one cache per builder, however often a page asks for it
+    first = shared(["a", "b"], np.array([0.25, 0.75]))
+    assert shared(["a", "b"], np.array([0.25, 0.75])) is first and len(calls) == 1
+    other = shared(["a", "b"], np.array([0.5, 0.5]))
+    assert other is not first and len(calls) == 2
+    assert list(first.data[0].y) == [0.25, 0.75] and list(other.data[0].y) == [0.5, 0.5]

@@ -14,6 +14,7 @@ the numbers read off its traces (``ui.figures.export.figure_csv``).
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Callable
 
@@ -123,3 +124,13 @@ def wrap_title(title: str, limit: int = TITLE_LINE_CHARS) -> str:
 
 def _safe(part: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", part).strip("-")
+
+
+@functools.cache  # one cache per builder, however often a page asks for it
+def shared(builder: Callable[..., go.Figure], max_entries: int = 16) -> Callable[..., go.Figure]:
+    """``builder`` (a pure ``make_*`` figure function) built once per set of arguments for every session: a class
+    on the teacher's view draws the same charts, and building a Plotly figure is most of a page run's Python.
+    The figure is shared and never changed after it is built (``show`` copies it for presenter mode, and
+    ``st.plotly_chart`` reads it). ``max_entries`` per builder bounds the memory (a figure is ~0.1-1 MB); a class
+    on one view needs a handful (measured: a broadcast to 20 followers p95 2.23 -> 1.53 s, docs/classroom.md)."""
+    return st.cache_resource(max_entries=max_entries, show_spinner=False)(builder)
