@@ -47,7 +47,7 @@ def logit_tolerance(reference: torch.Tensor | float, reduction: int, depth: int,
     ``reference.numel()``).
     """
     if isinstance(reference, torch.Tensor):
-        scale = float(reference.abs().max())
+        scale = float(reference.detach().abs().max())
         compared = compared or reference.numel()
     else:
         scale = float(reference)
