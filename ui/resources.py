@@ -138,12 +138,12 @@ def configure_server() -> None:
     server's child started for the session's model before a page needs it."""
     try:
         weights_mode()
-        server_mode()
+        mode = server_mode()
     except ValueError as error:
         st.error(f"This server's settings are wrong: {error}.", icon=":material/block:")
         st.stop()
     configure_threads()
-    if server_mode() == "process":
+    if mode == "process":
         server_for(models.current())  # the child loads its model while this run goes on (once per model)
 
 

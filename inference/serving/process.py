@@ -232,9 +232,7 @@ class _PipeOutbox:
         self._send = send
 
     def put(self, item) -> None:
-        if isinstance(item, BaseException):  # any exception arrives, pickled or not, as its message
-            item = RuntimeError(f"{type(item).__name__}: {item}")
-        self._send(("item", self.request_id, item))
+        self._send(("item", self.request_id, _portable(item) if isinstance(item, Exception) else item))
 
 
 def _portable(error: Exception) -> Exception:
