@@ -68,12 +68,15 @@ n_slots = s2.number_input("Continuous: cache slots", 1, batching.MAX_REQUESTS,
                           help="Fewer slots than requests: the rest wait and join when one frees.")
 s3.button("Run static and continuous", key="batch_run", type="primary", width="stretch",
           on_click=st.session_state.__setitem__, args=("batch_pending", True))
+share = st.checkbox("Continuous: share prompt starts", key="batch_share",
+                    help="A request whose prompt begins with tokens a cache slot already holds copies those "
+                         "positions instead of computing them (what the class server does for every request).")
 if st.session_state.pop("batch_pending", False):
     bar = st.progress(0.0, text="starting…")
     try:
         st.session_state[RESULT_KEY] = batching.compare(
             model, requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
-            lambda share, text: bar.progress(share, text=text))
+            lambda done, text: bar.progress(done, text=text), share_prefixes=bool(share))
     except SamplingError as error:
         st.error(f"Cannot run these requests: {error}. Set the seed in the sidebar.", icon=":material/block:")
     bar.empty()
@@ -102,6 +105,8 @@ else:
         column.metric(f"{name}: aggregate output", f"{run.tokens_per_second:.1f} tok/s",
                       help=f"{run.output_tokens} tokens in {run.seconds:.2f} s of forward + sampling, measured now")
         column.caption(claims.mode_caption(len(run.phases), run.computed_positions, run.wasted_positions, run.ttft_ms))
+    if result.share_prefixes:
+        st.markdown(claims.shared_start_sentence(continuous.reused, continuous.prompt_positions, labels))
     pause = claims.prefill_pause_sentence(len(continuous.late_prefills),
                                           sum(continuous.step_ms[i] for i in continuous.late_prefills))
     if pause:
@@ -162,5 +167,7 @@ st.markdown(
     "- Set the cache slots to 6, one per request: nobody waits, so no prefill pauses the others. Then set 1: "
     "continuous batching becomes one request at a time.\n"
     "- Raise the temperature: each request keeps its own seeded generator, so the check still holds.\n"
+    "- Tick **share prompt starts** with two slots, and give the requests the same opening words: the late "
+    "ones copy those positions from a slot instead of computing them.\n"
     "- Back to **Generation & KV cache** to see one request's cache grow."
 )

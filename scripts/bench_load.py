@@ -62,6 +62,8 @@ LEVERS = {
     # the generation worker in a process of its own (its own interpreter lock), on the class server's file blocks
     "server": ({"LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "thread"},
                {"LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "process"}),
+    # a prompt's start computed once for every request that begins with it (and the same prompt once per step)
+    "prefix": ({"LLM_EXPLORER_PREFIX_CACHE": "off"}, {"LLM_EXPLORER_PREFIX_CACHE": "on"}),
 }
 
 

@@ -49,6 +49,30 @@ def test_padded_batch_and_a_comparison_run():
     assert not at.exception
 
 
+def test_shared_prompt_starts_are_reused_and_counted():
+    """Two slots, three requests on one opening: the late ones copy it; the sentence's numbers are the run's."""
+    at = open_batching()
+    opening = "The cat sat on the mat and looked at the"
+    at.session_state["batch_requests"] = {
+        "edited_rows": {0: {"prompt": f"{opening} door", "max new tokens": 2},
+                        1: {"prompt": f"{opening} dog", "max new tokens": 6},
+                        2: {"prompt": f"{opening} bird", "max new tokens": 3}},
+        "added_rows": [], "deleted_rows": [3, 4, 5]}
+    at.run()
+    at.number_input(key="batch_slots").set_value(2).run()
+    at.checkbox(key="batch_share").check().run()
+    at.button(key="batch_run").click().run()
+    result = at.session_state["batch_comparison"]
+    assert result.share_prefixes and result.continuous.reused, "the request joining late reused the opening"
+    assert result.static.computed_positions > 0 and not result.static.reused
+    total = sum(result.continuous.reused.values())
+    sentence = next(m.value for m in at.markdown if m.value.startswith("**Shared prompt starts:**"))
+    assert f"{total:,} of the {result.continuous.prompt_positions:,} prompt positions" in sentence
+    assert all(solo == cont for solo, cont in zip(result.solo, result.continuous.token_ids))
+    assert "Every request produced exactly the same tokens" in at.success[0].value
+    assert not at.exception
+
+
 def test_bad_rows_are_explained_and_the_rest_still_runs():
     from ui.compute_batching import parse_requests
 

@@ -105,3 +105,10 @@ def test_a_server_setting_the_app_does_not_know_stops_with_the_choices(monkeypat
     at = apptest_utils.open_page(PREDICTING_PAGES["sampling"][0], None, TIMEOUT)
     assert not at.exception
     assert "LLM_EXPLORER_SERVER='forked': use one of thread, process" in texts(at.error)
+
+
+def test_a_prefix_cache_setting_the_app_does_not_know_stops_with_the_choices(monkeypatch):
+    monkeypatch.setenv("LLM_EXPLORER_PREFIX_CACHE", "maybe")
+    at = apptest_utils.open_page(PREDICTING_PAGES["sampling"][0], None, TIMEOUT)
+    assert not at.exception
+    assert "LLM_EXPLORER_PREFIX_CACHE='maybe': use one of on, off" in texts(at.error)

@@ -9,7 +9,7 @@ plain data for the figures in ``ui/figures/batching.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import streamlit as st
@@ -142,6 +142,8 @@ class ModeRun:
     reserved_bytes: list[int]  # (steps,) KV cache reserved for the rows/slots in use after each step
     used_bytes: list[int]  # (steps,) of it, holding real tokens
     allocated_bytes: int  # the whole cache the mode allocated (static: the batch; continuous: every slot)
+    prompt_positions: int = 0  # the prompts' tokens, all requests
+    reused: dict[int, int] = field(default_factory=dict)  # request -> prompt positions copied from a slot, not computed
 
     @property
     def tokens_per_second(self) -> float:
@@ -168,6 +170,7 @@ class Comparison:
     solo: list[list[int]]
     solo_texts: list[str]
     n_slots: int
+    share_prefixes: bool = False  # the continuous run reused prompt starts a slot already held
 
 
 def _mode_run(run: BatchRun, n_rows: int, position_bytes: int, allocated_positions: int) -> ModeRun:
@@ -198,12 +201,15 @@ def _mode_run(run: BatchRun, n_rows: int, position_bytes: int, allocated_positio
         reserved_bytes=[s.cache_positions_reserved * position_bytes for s in run.steps],
         used_bytes=[s.cache_positions_in_use * position_bytes for s in run.steps],
         allocated_bytes=allocated_positions * position_bytes,
+        prompt_positions=sum(len(r.prompt_ids) for r in results),
+        reused={request: n for step in run.steps for request, n in step.reused_positions.items()},
     )
 
 
 def compare(model: str, prompts: list[str], budgets: list[int], temperature: float, seed: int, n_slots: int,
-            progress: Callable[[float, str], None] | None = None) -> Comparison:
-    """Static, continuous (``n_slots`` cache slots) and solo runs of the same requests and settings."""
+            progress: Callable[[float, str], None] | None = None, share_prefixes: bool = False) -> Comparison:
+    """Static, continuous (``n_slots`` cache slots; ``share_prefixes``: a prompt reuses the start a slot holds)
+    and solo runs of the same requests and settings."""
     engine = engine_for(model)
     params = [SamplingParams(temperature=temperature, max_new_tokens=b, seed=seed + i, stop_on_eos=True)
               for i, b in enumerate(budgets)]
@@ -214,7 +220,7 @@ def compare(model: str, prompts: list[str], budgets: list[int], temperature: flo
     static_reserved = static_run.steps[0].cache_positions_reserved if static_run.steps else 0
     static = _mode_run(static_run, len(prompts), position_bytes, static_reserved)
     report(0.35, f"continuous batching: {n_slots} cache slots")
-    continuous_run = run_continuous(engine, prompts, params, n_slots=n_slots)
+    continuous_run = run_continuous(engine, prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)
     slot_capacity = min(engine.config.max_seq_len, max(len(engine.encode_prompt(p)) + b for p, b in zip(prompts, budgets)))
     continuous = _mode_run(continuous_run, n_slots, position_bytes, n_slots * slot_capacity)
     solo, solo_texts = [], []
@@ -224,7 +230,7 @@ def compare(model: str, prompts: list[str], budgets: list[int], temperature: flo
         solo.append(done.token_ids)
         solo_texts.append(done.text)
     report(1.0, "done")
-    return Comparison(prompts, static, continuous, solo, solo_texts, n_slots)
+    return Comparison(prompts, static, continuous, solo, solo_texts, n_slots, share_prefixes)
 
 
 @dataclass(frozen=True)

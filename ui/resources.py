@@ -92,7 +92,7 @@ def server_for(model: str) -> EngineServer | ProcessServer:
     together (continuous batching), each caller receiving only its own tokens. Bounded by ``ServeConfig``'s
     defaults; a full queue raises ``BusyError``, which pages show as a "busy, try again" message. In a
     thread of this process, or in a process of its own (``server_mode``)."""
-    config = ServeConfig(threads=app_threads())
+    config = ServeConfig(threads=app_threads(), share_prefixes=prefix_sharing())
     if server_mode() == "process":
         return ProcessServer(engine_for(model), functools.partial(load_engine, **engine_settings(model)), config)
     return EngineServer(engine_for(model), config)
@@ -117,6 +117,23 @@ def server_mode() -> str:
     return value
 
 
+SWITCH_CHOICES = {"on": True, "off": False}
+
+
+def prefix_sharing() -> bool:
+    """Whether the generation server reuses the K/V of prompt starts it has computed (``LLM_EXPLORER_PREFIX_CACHE``,
+    "on" by default, "off" to compute every prompt whole, as the lever benchmark compares).
+
+    A class typing the teacher's sentence, or a page asking for four continuations of one prompt, sends
+    prompts that begin alike; their starts are computed once. The numbers are those of a prompt computed
+    whole, to rounding (``tests/test_prefix_sharing.py``). An unknown value raises at start.
+    """
+    value = os.environ.get("LLM_EXPLORER_PREFIX_CACHE", "on").strip().lower() or "on"
+    if value not in SWITCH_CHOICES:
+        raise ValueError(f"LLM_EXPLORER_PREFIX_CACHE={value!r}: use one of {', '.join(SWITCH_CHOICES)}")
+    return SWITCH_CHOICES[value]
+
+
 def app_threads() -> int:
     """Torch threads for the app (``LLM_EXPLORER_THREADS``; default: every core).
 
@@ -139,6 +156,7 @@ def configure_server() -> None:
     try:
         weights_mode()
         mode = server_mode()
+        prefix_sharing()
     except ValueError as error:
         st.error(f"This server's settings are wrong: {error}.", icon=":material/block:")
         st.stop()

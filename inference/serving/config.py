@@ -17,6 +17,7 @@ class ServeConfig:
     max_prefill_tokens: int = 4096  # prompt tokens admitted into one prefill step (the first always goes)
     keep_steps: int = 256  # batch-step records the server keeps for the explorer
     threads: int | None = None  # torch threads the server's worker sets for itself (None: leave as is)
+    share_prefixes: bool = True  # a prompt reuses the K/V of a start another request already computed
 
     def __post_init__(self) -> None:
         for name in ("n_slots", "slot_capacity", "max_prefill_tokens", "keep_steps"):

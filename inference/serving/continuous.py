@@ -45,7 +45,7 @@ class ContinuousBatcher:
         self.engine = engine
         self.cache = SlotKVCache(engine.config, config.n_slots, config.slot_capacity, engine.device, engine.dtype)
         self.scheduler = Scheduler(config.n_slots, config.slot_capacity, engine.config.max_seq_len, engine.eos_ids,
-                                   config.max_prefill_tokens)
+                                   config.max_prefill_tokens, share_prefixes=config.share_prefixes)
         self.keep_logits = keep_logits
         self.logits: dict[int, list[torch.Tensor]] = {}  # request -> (V,) per token, with keep_logits
         self.steps_done = 0
@@ -74,7 +74,8 @@ class ContinuousBatcher:
         if scheduled is None:
             return None
         tick = time.perf_counter()
-        fed = {seq.request_id: n for seq, n in zip(scheduled.sequences, scheduled.new_token_counts)}
+        fed = {seq.request_id: 0 if seq in scheduled.twins else n
+               for seq, n in zip(scheduled.sequences, scheduled.new_token_counts)}
         for seq in scheduled.sequences:
             seq.max_batch_size = max(seq.max_batch_size, len(scheduled.sequences))
         logits = self._run(scheduled)  # (B, V)
@@ -85,14 +86,26 @@ class ContinuousBatcher:
         return record
 
     def _run(self, scheduled: ScheduledStep) -> torch.Tensor:
-        """One forward over the scheduled rows (left-padded within the step); last-position logits (B, V)."""
-        pending = [seq.pending_ids for seq in scheduled.sequences]
-        ids = left_pad(pending)[0].to(self.engine.device)  # (B, T); the slot cache sets positions and masks
-        rows = [SlotWrite(seq.slot, seq.cached, len(p)) for seq, p in zip(scheduled.sequences, pending)]
-        positions = self.cache.begin_step(rows)  # (B, T)
-        specs = row_specs([seq.interventions for seq in scheduled.sequences])
+        """One forward over the scheduled rows (left-padded within the step); last-position logits (B, V).
+
+        Shared prefixes first: the positions a row reuses are copied into its slot, and only the rest is fed;
+        a twin (the same prompt as another row of this step) gets that row's slot contents and logits."""
+        for source, target, n in scheduled.copies:
+            self.cache.copy_positions(source, target, n)
+        computed = [seq for seq in scheduled.sequences if seq not in scheduled.twins]
+        pending = [seq.pending_ids for seq in computed]
+        ids = left_pad(pending)[0].to(self.engine.device)  # (R, T); the slot cache sets positions and masks
+        rows = [SlotWrite(seq.slot, seq.cached, len(p)) for seq, p in zip(computed, pending)]
+        positions = self.cache.begin_step(rows)  # (R, T)
+        specs = row_specs([seq.interventions for seq in computed])
         logits = self.engine.model(ids, kv_cache=self.cache, positions=positions, last_only=True, interventions=specs)
-        return logits[:, -1].float().cpu()  # (B, V)
+        logits = logits[:, -1].float().cpu()  # (R, V)
+        if not scheduled.twins:
+            return logits
+        for twin, primary in scheduled.twins.items():
+            self.cache.copy_positions(primary.slot, twin.slot, len(twin.prompt_ids))
+        row_of = {seq: row for row, seq in enumerate(computed)}
+        return logits[[row_of[scheduled.twins.get(seq, seq)] for seq in scheduled.sequences]]  # (B, V)
 
     def _sample(self, seq: Sequence, logits: torch.Tensor) -> int:
         if self.keep_logits:
@@ -104,17 +117,19 @@ class ContinuousBatcher:
     def _record(self, scheduled: ScheduledStep, fed: dict[int, int], token_ids: list[int],
                 finished: list[Sequence], seconds: float) -> BatchStep:
         width = max(fed.values())
+        computed = sum(n > 0 for n in fed.values())  # rows of the forward (a twin is not one)
         scheduler = self.scheduler
         return BatchStep(
             index=self.steps_done, phase=scheduled.phase,
             request_ids=[seq.request_id for seq in scheduled.sequences], new_tokens=fed,
             sampled={seq.request_id: t for seq, t in zip(scheduled.sequences, token_ids)},
-            batch_positions=width * len(fed), wasted_positions=width * len(fed) - sum(fed.values()),
+            batch_positions=width * computed, wasted_positions=width * computed - sum(fed.values()),
             cache_slots_in_use=scheduler.slots_in_use, cache_slots_total=self.cache.n_slots,
             cache_positions_in_use=scheduler.positions_in_use,
             cache_positions_reserved=scheduler.slots_in_use * self.cache.capacity,
             finished=[seq.request_id for seq in finished], seconds=seconds,
             slots={seq.request_id: seq.slot for seq in scheduled.sequences},
+            reused_positions=dict(scheduled.reused),
         )
 
     def result(self, seq: Sequence, index: int) -> BatchResult:
@@ -138,12 +153,14 @@ def run_continuous(
     chat: bool = False,
     keep_logits: bool = False,
     interventions_list: list[Interventions | None] | None = None,
+    share_prefixes: bool = False,
 ) -> BatchRun:
     """Serve a fixed list of prompts by continuous batching (all arrive at once).
 
     ``n_slots`` (default: one per prompt, at most ``ServeConfig``'s) bounds how many run
     together; the rest wait and join as slots free up. ``slot_capacity`` defaults to
-    the longest prompt plus its answer.
+    the longest prompt plus its answer. ``share_prefixes`` (off: every prompt computed
+    whole, as the Batching page counts it) reuses the K/V of prompt starts already computed.
     """
     all_params = check_batch_inputs(prompts, params_list)
     results = encode_each(engine, prompts, chat)
@@ -155,7 +172,7 @@ def run_continuous(
         slot_capacity = min(engine.config.max_seq_len,
                             max(len(r.prompt_ids) + all_params[r.index].max_new_tokens for r in live))
     config = replace(ServeConfig(), slot_capacity=slot_capacity)
-    config = replace(config, n_slots=n_slots or min(len(live), config.n_slots))
+    config = replace(config, n_slots=n_slots or min(len(live), config.n_slots), share_prefixes=share_prefixes)
     batcher = ContinuousBatcher(engine, config, keep_logits=keep_logits)
     sequences = {}
     for result in live:

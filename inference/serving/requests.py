@@ -58,6 +58,7 @@ class BatchStep:
     finished: list[int]  # requests that finished at this step
     seconds: float
     slots: dict[int, int] = field(default_factory=dict)  # request -> batch row (static) or cache slot (continuous)
+    reused_positions: dict[int, int] = field(default_factory=dict)  # request -> prompt positions copied, not computed
 
 
 @dataclass

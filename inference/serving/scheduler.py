@@ -11,6 +11,16 @@ prefill token budget), the step is a prefill of the newly admitted requests;
 otherwise it is a decode step of every running request. Prefill and decode are
 not mixed in one forward because a mixed step pads every decode row to the longest
 prompt, which on dense attention costs more than it saves.
+
+Shared prefixes (``share_prefixes``, vLLM's automatic prefix caching in slot form):
+a slot's first positions hold the K/V of the tokens its sequence has fed, and they
+stay valid after it finishes, until the slot is written again. A request admitted
+whose prompt starts with tokens some slot already holds reuses them: it takes that
+slot if it is free, or a free slot and a copy of those positions (``ScheduledStep.copies``),
+and feeds only the rest (always at least its last token, whose logits it needs). A
+request whose whole prompt equals one admitted in the same step is its twin: the
+runner computes the prompt once and copies it (``ScheduledStep.twins``). The K/V a
+sequence wrote under interventions are its own: it neither reuses nor lends them.
 """
 from __future__ import annotations
 
@@ -91,6 +101,9 @@ class Sequence:
 class ScheduledStep:
     phase: str  # "prefill" or "decode"
     sequences: list[Sequence]  # in slot order
+    copies: list[tuple[int, int, int]] = field(default_factory=list)  # (from slot, to slot, positions), before
+    twins: dict[Sequence, Sequence] = field(default_factory=dict)  # twin -> the row computing its prompt
+    reused: dict[int, int] = field(default_factory=dict)  # request -> prompt positions it did not compute
 
     @property
     def new_token_counts(self) -> list[int]:
@@ -105,13 +118,16 @@ class Scheduler:
         max_seq_len: int,
         eos_ids: frozenset[int] = frozenset(),
         max_prefill_tokens: int = 4096,
+        share_prefixes: bool = False,
     ) -> None:
         self.free_slots = list(range(n_slots))  # lowest first keeps busy slots contiguous
         self.position_limit = min(slot_capacity, max_seq_len)
         self.eos_ids = eos_ids
         self.max_prefill_tokens = max_prefill_tokens
+        self.share_prefixes = share_prefixes
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self.holder: dict[int, Sequence] = {}  # slot -> the sequence whose K/V it holds (running or finished)
 
     def add(self, seq: Sequence) -> None:
         if len(seq.prompt_ids) >= self.position_limit:
@@ -128,27 +144,63 @@ class Scheduler:
 
     def schedule(self) -> ScheduledStep | None:
         """The next step: a prefill of newly admitted sequences if any fit, else a decode of all running."""
-        admitted = self._admit()
-        if admitted:
-            return ScheduledStep("prefill", sorted(admitted, key=lambda s: s.slot))
+        step = self._admit()
+        if step.sequences:
+            step.sequences.sort(key=lambda s: s.slot)
+            return step
         if self.running:
             return ScheduledStep("decode", sorted(self.running, key=lambda s: s.slot))
         return None
 
-    def _admit(self) -> list[Sequence]:
-        admitted: list[Sequence] = []
+    def _admit(self) -> ScheduledStep:
+        step = ScheduledStep("prefill", [])
         budget = self.max_prefill_tokens
         while self.waiting and self.free_slots:
-            prompt_len = len(self.waiting[0].prompt_ids)
-            if admitted and prompt_len > budget:
+            seq = self.waiting[0]
+            twin = self._twin(seq, step.sequences)
+            source, reuse = (None, 0) if twin is not None else self._longest_prefix(seq)
+            to_compute = 0 if twin is not None else len(seq.prompt_ids) - reuse
+            if step.sequences and to_compute > budget:
                 break  # the first one always goes, however long, so nothing waits forever
-            seq = self.waiting.popleft()
+            self.waiting.popleft()
             self.free_slots.sort()
-            seq.slot, seq.status, seq.cached = self.free_slots.pop(0), SequenceStatus.RUNNING, 0
-            budget -= prompt_len
-            admitted.append(seq)
+            slot = source if source in self.free_slots else self.free_slots[0]
+            self.free_slots.remove(slot)
+            seq.slot, seq.status, seq.cached = slot, SequenceStatus.RUNNING, reuse
+            if reuse and source != slot:
+                step.copies.append((source, slot, reuse))
+            if twin is not None:
+                step.twins[seq] = twin
+            if reuse or twin is not None:
+                step.reused[seq.request_id] = reuse or len(seq.prompt_ids)
+            self.holder[slot] = seq
+            budget -= to_compute
+            step.sequences.append(seq)
             self.running.append(seq)
-        return admitted
+        return step
+
+    def _twin(self, seq: Sequence, admitted: list[Sequence]) -> Sequence | None:
+        """A sequence admitted in this step with exactly ``seq``'s prompt (it computes it for both), if any."""
+        if not self.share_prefixes or seq.interventions is not None:
+            return None
+        # the first one admitted with this prompt is never a twin itself (none before it matched)
+        return next((other for other in admitted
+                     if other.interventions is None and other.prompt_ids == seq.prompt_ids), None)
+
+    def _longest_prefix(self, seq: Sequence) -> tuple[int | None, int]:
+        """The slot holding the longest start of ``seq``'s prompt, and how many positions of it to reuse
+        (at most all but the prompt's last token, which the forward must feed for its logits)."""
+        if not self.share_prefixes or seq.interventions is not None:
+            return None, 0
+        best, length = None, 0
+        for slot, holder in self.holder.items():
+            if holder.interventions is not None:
+                continue
+            held = holder.all_ids[: holder.cached]  # positions whose K/V are in the slot
+            n = _common_length(held, seq.prompt_ids, limit=len(seq.prompt_ids) - 1)
+            if n > length or (n == length and n and slot in self.free_slots and best not in self.free_slots):
+                best, length = slot, n  # on a tie, a free slot: reused in place, no copy
+        return best, length
 
     def postprocess(self, step: ScheduledStep, token_ids: list[int], now: float | None = None) -> list[Sequence]:
         """Record each sequence's new token, retire those that are done; returns the finished ones."""
@@ -182,9 +234,24 @@ class Scheduler:
         seq.status, seq.finish_reason, seq.finished_at = SequenceStatus.FINISHED, reason, now
 
     @property
+    def reusable_slots(self) -> int:
+        """Free slots still holding a finished sequence's K/V (a later prompt may start with them)."""
+        return sum(slot in self.holder for slot in self.free_slots)
+
+    @property
     def slots_in_use(self) -> int:
         return len(self.running)
 
     @property
     def positions_in_use(self) -> int:
         return sum(seq.cached for seq in self.running)
+
+
+def _common_length(held: list[int], prompt: list[int], limit: int) -> int:
+    """How many leading tokens ``held`` and ``prompt`` share, at most ``limit``."""
+    n = 0
+    for a, b in zip(held[:limit], prompt[:limit]):
+        if a != b:
+            break
+        n += 1
+    return n

@@ -138,6 +138,13 @@ class SlotKVCache:
             return pool[first : first + plan.slots.numel(), :, : plan.key_len]  # a view, no copy
         return pool[:, :, : plan.key_len].index_select(0, plan.slots)  # (B, n_kv, S, hd)
 
+    def copy_positions(self, source: int, target: int, n: int) -> None:
+        """Copy slot ``source``'s first ``n`` positions into slot ``target`` (a shared prefix), every layer."""
+        for slot in (source, target):
+            self._check_row(SlotWrite(slot, 0, max(n, 1)))
+        self.keys[:, target, :, :n] = self.keys[:, source, :, :n]  # (L, n_kv, n, hd)
+        self.values[:, target, :, :n] = self.values[:, source, :, :n]  # (L, n_kv, n, hd)
+
     def attention_mask(self, query_len: int, window: int | None = None) -> torch.Tensor:
         """Boolean mask (B, 1, T, S): each row sees only its own slot's positions up to itself.
 

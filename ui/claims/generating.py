@@ -162,6 +162,20 @@ def prefill_pause_sentence(paused_steps: int, paused_ms: float) -> str | None:
             "a token.")
 
 
+def shared_start_sentence(reused: dict[int, int], prompt_positions: int, labels: Sequence[int]) -> str:
+    """What the continuous run's shared prompt starts saved: ``reused`` maps a request's index to the prompt
+    positions it copied from a slot instead of computing; ``labels`` are the requests' row numbers."""
+    if not reused:
+        return ("**Shared prompt starts:** no prompt began with tokens a slot already held when it was admitted, "
+                "so every prompt was computed whole. Give two requests the same opening words, with fewer slots "
+                "than requests, so that the second joins after the first.")
+    total = sum(reused.values())
+    each = ", ".join(f"request {labels[i]}: {n}" for i, n in sorted(reused.items()))
+    return (f"**Shared prompt starts:** {total:,} of the {prompt_positions:,} prompt positions were copied from a "
+            f"slot that already held the same opening tokens instead of computed ({total / max(prompt_positions, 1):.0%}; "
+            f"{each}).")
+
+
 def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mode: str) -> str:
     """How much of the KV cache reserved for the rows/slots in use held real tokens, step by step."""
     shares = [u / r for r, u in zip(reserved_bytes, used_bytes) if r]
