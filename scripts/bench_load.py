@@ -64,6 +64,8 @@ LEVERS = {
                {"LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "process"}),
     # a prompt's start computed once for every request that begins with it (and the same prompt once per step)
     "prefix": ({"LLM_EXPLORER_PREFIX_CACHE": "off"}, {"LLM_EXPLORER_PREFIX_CACHE": "on"}),
+    # the generation server's cache slots: 16 (the default) against 32 (the class server's setting)
+    "slots": ({"LLM_EXPLORER_SLOTS": "16"}, {"LLM_EXPLORER_SLOTS": "32"}),
 }
 
 

@@ -57,8 +57,10 @@ def prompt_for(word: str, round_index: int = 0) -> str:
 # -- the server ------------------------------------------------------------------------
 # A class server's documented settings (README, docs/classroom.md): one torch thread per forward (many
 # sessions run forwards at once, and two threads each on shared cores wait on each other), the file's own
-# 4-bit blocks, and the engine's work in a process of its own (no wait for the script threads' lock).
-CLASS_SERVER_ENV = {"LLM_EXPLORER_THREADS": "1", "LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "process"}
+# 4-bit blocks, the engine's work in a process of its own (no wait for the script threads' lock), and 32
+# generation slots (twenty tabs keep 16 full).
+CLASS_SERVER_ENV = {"LLM_EXPLORER_THREADS": "1", "LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "process",
+                    "LLM_EXPLORER_SLOTS": "32"}
 # The same with a teacher key (docs/classroom.md): students may follow the teacher (``follow_class``).
 
 

@@ -112,3 +112,11 @@ def test_a_prefix_cache_setting_the_app_does_not_know_stops_with_the_choices(mon
     at = apptest_utils.open_page(PREDICTING_PAGES["sampling"][0], None, TIMEOUT)
     assert not at.exception
     assert "LLM_EXPLORER_PREFIX_CACHE='maybe': use one of on, off" in texts(at.error)
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-3", "1000"])
+def test_a_slot_count_the_app_cannot_use_stops_with_the_range(monkeypatch, value):
+    monkeypatch.setenv("LLM_EXPLORER_SLOTS", value)
+    at = apptest_utils.open_page(PREDICTING_PAGES["sampling"][0], None, TIMEOUT)
+    assert not at.exception
+    assert f"LLM_EXPLORER_SLOTS='{value}': use a whole number from 1 to 256" in texts(at.error)

@@ -92,7 +92,7 @@ def server_for(model: str) -> EngineServer | ProcessServer:
     together (continuous batching), each caller receiving only its own tokens. Bounded by ``ServeConfig``'s
     defaults; a full queue raises ``BusyError``, which pages show as a "busy, try again" message. In a
     thread of this process, or in a process of its own (``server_mode``)."""
-    config = ServeConfig(threads=app_threads(), share_prefixes=prefix_sharing())
+    config = ServeConfig(threads=app_threads(), share_prefixes=prefix_sharing(), n_slots=server_slots())
     if server_mode() == "process":
         return ProcessServer(engine_for(model), functools.partial(load_engine, **engine_settings(model)), config)
     return EngineServer(engine_for(model), config)
@@ -134,6 +134,26 @@ def prefix_sharing() -> bool:
     return SWITCH_CHOICES[value]
 
 
+MAX_SLOTS = 256
+
+
+def server_slots() -> int:
+    """Requests the generation server runs at once, each in a cache slot of its own (``LLM_EXPLORER_SLOTS``,
+    default ``ServeConfig``'s 16).
+
+    The slots are allocated when the server starts (1,024 positions each; for SmolLM2-135M in float32,
+    45 KiB a position, 45 MiB a slot), so one user keeps the default. A class server should set 32: twenty tabs keep 16 slots
+    full, and a Sampling page's continuation then waits for one to free (docs/classroom.md has the
+    measurement). A value that is not a whole number from 1 to 256 raises at start.
+    """
+    value = os.environ.get("LLM_EXPLORER_SLOTS", "").strip()
+    if not value:
+        return ServeConfig.n_slots
+    if not value.isdigit() or not 1 <= int(value) <= MAX_SLOTS:
+        raise ValueError(f"LLM_EXPLORER_SLOTS={value!r}: use a whole number from 1 to {MAX_SLOTS}")
+    return int(value)
+
+
 def app_threads() -> int:
     """Torch threads for the app (``LLM_EXPLORER_THREADS``; default: every core).
 
@@ -157,6 +177,7 @@ def configure_server() -> None:
         weights_mode()
         mode = server_mode()
         prefix_sharing()
+        server_slots()
     except ValueError as error:
         st.error(f"This server's settings are wrong: {error}.", icon=":material/block:")
         st.stop()
