@@ -65,7 +65,7 @@ def test_a_finished_requests_slot_is_reused_in_place():
     first = seq(START + TAILS[0], max_new_tokens=1)
     scheduler.add(first)
     run_step(scheduler)  # its one token: finished, slot free, K/V still there
-    assert first.is_finished and scheduler.reusable_slots == 1
+    assert first.is_finished and first.slot in scheduler.free_slots and scheduler.holder[first.slot] is first
     later = seq(START + TAILS[2])
     scheduler.add(later)
     step = scheduler.schedule()

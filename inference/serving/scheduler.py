@@ -234,11 +234,6 @@ class Scheduler:
         seq.status, seq.finish_reason, seq.finished_at = SequenceStatus.FINISHED, reason, now
 
     @property
-    def reusable_slots(self) -> int:
-        """Free slots still holding a finished sequence's K/V (a later prompt may start with them)."""
-        return sum(slot in self.holder for slot in self.free_slots)
-
-    @property
     def slots_in_use(self) -> int:
         return len(self.running)
 

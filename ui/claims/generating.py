@@ -171,9 +171,9 @@ def shared_start_sentence(reused: dict[int, int], prompt_positions: int, labels:
                 "than requests, so that the second joins after the first.")
     total = sum(reused.values())
     each = ", ".join(f"request {labels[i]}: {n}" for i, n in sorted(reused.items()))
-    return (f"**Shared prompt starts:** {total:,} of the {prompt_positions:,} prompt positions were copied from a "
-            f"slot that already held the same opening tokens instead of computed ({total / max(prompt_positions, 1):.0%}; "
-            f"{each}).")
+    return (f"**Shared prompt starts:** {total:,} of the {prompt_positions:,} prompt positions "
+            f"{'was' if total == 1 else 'were'} copied from a slot holding the same opening tokens instead of "
+            f"computed ({total / max(prompt_positions, 1):.0%}; {each}).")
 
 
 def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mode: str) -> str:
