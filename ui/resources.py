@@ -75,10 +75,17 @@ def weights_mode() -> str | None:
     that generates a lot may choose it (docs/quantization.md has the measurements). An unknown
     value raises at start, naming the choices.
     """
-    value = os.environ.get("LLM_EXPLORER_QUANT", "none").strip().lower() or "none"
-    if value not in QUANT_CHOICES:
-        raise ValueError(f"LLM_EXPLORER_QUANT={value!r}: use one of {', '.join(QUANT_CHOICES)}")
+    value = _choice("LLM_EXPLORER_QUANT", QUANT_CHOICES, "none")
     return None if value == "none" else value
+
+
+def _choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """The operator's setting ``name`` (lower case, ``default`` when unset or blank); one not in ``choices``
+    raises, naming them."""
+    value = os.environ.get(name, default).strip().lower() or default
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+    return value
 
 
 def get_engine() -> Engine:
@@ -111,10 +118,7 @@ def server_mode() -> str:
     from it, a class server should set "process" (docs/classroom.md has the measurements). An
     unknown value raises at start, naming the choices.
     """
-    value = os.environ.get("LLM_EXPLORER_SERVER", "thread").strip().lower() or "thread"
-    if value not in SERVER_CHOICES:
-        raise ValueError(f"LLM_EXPLORER_SERVER={value!r}: use one of {', '.join(SERVER_CHOICES)}")
-    return value
+    return _choice("LLM_EXPLORER_SERVER", SERVER_CHOICES, "thread")
 
 
 SWITCH_CHOICES = {"on": True, "off": False}
@@ -128,10 +132,7 @@ def prefix_sharing() -> bool:
     prompts that begin alike; their starts are computed once. The numbers are those of a prompt computed
     whole, to rounding (``tests/test_prefix_sharing.py``). An unknown value raises at start.
     """
-    value = os.environ.get("LLM_EXPLORER_PREFIX_CACHE", "on").strip().lower() or "on"
-    if value not in SWITCH_CHOICES:
-        raise ValueError(f"LLM_EXPLORER_PREFIX_CACHE={value!r}: use one of {', '.join(SWITCH_CHOICES)}")
-    return SWITCH_CHOICES[value]
+    return SWITCH_CHOICES[_choice("LLM_EXPLORER_PREFIX_CACHE", tuple(SWITCH_CHOICES), "on")]
 
 
 MAX_SLOTS = 256
@@ -142,9 +143,10 @@ def server_slots() -> int:
     default ``ServeConfig``'s 16).
 
     The slots are allocated when the server starts (1,024 positions each; for SmolLM2-135M in float32,
-    45 KiB a position, 45 MiB a slot), so one user keeps the default. A class server should set 32: twenty tabs keep 16 slots
-    full, and a Sampling page's continuation then waits for one to free (docs/classroom.md has the
-    measurement). A value that is not a whole number from 1 to 256 raises at start.
+    45 KiB a position, 45 MiB a slot), so one user keeps the default. A class server should set 32:
+    twenty tabs keep 16 slots full, and a Sampling page's continuation then waits for one to free
+    (docs/classroom.md has the measurement). A value that is not a whole number from 1 to 256 raises
+    at start.
     """
     value = os.environ.get("LLM_EXPLORER_SLOTS", "").strip()
     if not value:
