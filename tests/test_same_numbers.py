@@ -59,10 +59,8 @@ NEEDS_GEMMA = {"gemma-attention", "gemma-logits", "gemma-embeddings", "compare"}
 
 
 def _script(url_path: str) -> str:
-    try:
-        from ui.shell.navigation import PAGES
-    except ImportError:  # the layout before the UI wing's sub-packages
-        from ui.navigation import PAGES
+    from ui.shell.navigation import PAGES
+
     return next(spec.script for spec in PAGES if spec.url_path == url_path)
 
 
