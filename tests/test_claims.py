@@ -159,9 +159,10 @@ def test_the_causal_suggestion_is_what_the_model_does(real):
     words = att.word_positions(pieces)
     later = next(i for i in reversed(words) if i > query)
     earlier = att.find_token(pieces[:query], "cat")
-    text = reading.causal_suggestion(pieces, query, later, earlier)
-    assert f"{visible(pieces[later])}` (position {later}) cannot move any head" in text
-    assert f"{visible(pieces[earlier])}` (position {earlier}), which comes before" in text
+    text = reading.causal_suggestion(pieces[query], query, (pieces[later].strip(), later, later),
+                                     (pieces[earlier].strip(), earlier, earlier))
+    assert f"{visible(pieces[later].strip())}` (position {later}) cannot move any head" in text
+    assert f"{visible(pieces[earlier].strip())}` (position {earlier}), which comes before" in text
 
     other = real.tokenizer.encode(" dirty", special_tokens=False)
     assert len(other) == 1
