@@ -1,4 +1,6 @@
 """Batching: many requests of different lengths through one model at once, static vs continuous."""
+import time
+
 import streamlit as st
 
 from inference import SamplingError
@@ -56,6 +58,7 @@ with c1:
                           format_func=lambda i: f"request {labels[i]}")
     charts.show(figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]), key="batch_mask",
                 data=figs.mask_table(padded.masks[chosen], padded.tokens[chosen], labels[chosen]))
+    st.caption(claims.mask_caption(sum(cell is None for cell in padded.tokens[chosen]), len(padded.tokens[chosen])))
 with c2:
     charts.show(figs.make_positions_heatmap(padded.positions, padded.real, labels), key="batch_positions",
                 data=figs.positions_table(padded.positions, padded.real, labels))
@@ -91,14 +94,16 @@ else:
         static.tokens_per_second, continuous.tokens_per_second, len(static.phases), len(continuous.phases),
         static.wasted_positions, continuous.wasted_positions, result.n_slots, len(result.prompts),
         len(continuous.late_prefills), static.decode_medians(), continuous.decode_medians()))
+    steps = max(len(static.phases), len(continuous.phases))  # one step axis for both timelines
     charts.show(figs.make_batch_timeline(
-        static.grid, static.phases, "Static: one row per request until the whole batch is done", "row", labels),
+        static.grid, static.phases, "Static: one row per request until the whole batch is done", "row", labels,
+        steps),
         key="batch_static_timeline",
         data=figs.timeline_table(static.grid, static.phases, static.step_ms, "row", labels))
     charts.show(figs.make_batch_timeline(
         continuous.grid, continuous.phases,
         f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees (wait = paused by a "
-        "prefill)", "slot", labels),
+        "prefill)", "slot", labels, steps),
         key="batch_continuous_timeline",
         data=figs.timeline_table(continuous.grid, continuous.phases, continuous.step_ms, "slot", labels))
     m1, m2 = st.columns(2)
@@ -146,20 +151,20 @@ st.button("Measure throughput vs batch size", key="batch_curve_run",
           on_click=st.session_state.__setitem__, args=("batch_curve_pending", True))
 if st.session_state.pop("batch_curve_pending", False):
     bar = st.progress(0.0, text="timing…")
-    st.session_state[CURVE_KEY] = (model, batching.throughput_curve(model, progress=lambda s, t: bar.progress(s, text=t)))
+    started = time.perf_counter()
+    measured_curve = batching.throughput_curve(model, progress=lambda s, t: bar.progress(s, text=t))
+    st.session_state[CURVE_KEY] = (model, measured_curve, time.perf_counter() - started)
     bar.empty()
 stored_curve = st.session_state.get(CURVE_KEY)
 if stored_curve and stored_curve[0] == model:
-    curve = stored_curve[1]
+    curve, took = stored_curve[1], stored_curve[2] if len(stored_curve) > 2 else None
     charts.show(figs.make_throughput_curve(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),
                 key="batch_curve", data=figs.curve_table(curve.batch_sizes, curve.tokens_per_second, curve.step_ms))
     st.markdown(claims.curve_sentence(curve.batch_sizes, curve.tokens_per_second, curve.step_ms))
-    st.caption(f"What was measured: static batches of “{curve.prompt}” in 1–{curve.batch_sizes[-1]} rows, greedy, "
-               f"the median of {curve.decode_steps} decode steps each (forward + sampling), on this server now. "
-               "Small on purpose: about two seconds on two CPU cores.")
+    st.caption(claims.curve_caption(curve.prompt, curve.batch_sizes[-1], curve.decode_steps, took))
 else:
-    st.caption(f"Times {batching.CURVE_STEPS} decode steps at batch sizes "
-               f"{', '.join(map(str, batching.CURVE_SIZES))} (about two seconds on two CPU cores).")
+    st.caption(f"Times {batching.CURVE_STEPS} decode steps at each batch size "
+               f"({', '.join(map(str, batching.CURVE_SIZES))}) on this server, now.")
 
 st.subheader("What to try next")
 st.markdown(

@@ -8,6 +8,7 @@ from ui.session import state
 from ui.compute import experiments as ce
 from ui.session import experiment as exp
 from ui.figures import experiments as figs
+from ui.figures import format as fmt
 from ui.figures.logits import visible_token
 from ui.shell.navigation import redirect_legacy_run
 from ui.controls.prompt import prompt_tokens
@@ -62,7 +63,7 @@ m1, m2, m3 = st.columns(3)
 m1.metric("Top next token before → after", f"{visible_token(compared.top_before_text)} → "
           f"{visible_token(compared.top_after_text)}", "changed" if compared.changed else "same", delta_color="off")
 p_before, p_after = compared.p_before(compared.top_before), compared.p_after(compared.top_before)
-m2.metric(f"p({visible_token(compared.top_before_text)})", f"{p_after:.3f}", f"{p_after - p_before:+.3f}")
+m2.metric(f"p({visible_token(compared.top_before_text)})", fmt.prob(p_after), fmt.signed(p_after - p_before, 3))
 m3.metric("KL(before ‖ after)", f"{compared.kl_bits:.4f} bits")
 charts.show(figs.make_before_after(compared.token_strings, compared.before, compared.after,
                                    "Next-token probabilities without and with the intervention"), key="exp_before_after",
@@ -74,14 +75,14 @@ charts.show(figs.make_lens_with_region(lens.after.layer_labels, lens.after.posit
             data=lambda: figs.lens_region_table(lens.after.layer_labels, lens.after.position_tokens,
                                                 lens.after.top_probs, lens.after.top_strings, lens.region, lens.changed))
 if lens.region is None:
-    st.caption("With no intervention nothing is shaded: every cell is the plain run's.")
+    st.caption("With no intervention nothing is outlined or dimmed: every cell is the plain run's.")
 else:
     row, col = lens.region
     inside = int(lens.changed.sum()) - lens.changed_outside
-    st.caption(f"The shaded block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
+    st.caption(f"The outlined block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
                f"and position **{lens.keep_from + col}**: an edit cannot reach earlier blocks, nor (attention looks "
-               f"only back) earlier positions. {inside} cell(s) there changed their top guess; "
-               f"{lens.changed_outside} outside it.")
+               f"only back) earlier positions, which are dimmed. {fmt.count(inside, 'cell')} there changed "
+               f"{'its' if inside == 1 else 'their'} top guess; {lens.changed_outside:,} outside it.")
 c1, c2 = st.columns(2)
 c1.markdown(f"**Greedy continuation before**\n\n> {ce.continuation(model, ids, exp.Settings())!r}")
 c2.markdown(f"**… and with the intervention on at every step**\n\n> {ce.continuation(model, ids, settings)!r}")
@@ -113,9 +114,10 @@ if state.get(exp.SWEEP) and target is not None:
     charts.show(figs.make_head_importance(sweep.delta, target_shown, action), key="exp_head_importance",
                 data=figs.head_importance_table(sweep.delta))
     order = sweep.delta.flatten().argsort()[:3]
-    worst = ", ".join(f"{i // config.n_heads}.{i % config.n_heads} ({sweep.delta.flat[i]:+.3f})" for i in order)
-    st.markdown(f"log p({visible_token(target_shown)}) is **{sweep.baseline:.3f}** without changes. The heads whose "
-                f"change lowers it most: {worst}; the largest rise is {sweep.delta.max():+.3f}.")
+    worst = ", ".join(f"{fmt.head(i // config.n_heads, i % config.n_heads)} ({fmt.signed(sweep.delta.flat[i], 3)})"
+                      for i in order)
+    st.markdown(f"log p({visible_token(target_shown)}) is **{fmt.fixed(sweep.baseline, 3)}** without changes. The heads "
+                f"whose change lowers it most: {worst}; the largest rise is {fmt.signed(sweep.delta.max(), 3)}.")
 
 # 4. Activation patching
 st.header("4 · Activation patching: where does the model keep “cat”?")
@@ -161,7 +163,7 @@ if setup is not None:
                         f"{config.n_layers} blocks, the last being block {held[-1]}")
         sentence += (f"; patching the last position does from block {taken[0]} on" if taken
                      else "; no patch at the last position restores half")
-        st.markdown(sentence + f". The best single patch restores {restored.max():.0%}.")
+        st.markdown(sentence + f". The best single patch restores {fmt.pct(restored.max())}.")
 
 # 5. Direct logit attribution
 st.header("5 · Direct logit attribution")

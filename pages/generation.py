@@ -5,6 +5,7 @@ from ui.shell import charts, models, presenter
 from ui.controls import example_prompt, sampling as sampling_controls
 from ui.compute import generation as gen
 from ui.claims import generating as claims
+from ui.figures import format as fmt
 from ui.figures import generation as figs
 from ui.shell.navigation import redirect_legacy_run
 from ui.controls.prompt import prompt_tokens
@@ -74,7 +75,7 @@ if stepper.chosen:
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Generated tokens", len(stepper.chosen))
     m2.metric("Positions in the KV cache", len(stepper.cache))
-    m3.metric("Last step", f"{1000 * last.seconds:.1f} ms", help=f"{last.phase}: forward + sampling")
+    m3.metric("Last step", fmt.ms(1000 * last.seconds), help=f"{last.phase}: forward + sampling")
     m4.metric("Reused by the last step", f"{last.cache_len_before} positions",
               help="Positions read from the cache instead of recomputed.")
     left, right = st.columns([1, 1.4]) if not presenting else (st.container(), None)  # no table beside it
@@ -149,12 +150,11 @@ if stored and stored[0] == view.ids:
                 key="gen_timing_chart",
                 data=figs.timing_table(timing.context_lengths, timing.cached_ms, timing.uncached_ms))
     k1, k2, k3 = st.columns(3)
-    last_quarter = max(1, len(timing.cached_ms) // 4)
-    cached_ms = sorted(timing.cached_ms[-last_quarter:])[last_quarter // 2]
-    uncached_ms = sorted(timing.uncached_ms[-last_quarter:])[last_quarter // 2]
-    k1.metric("With the cache (longest quarter, median)", f"{cached_ms:.1f} ms")
+    cached_ms = claims.quarters(timing.cached_ms)[1].median  # the same medians as the sentence below
+    uncached_ms = claims.quarters(timing.uncached_ms)[1].median
+    k1.metric("With the cache (longest quarter, median)", fmt.ms(cached_ms))
     ratio = uncached_ms / cached_ms
-    k2.metric("Recomputing everything (same steps)", f"{uncached_ms:.1f} ms",
+    k2.metric("Recomputing everything (same steps)", fmt.ms(uncached_ms),
               f"{ratio:.1f}× slower" if ratio >= 1 else f"{1 / ratio:.1f}× faster", delta_color="inverse")
     k3.metric("Largest |Δ logit| between the two", f"{timing.max_abs_diff:.2e}",
               help="Same numbers either way: the cache changes the cost, not the answer.")

@@ -9,6 +9,7 @@ from ui.compute.logits import (
     STAGE_LABELS, current_prompt_logits, entropy_bits, kept_by, params_key, sampling_stages, softmax_at,
     temperature_sweep, token_texts, tokens_for_mass, top_indices,
 )
+from ui.figures import format as fmt
 from ui.figures import logits as figs
 from ui.figures.logits import (
     make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
@@ -57,11 +58,11 @@ compare_t = st.columns(3)[0].select_slider("Compare with temperature", options=C
                                            **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
 probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
 metrics = st.columns(4)
-metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(probs_t):.2f} bits",
-                  delta=f"{entropy_bits(probs_t) - entropy_bits(probs_c):+.2f} vs T = {compare_t:g}",
+metrics[0].metric(f"Entropy at T = {params.temperature:g}", fmt.bits(entropy_bits(probs_t)),
+                  delta=f"{fmt.signed(entropy_bits(probs_t) - entropy_bits(probs_c))} vs T = {compare_t:g}",
                   delta_color="off")
-metrics[1].metric(f"Top probability at T = {params.temperature:g}", f"{probs_t.max():.3f}",
-                  delta=f"{probs_t.max() - probs_c.max():+.3f} vs T = {compare_t:g}", delta_color="off")
+metrics[1].metric(f"Top probability at T = {params.temperature:g}", fmt.prob(probs_t.max()),
+                  delta=f"{fmt.signed(probs_t.max() - probs_c.max(), 3)} vs T = {compare_t:g}", delta_color="off")
 metrics[2].metric(f"Tokens for 90 % at T = {params.temperature:g}", f"{tokens_for_mass(probs_t, 0.9):,}",
                   help="How many of the most probable tokens it takes to hold 90 % of the probability.")
 metrics[3].metric("Vocabulary", f"{cached.logits.size:,}")
@@ -85,12 +86,17 @@ st.caption("softmax(logits / T) of the model's logits (before any repetition pen
 st.subheader("3 · What the sampler keeps")
 stage_labels = [STAGE_LABELS[n] for n in stages.stage_names]
 survivors = [stages.survivors[n] for n in stages.stage_names]
-charts.show(charts.shared(make_stage_figure)(stages.token_strings, stage_labels, stages.stage_probs, survivors),
+vocab = cached.logits.size
+counts = claims.stage_counts(stages.stage_names, stages.survivors, vocab)
+charts.show(charts.shared(make_stage_figure)(stages.token_strings, stage_labels, stages.stage_probs, counts),
             key="stage_figure",
             data=figs.stage_table(stages.token_ids, stages.token_strings, stage_labels, stages.stage_probs, survivors))
 final_row = stages.stage_probs[-1]
 only = stages.token_strings[int(final_row.argmax())] if stages.survivors["final"] == 1 and final_row.max() > 0 else None
-st.markdown(claims.survivors_sentence(stages.survivors["final"], only))
+after_t = stages.survivors.get("temperature", stages.survivors["final"])
+st.markdown(claims.survivors_sentence(stages.survivors["final"], only,
+                                      removed=after_t - stages.survivors["final"],
+                                      rounded_to_zero=vocab - after_t if "temperature" in stages.survivors else 0))
 st.caption(claims.STAGE_ORDER_CAPTION)
 
 st.header("What to try next")

@@ -11,6 +11,7 @@ from ui.session import state
 from ui.claims import predicting as claims
 from ui.compute.logits import current_prompt_logits, params_key
 from ui.compute.sampling import continuations, draw, draw_history, draw_many, first_divergence
+from ui.figures import format as fmt
 from ui.figures import sampling as figs
 from ui.figures.logits import visible_token
 from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
@@ -57,7 +58,8 @@ if one.greedy:
 else:
     st.markdown(f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.4f}** lands in "
                 f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
-                f"(probability {one.probability:.4f}, rank {one.chosen_rank + 1} of {one.survivors:,} survivors).")
+                f"(probability {fmt.prob(one.probability, 4)}, rank {one.chosen_rank + 1} of the {one.survivors:,} "
+                "tokens that can be drawn).")
     if index:
         history = " | ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(model, prompt, chat, key, index))
         st.caption(f"Draws so far: {history}")

@@ -33,10 +33,13 @@ def test_parts_add_up_to_the_total_shown():
     shares = [0.3334, 0.3333, 0.3333]
     shown = fmt.whole_pct(shares)
     assert sum(float(s.rstrip("%")) for s in shown) == pytest.approx(100.0)
+    assert fmt.whole_pct([0.789, 0.2109, 0.0001]) == ["78.9%", "21.1%", "<0.1%"]  # a float sliver is not "0.0%"
     rng = np.random.default_rng(0)
     for _ in range(200):
         raw = rng.dirichlet(np.ones(rng.integers(2, 7)))
-        assert sum(float(s.rstrip("%")) for s in fmt.whole_pct(raw)) == pytest.approx(100.0)
+        shown = fmt.whole_pct(raw)
+        assert sum(float(s.rstrip("%")) for s in shown if not s.startswith("<")) == pytest.approx(100.0)
+        assert all(not s.startswith("<") or r < 0.0005 for s, r in zip(shown, raw))
 
 
 def test_signs_and_decimals():

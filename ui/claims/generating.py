@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from ui.figures import format as fmt
 from ui.figures.tokens import visible
 
 
@@ -15,8 +16,7 @@ def _quoted(piece: str) -> str:
     return "“" + piece + "”"
 
 
-def _ms(value: float) -> str:
-    return f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
+_ms = fmt.ms
 
 
 def _range_ms(values: Sequence[float]) -> str:
@@ -45,9 +45,16 @@ def finished_sentence(ended_by_eos: bool, max_steps: int) -> str:
                                       f"the {max_steps}-token limit was reached.")
 
 
-def _quarter_medians(values: Sequence[float]) -> tuple[float, float]:
+def quarters(values: Sequence[float]) -> tuple[fmt.Summary, fmt.Summary]:
+    """The statistics of a run's first and last quarter of measurements (at least one value each): the page's
+    metrics and ``timing_sentence`` quote these same numbers."""
     quarter = max(1, len(values) // 4)
-    return statistics.median(values[:quarter]), statistics.median(values[-quarter:])
+    return fmt.summary(values[:quarter]), fmt.summary(values[-quarter:])
+
+
+def _quarter_medians(values: Sequence[float]) -> tuple[float, float]:
+    first, last = quarters(values)
+    return first.median, last.median
 
 
 def timing_sentence(context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]) -> str:
@@ -88,6 +95,26 @@ def phase_sentence(prompt_tokens: int, prefill_ms: float, decode_ms: Sequence[fl
 
 
 # -- Batching -----------------------------------------------------------------------------------
+def mask_caption(n_pad: int, n_columns: int) -> str:
+    """What one request's mask shows: its padded query rows see only themselves (the blue diagonal), why, and that
+    no real query sees a pad key."""
+    if n_pad == 0:
+        return (f"This request is the longest of the batch: no padding, so its mask is the plain causal one over all "
+                f"{n_columns} columns.")
+    rows = "row 0" if n_pad == 1 else f"rows 0–{n_pad - 1}"
+    return (f"{rows.capitalize()} {'is a pad query' if n_pad == 1 else 'are pad queries'}: each may attend only to "
+            "itself (the blue diagonal there), because a row that sees no key would make softmax divide by zero; "
+            f"their outputs are never used. No real query attends to a pad key (columns 0–{n_pad - 1} stay empty "
+            "below the pads).")
+
+
+def curve_caption(prompt: str, largest: int, decode_steps: int, seconds: float | None) -> str:
+    """What the throughput curve measured, with the time it took when it ran (no promise of a duration)."""
+    took = f", in {seconds:.1f} s" if seconds is not None else ""
+    return (f"What was measured: static batches of “{prompt}” in 1–{largest} rows, greedy, the median of "
+            f"{decode_steps} decode steps each (forward + sampling), on this server now{took}.")
+
+
 def mode_caption(n_steps: int, computed: int, wasted: int, ttft_ms: Sequence[float]) -> str:
     share = wasted / max(computed, 1)
     return (f"{n_steps} steps, {computed:,} positions computed, {wasted:,} wasted ({share:.0%}) on padding and finished "

@@ -20,6 +20,7 @@ from ui.shell import models
 from ui.session import state
 from ui.compute import token_text
 from ui.compute.tokens import tokenize
+from ui.figures import format as fmt
 from ui.figures.tokens import visible
 from ui.shell.resources import engine_for
 
@@ -251,9 +252,9 @@ def steps_table(stepper: Stepper) -> list[dict]:
     """One row per chosen token for ``st.dataframe``."""
     texts = chosen_texts(stepper)
     return [{
-        "step": c.index, "token": visible(text), "forced": c.forced, "p (T=1)": round(c.probability, 4),
+        "step": c.index, "token": visible(text), "forced": c.forced, "p (T=1)": fmt.prob(c.probability, 4),
         "phase": c.phase, "ms": round(1000 * c.seconds, 1), "cache reused": c.cache_len_before,
-        "top 3": " | ".join(f"{visible(t)} {p.probability:.0%}"
+        "top 3": " | ".join(f"{visible(t)} {fmt.pct(p.probability)}"
                             for t, p in zip(candidate_texts(stepper, c.top[:3]), c.top[:3])),
     } for c, text in zip(stepper.chosen, texts)]
 

@@ -82,10 +82,11 @@ def make_positions_heatmap(positions: np.ndarray, real: np.ndarray, labels: Sequ
 
 
 def make_batch_timeline(grid: np.ndarray, phases: Sequence[str], title: str, slot_name: str,
-                        labels: Sequence[int] | None = None) -> go.Figure:
+                        labels: Sequence[int] | None = None, n_columns: int | None = None) -> go.Figure:
     """Rows (batch rows or cache slots) x steps: which request is there (its colour and number),
     ``IDLE`` = a finished request still holding its row, ``PAUSED`` = a request waiting out another's
-    prefill in its slot, ``EMPTY`` = a free slot."""
+    prefill in its slot, ``EMPTY`` = a free slot. ``n_columns``: the step axis's length, shared with the other
+    mode's timeline drawn above or below this one (so a run that took more steps is drawn longer)."""
     n_slots, n_steps = grid.shape
     names = _names(int(grid.max(initial=-1)) + 1, labels)
     colors = ["#ffffff", "#adb5bd", "#fff3bf"] + REQUEST_COLORS  # EMPTY, IDLE, PAUSED, then requests 0..7
@@ -100,8 +101,11 @@ def make_batch_timeline(grid: np.ndarray, phases: Sequence[str], title: str, slo
         y=[f"{slot_name} {s}" for s in range(n_slots)],
         hovertemplate="step %{x}, %{y}: request %{text}<extra></extra>",
     ))
+    xaxis = dict(title="step (P = prefill)", type="category")
+    if n_columns is not None:
+        xaxis["range"] = [-0.5, max(n_columns, n_steps) - 0.5]
     fig.update_layout(title=title, height=90 + 34 * n_slots, margin=dict(l=10, r=10, t=50, b=40),
-                      yaxis=dict(autorange="reversed"), xaxis=dict(title="step (P = prefill)", type="category"))
+                      yaxis=dict(autorange="reversed"), xaxis=xaxis)
     return fig
 
 

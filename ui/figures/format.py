@@ -52,8 +52,9 @@ def scientific(value: float, digits: int = 3) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def prob(p: float, digits: int = 3) -> str:
-    """A probability: '0.214', '1.45e-6', '0' only for a true 0 and '1' only for a true 1."""
+def prob(p: float, digits: int = 3, significant: int = 3) -> str:
+    """A probability: '0.214' (``digits`` decimals), '1.45e-6' (``significant`` figures) below 1e-3, '0' only for a
+    true 0 and '1' only for a true 1."""
     p = float(p)
     if math.isnan(p):
         return "nan"
@@ -62,7 +63,7 @@ def prob(p: float, digits: int = 3) -> str:
     if p == 1:
         return "1"
     if abs(p) < SCIENTIFIC_BELOW:
-        return scientific(p)
+        return scientific(p, significant)
     text = f"{p:.{digits}f}"
     if p < 1 and float(text) >= 1:  # 0.99996 is not certain: say how far from 1 it is
         return f"1 − {scientific(1 - p, 2)}"
@@ -94,15 +95,20 @@ def parts_pct(shares: Sequence[float], digits: int = 1) -> tuple[list[str], str]
 
 
 def whole_pct(shares: Sequence[float], digits: int = 1) -> list[str]:
-    """Parts of a whole (shares summing to 1) as percentages that add up to exactly 100: the largest-remainder
-    rule (round every part down, then give the missing steps to the parts that lost the most)."""
+    """Parts of a whole as percentages that add up to 100 to the digits shown: the largest-remainder rule (round
+    every part down, then give the missing steps to the parts that lost the most). A nonzero part too small to show
+    is written '<0.1%' (never '0.0%') and left out of the sum, which its size is within."""
     scale = 10**digits
-    exact = [100 * scale * float(s) / max(float(sum(shares)), 1e-300) for s in shares]
-    floors = [math.floor(x) for x in exact]
+    total = max(float(sum(shares)), 1e-300)
+    exact = [100 * scale * float(s) / total for s in shares]
+    tiny = [0 < x < 0.5 for x in exact]
+    kept = [0.0 if t else x for x, t in zip(exact, tiny)]
+    floors = [math.floor(x) for x in kept]
     missing = 100 * scale - sum(floors)
-    for i in sorted(range(len(exact)), key=lambda i: floors[i] - exact[i])[:max(missing, 0)]:
+    for i in sorted((i for i in range(len(kept)) if not tiny[i]), key=lambda i: floors[i] - kept[i])[:max(missing, 0)]:
         floors[i] += 1
-    return [f"{f / scale:.{digits}f}%" for f in floors]
+    step = f"{1 / scale:.{digits}f}"
+    return [f"<{step}%" if t else f"{f / scale:.{digits}f}%" for f, t in zip(floors, tiny)]
 
 
 def ms(value: float) -> str:
