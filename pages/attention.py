@@ -144,17 +144,21 @@ if config.local_layers:
                                                   options=list(config.local_layers)))
         global_layer = right.selectbox("Global layer", globals_,
                                        **state.bind("att_window_global", globals_[0], options=globals_))
+        colour_top = figs.window_colour_top([(windowed.pooled[i], windowed.block, windowed.window, i == local_layer)
+                                             for i in (local_layer, global_layer)])  # one colour scale for both
         for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
             with column:
                 charts.show(charts.shared(figs.make_window_heatmap)(
                     windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
-                    f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}",
+                    f"Layer {layer_index} ({label}), mean over heads", label == "local", colour_top),
+                    key=f"window_{label}",
                     data=figs.window_table(windowed.pooled[layer_index], windowed.block, windowed.window,
                                            label == "local"))
         st.caption(f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
                    f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
                    f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "
-                   "local layer, still read in the global one. Colours stop at each map's 99th percentile.")
+                   "local layer, still read in the global one. Both maps share one colour scale, which stops at the "
+                   "higher of their 99th percentiles.")
         local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
         shares = {i: float(windowed.outside_share[i]) for i in globals_}
         by_layer = ", ".join(f"**{share:.1%}** (layer {i})" for i, share in shares.items())

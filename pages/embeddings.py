@@ -5,6 +5,8 @@ import streamlit as st
 from ui.shell import charts
 from ui.compute import attention as att
 from ui.compute import embeddings as emb
+from ui.compute import reference as ref
+from ui.compute.own_text import own_mask, words as own_words
 from ui.shell import models
 from ui.session import state
 from ui.claims import reading as claims
@@ -109,18 +111,24 @@ if emb.position_scheme(model) == "rope":
                 data=figs.rope_rotation_table(angles, pairs, wavelengths))
     maps = att.attention_maps(model, view.ids)
     pieces = view.pieces[: maps.n_tokens]
-    query = att.find_token(pieces, "it")
-    query = query if query is not None else maps.n_tokens - 1
-    key = att.find_token(pieces[:query], "cat")
-    key = key if key is not None else 0
-    layer, head, weight = att.top_heads(maps, query, key, k=1)[0]
-    by_distance = att.scores_by_distance(model, maps, layer, head, query, key)
+    own = own_mask(model, state.get(state.PROMPT), bool(state.get(state.CHAT)))[: maps.n_tokens]
+    words = own_words(pieces, own)
+    pronoun = ref.find_pronoun(words)
+    query = words[pronoun].end - 1 if pronoun is not None else max(
+        (i for i, mine in enumerate(own) if mine), default=maps.n_tokens - 1)
+    # The pair: of the strongest heads from the query onto an earlier word (never the first token, where weight
+    # parks whatever the distance), the one whose score distance changes most, so the line shows what it claims.
+    options = ref.rope_candidates(maps.probs, words, query) or [(0, 0, query)]
+    scored = [(att.scores_by_distance(model, maps, layer, head, query, key), layer, head, key)
+              for layer, head, key in options]
+    by_distance, layer, head, key = max(scored, key=lambda item: float(np.ptp(item[0].scores)))
+    weight = float(maps.probs[layer, head, query, key])
     kind = ""
     if len(bases) > 1:
         is_local = layer in att.layer_layout(model).local_layers
         kind = f"a {'local' if is_local else 'global'} layer: RoPE base {bases['local' if is_local else 'global']:,.0f}"
     st.markdown(claims.rope_pair_sentence(pieces[query], pieces[key], layer, head, weight, by_distance.actual_distance,
-                                          kind))
+                                          kind, by_distance.scores))
     charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
                                           by_distance.recorded, pieces[query], pieces[key]), key="rope_distance",
                 data=figs.distance_table(by_distance.distances, by_distance.scores, by_distance.actual_distance,

@@ -4,6 +4,7 @@ import streamlit as st
 from ui.shell import charts, models
 from ui.session import state
 from ui.claims import predicting as claims
+from ui.compute.examples import lens_example
 from ui.compute.logits import current_prompt_logits, traced_prompt
 from ui.figures import block as figs
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
@@ -72,8 +73,12 @@ st.markdown(claims.answer_formation_sentence(lens.layer_labels, [layer[-1][0] fo
                                              final_probabilities) + " The line shows how sure each readout is.")
 
 st.header("What to try next")
+example = lens_example(model)  # a prompt whose answer this model gives, and the lens shows taking over
 st.markdown(
-    "- Change the prompt to \"The capital of France is\" and find the layer where \" Paris\" takes over.\n"
+    claims.lens_suggestion(example.prompt if example else None, example.answer if example else None, prompt) + "\n"
     "- Walk the same block at an early and a late layer: which sub-layer changes the stream the most?\n"
     "- Next: **Logits & temperature** — what happens to the last layer's scores before a token is chosen."
 )
+if example is not None and example.prompt != prompt:
+    st.button(f"Use “{example.prompt}”", key="lens_use_example", on_click=state.set_values,
+              args=({state.PROMPT: example.prompt, state.CHAT: False},))

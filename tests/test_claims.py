@@ -100,11 +100,17 @@ def test_the_default_prompt_no_longer_claims_the_answer_settles_at_the_last_laye
     assert guesses[-2] != guesses[-1] and "other guesses lead" in text
 
 
-def test_the_paris_suggestion_holds_for_this_model(real):
-    """The lens page suggests finding where " Paris" takes over: the model must answer " Paris"."""
-    lens = logits.traced_prompt(MODEL, "The capital of France is", False).lens
-    assert lens.top_strings[-1][-1][0] == " Paris"
-    assert lens.top_strings[1][-1][0] != " Paris"  # not already the first block's guess: it does take over
+def test_the_lens_suggestion_holds_for_this_model(real):
+    """The lens page suggests a prompt and promises its answer takes over: the model must answer it so, and the
+    embeddings alone must not already say it."""
+    from ui.compute.examples import lens_example
+
+    example = lens_example(MODEL)
+    assert example is not None and example.prompt == "The capital of France is" and example.answer == " Paris"
+    lens = logits.traced_prompt(MODEL, example.prompt, False).lens
+    assert lens.top_strings[-1][-1][0] == example.answer and lens.top_strings[0][-1][0] != example.answer
+    text = predicting.lens_suggestion(example.prompt, example.answer, PROMPTS["default"])
+    assert "“The capital of France is”" in text and "**·Paris**" in text
 
 
 # -- Attention --------------------------------------------------------------------------------------

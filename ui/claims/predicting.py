@@ -76,6 +76,19 @@ def answer_formation_sentence(layer_labels: Sequence[str], top_guesses: Sequence
             f"{final_probabilities[-1]:.2f} at the output{sure}.")
 
 
+def lens_suggestion(prompt: str | None, answer: str | None, current_prompt: str) -> str:
+    """The "find where the answer takes over" suggestion, for an example checked on this model (``prompt`` None:
+    no candidate holds, and the suggestion asks for a prompt whose answer the user knows instead)."""
+    if prompt is None:
+        return ("- Type a prompt whose next word you know (a capital, a weekday after three others) and find the layer "
+                "where that word takes over.")
+    if prompt == current_prompt:
+        return (f"- This model answers {_bold(answer)} here: find the layer where it takes over in the chart above, "
+                "and how sure the readouts are before it.")
+    return (f"- Change the prompt to “{prompt}”: this model answers it with {_bold(answer)}. Find the layer where "
+            f"{_bold(answer)} takes over.")
+
+
 # -- Logits & temperature ---------------------------------------------------------------------
 STAGE_ORDER_CAPTION = ("Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty "
                        "→ logits ÷ T → softmax → top-k → top-p → min-p → renormalise. The first row is the softmax at "

@@ -139,14 +139,15 @@ def closeness_sentence(word: str, near: str, far: str, cosine_near: float, cosin
 
 
 def pca_caption(n_vectors: int, explained: tuple[float, float], n_unlabelled: int) -> str:
-    """The PCA map's caption: how much of the spread two axes keep, and which labels moved to the hover."""
-    kept = explained[0] + explained[1]
-    guide = ("so distances on the map are only a rough guide" if kept < 0.8 else
+    """The PCA map's caption: how much of the spread two axes keep (the sum of the axes' own shown shares), and
+    which labels moved to the hover."""
+    _, kept = fmt.parts_pct(explained)
+    guide = ("so distances on the map are only a rough guide" if sum(explained) < 0.8 else
              "so the map keeps most of their spread")
     hidden = (f" {n_unlabelled} label{'s' * (n_unlabelled != 1)} would overlap another and "
               f"{'are' if n_unlabelled != 1 else 'is'} left to the hover (every point has one)." if n_unlabelled else "")
     return (f"PCA keeps the two directions along which these {n_vectors} vectors vary most; together they hold "
-            f"{kept:.0%} of the variance, {guide}.{hidden} Words are taken with a leading space, as they appear "
+            f"{kept} of the variance, {guide}.{hidden} Words are taken with a leading space, as they appear "
             "inside a sentence.")
 
 
@@ -185,15 +186,26 @@ def repeated_token_sentence(pieces: Sequence[str], ids: Sequence[int], rows: np.
 
 
 def rope_pair_sentence(query_piece: str, key_piece: str, layer: int, head: int, weight: float, distance: int,
-                       layer_kind: str = "") -> str:
-    """The real query/key pair of the RoPE distance chart (``layer_kind``: e.g. "a local layer: RoPE base 10,000")."""
+                       layer_kind: str = "", scores: Sequence[float] = ()) -> str:
+    """The real query/key pair of the RoPE distance chart (``layer_kind``: e.g. "a local layer: RoPE base 10,000"),
+    and, from ``scores`` (the pair scored at every distance drawn), how much distance changes it."""
     pair = (f"the query and the key of {_code(query_piece)} itself" if distance == 0 else
             f"the query of {_code(query_piece)} and the key of {_code(key_piece)}")
     kind = f" ({layer_kind})" if layer_kind else ""
-    return (f"A real pair: {pair} in layer {layer}{kind}, head {head}, the head that puts the most weight from one on the "
-            f"other ({weight:.0%}). Undo their rotations, rotate them again as if they were *d* positions apart, and "
-            f"score them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; "
-            "the line shows how the same two vectors would score nearer or farther.")
+    text = (f"A real pair: {pair} in layer {layer}{kind}, head {head}, which puts {fmt.pct(weight)} of the weight from "
+            f"one on the other. Undo their rotations, rotate them again as if they were *d* positions apart, and score "
+            f"them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; the line "
+            "shows how the same two vectors would score nearer or farther.")
+    if len(scores):
+        low, high = float(np.min(scores)), float(np.max(scores))
+        size = max(abs(low), abs(high)) or 1.0
+        span = f"from {fmt.fixed(low, 2)} to {fmt.fixed(high, 2)}"
+        if (high - low) < 0.01 * size:
+            text += (f" For this pair distance barely matters: over distances 0–{len(scores) - 1} the score only goes "
+                     f"{span} ({fmt.pct((high - low) / size, 1)} of its size), so the axis is zoomed in.")
+        else:
+            text += f" Over distances 0–{len(scores) - 1} the score goes {span}: where the key sits changes it."
+    return text
 
 
 # -- Attention ------------------------------------------------------------------------------

@@ -112,3 +112,19 @@ def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: i
         best = [(int(i // n_heads), int(i % n_heads), float(share.flat[i])) for i in order if share.flat[i] > 0]
         out.append(Antecedent(word, int(sends.sum()), best, word.start == 0 and word.end == 1))
     return Reference(pronoun, query, out, n_layers * n_heads)
+
+
+def rope_candidates(probs: np.ndarray, words: Sequence[Word], query: int, top: int = 8) -> list[tuple[int, int, int]]:
+    """(layer, head, key) triples for the RoPE distance chart: the ``top`` strongest weights from ``query`` onto a
+    key that is an earlier token of a content word (else of any earlier own word), never the first token (the
+    sink, where a head parks weight whatever the distance) nor the query itself; strongest first. Empty when the
+    query has no such key."""
+    keys = [p for w in candidates(words, len(words)) for p in w.positions if 0 < p < query]
+    if not keys:
+        keys = [p for w in words for p in w.positions if 0 < p < query]
+    if not keys:
+        return []
+    weights = probs[:, :, query, keys]  # (L, H, K)
+    order = np.argsort(weights, axis=None)[::-1][:top]
+    n_heads = probs.shape[1]
+    return [(int(i // (n_heads * len(keys))), int(i // len(keys) % n_heads), keys[int(i % len(keys))]) for i in order]

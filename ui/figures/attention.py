@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .conventions import shared_colour_top
 from .tokens import visible
 
 MASKED_COLOUR = "#d9d9d9"  # cells a query may not see (future keys) are left empty on this background
@@ -147,23 +148,36 @@ def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
     return fig
 
 
-def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: int, title: str,
-                        local: bool) -> go.Figure:
-    """A long prompt's head-averaged attention, max-pooled into ``block`` x ``block`` cells, with the
-    sliding window drawn: left of the dashed line, keys are ``window`` or more positions behind their
-    query; in a ``local`` layer those cells are masked (grey, like the future). The colour scale stops
-    at the 99th percentile of the drawn weights, so the first token's large share does not wash out the rest."""
+def _window_shown(pooled: np.ndarray, block: int, window: int, local: bool) -> np.ndarray:
+    """The pooled map as drawn: the future, and in a ``local`` layer the cells wholly behind the window, NaN."""
     cells = pooled.shape[-1]
-    centres = (np.arange(cells) + 0.5) * block  # position at the middle of each pooled cell
     rows, cols = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
     shown = pooled.astype(float).copy()
     shown[cols > rows] = np.nan  # the future
     if local:  # cells whose every key is outside every one of their queries' windows
         shown[(cols + 1) * block - 1 <= rows * block - window] = np.nan
-    finite = shown[np.isfinite(shown)]
-    top = float(np.percentile(finite, 99)) if finite.size else 1.0
+    return shown
+
+
+def window_colour_top(maps: list[tuple[np.ndarray, int, int, bool]]) -> float:
+    """One colour-scale top for window maps drawn side by side (a local and a global layer), so equal weights get
+    equal colours: the highest 99th percentile of what each map draws. ``maps``: (pooled, block, window, local)."""
+    return shared_colour_top(*(_window_shown(*m) for m in maps))
+
+
+def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: int, title: str,
+                        local: bool, colour_top: float | None = None) -> go.Figure:
+    """A long prompt's head-averaged attention, max-pooled into ``block`` x ``block`` cells, with the
+    sliding window drawn: left of the dashed line, keys are ``window`` or more positions behind their
+    query; in a ``local`` layer those cells are masked (grey, like the future). The colour scale stops
+    at ``colour_top`` (shared with the map beside it: ``window_colour_top``), by default this map's 99th
+    percentile, so the first token's large share does not wash out the rest."""
+    cells = pooled.shape[-1]
+    centres = (np.arange(cells) + 0.5) * block  # position at the middle of each pooled cell
+    shown = _window_shown(pooled, block, window, local)
+    top = colour_top if colour_top is not None else shared_colour_top(shown)
     fig = go.Figure(go.Heatmap(
-        z=shown, x=centres, y=centres, zmin=0, zmax=top or 1.0, colorscale="Blues",
+        z=shown, x=centres, y=centres, zmin=0, zmax=top, colorscale="Blues",
         colorbar=dict(title="max weight"),
         hovertemplate=f"queries %{{y:.0f}}±{block // 2}<br>keys %{{x:.0f}}±{block // 2}<br>max weight %{{z:.4f}}<extra></extra>",
     ))

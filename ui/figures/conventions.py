@@ -24,6 +24,8 @@ import plotly.graph_objects as go
 
 FLAT_SHARE = 0.01  # a chart whose values span less than this share of their size is "flat"
 CHAR_PX = 0.6  # a character is about this share of the font size wide (proportional fonts, mixed text)
+PLOT_PX = 760  # the narrowest plot area a full-width chart gets (a 1280-px window, sidebar open, presenter padding)
+PROJECTOR_FONT_SCALE = 1.4  # presenter mode's text scale (ui.shell.charts.FONT_SCALE; a test keeps them equal)
 
 
 def shared_range(*series: Sequence[float], headroom: float = 1.15, smallest: float = 0.01) -> list[float]:
@@ -49,8 +51,7 @@ def flat_note(values: Sequence[float], what: str = "the line", threshold: float 
     span, size = float(data.max() - data.min()), float(np.abs(data).max())
     if size == 0 or span >= threshold * size:
         return None
-    return (f"{what.capitalize()} spans only {span:.3g} ({100 * span / size:.2g}% of its values): "
-            "the axis is zoomed in, so small wiggles look large")
+    return f"Zoomed in: {what} spans only {span:.3g} ({100 * span / size:.2g}% of its size)"
 
 
 def is_flat(values: Sequence[float], threshold: float = FLAT_SHARE) -> bool:
@@ -66,6 +67,26 @@ def fit_label(text: str, max_chars: int) -> str:
 def chars_that_fit(width_px: float, font_px: float) -> int:
     """How many characters of a ``font_px`` font fit in ``width_px`` (at least 1)."""
     return max(1, int(width_px / (CHAR_PX * font_px)))
+
+
+def cell_chars(n_cells: int, font_px: float, plot_px: float = PLOT_PX) -> int:
+    """Characters of a ``font_px`` label that fit in one of ``n_cells`` equal cells across a plot, in presenter
+    mode too (its larger text)."""
+    return chars_that_fit(plot_px / max(n_cells, 1) - 4, font_px * PROJECTOR_FONT_SCALE)
+
+
+MIN_CELL_FONT_PX = 9
+
+
+def fit_cells(labels: Sequence[str], n_cells: int, font_px: float,
+              min_font_px: float = MIN_CELL_FONT_PX) -> tuple[int, dict[str, str]]:
+    """A font size for labels drawn inside ``n_cells`` equal cells, and each label as drawn: the font shrinks
+    (down to ``min_font_px``) until the longest label fits, and a label still too long is cut with "…"."""
+    width = PLOT_PX / max(n_cells, 1) - 4
+    longest = max((len(label) for label in labels), default=1)
+    size = max(min_font_px, min(font_px, width / (CHAR_PX * PROJECTOR_FONT_SCALE * max(longest, 1))))
+    fits = chars_that_fit(width, size * PROJECTOR_FONT_SCALE)
+    return int(size), {label: fit_label(label, fits) for label in labels}
 
 
 def spread_out(positions: Sequence[float], min_gap: float, period: float | None = None) -> list[bool]:

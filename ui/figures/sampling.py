@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.figures import format as fmt
+from ui.figures.conventions import fit_cells
 from ui.figures.logits import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
 
 _PALETTE = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
@@ -96,13 +98,17 @@ def make_token_strips(rows: Sequence[Sequence[str]], row_labels: Sequence[str],
     width = max((len(r) for r in rows), default=0)
     z = np.full((len(rows), width), np.nan)
     text = np.full((len(rows), width), "", dtype=object)
+    hover = np.full((len(rows), width), "", dtype=object)
+    # a token such as <0xE3><0x83> gets a smaller font, or is cut, in its cell; the hover has it whole
+    size, drawn = fit_cells([visible_token(t) for tokens in rows for t in tokens], width, 13)
     for r, (tokens, probs) in enumerate(zip(rows, probabilities)):
         z[r, :len(probs)] = probs
-        text[r, :len(tokens)] = [visible_token(t) for t in tokens]
+        text[r, :len(tokens)] = [drawn[visible_token(t)] for t in tokens]
+        hover[r, :len(tokens)] = [f"{visible_token(t)}<br>p = {fmt.prob(p)}" for t, p in zip(tokens, probs)]
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(width)), y=list(row_labels), text=text, texttemplate="%{text}", textfont={"size": 13},
-        colorscale="YlGnBu", zmin=0, zmax=1, xgap=3, ygap=3, colorbar={"title": "p"},
-        hovertemplate="position %{x}: %{text}<br>p = %{z:.3f}<extra>%{y}</extra>",
+        z=z, x=list(range(width)), y=list(row_labels), text=text, texttemplate="%{text}", textfont={"size": size},
+        colorscale="YlGnBu", zmin=0, zmax=1, xgap=3, ygap=3, colorbar={"title": "p"}, customdata=hover,
+        hovertemplate="position %{x}: %{customdata}<extra>%{y}</extra>",
     ))
     if diverge_index is not None and diverge_index < width:
         fig.add_shape(type="rect", x0=diverge_index - 0.5, x1=diverge_index + 0.5, y0=-0.5, y1=len(rows) - 0.5,
