@@ -10,6 +10,7 @@ from ui.shell import models
 from ui.session import state
 from ui.claims import generating as claims
 from ui.figures import batching as figs
+from ui.figures import format as fmt
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -50,7 +51,7 @@ st.header("One batch tensor: padding, mask and positions")
 padded = batching.padded_batch(model, tuple(requests.prompts))
 charts.show(figs.make_padded_batch(padded.tokens, labels=labels), key="batch_padded",
             data=figs.padded_table(padded.tokens, labels))
-st.metric("Share of the prefill batch that is padding", f"{padded.padding_share:.0%}",
+st.metric("Share of the prefill batch that is padding", fmt.pct(padded.padding_share),
           help="Columns computed for nothing: every prompt is left-padded to the longest.")
 c1, c2 = st.columns([1, 1])
 with c1:

@@ -8,6 +8,7 @@ from ui.compute import compare as cmp
 from ui.shell import models
 from ui.session import state
 from ui.compute.tokens import tokenize
+from ui.figures import format as fmt
 from ui.figures.conventions import shared_range
 from ui.figures.generation import alternatives_table, make_alternatives_bar
 from ui.figures.tokens import token_chips_html, visible
@@ -77,8 +78,8 @@ st.markdown(
     f"**{bigger.name}** has {bigger.parameters / smaller.parameters:.1f}× the parameters of **{smaller.name}**; "
     f"its embedding matrix alone is {bigger.vocab_size:,} × {bigger.d_model} = "
     f"{bigger.vocab_size * bigger.d_model / 1e6:.0f} M of them "
-    f"({bigger.vocab_size * bigger.d_model / bigger.parameters:.0%}), against "
-    f"{smaller.vocab_size * smaller.d_model / 1e6:.0f} M ({smaller.vocab_size * smaller.d_model / smaller.parameters:.0%}). "
+    f"({fmt.pct(bigger.vocab_size * bigger.d_model / bigger.parameters)}), against "
+    f"{smaller.vocab_size * smaller.d_model / 1e6:.0f} M ({fmt.pct(smaller.vocab_size * smaller.d_model / smaller.parameters)}). "
     f"Per token of context, {a.name}'s KV cache takes {a.kv_bytes_per_token:,} bytes and {b.name}'s "
     f"{b.kv_bytes_per_token:,}."
 )

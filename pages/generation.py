@@ -123,7 +123,7 @@ else:
             f"layer (simpler, and the cache can be rewound anywhere). A rolling buffer holding just "
             f"{config.sliding_window} positions in the local layers would need "
             f"{sizes.rolling_full_context / 2**20:,.0f} MiB instead of {sizes.full_context / 2**20:,.0f} MiB at the "
-            f"full context ({saved:.0%} less); for the {len(stepper.cache)} positions held now, "
+            f"full context ({fmt.pct(saved)} less); for the {len(stepper.cache)} positions held now, "
             f"{sizes.rolling_now:,} bytes instead of {sizes.formula_now:,}"
             + (" (the same: no local layer has dropped a position yet)." if sizes.rolling_now == sizes.formula_now
                else "."))

@@ -113,7 +113,7 @@ else:
     labels = [quant.MODE_LABELS[m] for m in comparison.modes]
     charts.show(figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs), key="quant_modes",
                 data=figs.mode_probabilities_table(comparison.token_strings, labels, comparison.next_probs))
-    st.table([{"weights": label, "what runs": description, "top-1 agreement with float32": f"{agree:.1%}",
+    st.table([{"weights": label, "what runs": description, "top-1 agreement with float32": fmt.pct(agree, 1),
                "mean KL from float32 (nats)": f"{kl:.2e}"}  # a table wraps its long descriptions (no cut columns)
               for label, description, agree, kl in zip(labels, comparison.descriptions, comparison.top1_agreement,
                                                        comparison.mean_kl)], hide_index=True)
@@ -122,7 +122,7 @@ else:
     st.markdown(
         f"Over the prompt's {comparison.positions} positions, the mode closest to float32 is **{labels[best_mode]}** "
         f"(mean KL {comparison.mean_kl[best_mode]:.1e} nats, the most probable next token the same at "
-        f"{comparison.top1_agreement[best_mode]:.1%} of positions). "
+        f"{fmt.pct(comparison.top1_agreement[best_mode], 1)} of positions). "
         + (f"For the next token after your prompt, {', '.join(flips)} would pick another token than float32's "
            f"**{visible_token(comparison.token_strings[0])}**." if flips else
            f"After your prompt, every mode still puts **{visible_token(comparison.token_strings[0])}** first.")

@@ -9,7 +9,7 @@ from ui.figures import experiments as figs
 def test_before_after_bars_and_their_differences():
     fig = figs.make_before_after([" cat", " dog"], np.array([0.6, 0.1]), np.array([0.2, 0.3]), "t")
     assert [trace.name for trace in fig.data] == ["before", "after"]
-    assert list(fig.data[1].customdata) == [-0.4, 0.2] or np.allclose(fig.data[1].customdata, [-0.4, 0.2])
+    assert list(fig.data[1].customdata) == ["0.2000 (Δp -0.4000)", "0.3000 (Δp +0.2000)"]
     assert list(fig.data[0].x) == ["·cat", "·dog"]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.figures import format as fmt
 from ui.figures.conventions import fit_cells, fit_label
 from ui.figures.logits import GREEDY_COLOR, visible_token
 
@@ -89,7 +90,7 @@ def make_logit_lens(layer_labels: Sequence[str], position_tokens: Sequence[str],
     guesses = [[cell_text(visible_token(top_strings[l][t][0])) for t in range(n_pos)] for l in range(n_layers)]
     size, drawn = fit_cells([g for row in guesses for g in row], n_pos, 12)  # no cell overflows, on a projector too
     text = [[drawn[g] for g in row] for row in guesses]
-    hover = [["<br>".join(f"{visible_token(s)}: {p:.3f}" for s, p in zip(top_strings[l][t], probs[l, t]))
+    hover = [["<br>".join(f"{visible_token(s)}: {fmt.prob(p)}" for s, p in zip(top_strings[l][t], probs[l, t]))
               for t in range(n_pos)] for l in range(n_layers)]
     fig = go.Figure(go.Heatmap(
         z=probs[:, :, 0], x=list(range(n_pos)), y=list(layer_labels), text=text, customdata=hover,
@@ -114,7 +115,8 @@ def cell_text(text: str, limit: int = CELL_CHARS) -> str:
 def make_answer_formation(layer_labels: Sequence[str], probabilities: Sequence[float], token: str) -> go.Figure:
     """The probability the final answer ``token`` gets when each layer's stream is read out (last position)."""
     fig = go.Figure(go.Scatter(x=list(layer_labels), y=list(probabilities), mode="lines+markers",
-                               line={"color": GREEDY_COLOR}, hovertemplate="%{x}: %{y:.3f}<extra></extra>"))
+                               line={"color": GREEDY_COLOR}, customdata=[fmt.prob(p) for p in probabilities],
+                               hovertemplate="%{x}: %{customdata}<extra></extra>"))
     fig.update_layout(title=f"How the final answer {visible_token(token)!r} forms, layer by layer",
                       yaxis={"title": "probability", "range": [0, 1.05]}, height=300, margin={"t": 50, "b": 40})
     return fig

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.figures import format as fmt
 from ui.figures.block import lens_table, make_logit_lens
 from ui.figures.logits import visible_token
 
@@ -26,10 +27,11 @@ def make_before_after(token_strings: Sequence[str], before: np.ndarray, after: n
     labels = [visible_token(t) for t in token_strings]
     before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     fig = go.Figure([
-        go.Bar(x=labels, y=before, name="before", marker_color=BEFORE_COLOR,
-               hovertemplate="%{x}: p = %{y:.4f} before<extra></extra>"),
+        go.Bar(x=labels, y=before, name="before", marker_color=BEFORE_COLOR, customdata=[fmt.prob(p, 4) for p in before],
+               hovertemplate="%{x}: p = %{customdata} before<extra></extra>"),
         go.Bar(x=labels, y=after, name="after", marker_color=AFTER_COLOR,
-               customdata=after - before, hovertemplate="%{x}: p = %{y:.4f} after (Δp %{customdata:+.4f})<extra></extra>"),
+               customdata=[f"{fmt.prob(a, 4)} (Δp {fmt.signed(a - b, 4)})" for a, b in zip(after, before)],
+               hovertemplate="%{x}: p = %{customdata} after<extra></extra>"),
     ])
     fig.update_layout(title=title, barmode="group", yaxis_title="probability", xaxis_title="next token",
                       xaxis={"type": "category"}, height=360, margin={"t": 60, "b": 40},

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import format as fmt
 from .logits import visible_token
 
 CODE_COLOR, VALUE_COLOR, HELD_COLOR = "#6f42c1", "#1f77b4", "#ff7f0e"
@@ -109,7 +110,8 @@ def make_mode_probabilities(tokens: Sequence[str], labels: Sequence[str], probs:
     fig = go.Figure()
     for label, row in zip(labels, probs):
         fig.add_trace(go.Bar(x=list(range(len(tokens))), y=row.tolist(), name=label,
-                             hovertemplate=f"{label}: %{{y:.4f}}<extra></extra>"))
+                             customdata=[fmt.prob(p, 4) for p in row],
+                             hovertemplate=f"{label}: %{{customdata}}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[visible_token(t) for t in tokens],
                      title_text="the next token (float32's most probable first)")
     fig.update_yaxes(rangemode="tozero", title_text="probability")

@@ -53,7 +53,7 @@ def make_cumulative_ranges(labels: Sequence[str], starts: Sequence[float], ends:
             x=[width], base=[start], y=[""], orientation="h", name=label, marker_color=color,
             marker_line={"color": GREEDY_COLOR if chosen else "white", "width": 4 if chosen else 1},
             text=[inside], textposition="inside", insidetextanchor="middle", showlegend=False,
-            hovertemplate=f"{name}: [{start:.4f}, {end:.4f}) · p = {width:.4f}<extra></extra>",
+            hovertemplate=f"{name}: [{start:.4f}, {end:.4f}) · p = {fmt.prob(width, 4)}<extra></extra>",
         ))
     if u is not None:  # written into the layout directly: add_vline is slow
         fig.layout.shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": u, "x1": u, "y0": -0.1, "y1": 1.1,
@@ -72,7 +72,8 @@ def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expect
     x = list(range(len(labels)))
     fig = go.Figure([
         go.Bar(x=x, y=list(expected), name="exact probability (the sampler's)", marker_color=BAR_COLOR,
-               opacity=0.55, hovertemplate="p = %{y:.4f}<extra></extra>"),
+               opacity=0.55, customdata=[fmt.prob(p, 4) for p in expected],
+               hovertemplate="p = %{customdata}<extra></extra>"),
         go.Bar(x=x, y=list(observed), name=f"observed frequency in {n_draws:,} draws", marker_color=SECOND_COLOR,
                text=[f"{v:.3f}" for v in observed], textposition="outside", cliponaxis=False,
                hovertemplate="%{y:.4f}<extra></extra>"),
