@@ -2,7 +2,8 @@
 import streamlit as st
 
 from ui.shell import charts, models
-from ui.controls import example_prompt, sampling as sampling_controls
+from ui.controls import example_prompt, playground, sampling as sampling_controls
+from ui.compute.playground import steps, temperature_frames
 from ui.session import state
 from ui.claims import predicting as claims
 from ui.compute.logits import (
@@ -54,6 +55,14 @@ st.markdown(claims.greedy_sentence(tokens[0], token_texts(model, [stages.greedy_
 
 # 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
 st.subheader("2 · Softmax and temperature")
+st.markdown("**Drag T** below: the bars are redrawn in your browser, while you drag, from frames the server computed "
+            "from this prompt's real logits at every step of the temperature slider. Release to make it the app's "
+            "temperature: the controls above, the charts below and the link follow.")
+low, high = sampling_controls.RANGES[sampling_controls.TEMPERATURE]
+frames = temperature_frames(model, prompt, chat, tuple(steps(low, high, sampling_controls.STEPS[sampling_controls.TEMPERATURE])),
+                            TOP_N)
+playground.render(frames, params.temperature,
+                  lambda value: state.set_values({sampling_controls.TEMPERATURE: value}))
 compare_t = st.columns(3)[0].select_slider("Compare with temperature", options=COMPARE_OPTIONS,
                                            **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
 probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
