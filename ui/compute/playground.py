@@ -36,6 +36,8 @@ class Frames:
             "tokens": self.token_strings,
             "probs": [[float(p) for p in row] for row in self.probs],
             "labels": [[fmt.prob(p, 2, 2) for p in row] for row in self.probs],
+            "entropy": [float(h) for h in self.entropy],
+            "top": [float(p) for p in self.top_probability],
             "summaries": [f"T = {t:g} · entropy {fmt.bits(h)} · top probability {fmt.prob(top)} · "
                           f"{fmt.count(n, 'token')} hold 90 %"
                           for t, h, top, n in zip(self.temperatures, self.entropy, self.top_probability, self.for_90)],

@@ -41,7 +41,7 @@ _CSS = """
 .ov-title { font-size: 18px; font-weight: 700; fill: #262730; }
 .ov-body, .ov-mono { font-size: 17px; fill: #262730; }
 .ov-mono { font-family: "Source Code Pro", ui-monospace, monospace; }
-.ov-chip { font-size: 15px; font-family: "Source Code Pro", ui-monospace, monospace; fill: #262730; }
+.ov-chip { font-size: 14px; font-family: "Source Code Pro", ui-monospace, monospace; fill: #262730; }
 .ov-note { font-size: 14px; fill: #555b66; }
 .ov-small { font-size: 13px; fill: #262730; }
 .ov-loop { font-size: 14px; fill: #555b66; font-style: italic; }

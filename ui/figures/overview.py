@@ -27,6 +27,7 @@ PAGE_OF = {"text": "tokenization", "tokens": "tokenization", "ids": "tokenizatio
            "chosen": "sampling", "loop": "generation"}
 BLUE, WHITE, RED = (33, 102, 172), (247, 247, 247), (178, 24, 43)
 CHOSEN_COLOR, CHIP_COLOR, BAR_COLOR = "#cfe2ff", "#eef1f5", "#1f77b4"
+CHIP_CHARS = 7  # a chip is 63 units wide: 7 characters of its 14-unit monospace font
 
 
 def _x(column: int) -> float:
@@ -71,7 +72,7 @@ def _chips(pieces: Sequence[str], x: float, y: float, highlight: int | None = No
         r, c = divmod(i, per_row)
         cx, cy = x + c * (width + gap), y + r * (height + gap)
         fill = CHOSEN_COLOR if i == highlight else CHIP_COLOR
-        shown = labels[i] if labels is not None else fit_label(visible(piece) or "∅", 6)
+        shown = labels[i] if labels is not None else fit_label(visible(piece) or "∅", CHIP_CHARS)
         out.append(f'<rect x="{cx:.1f}" y="{cy:.1f}" width="{width:.1f}" height="{height}" rx="5" fill="{fill}" '
                    f'stroke="{"#0d6efd" if i == highlight else "#b8bec6"}"/>'
                    + _text(cx + width / 2, cy + 20, shown, "ov-chip", "middle"))
