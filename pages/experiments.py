@@ -184,7 +184,8 @@ if target is not None:
 
 st.header("What to try next")
 st.markdown(
-    "- On the **Attention** page, switch off the heads that send “it” to “cat”, then come back: does the answer move?\n"
+    "- When your prompt has a pronoun after a noun, the **Attention** page has a button that switches off the heads "
+    "sending the pronoun to the word most of them pick: press it, then come back: does the answer move?\n"
     "- Sweep the heads with the example prompt, switch off the three that matter most, and compare the continuation.\n"
     "- Run activation patching on the example pair: in which blocks does the noun's own position carry “cat”, and "
     "from which block on does the last position?"

@@ -181,10 +181,4 @@ else:
     st.info("Press **Next token**: the first step is the prefill.")
 
 st.subheader("What to try next")
-st.markdown(
-    "- Run a few tokens, rewind to step 1 and **force** a different token: the branch reuses the cache up to "
-    "there and the story changes.\n"
-    "- Set temperature 0 and compare with the Logits page's greedy pick.\n"
-    "- Measure with 64 tokens: how fast does each curve climb as the sequence grows?\n"
-    "- Next: **Batching** — many requests through one model at once."
-)
+st.markdown("\n".join(claims.generation_suggestions(settings.params.temperature)))

@@ -157,7 +157,7 @@ else:
     steps = tok.bpe_steps(model, bpe_word)
     for n, step in enumerate(steps):
         if step.merged is None:
-            label = f"start: single {unit}"
+            label = f"start (single {unit})"
         else:
             left_piece, right_piece = (visible(tok.model_piece_text(model, p)) for p in step.merged)
             label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"

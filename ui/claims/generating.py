@@ -40,6 +40,17 @@ def example_sentence(prompt: str, continuation: Sequence[str]) -> str:
     return (f"(*autoregressive* generation; this model, greedy, continues {_quoted(prompt)} → {steps} → …)")
 
 
+def generation_suggestions(temperature: float) -> list[str]:
+    """The Generation page's "what to try next", each true for the settings in force."""
+    greedy = ("- Your temperature is 0: every step takes the top token, which is the **Logits** page's greedy pick "
+              "for the prompt. Set T above 0 and the steps start drawing from the probabilities." if temperature == 0
+              else "- Set temperature 0 and compare the first step with the **Logits** page's greedy pick.")
+    return ["- Run a few tokens, rewind to step 1 and **force** a different token: the branch reuses the cache up to "
+            "there and the story changes.", greedy,
+            "- Measure with 64 tokens: how fast does each curve climb as the sequence grows?",
+            "- Next: **Batching** — many requests through one model at once."]
+
+
 def finished_sentence(ended_by_eos: bool, max_steps: int) -> str:
     return "Generation finished: " + ("the model produced its end-of-text token." if ended_by_eos else
                                       f"the {max_steps}-token limit was reached.")

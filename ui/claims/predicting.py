@@ -185,6 +185,18 @@ def greedy_vs_sampled_sentence(temperature: float, identical: bool) -> str:
             "seed's u values." + same)
 
 
+def sampling_suggestions(temperature: float) -> list[str]:
+    """The Sampling page's "what to try next", each true for the settings in force (at T = 0 no u is drawn)."""
+    first = ("- Set T above 0 first: at T = 0 every draw is the top token and no u is drawn. Then press **Draw again** "
+             "a few times, change the seed in the sidebar and start over: the same seed always replays the same draws."
+             if temperature == 0 else
+             "- Press **Draw again** a few times, then change the seed in the sidebar and start over: the same seed "
+             "always replays the same draws.")
+    return [first, "- Draw 1,000 times at T = 0.3 and at T = 1.5: does the histogram still follow the probabilities? "
+                   "The χ² verdict says so either way.",
+            "- Next: **Generation & KV cache** — repeat the draw, token after token."]
+
+
 def two_settings_sentence(t_a: float, t_b: float, split: int | None) -> str:
     """Two temperatures, one seed: where the continuations part, and whether both drew u values."""
     where = "they never diverge" if split is None else f"they first differ at generated token #{split}"

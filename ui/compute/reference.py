@@ -67,7 +67,7 @@ def candidates(words: Sequence[Word], before: int) -> list[Word]:
 class Antecedent:
     word: Word
     n_heads: int  # heads that send the pronoun to this word
-    best: list[tuple[int, int, float]]  # (layer, head, share of the row on the word), the strongest first
+    best: list[tuple[int, int, float]]  # of the heads that send it here: (layer, head, share of the row), strongest first
     only_first_token: bool  # the word is the first token alone: its weight cannot be told from the sink's
 
 
@@ -107,9 +107,9 @@ def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: i
     for word in found:
         index = earlier.index(word)
         sends = (strongest == index) & (strongest_share >= MIN_SHARE)  # (L, H)
-        share = weights[..., index]
-        order = np.argsort(share, axis=None)[::-1][:top]
-        best = [(int(i // n_heads), int(i % n_heads), float(share.flat[i])) for i in order if share.flat[i] > 0]
+        share = np.where(sends, weights[..., index], -1.0)  # only heads that send the pronoun to this word
+        order = np.argsort(share, axis=None)[::-1][: min(top, int(sends.sum()))]
+        best = [(int(i // n_heads), int(i % n_heads), float(share.flat[i])) for i in order]
         out.append(Antecedent(word, int(sends.sum()), best, word.start == 0 and word.end == 1))
     return Reference(pronoun, query, out, n_layers * n_heads)
 
