@@ -53,7 +53,7 @@ else:
     st.markdown(claims.type_phrase(type_name) + ".")
     charts.show(figs.make_block_layout(layout.codes.tolist(), layout.decoded, layout.group_size, layout.code_range,
                                        held, f"{tensor} ({type_name}, {stored.shape[0]} × {stored.shape[1]}): "
-                                             f"row {stored.row}, weights 0–{layout.n_weights - 1}"),
+                                             f"row {stored.row}, weights 0–{layout.n_weights - 1}", layout.zero_code),
                 key="quant_block",
                 data=figs.block_layout_table(layout.codes.tolist(), layout.decoded, layout.group_size, layout.scales,
                                              layout.offsets, stored.reference, held))

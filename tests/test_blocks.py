@@ -98,3 +98,28 @@ def test_the_kernels_copy_rounds_scale_and_zero_to_bfloat16():
         expected = ((codes - 8) * scale[:, None] + zero[:, None]).reshape(-1).numpy()
         np.testing.assert_array_equal(blocks.kernel_held(blocks.decode_block(type_name, raw)), expected)
     assert blocks.kernel_held(blocks.decode_block("Q5_0", _random_block("Q5_0", rng))) is None
+
+
+@pytest.mark.parametrize("type_name, expected", [("Q4_0", 8), ("Q5_0", 16), ("Q8_0", 0), ("Q6_K", 32)])
+def test_the_code_for_a_zero_weight(type_name, expected):
+    """The block view's dashed line: the code every group decodes to 0 (none for Q4_K, whose groups differ)."""
+    rng = np.random.default_rng(7)
+    raw = _random_block(type_name, rng)
+    if type_name == "Q6_K":
+        raw[192:208] = np.arange(1, 17, dtype=np.int8).view(np.uint8)  # no group scale of 0
+    layout = blocks.decode_block(type_name, raw)
+    assert layout.zero_code == pytest.approx(expected)
+    np.testing.assert_allclose(layout.scales * layout.zero_code + layout.offsets, 0, atol=1e-9)
+    q4_1 = blocks.decode_block("Q4_1", _random_block("Q4_1", rng))
+    assert q4_1.zero_code == pytest.approx(-q4_1.fields["m"] / q4_1.fields["d"])
+    q4_k = _random_block("Q4_K", rng)
+    assert blocks.decode_block("Q4_K", q4_k).zero_code is None  # eight groups, eight different zeros
+
+
+def test_the_block_chart_marks_the_zero_code_inside_the_code_range():
+    from ui.figures.quant import make_block_layout
+
+    drawn = make_block_layout([3, 31, 0], np.array([0.1, 0.2, 0.3]), 3, (0, 31), None, "t", zero_code=16)
+    assert [s.y0 for s in drawn.layout.shapes] == [16] and "q = 16 ↔ w = 0" in drawn.layout.annotations[-1].text
+    outside = make_block_layout([3, 15, 0], np.array([0.1, 0.2, 0.3]), 3, (0, 15), None, "t", zero_code=-3.2)
+    assert not outside.layout.shapes  # a Q4_1 zero below every code: no line off the chart

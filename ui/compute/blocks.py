@@ -47,6 +47,15 @@ class BlockLayout:
     def groups(self) -> int:
         return len(self.scales)
 
+    @property
+    def zero_code(self) -> float | None:
+        """The code that decodes to a weight of 0, when every group shares it (16 for Q5_0, 32 for Q6_K, −m/d for
+        Q4_1); None when the groups differ (Q4_K) or a scale is 0."""
+        if not np.all(self.scales):
+            return None
+        zeros = -self.offsets / self.scales
+        return float(zeros[0]) if np.allclose(zeros, zeros[0]) else None
+
 
 def _f16(raw: np.ndarray, at: int) -> float:
     return float(raw[at : at + 2].view(np.float16)[0])

@@ -16,6 +16,7 @@ import streamlit as st
 
 from ui.compute.logits import entropy_bits, prompt_logits, softmax_at, token_texts, tokens_for_mass, top_indices
 from ui.figures import format as fmt
+from ui.figures.logits import visible_token
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Frames:
         return {
             "temperatures": self.temperatures,
             "current": current,
-            "tokens": self.token_strings,
+            "tokens": [visible_token(t) for t in self.token_strings],  # the charts' notation: ·The, ↵
             "probs": [[float(p) for p in row] for row in self.probs],
             "labels": [[fmt.prob(p, 2, 2) for p in row] for row in self.probs],
             "entropy": [float(h) for h in self.entropy],

@@ -2,7 +2,7 @@
 // frames the server computed for every step of the slider, so dragging needs no round trip; the release sends T.
 // Every number shown comes from the frames (data.probs, data.labels, data.summaries); nothing is computed here.
 const SVG = "http://www.w3.org/2000/svg";
-const W = 820, H = 300, TOP = 28, BOTTOM = 64, LEFT = 44, RIGHT = 12;
+const W = 820, H = 240, TOP = 28, BOTTOM = 44, LEFT = 44, RIGHT = 12;
 
 function element(name, attributes, parent) {
   const node = document.createElementNS(SVG, name);
