@@ -161,7 +161,7 @@ if config.local_layers:
                    "higher of their 99th percentiles.")
         local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
         shares = {i: float(windowed.outside_share[i]) for i in globals_}
-        by_layer = ", ".join(f"**{share:.1%}** (layer {i})" for i, share in shares.items())
+        by_layer = ", ".join(f"**{fmt.pct(share, 1)}** (layer {i})" for i, share in shares.items())
         st.markdown(
             f"- Measured over all {len(config.local_layers)} local layers and their heads: the largest weight any "
             f"query puts on a key outside its window is **{local_max:g}** "

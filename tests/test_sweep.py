@@ -19,9 +19,12 @@ is a base model without one). Everything the page writes is read back, and the t
 Cost: the session's engines are shared (``engine``, ``gemma_engine``: no load of its own), each page's
 forwards are cached across its reruns, the two pages that run a traced forward of their own (Overview,
 the logit lens) and the side-by-side page (which generates with both models) are swept on three of the
-prompts, and the independent checks are one plain forward per prompt and model (a traced one where a
+prompts, the pages whose text follows the settings (Sampling, Generation, Experiments) on four and the
+Quantization page (its block view describes the model's file) on one, and the independent checks are one plain forward per prompt and model (a traced one where a
 button names a head). Measured: 49 s (SmolLM2) and 131 s (Gemma, the side-by-side page on seven prompts
-then) on a shared 2-core machine at load 4-7, before the side-by-side page was cut to three prompts.
+then) on a shared 2-core machine at load 4-7, before the side-by-side page was cut to three prompts; with Sampling,
+Generation and Experiments on four prompts and Quantization on one added: 120 s (SmolLM2) and 244 s (Gemma) at
+load 7-9.
 """
 from __future__ import annotations
 
@@ -54,6 +57,9 @@ PAGES = ("tokenization", "embeddings", "attention", "logits")  # on every prompt
 TRACED_PAGES = ("overview", "logit_lens")  # a traced forward each: on the prompts below (the costliest pages)
 TRACED_ON = ("default", "bytes", "japanese")
 COMPARED_ON = ("default", "bytes", "japanese")  # the side-by-side page generates with both models: three prompts
+SETTINGS_PAGES = ("sampling", "generation", "experiments")  # their text follows the settings more than the prompt
+SETTINGS_ON = ("default", "no-pronoun", "code", "chat")
+MODEL_PAGES = ("quantization",)  # the block view and its introduction describe the model's file: one prompt
 ENDS = (".", "!", "?", ")", "…", "”", "*", "`", "\"", "'")
 
 
@@ -299,7 +305,8 @@ def test_every_sentence_holds_on_every_prompt(model, app, engines):
     for name, (prompt, chat) in PROMPTS.items():
         if chat and engine.tokenizer.chat_template is None:
             continue  # the sidebar disables the toggle for a model without a template
-        for page in PAGES + (TRACED_PAGES if name in TRACED_ON else ()):
+        pages = PAGES + (TRACED_PAGES if name in TRACED_ON else ()) + (SETTINGS_PAGES if name in SETTINGS_ON else ())
+        for page in pages + (MODEL_PAGES if name == "default" else ()):
             _open(at, page, prompt, chat)
             where = f"{model} / {name} / {page}"
             problems += [f"{where}: {p}" for text in page_texts(at) for p in problems_in(text)]

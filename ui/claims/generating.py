@@ -128,7 +128,7 @@ def curve_caption(prompt: str, largest: int, decode_steps: int, seconds: float |
 
 def mode_caption(n_steps: int, computed: int, wasted: int, ttft_ms: Sequence[float]) -> str:
     share = wasted / max(computed, 1)
-    return (f"{n_steps} steps, {computed:,} positions computed, {wasted:,} wasted ({share:.0%}) on padding and finished "
+    return (f"{n_steps} steps, {computed:,} positions computed, {wasted:,} wasted ({fmt.pct(share)}) on padding and finished "
             f"rows; time to first token {_range_ms(ttft_ms)}.")
 
 
@@ -211,7 +211,7 @@ def shared_start_sentence(reused: dict[int, int], prompt_positions: int, labels:
     each = ", ".join(f"request {labels[i]}: {n}" for i, n in sorted(reused.items()))
     return (f"**Shared prompt starts:** {total:,} of the {prompt_positions:,} prompt positions "
             f"{'was' if total == 1 else 'were'} copied from a slot holding the same opening tokens instead of "
-            f"computed ({total / max(prompt_positions, 1):.0%}; {each}).")
+            f"computed ({fmt.pct(total / max(prompt_positions, 1))}; {each}).")
 
 
 def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mode: str) -> str:
@@ -221,4 +221,4 @@ def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mo
         return f"{mode}: no cache was reserved."
     return (f"{mode}: up to {max(reserved_bytes) / 2**20:,.2f} MiB reserved for the rows or slots in use, up to "
             f"{max(used_bytes) / 2**20:,.2f} MiB holding real tokens; step by step, real tokens filled "
-            f"{min(shares):.0%}–{max(shares):.0%} of what was reserved (mean {sum(shares) / len(shares):.0%}).")
+            f"{fmt.pct(min(shares))}–{fmt.pct(max(shares))} of what was reserved (mean {fmt.pct(sum(shares) / len(shares))}).")

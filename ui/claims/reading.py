@@ -275,7 +275,7 @@ def pronoun_sentence(pronoun: str, antecedents: Sequence[tuple[str, int, Sequenc
 
 def top_heads_sentence(query_piece: str, key_piece: str, best: Sequence[tuple[int, int, float]]) -> str:
     """The heads that put the most weight from one query on one key, strongest first."""
-    listed = ", ".join(f"layer {layer} head {head} ({weight:.0%})" for layer, head, weight in best)
+    listed = ", ".join(f"layer {layer} head {head} ({fmt.pct(weight)})" for layer, head, weight in best)
     return f"- Heads that send {_code(query_piece)} most to {_code(key_piece)}: {listed}."
 
 

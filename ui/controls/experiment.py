@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.figures import format as fmt
 from ui.session import experiment as exp
 from ui.session import state
 from ui.figures.tokens import visible
@@ -50,7 +51,7 @@ def render_editor(n_layers: int, n_heads: int, pieces: list[str]) -> list[str]:
                                _keep_valid(exp.MLPS, list(range(n_layers)))) if note]
     heads_col, mlps_col = st.columns(2)
     with heads_col:
-        st.multiselect("Attention heads to change (layer.head)", head_options, format_func=lambda p: f"{p[0]}.{p[1]}",
+        st.multiselect("Attention heads to change (layer L, head H)", head_options, format_func=lambda p: fmt.head(*p),
                        placeholder="none", help="Each head's output, before the output projection mixes the heads.",
                        **state.bind(exp.HEADS))
         mode = st.radio("How", list(exp.HEAD_MODES), format_func=exp.HEAD_MODES.get, horizontal=True,
