@@ -47,7 +47,8 @@ LONG_PROMPT = " ".join(["The cat sat on the mat because it was tired."] * 59)  #
 # shot name (assets/<name>.png) -> what to open and do
 TWO_NOUNS = "The trophy did not fit in the suitcase because it was too big."  # "it": trophy or suitcase?
 SHOTS: dict[str, Shot] = {
-    "overview": Shot("?present=1", window=(1280, 720)),  # the first page a newcomer sees, on a projector's 720p
+    "overview": Shot("?present=1", window=(1280, 720),  # the first page a newcomer sees, on a projector's 720p
+                     scroll_to="LLM inference explorer"),
     "tokenization": Shot("tokenization"),
     "embeddings": Shot("embeddings"),
     "attention": Shot("attention?" + urllib.parse.urlencode({"prompt": TWO_NOUNS})),

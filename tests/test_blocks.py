@@ -120,6 +120,7 @@ def test_the_block_chart_marks_the_zero_code_inside_the_code_range():
     from ui.figures.quant import make_block_layout
 
     drawn = make_block_layout([3, 31, 0], np.array([0.1, 0.2, 0.3]), 3, (0, 31), None, "t", zero_code=16)
-    assert [s.y0 for s in drawn.layout.shapes] == [16] and "q = 16 ↔ w = 0" in drawn.layout.annotations[-1].text
+    assert [s.y0 for s in drawn.layout.shapes] == [16]
+    assert "dashed: q = 16, which decodes to w = 0" in drawn.layout.annotations[0].text  # the codes' subplot title
     outside = make_block_layout([3, 15, 0], np.array([0.1, 0.2, 0.3]), 3, (0, 15), None, "t", zero_code=-3.2)
-    assert not outside.layout.shapes  # a Q4_1 zero below every code: no line off the chart
+    assert not outside.layout.shapes and "dashed" not in outside.layout.annotations[0].text  # Q4_1's −m/d below 0

@@ -26,9 +26,11 @@ def make_block_layout(codes: Sequence[int], decoded: np.ndarray, group_size: int
     dashed. Bottom: the weights they decode to (and what the 4-bit kernel holds)."""
     n = len(decoded)
     groups = n // group_size
+    zero_drawn = zero_code is not None and code_range[0] <= zero_code <= code_range[1]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=(f"stored codes (integers {code_range[0]}…{code_range[1]})"
-                                        + (f", {groups} groups of {group_size} with their own scale" if groups > 1 else ""),
+                                        + (f", {groups} groups of {group_size} with their own scale" if groups > 1 else "")
+                                        + (f"; dashed: q = {zero_code:.3g}, which decodes to w = 0" if zero_drawn else ""),
                                         "the weights they stand for"))
     index = list(range(n))
     colours = [GROUP_COLORS[(i // group_size) % 2] for i in index]
@@ -43,11 +45,9 @@ def make_block_layout(codes: Sequence[int], decoded: np.ndarray, group_size: int
                                  marker=dict(color=HELD_COLOR, symbol="x", size=5 if n > 64 else 7),
                                  name="what the 4-bit kernel holds (bf16 scale and zero)",
                                  hovertemplate="weight %{x}: %{y:.6f}<extra></extra>"), row=2, col=1)
-    if zero_code is not None and code_range[0] <= zero_code <= code_range[1]:
+    if zero_drawn:  # named in the subplot's title: a label on the line would sit on the bars
         fig.add_shape(type="line", xref="x", yref="y", x0=-0.5, x1=n - 0.5, y0=zero_code, y1=zero_code,
                       line=dict(color="#444", dash="dash", width=1.5))
-        fig.add_annotation(x=n - 0.5, y=zero_code, xref="x", yref="y", xanchor="right", yanchor="bottom",
-                           showarrow=False, text=f"q = {zero_code:.3g} ↔ w = 0", font=dict(size=12, color="#444"))
     low, high = min(code_range[0], 0), max(code_range[1], 0)
     fig.update_yaxes(title_text="code", range=[low - 0.04 * (high - low), high * 1.04], row=1, col=1)
     fig.update_yaxes(title_text="weight", row=2, col=1)
