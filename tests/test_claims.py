@@ -134,11 +134,14 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
     key = att.find_token(pieces[:query], "cat") or 0
     best = att.top_heads(maps, query, key)
     line = reading.top_heads_sentence(pieces[query], pieces[key], best)
-    quoted = [(int(l), int(h), int(p)) for l, h, p in re.findall(r"layer (\d+) head (\d+) \((\d+)%\)", line)]
+    quoted = [(int(l), int(h), p) for l, h, p in re.findall(r"layer (\d+) head (\d+) \(([<>]?\d+)%\)", line)]
     weights = maps.probs[:, :, query, key]
     assert [(l, h) for l, h, _ in quoted] == [tuple(np.unravel_index(i, weights.shape))
                                              for i in np.argsort(weights, axis=None)[::-1][:5]]
-    assert all(p == round(100 * weights[l, h]) for l, h, p in quoted)
+    def written(p: str, w: float) -> bool:  # the one rule: never "0%" for a weight that is not 0, nor "100%" below 1
+        return {"<1": 0 < w < 0.005, ">99": 0.995 <= w < 1}.get(p, p.isdigit() and int(p) == round(100 * w))
+
+    assert len(quoted) == len(best) and all(written(p, weights[l, h]) for l, h, p in quoted)
 
     previous = att.previous_token_heads(maps)
     sentence = reading.previous_token_sentence(previous, maps.n_tokens)
