@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean
 from ui import classroom, room as room_module
+from ui.compute_class import DRAWS_PER_PRESS
 from ui.room import Experiment, Room, RoomError
 
 KEY = "correct horse battery staple"
@@ -169,7 +170,13 @@ def test_a_student_cannot_broadcast(class_server):
     assert classroom.room().current().version == version  # nothing reached the room
     linked = session({"teacher": "also wrong"})  # the teacher-only link with a wrong key
     assert "not the teacher key" in " ".join(e.value for e in linked.error)
-    assert "teacher" not in linked.query_params  # the key does not stay in the address bar
+    scripts = [el.proto.srcdoc for el in linked.sidebar.get("iframe")]
+    # the browser replaces the link's history entry (not a new one); the script never holds the key itself
+    assert any("history.replaceState" in script for script in scripts)
+    assert not any("also wrong" in script for script in scripts)
+    linked.run()  # AppTest runs no script: a run that still carries the key drops it from the address bar
+    assert "teacher" not in linked.query_params
+    assert linked.session_state[classroom.TRIES] == 1  # the link's key was checked once, not once per run
     assert classroom.room().current().version == version
 
 
@@ -207,7 +214,7 @@ def student_session(student: str | None = None) -> AppTest:
 
 @pytest.mark.real_model
 def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_double_count(class_server):
-    from ui.compute_class import DRAWS_PER_PRESS, student_draws
+    from ui.compute_class import student_draws
 
     teacher = session()
     unlock(teacher, KEY)
@@ -242,6 +249,10 @@ def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_dou
     assert title.startswith(f"The class (2 students): {4 * DRAWS_PER_PRESS} draws")
 
 
+def guess_box(at: AppTest, round_id: str):
+    return at.text_input(key=f"_w_class_guess_{round_id}")
+
+
 @pytest.mark.real_model
 def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
     teacher = session()
@@ -252,9 +263,11 @@ def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
     teacher.run()
     teacher.button(key="class_new_guesses").click()
     teacher.run()
+    assert not any(key.startswith("_w_class_guess") for key in (w.key for w in teacher.text_input))  # no box
+    round_id = classroom.room().guess_round().round_id
     student = student_session()
-    for guess in ("floor", "mat"):  # a second guess replaces the first
-        student.text_input(key="_w_class_guess").input(guess)
+    for guess in ("floor", "mat"):  # a second guess replaces the first (the form's button; Enter sends the form)
+        guess_box(student, round_id).input(guess)
         student.button(key="class_guess").click()
         student.run()
         assert_clean(student)
@@ -269,6 +282,150 @@ def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
     view = guess_view(classroom.room().guess_round().experiment, ["mat"])
     hits = view.top_guessed
     assert f"{hits} student{'s' * (hits != 1)} of 1 guessed it" in sentence  # the sentence holds for the numbers
+    assert "· is a space" in sentence  # the labels' notation, explained where it is shown
     assert view.labels[0] == " mat" and view.class_share[0] == 1.0
+    chart = next(json.loads(c.proto.spec) for c in teacher.get("plotly_chart") if c.proto.id.endswith("-class_guesses"))
+    model_bars = chart["data"][0]
+    assert len(model_bars["text"]) == len(model_bars["y"]) and all(model_bars["text"])  # every bar has its value
+    student.run()  # what the tab's heartbeat does on the reveal
+    assert "Send my guess" not in [b.label for b in student.button]  # closed after the reveal ...
+    closed = [w for w in student.text_input if w.label.startswith("Your guess (closed")]
+    assert len(closed) == 1 and closed[0].disabled and closed[0].value == "mat"  # ... visibly, with the guess sent
+
+
+@pytest.mark.real_model
+def test_a_new_round_redraws_an_open_page_and_a_late_press_counts_in_it(class_server):
+    """A student's open Class page drew round A; the teacher starts round B at another temperature. The tab's
+    heartbeat sees rounds other than those its page drew (``classroom._rounds_changed``) and reruns the page,
+    which then describes B; a press sent from the page of round A, just before that, counts in round B."""
+    teacher = session()
+    unlock(teacher, KEY)
+    teacher.text_area(key="_w_prompt").input("The cat sat on the")
+    teacher.run()
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    teacher.button(key="class_new_draws").click()
+    teacher.run()
+    assert "class_draw" not in [b.key for b in teacher.button]  # the teacher does not draw (said on the page)
+    assert any("You do not draw or guess yourself" in c.value for c in teacher.caption)
+    student = student_session()
+    student_id = student.session_state[classroom.STUDENT]
+    first_round = classroom.room().draw_round().round_id
+    assert "T = 0.8" in " ".join(m.value for m in student.markdown if m.value.startswith("**Draw round"))
+
+    teacher.switch_page("pages/5_logits.py")
+    teacher.run()
+    teacher.slider(key="_w_temperature").set_value(0.3)
+    teacher.run()
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    teacher.button(key="class_new_draws").click()  # round B, at T = 0.3, while the student's page shows round A
+    teacher.run()
+    second_round = classroom.room().draw_round().round_id
+    assert second_round != first_round
+    shown = student.session_state[classroom.ROUNDS_SHOWN]
+    assert shown["draw_id"] == first_round  # what the student's page drew; the heartbeat compares it:
+    assert classroom.room().rounds().draw_id != shown["draw_id"]
+
+    student.button(key="class_draw").click()  # pressed on round A's page: counts in round B, and says so
     student.run()
-    assert "Send my guess" not in [b.label for b in student.button]  # closed after the reveal
+    assert_clean(student)
+    rnd = classroom.room().draw_round()
+    assert rnd.round_id == second_round and len(rnd.draws[student_id]) == DRAWS_PER_PRESS
+    assert any("counts in it" in i.value for i in student.info)
+    text = " ".join(m.value for m in student.markdown if m.value.startswith("**Draw round"))
+    assert "T = 0.3" in text and "T = 0.8" not in text  # the text above the chart is round B's
+    assert student.session_state[classroom.ROUNDS_SHOWN]["draw_id"] == second_round
+
+
+@pytest.mark.real_model
+def test_a_guess_sent_from_an_old_rounds_page_is_refused_and_a_reset_clears_it(class_server):
+    teacher = session()
+    unlock(teacher, KEY)
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    teacher.button(key="class_new_guesses").click()
+    teacher.run()
+    first = classroom.room().guess_round().round_id
+    student = student_session()
+    guess_box(student, first).input("mat")
+    student.button(key="class_guess").click()
+    student.run()
+    assert any("Your guess: `'mat'`" in c.value for c in student.caption)
+    teacher.button(key="class_new_guesses").click()  # a reset: the same prompt, a new round
+    teacher.run()
+    guess_box(student, first).input("rug")  # typed on the old round's page
+    student.button(key="class_guess").click()
+    student.run()
+    assert_clean(student)
+    assert classroom.room().guess_round().guesses == {}  # not counted in the new round
+    assert any("new guess round" in w.value for w in student.warning)
+    assert not any("Your guess" in c.value for c in student.caption)  # the old round's guess is gone from the page
+    second = classroom.room().guess_round().round_id
+    assert guess_box(student, second).value == ""  # a fresh box for the new round
+
+
+@pytest.mark.real_model
+def test_broadcast_off_tells_followers_and_moves_nobody(class_server):
+    teacher, student = session(), session()
+    unlock(teacher, KEY)
+    teacher.switch_page("pages/5_logits.py")
+    teacher.run()
+    student.run()
+    assert student.session_state["_page"] == "logits"
+    teacher.toggle(key=f"_w_{classroom.BROADCASTING}").set_value(False)
+    teacher.run()
+    assert not classroom.room().current().live
+    teacher.switch_page("pages/1_tokenization.py")
+    teacher.run()
+    student.run()
+    assert_clean(student)
+    assert student.session_state["_page"] == "logits"  # not moved
+    captions = " ".join(c.value for c in student.sidebar.get("caption"))
+    assert "not broadcasting" in captions and "Following the teacher:" not in captions
+    teacher.toggle(key=f"_w_{classroom.BROADCASTING}").set_value(True)
+    teacher.run()
+    student.run()
+    assert student.session_state["_page"] == "tokenization"  # on again: the teacher's view at once
+
+
+@pytest.mark.real_model
+def test_a_wrong_key_keeps_the_teacher_panel_open(class_server):
+    student = session()
+    unlock(student, "not it")
+    panel = next(e for e in student.sidebar.get("expander") if e.label == "I am the teacher")
+    assert panel.proto.expanded
+    assert "not the teacher key" in " ".join(e.value for e in student.error)
+
+
+def test_the_bin_plan_is_the_chi_square_tests_own():
+    """The sentence's bins (``bin_plan``) are the ones ``chi_square_gof`` tests, for every kind of case."""
+    import numpy as np
+
+    from ui.compute_class import bin_plan
+    from ui.compute_sampling import chi_square_gof
+
+    rng = np.random.default_rng(0)
+    for n_tokens, n_draws in [(2, 10), (11, 120), (50, 40), (5, 3), (49_152, 120), (3, 1000), (8, 12)]:
+        probs = rng.dirichlet(np.full(n_tokens, 0.3))
+        counts = rng.multinomial(n_draws, probs)
+        plan, gof = bin_plan(n_draws, probs), chi_square_gof(counts, probs)
+        assert plan.n_bins == gof.n_bins, (n_tokens, n_draws, plan, gof)
+
+
+def test_class_sentences_say_what_their_numbers_say():
+    from ui.claims import classroom as claims
+    from ui.class_views import prompt_end
+    from ui.compute_class import BinPlan
+
+    assert claims.bins_sentence(11, BinPlan(3, 49_149, True)) == (
+        "Pearson's χ² needs every bin expected at least 5 times, so it tests the 3 tokens expected that often on "
+        "their own and pools the 49,149 other possible tokens (each expected fewer times) into one bin: 4 bins, "
+        "while the chart shows 11 bars.")
+    assert "added to the smallest" in claims.bins_sentence(4, BinPlan(2, 1, False))
+    assert "each is a bin of its own (3 bins" in claims.bins_sentence(3, BinPlan(3, 0, True))
+    assert claims.space_note([" cat", "other (9 tokens)"]) == " (In the token labels, · is a space.)"
+    assert claims.space_note(["cat", "other (9 tokens)"]) == ""  # the "other" bar's spaces are words, not tokens
+    assert "(**other (49,142 tokens)**)" in claims.pooled_sentence(120, 4, 0.048, "other (49,142 tokens)")
+    assert prompt_end("Use *stars* and <b>tags</b>") == r"Use \*stars\* and \<b\>tags\</b\>"
+    assert prompt_end("x " * 40).startswith("…") and len(prompt_end("word " * 30)) <= 41
