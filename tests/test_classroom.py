@@ -429,3 +429,75 @@ def test_class_sentences_say_what_their_numbers_say():
     assert "(**other (49,142 tokens)**)" in claims.pooled_sentence(120, 4, 0.048, "other (49,142 tokens)")
     assert prompt_end("Use *stars* and <b>tags</b>") == r"Use \*stars\* and \<b\>tags\</b\>"
     assert prompt_end("x " * 40).startswith("…") and len(prompt_end("word " * 30)) <= 41
+
+
+# ---- the class's sentences on both models and on prompts they were not written for ---------------------------
+ODD_PROMPTS = [("The cat sat on the", False), ("def add(a, b):\n    return", False), ("I love 🍕 and", False),
+               ("Write one word: ", False), ("Name an animal.", True)]
+
+
+@pytest.fixture
+def both_models(gemma_engine, monkeypatch):
+    """The app's two models through ``ui.resources`` (Gemma's engine shared with the session's fixture)."""
+    import streamlit as st
+
+    from ui import models, resources
+
+    real = resources.load_engine
+    monkeypatch.setattr(resources, "load_engine",
+                        lambda model=None, **kwargs: gemma_engine if model == "gemma-3-270m" else real(model=model, **kwargs))
+    st.cache_resource.clear()
+    yield [models.default_name(), "gemma-3-270m"]
+    st.cache_resource.clear()
+
+
+@pytest.mark.real_model
+def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
+    """Each number in the class view's sentences is the chart's: draws, students, the largest gap, the bins, the
+    guesses; the question quotes the prompt's real end; a guess is read as the token the model would write next."""
+    from inference import SamplingParams
+    from ui.claims import classroom as claims
+    from ui.class_views import next_token_phrase, prompt_end
+    from ui.compute_class import guess_token, guess_view, pooled_bins, pooled_histogram, student_draws
+    from ui.compute_logits import params_key, prompt_logits, token_texts
+
+    for model in both_models:
+        for prompt, chat in ODD_PROMPTS:
+            if chat and model == "gemma-3-270m":
+                continue  # a base model: no chat template (the sidebar's toggle is off for it)
+            experiment = Experiment(model, prompt, chat, params_key(SamplingParams(temperature=1.0, seed=0)))
+            room = Room()
+            round_id = room.new_draw_round(experiment)
+            for student in ("a", "b"):
+                room.add_draws(round_id, student, 0, student_draws(experiment, round_id, student, 0, 40))
+            rnd = room.draw_round()
+            pooled = pooled_histogram(experiment, rnd.counts())
+            assert pooled.n_draws == 80 and round(float(pooled.observed.sum()) * 80) == 80
+            gaps = abs(pooled.observed - pooled.expected)
+            sentence = claims.pooled_sentence(pooled.n_draws, 2, float(gaps.max()), pooled.labels[int(gaps.argmax())])
+            assert sentence.startswith("80 draws by 2 students") and f"{gaps.max():.3f}" in sentence
+            plan = pooled_bins(experiment, pooled.n_draws)
+            assert plan.n_bins == pooled.gof.n_bins, (model, prompt)
+            if pooled.gof.dof:
+                bins = claims.bins_sentence(len(pooled.labels), plan)
+                assert f"{plan.n_bins:,} bin" in bins and f"{len(pooled.labels)} bar" in bins
+            note = claims.space_note(pooled.labels)
+            assert ("· is a space" in note) == any(" " in label for label in pooled.labels
+                                                    if not label.startswith(claims.OTHER_PREFIX))
+            phrase = next_token_phrase(experiment)
+            assert prompt_end(prompt) in phrase and (("reply" in phrase) == chat)
+
+            guesses = ["mat", "floor", "🍕", "mat"]
+            view = guess_view(experiment, guesses)
+            assert view.n_guesses == 4 and abs(float(view.class_share.sum()) - 1.0) < 1e-9
+            text = claims.guesses_sentence(view.n_guesses, view.top_token, view.top_prob, view.top_guessed,
+                                           view.most_guessed, view.most_guessed_count, view.most_guessed_prob,
+                                           view.several_tokens)
+            assert f"(p = {view.top_prob:.3f})" in text and f"of 4 guessed it" in text
+            several = claims._plural(view.several_tokens, "guess", "guesses") + " of more than one token"
+            assert (several in text) == bool(view.several_tokens)
+            last = prompt_logits(model, prompt, chat).token_strings[-1]
+            token, _ = guess_token(model, prompt, "mat", chat)
+            written = "mat" if last[-1:].isspace() else " mat"  # what the model would write after the prompt
+            shown = token_texts(model, [token])[0]
+            assert shown and written.startswith(shown) and shown.startswith(written[:2]), (model, prompt, shown)
