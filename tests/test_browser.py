@@ -586,6 +586,9 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         _wait_for_run_to_finish(teacher)
 
     def round_event(name: str, predicate_js: str, button: str) -> None:
+        for page in students + [teacher]:  # as in a class: the teacher starts a round on pages that have finished
+            _wait_for(page, "!document.querySelector('[data-testid=\"stApp\"][data-test-script-state=\"running\"]')")
+        time.sleep(1.0)  # and the browsers have drawn them
         seconds = _reach(students, predicate_js,
                          lambda: teacher.get_by_role("button", name=button, exact=True).click())
         rounds[name] = seconds

@@ -419,11 +419,11 @@ def test_class_sentences_say_what_their_numbers_say():
     from ui.compute_class import BinPlan
 
     assert claims.bins_sentence(11, BinPlan(3, 49_149, True)) == (
-        "Pearson's χ² needs every bin expected at least 5 times, so it tests the 3 tokens expected that often on "
-        "their own and pools the 49,149 other possible tokens (each expected fewer times) into one bin: 4 bins, "
-        "while the chart shows 11 bars.")
-    assert "added to the smallest" in claims.bins_sentence(4, BinPlan(2, 1, False))
-    assert "each is a bin of its own (3 bins" in claims.bins_sentence(3, BinPlan(3, 0, True))
+        "The χ² test needs every bin expected at least 5 times: it keeps the 3 tokens expected that often as bins "
+        "of their own and pools the 49,149 other possible tokens (each expected fewer times) into one, so it counts "
+        "4 bins where the chart shows 11 bars.")
+    assert "join the smallest of those, so it counts 2 bins" in claims.bins_sentence(4, BinPlan(2, 1, False))
+    assert "each of the 3 possible tokens is, so it counts 3 bins" in claims.bins_sentence(3, BinPlan(3, 0, True))
     assert claims.space_note([" cat", "other (9 tokens)"]) == " (In the token labels, · is a space.)"
     assert claims.space_note(["cat", "other (9 tokens)"]) == ""  # the "other" bar's spaces are words, not tokens
     assert "(**other (49,142 tokens)**)" in claims.pooled_sentence(120, 4, 0.048, "other (49,142 tokens)")

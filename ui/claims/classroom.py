@@ -37,19 +37,17 @@ def pooled_sentence(n_draws: int, n_students: int, largest_gap: float, gap_token
 
 def bins_sentence(n_bars: int, plan: BinPlan) -> str:
     """Why the χ² test counts fewer bins than the chart has bars (or more: every survivor, not only those shown)."""
-    need = f"Pearson's χ² needs every bin expected at least {MIN_EXPECTED:g} times"
+    need = f"The χ² test needs every bin expected at least {MIN_EXPECTED:g} times"
+    counted = f"so it counts {_plural(plan.n_bins, 'bin')} where the chart shows {_plural(n_bars, 'bar')}."
     if not plan.pooled:
-        return (f"{need}; here each of the {_plural(plan.alone, 'possible token')} is, so each is a bin of its own "
-                f"({plan.n_bins:,} bins; the chart shows {_plural(n_bars, 'bar')}).")
+        return f"{need}; here each of the {_plural(plan.alone, 'possible token')} is, {counted}"
     alone = _plural(plan.alone, "token")
     others = _plural(plan.pooled, "other possible token")
     if plan.pooled_bin:
-        return (f"{need}, so it tests the {alone} expected that often on their own and pools the {others} "
-                f"(each expected fewer times) into one bin: {_plural(plan.n_bins, 'bin')}, while the chart shows "
-                f"{_plural(n_bars, 'bar')}.")
-    return (f"{need}, so it tests the {alone} expected that often on their own; the {others} together are expected "
-            f"fewer than {MIN_EXPECTED:g} times, so they are added to the smallest of those: "
-            f"{_plural(plan.n_bins, 'bin')}, while the chart shows {_plural(n_bars, 'bar')}.")
+        return (f"{need}: it keeps the {alone} expected that often as bins of their own and pools the {others} "
+                f"(each expected fewer times) into one, {counted}")
+    return (f"{need}: it keeps the {alone} expected that often as bins of their own; the {others} together are "
+            f"expected fewer than {MIN_EXPECTED:g} times, so they join the smallest of those, {counted}")
 
 
 def guesses_sentence(n: int, top_token: str, top_prob: float, top_guessed: int, most_guessed: str | None,
