@@ -313,7 +313,7 @@ def test_a_new_round_redraws_an_open_page_and_a_late_press_counts_in_it(class_se
     first_round = classroom.room().draw_round().round_id
     assert "T = 0.8" in " ".join(m.value for m in student.markdown if m.value.startswith("**Draw round"))
 
-    teacher.switch_page("pages/5_logits.py")
+    teacher.switch_page("pages/logits.py")
     teacher.run()
     teacher.slider(key="_w_temperature").set_value(0.3)
     teacher.run()
@@ -369,14 +369,14 @@ def test_a_guess_sent_from_an_old_rounds_page_is_refused_and_a_reset_clears_it(c
 def test_broadcast_off_tells_followers_and_moves_nobody(class_server):
     teacher, student = session(), session()
     unlock(teacher, KEY)
-    teacher.switch_page("pages/5_logits.py")
+    teacher.switch_page("pages/logits.py")
     teacher.run()
     student.run()
     assert student.session_state["_page"] == "logits"
     teacher.toggle(key=f"_w_{classroom.BROADCASTING}").set_value(False)
     teacher.run()
     assert not classroom.room().current().live
-    teacher.switch_page("pages/1_tokenization.py")
+    teacher.switch_page("pages/tokenization.py")
     teacher.run()
     student.run()
     assert_clean(student)

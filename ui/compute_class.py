@@ -1,6 +1,6 @@
 """The class experiments' numbers: each student's own seeded draws, the pooled histogram with χ², the guesses.
 
-Owns the arithmetic behind ``pages/85_class.py`` and the Sampling page's "Draw for the class":
+Owns the arithmetic behind ``pages/95_class.py`` and the Sampling page's "Draw for the class":
 
 - a student's draws in a round come from its own seed (``student_seed``: the round id and the
   student's id hashed, so two students never share a stream and a new round draws new numbers),
