@@ -327,12 +327,11 @@ def render_sidebar() -> None:
         if is_teacher():
             st.session_state.setdefault(BROADCASTING, True)
             st.session_state[f"_w_{BROADCASTING}"] = st.session_state[BROADCASTING]
-            row = st.container(horizontal=True, vertical_alignment="center")
-            row.toggle("Broadcast my view", key=f"_w_{BROADCASTING}", on_change=_store_broadcasting,
-                       help=f"Students who follow get your page, prompt, model and settings: their tabs ask every "
-                            f"{POLL_S:g} s, then rerun on your view. Off: they keep their own view and are told so.")
-            row.button("Leave teacher mode", key="class_leave", on_click=_leave, type="tertiary")
-            _heartbeat()
+            st.toggle("Broadcast my view", key=f"_w_{BROADCASTING}", on_change=_store_broadcasting,
+                      help=f"Students who follow get your page, prompt, model and settings: their tabs ask every "
+                           f"{POLL_S:g} s, then rerun on your view. Off: they keep their own view and are told so.")
+            _heartbeat()  # the follower count, live
+            st.button("Leave teacher mode", key="class_leave", on_click=_leave, type="tertiary")
             return
         st.session_state[f"_w_{FOLLOW}"] = bool(st.session_state.get(FOLLOW, True))
         st.toggle("Follow the teacher", key=f"_w_{FOLLOW}", on_change=_step_on, help=_follow_help())
