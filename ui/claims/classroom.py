@@ -63,7 +63,8 @@ def guesses_sentence(n: int, top_token: str, top_prob: float, top_guessed: int, 
     elif most_guessed is not None:
         text += "The class's favourite is the model's favourite too."
     if several:
-        text += f" ({_plural(several, 'guess', 'guesses')} of more than one token counted by their first token.)"
+        text += (f" ({_plural(several, 'guess', 'guesses')} of more than one token counted by "
+                 f"{'its' if several == 1 else 'their'} first token.)")
     return text
 
 
