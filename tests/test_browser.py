@@ -418,6 +418,10 @@ def test_presenter_mode_fits_a_projector(fresh_server, browser, tmp_path):
 CLASS_KEY = "browser-test-key"
 LAPTOP = {"width": 1366, "height": 768}  # a school laptop's screen
 ROUND_REACH_S = 3.0  # a new round, a reveal or a reset reaches every open student tab within this (the issue's goal)
+# A liveness bound for following a page, not a speed goal (the lag is printed and documented): a page's own run
+# sets it, and in a full suite on a loaded machine (load 50, swapping) one follower took over 60 s to one page.
+# The same bound as the load test's (tests/test_load.py, FOLLOW_REACH_S).
+FOLLOW_REACH_S = 90.0
 
 
 @pytest.fixture(scope="module")
@@ -447,7 +451,7 @@ def _prompt_is(prompt: str) -> str:
     return f"document.querySelector('[data-testid=\"stSidebar\"] textarea').value === {json.dumps(prompt)}"
 
 
-def _reach(students, predicate_js: str, action, timeout_s: float = 60) -> list[float]:
+def _reach(students, predicate_js: str, action, timeout_s: float = FOLLOW_REACH_S) -> list[float]:
     """Seconds from ``action`` (the teacher's click) until each student's open tab shows ``predicate_js``: every tab
     checks it every 50 ms in the page itself and keeps the first time it held (one clock: the same machine)."""
     for page in students:
@@ -576,14 +580,12 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
 
     def go(title: str, heading: str | None = None) -> None:  # the teacher opens a page from the sidebar; the class follows
         link = teacher.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first
-        lags[title] = _reach(students, _heading(heading or title), link.click)
-        _wait_for_run_to_finish(teacher)
+        lags[title] = _reach(students, _heading(heading or title), link.click)  # (the teacher's run ended first)
 
     def teacher_types(prompt: str) -> None:
         box = teacher.locator('[data-testid="stSidebar"] textarea')
         lags[f"prompt on {teacher.locator('h1').first.inner_text()}"] = _reach(
             students, _prompt_is(prompt), lambda: (box.fill(prompt), box.press("Control+Enter")))
-        _wait_for_run_to_finish(teacher)
 
     def round_event(name: str, predicate_js: str, button: str) -> None:
         for page in students + [teacher]:  # as in a class: the teacher starts a round on pages that have finished
@@ -643,7 +645,6 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         lags["temperature on Logits & temperature"] = _reach(
             students, _has_text("Entropy at T = 0.3"),
             lambda: [slider.press(key) for key in ("PageDown", "PageDown", "ArrowLeft", "ArrowLeft")])  # 0.8 -> 0.3
-        _wait_for_run_to_finish(teacher)
         go("The class, together")
         round_event("second draw round", _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.3"),
                     "New draw round on my prompt and settings")
@@ -666,7 +667,6 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
             lags[f"Next token {step}"] = _reach(
                 students, f"location.search.includes('step={step}')",
                 lambda: teacher.get_by_role("button", name="Next token", exact=True).click())
-            _wait_for_run_to_finish(teacher)
 
     for page in students:
         assert page.evaluate("() => window.__sameDocument === true")  # no student tab was ever reloaded
@@ -679,7 +679,7 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
     print(f"  all {len(every)}: median {statistics.median(every):.2f} s, max {max(every):.2f} s")
     for name, values in rounds.items():
         print(f"  {name} (rounds): " + ", ".join(f"{v:.2f}" for v in values) + " s")
-    assert all(seconds < 60 for seconds in every), lags
+    assert all(seconds < FOLLOW_REACH_S for seconds in every), lags
     teacher.context.close()
     for page in students:
         page.context.close()

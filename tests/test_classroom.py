@@ -50,6 +50,18 @@ def unlock(at: AppTest, key: str) -> None:
     at.run()
 
 
+def teacher_on_class_page(prompt: str | None = None) -> AppTest:
+    """A teacher's tab (the key typed) on the Class page, with ``prompt`` typed first when given."""
+    teacher = session()
+    unlock(teacher, KEY)
+    if prompt is not None:
+        teacher.text_area(key="_w_prompt").input(prompt)
+        teacher.run()
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    return teacher
+
+
 # ---- the room on its own ----------------------------------------------------------------------------------
 def test_each_draw_counts_once_and_the_pool_is_the_sum_of_the_students_draws():
     room = Room()
@@ -216,10 +228,7 @@ def student_session(student: str | None = None) -> AppTest:
 def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_double_count(class_server):
     from ui.compute_class import student_draws
 
-    teacher = session()
-    unlock(teacher, KEY)
-    teacher.switch_page("pages/95_class.py")
-    teacher.run()
+    teacher = teacher_on_class_page()
     teacher.button(key="class_new_draws").click()
     teacher.run()
     assert_clean(teacher)
@@ -255,12 +264,7 @@ def guess_box(at: AppTest, round_id: str):
 
 @pytest.mark.real_model
 def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
-    teacher = session()
-    unlock(teacher, KEY)
-    teacher.text_area(key="_w_prompt").input("The cat sat on the")
-    teacher.run()
-    teacher.switch_page("pages/95_class.py")
-    teacher.run()
+    teacher = teacher_on_class_page("The cat sat on the")
     teacher.button(key="class_new_guesses").click()
     teacher.run()
     assert not any(key.startswith("_w_class_guess") for key in (w.key for w in teacher.text_input))  # no box
@@ -298,12 +302,7 @@ def test_a_new_round_redraws_an_open_page_and_a_late_press_counts_in_it(class_se
     """A student's open Class page drew round A; the teacher starts round B at another temperature. The tab's
     heartbeat sees rounds other than those its page drew (``classroom._rounds_changed``) and reruns the page,
     which then describes B; a press sent from the page of round A, just before that, counts in round B."""
-    teacher = session()
-    unlock(teacher, KEY)
-    teacher.text_area(key="_w_prompt").input("The cat sat on the")
-    teacher.run()
-    teacher.switch_page("pages/95_class.py")
-    teacher.run()
+    teacher = teacher_on_class_page("The cat sat on the")
     teacher.button(key="class_new_draws").click()
     teacher.run()
     assert "class_draw" not in [b.key for b in teacher.button]  # the teacher does not draw (said on the page)
@@ -340,10 +339,7 @@ def test_a_new_round_redraws_an_open_page_and_a_late_press_counts_in_it(class_se
 
 @pytest.mark.real_model
 def test_a_guess_sent_from_an_old_rounds_page_is_refused_and_a_reset_clears_it(class_server):
-    teacher = session()
-    unlock(teacher, KEY)
-    teacher.switch_page("pages/95_class.py")
-    teacher.run()
+    teacher = teacher_on_class_page()
     teacher.button(key="class_new_guesses").click()
     teacher.run()
     first = classroom.room().guess_round().round_id
