@@ -96,6 +96,19 @@ def test_a_guess_is_one_per_student_and_closes_at_the_reveal():
         Room().guess(round_id, "a", "x" * (room_module.MAX_GUESS_CHARS + 1))
 
 
+def test_a_new_round_press_delivered_twice_starts_one_round():
+    """Under load Streamlit can deliver one click twice; the teacher's press names the round its page showed."""
+    room = Room()
+    experiment = Experiment("m", "p", False, ())
+    first = room.new_guess_round(experiment, replacing=None)  # the page showed no round
+    assert room.new_guess_round(experiment, replacing=None) == first  # the same press again: no second round
+    assert room.guess_round().number == 1
+    second = room.new_guess_round(experiment, replacing=first)  # the next press, from the page that showed round 1
+    assert second != first and room.guess_round().number == 2
+    assert room.new_draw_round(experiment, replacing=None) == room.new_draw_round(experiment, replacing=None)
+    assert room.draw_round().number == 1
+
+
 def test_the_broadcast_version_grows_only_on_a_change():
     room = Room()
     assert room.broadcast("logits", {"prompt": "a"}) == 1
@@ -497,3 +510,28 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
             written = "mat" if last[-1:].isspace() else " mat"  # what the model would write after the prompt
             shown = token_texts(model, [token])[0]
             assert shown and written.startswith(shown) and shown.startswith(written[:2]), (model, prompt, shown)
+
+
+@pytest.mark.real_model
+def test_a_draw_press_delivered_twice_counts_once(class_server):
+    """The Draw button names the student's count its page showed: the same press again (a double click, or a click
+    Streamlit replays under load) adds nothing; the next press, from the page drawn after it, adds ten."""
+    import streamlit as st
+
+    from inference import SamplingParams
+    from ui import class_views, models
+    from ui.compute_logits import params_key
+
+    st.session_state[classroom.STUDENT] = "b" * 32
+    room = classroom.room()
+    round_id = room.new_draw_round(Experiment(models.default_name(), "The cat sat on the", False,
+                                              params_key(SamplingParams())))
+    class_views._draw(round_id, 0)
+    class_views._draw(round_id, 0)  # the same press, delivered again
+    assert len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS
+    class_views._draw(round_id, DRAWS_PER_PRESS)  # the next press
+    assert len(room.draw_round().draws["b" * 32]) == 2 * DRAWS_PER_PRESS
+    newer = room.new_draw_round(room.draw_round().experiment)  # the teacher starts a round before the next press
+    class_views._draw(round_id, 2 * DRAWS_PER_PRESS)  # pressed on the old round's page: counts in the new one
+    class_views._draw(round_id, 2 * DRAWS_PER_PRESS)  # the same press, delivered again: the new round has it already
+    assert room.draw_round().round_id == newer and len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS

@@ -74,7 +74,9 @@ def describe(experiment: Experiment) -> str:
 
 
 # -- the teacher ----------------------------------------------------------------------------------
-def _start(kind: str) -> None:
+def _start(kind: str, shown: str | None) -> None:
+    """The teacher's press: a new round of ``kind`` replacing ``shown``, the round the page showed (a press that
+    Streamlit delivers twice, under load, then starts one round, not two)."""
     if not classroom.is_teacher():  # only a teacher session draws this button; checked again here
         return
     experiment = current_experiment()
@@ -82,7 +84,10 @@ def _start(kind: str) -> None:
         st.session_state[TEACHER_MESSAGE] = f"No round started: {experiment}."
         return
     room = classroom.room()
-    room.new_draw_round(experiment) if kind == "draw" else room.new_guess_round(experiment)
+    if kind == "draw":
+        room.new_draw_round(experiment, replacing=shown)
+    else:
+        room.new_guess_round(experiment, replacing=shown)
 
 
 def _reveal() -> None:
@@ -91,16 +96,29 @@ def _reveal() -> None:
         classroom.room().reveal(rnd.round_id)
 
 
+def watch(kinds: tuple[str, ...]) -> None:
+    """Every tab on a page that shows these kinds of round: its heartbeat reruns the page when the room's differ
+    from these. Recorded before anything is drawn, so a page run cut short still watches every kind it shows
+    (the panels record what they drew again, which can only be newer)."""
+    now = classroom.room().rounds()
+    fields = (("draw_id",) if "draw" in kinds else ()) + (("guess_id", "revealed") if "guess" in kinds else ())
+    classroom.show_rounds(**{name: getattr(now, name) for name in fields})
+
+
 def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
-    """The teacher's buttons: a new round on the teacher's own prompt and settings (the old one is reset)."""
+    """The head of a page with class rounds: every tab watches the rounds of ``kinds`` (``watch``); the teacher
+    also gets the buttons, a new round on the teacher's own prompt and settings (the old one is reset)."""
+    watch(kinds)
     if not classroom.is_teacher():
         return
+    now = classroom.room().rounds()
     row = st.container(horizontal=True)
     if "draw" in kinds:
-        row.button("New draw round on my prompt and settings", key="class_new_draws", on_click=_start, args=("draw",),
-                   type="primary", help="Starts afresh: the current draw round's draws are dropped.")
+        row.button("New draw round on my prompt and settings", key="class_new_draws", on_click=_start,
+                   args=("draw", now.draw_id), type="primary",
+                   help="Starts afresh: the current draw round's draws are dropped.")
     if "guess" in kinds:
-        row.button("New guess round on my prompt", key="class_new_guesses", on_click=_start, args=("guess",),
+        row.button("New guess round on my prompt", key="class_new_guesses", on_click=_start, args=("guess", now.guess_id),
                    help="Starts afresh: the current guess round's guesses are dropped and the box opens again.")
         rnd = classroom.room().guess_round()
         row.button("Reveal the model's answer", key="class_reveal", on_click=_reveal,
@@ -117,18 +135,22 @@ def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
 
 
 # -- draw for the class ---------------------------------------------------------------------------
-def _draw(shown_round: str) -> None:
-    """A student's press: ten more draws of its own seed, in the round the room holds now."""
+def _draw(shown_round: str, shown_mine: int) -> None:
+    """A student's press: ten more draws of its own seed, in the round the room holds now. ``shown_mine`` is the
+    student's count the page showed: a press delivered twice (a double click, or Streamlit replaying a click
+    under load) finds more by now and adds nothing."""
     if classroom.is_teacher():
         return
     room, student = classroom.room(), classroom.student_id()
     rnd = room.draw_round()
     if rnd is None:
         return
+    first = room.draws_of(rnd.round_id, student)  # this student's next draw number: counted draws are never redone
+    if first != (shown_mine if rnd.round_id == shown_round else 0):
+        return  # this press was counted already (in a round started after the page was drawn: it had none there)
     if rnd.round_id != shown_round:  # the teacher started a round just before this press: it counts in that one
         st.session_state[DRAW_MESSAGE] = ("info", "The teacher had just started a new draw round: your press counts "
                                                   "in it (the text above now describes it).")
-    first = room.draws_of(rnd.round_id, student)  # this student's next draw number: counted draws are never redone
     try:
         room.add_draws(rnd.round_id, student, first,
                        student_draws(rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS))
@@ -153,10 +175,11 @@ def _live_draws(round_id: str) -> None:
     if rnd is None or rnd.round_id != round_id:
         st.rerun()  # the page's text describes another round: redraw the page
     teacher = classroom.is_teacher()
+    mine = len(rnd.draws.get(classroom.student_id(), ()))
     if teacher:
         st.caption(f"Your students press **Draw {DRAWS_PER_PRESS} for the class** on their own laptops.")
     else:
-        st.button(f"Draw {DRAWS_PER_PRESS} for the class", key="class_draw", on_click=_draw, args=(round_id,),
+        st.button(f"Draw {DRAWS_PER_PRESS} for the class", key="class_draw", on_click=_draw, args=(round_id, mine),
                   type="primary")
     message = st.session_state.pop(DRAW_MESSAGE, None)
     if message:
@@ -164,7 +187,6 @@ def _live_draws(round_id: str) -> None:
     pooled = pooled_histogram(rnd.experiment, rnd.counts())
     n_students = sum(bool(tokens) for tokens in rnd.draws.values())
     if not teacher:
-        mine = len(rnd.draws.get(classroom.student_id(), ()))
         st.caption(claims.own_draws_sentence(mine))
     gof = pooled.gof
     charts.show(sampling_figs.make_draw_histogram(pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(),

@@ -28,6 +28,7 @@ MAX_QUERY_VALUE = 4096  # characters of one broadcast value (the prompt is cut t
 MAX_STUDENTS = 500  # per round: a class, not the internet
 MAX_DRAWS_PER_STUDENT = 1000
 MAX_GUESS_CHARS = 40
+ANY = object()  # ``new_*_round(replacing=ANY)``: start a round whatever the room holds
 
 
 class RoomError(ValueError):
@@ -162,9 +163,16 @@ class Room:
                           bool(guesses and guesses.revealed))
 
     # -- draw for the class ----------------------------------------------------------------------------
-    def new_draw_round(self, experiment: Experiment) -> str:
-        """Start a class draw on ``experiment`` (the previous round's draws are dropped)."""
+    def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+        """Start a class draw on ``experiment`` (the previous round's draws are dropped); its id.
+
+        ``replacing`` is the round the teacher's page showed when the button was pressed (None: no round):
+        when the room holds another one by now, that press already started it (a click Streamlit delivered
+        twice) and nothing changes.
+        """
         with self._lock:
+            if replacing is not ANY and (self._draws.round_id if self._draws else None) != replacing:
+                return self._draws.round_id if self._draws else ""
             number = self._draws.number + 1 if self._draws else 1
             self._draws = DrawRound(_round_id(), experiment, number=number)
             return self._draws.round_id
@@ -207,8 +215,12 @@ class Room:
             return len(new)
 
     # -- guess the next token --------------------------------------------------------------------------
-    def new_guess_round(self, experiment: Experiment) -> str:
+    def new_guess_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+        """Start a guess round on ``experiment`` (the previous round's guesses are dropped); ``replacing`` as for
+        ``new_draw_round``."""
         with self._lock:
+            if replacing is not ANY and (self._guesses.round_id if self._guesses else None) != replacing:
+                return self._guesses.round_id if self._guesses else ""
             number = self._guesses.number + 1 if self._guesses else 1
             self._guesses = GuessRound(_round_id(), experiment, number=number)
             return self._guesses.round_id
