@@ -206,6 +206,19 @@ def test_a_student_cannot_broadcast(class_server):
 
 
 @pytest.mark.real_model
+def test_an_empty_key_is_not_a_wrong_try(class_server):
+    """A press with nothing typed (or an unlock click delivered twice, the box cleared by the first) says so and
+    costs none of the tries: the right key still works after more empty presses than ``MAX_KEY_TRIES``."""
+    student = session()
+    for _ in range(classroom.MAX_KEY_TRIES + 1):
+        unlock(student, "")
+    assert "Type the teacher key first." in " ".join(e.value for e in student.info)
+    assert classroom.TRIES not in student.session_state or student.session_state[classroom.TRIES] == 0
+    unlock(student, KEY)
+    assert student.session_state[classroom.TEACHER]
+
+
+@pytest.mark.real_model
 def test_a_forged_broadcast_is_parsed_like_a_link(class_server):
     student = session()
     prompt = student.session_state["prompt"]

@@ -287,6 +287,11 @@ def _follow_help() -> str:
 def _unlock() -> None:
     given = st.session_state.get("_w_class_key", "")
     st.session_state["_w_class_key"] = ""  # the key is not kept in the widget
+    if not given.strip():  # nothing typed (or a click delivered twice, the box already cleared): not a try
+        if not is_teacher():
+            st.session_state[TEACHER_PANEL] = True
+            st.session_state[KEY_MESSAGE] = ("info", "Type the teacher key first.")
+        return
     if not _prove(given):
         st.session_state[TEACHER_PANEL] = True  # keep the panel open beside its message
         st.session_state[KEY_MESSAGE] = st.session_state.pop(MESSAGE)
