@@ -489,6 +489,19 @@ def _student_tab(browser, url: str):
     return page
 
 
+def _tab_state(page) -> dict:
+    """What a tab shows, for a failure message: its address, heading, script and connection state, sidebar text."""
+    return page.evaluate("""() => {
+        const app = document.querySelector('[data-testid="stApp"]') || {getAttribute: () => null};
+        const side = document.querySelector('[data-testid="stSidebarUserContent"]');
+        return {url: location.href, h1: (document.querySelector('h1') || {}).innerText,
+                script: app.getAttribute('data-test-script-state'),
+                connection: app.getAttribute('data-test-connection-state'),
+                sidebar: side ? side.innerText.slice(0, 300) : null,
+                rounds: (document.body.innerText.match(/(Draw|Guess) round \\d+:/g) || [])};
+    }""")
+
+
 def _no_error(page) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
@@ -594,7 +607,10 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         seconds = _reach(students, predicate_js,
                          lambda: teacher.get_by_role("button", name=button, exact=True).click())
         rounds[name] = seconds
-        assert max(seconds) <= ROUND_REACH_S, (name, seconds)
+        late = [i for i, s in enumerate(seconds) if s > ROUND_REACH_S]
+        for i in late:  # what a late tab showed, for the failure message
+            _screenshot(students[i], f"late_student_{i}", Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path))
+        assert not late, (name, seconds, [_tab_state(students[i]) for i in late])
 
     with _screenshot_kept(teacher, "lesson_teacher", tmp_path):
         # 5-10: Tokenization; a student steps off, types their name, steps back on
