@@ -600,10 +600,12 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         lags[f"prompt on {teacher.locator('h1').first.inner_text()}"] = _reach(
             students, _prompt_is(prompt), lambda: (box.fill(prompt), box.press("Control+Enter")))
 
-    def round_event(name: str, predicate_js: str, button: str) -> None:
+    def round_event(name: str, predicate_js, button: str) -> None:
         for page in students + [teacher]:  # as in a class: the teacher starts a round on pages that have finished
             _wait_for(page, "!document.querySelector('[data-testid=\"stApp\"][data-test-script-state=\"running\"]')")
         time.sleep(1.0)  # and the browsers have drawn them
+        if callable(predicate_js):  # read from the finished page (a page still drawing shows no round number yet)
+            predicate_js = predicate_js()
         seconds = _reach(students, predicate_js,
                          lambda: teacher.get_by_role("button", name=button, exact=True).click())
         rounds[name] = seconds
@@ -633,7 +635,8 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         teacher_types("The cat sat on the")
         # 20-27: a guess round on the Class page; students guess (Enter sends the guess)
         go("The class, together")
-        round_event("new guess round", _has_text(_next_round(students[0], "Guess")), "New guess round on my prompt")
+        round_event("new guess round", lambda: _has_text(_next_round(students[0], "Guess")),
+                        "New guess round on my prompt")
         for page, word in zip(students, ("mat", "floor", "mat")):
             box = page.get_by_role("textbox", name="Your guess (one word; Enter sends it)")
             box.fill(word)
@@ -646,7 +649,8 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         _wait_text(teacher, "The model's most probable next token")
         # 30-40: Sampling at T = 0.8, a draw round there, pressed at once by everyone, pooled on the Class page
         go("Sampling")
-        round_event("new draw round", _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.8"),
+        round_event("new draw round",
+                    lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.8"),
                     "New draw round on my prompt and settings")
         for page in students:  # pressed right after the round arrived: counts in it
             page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
@@ -662,7 +666,8 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
             students, _has_text("Entropy at T = 0.3"),
             lambda: [slider.press(key) for key in ("PageDown", "PageDown", "ArrowLeft", "ArrowLeft")])  # 0.8 -> 0.3
         go("The class, together")
-        round_event("second draw round", _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.3"),
+        round_event("second draw round",
+                    lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.3"),
                     "New draw round on my prompt and settings")
         for page in students:
             page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
@@ -670,7 +675,7 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
             _wait_text(page, "Your draws in this round: 10 ")  # the new round's, not 10 more of the old one
         _wait_text(teacher, "30 draws by 3 students")
         # a reset of the guesses: a new guess round on the same prompt opens every box again, empty
-        round_event("reset (a new guess round)", _has_text(_next_round(students[0], "Guess")),
+        round_event("reset (a new guess round)", lambda: _has_text(_next_round(students[0], "Guess")),
                     "New guess round on my prompt")
         for page in students:
             assert page.get_by_text("Your guess: ").count() == 0
