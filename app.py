@@ -11,7 +11,7 @@ import streamlit as st
 from ui import classroom
 from ui.shell import navigation, presenter, sidebar
 from ui.session import state, links as url_state
-from ui.shell.resources import configure_server, get_engine
+from ui.shell.resources import configure_server, current_client
 
 st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")
 configure_server()  # the operator's settings checked, and the app's one thread setting (LLM_EXPLORER_THREADS)
@@ -20,7 +20,7 @@ url_state.restore()
 state.init()
 page = navigation.build()
 classroom.follow(navigation.spec_of(page).url_path)  # a follower takes the teacher's view (may switch page)
-sidebar.render(get_engine())
+sidebar.render(current_client())
 classroom.render_sidebar()
 presenter.render(navigation.spec_of(page))
 url_state.show_notes()

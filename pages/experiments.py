@@ -11,7 +11,7 @@ from ui.figures import experiments as figs
 from ui.figures.logits import visible_token
 from ui.shell.navigation import redirect_legacy_run
 from ui.controls.prompt import prompt_tokens
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 from ui.compute.token_text import token_texts
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -30,7 +30,7 @@ view = prompt_tokens()
 if view is None:
     st.stop()
 model = models.current()
-config = engine_for(model).config
+config = client_for(model).config
 ids = tuple(view.ids)
 try:
     ce.check_prompt(view.ids)
@@ -109,7 +109,7 @@ if state.get(exp.SWEEP) and target is not None:
     sweep = ce.head_importance(model, ids, target, mode, factor,
                                lambda done, total: bar.progress(done / total, text=f"Layer {done} of {total}"))
     bar.empty()
-    target_shown = token_texts(engine_for(model).tokenizer, [target])[0]
+    target_shown = token_texts(client_for(model).tokenizer, [target])[0]
     charts.show(figs.make_head_importance(sweep.delta, target_shown, action), key="exp_head_importance",
                 data=figs.head_importance_table(sweep.delta))
     order = sweep.delta.flatten().argsort()[:3]

@@ -9,7 +9,7 @@ from ui.figures import block as figs
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.figures.logits import visible_token
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -21,7 +21,7 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-config = engine_for(model).config
+config = client_for(model).config
 traced = traced_prompt(model, prompt, chat)
 walk, lens = traced.walk, traced.lens
 if traced.traced_tokens < traced.prompt_tokens:

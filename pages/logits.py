@@ -14,7 +14,7 @@ from ui.figures.logits import (
     make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
 )
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -32,7 +32,7 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
+settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked

@@ -15,7 +15,7 @@ from ui.figures import sampling as figs
 from ui.figures.logits import visible_token
 from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -41,7 +41,7 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
+settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
 params, key = settings.params, params_key(settings.params)
 
 # 1. One draw: the engine's ranges, its u and its choice

@@ -81,10 +81,9 @@ def ui_engine(engine, monkeypatch):
     """Point the UI helpers' model lookup at the session's engine instead of loading a second one."""
     import streamlit as st
 
-    from ui.compute import attention as compute_attention, embeddings as compute_embeddings, tokens as compute_tokens
+    from ui.shell import resources
 
-    for module in (compute_tokens, compute_embeddings, compute_attention):
-        monkeypatch.setattr(module, "engine_for", lambda model: engine)
+    monkeypatch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on it
     st.cache_data.clear()
     st.cache_resource.clear()
     yield engine
@@ -98,12 +97,11 @@ def ui_engine_and_server(engine, monkeypatch):
     import streamlit as st
 
     from inference import EngineServer, ServeConfig
-    from ui.compute import logits as compute_logits, sampling as compute_sampling
+    from ui.shell import resources
 
     server = EngineServer(engine, ServeConfig(n_slots=4, max_waiting=4, slot_capacity=512))
-    monkeypatch.setattr(compute_logits, "engine_for", lambda model: engine)
-    monkeypatch.setattr(compute_sampling, "engine_for", lambda model: engine)
-    monkeypatch.setattr(compute_sampling, "server_for", lambda model: server)
+    monkeypatch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on them
+    monkeypatch.setattr(resources, "server_for", lambda model: server)
     st.cache_data.clear()
     st.cache_resource.clear()
     yield engine

@@ -69,6 +69,7 @@ def _same(here, there, bound: float, where: str = "") -> None:
 
 def _clear() -> None:
     resources.server_for.clear()
+    resources.client_for.clear()
     compute_sampling.continuation_store.clear()
     st.cache_data.clear()  # the cached forwards, so the second pass computes them again
 

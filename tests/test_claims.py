@@ -37,13 +37,12 @@ PROMPTS = {
 def real(engine):
     """Every UI helper's model lookup pointed at the session's engine; one cache for the module's tests
     (each prompt's traced forward runs once)."""
-    from ui.compute import generation as compute_generation
+    from ui.shell import resources
 
     st.cache_data.clear()
     st.cache_resource.clear()
     with pytest.MonkeyPatch.context() as patch:
-        for module in (tok, emb, att, logits, compute_generation):
-            patch.setattr(module, "engine_for", lambda model: engine)
+        patch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on it
         yield engine
     st.cache_data.clear()
     st.cache_resource.clear()

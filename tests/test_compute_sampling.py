@@ -11,6 +11,7 @@ import pytest
 from inference import SamplingParams, sample
 from ui.compute import logits as compute_logits, sampling as compute_sampling
 from ui.compute.sampling import chi2_survival, chi_square_gof, first_divergence
+from ui.shell import resources
 
 PROMPT = "The cat sat"
 MODEL = "SmolLM2-135M-Instruct"  # the name every engine-backed helper is asked about
@@ -107,14 +108,14 @@ def test_sampled_continuation_comes_from_the_shared_server_and_equals_generate(r
     steps = list(real.generate(PROMPT, params))
     assert run.token_ids == [s.token_id for s in steps]
     assert run.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
-    assert compute_sampling.server_for(MODEL).recent_steps, "the request went through the server's batcher"
+    assert resources.server_for(MODEL).recent_steps, "the request went through the server's batcher"
 
 
 @pytest.mark.real_model
 def test_sessions_asking_for_the_same_continuations_at_once_share_one_request_each(real, monkeypatch):
     """A class following the teacher onto the Sampling page asks for the same four at once: each continuation
     is generated once (the others wait for it), and every session gets the tokens ``generate`` gives."""
-    server = compute_sampling.server_for(MODEL)
+    server = resources.server_for(MODEL)
     submitted: list[object] = []
     release = threading.Event()
     real_submit = server.submit

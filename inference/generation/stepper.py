@@ -60,6 +60,11 @@ class Stepper:
         self._cache_before = 0
 
     @property
+    def cache_length(self) -> int:
+        """Positions the walk's KV cache holds now."""
+        return len(self.cache)
+
+    @property
     def ids(self) -> list[int]:
         """Prompt + chosen tokens."""
         return self.prompt_ids + [c.token_id for c in self.chosen]

@@ -62,6 +62,7 @@ class _Submission:
     outbox: queue.SimpleQueue  # TokenEvent..., then the final BatchResult (or an Exception)
     submitted_at: float = field(default_factory=time.perf_counter)
     interventions: Interventions | None = None  # prepared against the prompt
+    given_interventions: Interventions | None = None  # as the caller gave them (what a process server sends on)
 
 
 class RequestHandle:
@@ -145,7 +146,7 @@ class _ServerFront:
         request_id = new_request_id()
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         handle = RequestHandle(self, request_id, outbox)
-        self._send(_Submission(request_id, ids, params, outbox, interventions=spec))
+        self._send(_Submission(request_id, ids, params, outbox, interventions=spec, given_interventions=interventions))
         return handle
 
     @property

@@ -2,11 +2,12 @@
 
 Owns the seed's random stream as the page sees it. Draw number ``k`` is the engine's
 ``sample(record=True)`` called with the request's seeded generator after ``k`` earlier
-draws, so "Draw again" steps the same stream a generation would use and every draw is
-reproducible from (prompt, settings, seed, k). The thousand draws reuse the sampler's
-recorded cumulative ranges and the same stream of u values, so draw ``k`` of the
-histogram is exactly draw ``k`` of "Draw again" (a test checks this against ``sample``
-itself). Continuations come from ``engine.generate``. Results are plain numpy/Python.
+draws (``inference.inspection.recorded_draw``), so "Draw again" steps the same stream a
+generation would use and every draw is reproducible from (prompt, settings, seed, k). The
+thousand draws reuse the sampler's recorded cumulative ranges and the same stream of u values,
+so draw ``k`` of the histogram is exactly draw ``k`` of "Draw again" (a test checks this against
+``sample`` itself). Continuations come from the model's shared generation server (the same
+tokens as ``Engine.generate``). Results are plain numpy/Python.
 """
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
-import torch
 
-from inference import SamplingParams, sample_many
+from inference.inspection import chi2_survival, draw_ids
 from ui.compute import token_text
 from ui.compute.logits import params_from_key, prompt_logits, recorded_sample, token_texts
-from ui.shell.resources import engine_for, server_for
+from ui.shell.resources import client_for
 
 
 # -- one draw -----------------------------------------------------------------------------
@@ -47,19 +47,11 @@ class Draw:
     range_ends: np.ndarray  # (N,)
 
 
-def stepped_generator(params: SamplingParams, steps: int) -> torch.Generator:
-    """The request's seeded generator after ``steps`` draws (the sampler takes one scalar u per draw)."""
-    generator = params.make_generator()
-    for _ in range(steps):
-        torch.rand((), generator=generator)  # the very call sample() makes
-    return generator
-
-
 @st.cache_data(max_entries=64, show_spinner=False)
 def draw(model: str, prompt: str, chat: bool, key: tuple, draw_index: int, top_n: int = 10) -> Draw:
     """Draw number ``draw_index`` of the seeded stream, with the sampler's own recorded numbers."""
     params = params_from_key(key)
-    result = recorded_sample(model, prompt, chat, params, stepped_generator(params, draw_index))
+    result = recorded_sample(model, prompt, chat, params, draw_index)
     if params.greedy:  # the sampler records no ranges: the argmax owns all of [0, 1)
         ids, starts, ends = [result.token_id], np.array([0.0]), np.array([1.0])
         rank, survivors, chosen = 0, 1, (0.0, 1.0)
@@ -67,8 +59,8 @@ def draw(model: str, prompt: str, chat: bool, key: tuple, draw_index: int, top_n
         order = result.range_token_ids.tolist()
         rank, survivors = order.index(result.token_id), len(order)
         ids = order[:top_n]
-        starts = result.range_starts[:top_n].double().numpy()
-        ends = result.range_ends[:top_n].double().numpy()
+        starts = result.range_starts[:top_n]
+        ends = result.range_ends[:top_n]
         chosen = (float(result.range_starts[rank]), float(result.range_ends[rank]))
     return Draw(
         draw_index=draw_index, greedy=params.greedy, u=result.u, token_id=result.token_id,
@@ -87,16 +79,6 @@ class GoodnessOfFit:
     dof: int
     p_value: float
     n_bins: int  # categories after pooling the rare ones into one "other" bin
-
-
-def chi2_survival(statistic: float, dof: int) -> float:
-    """P(X >= statistic) for X ~ chi-square(dof): the regularised upper incomplete gamma Q(dof/2, x/2)."""
-    if dof <= 0:
-        return 1.0
-    if not np.isfinite(statistic):
-        return 0.0
-    a = torch.tensor(dof / 2, dtype=torch.float64)
-    return float(torch.special.gammaincc(a, torch.tensor(statistic / 2, dtype=torch.float64)))
 
 
 def chi_square_gof(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> GoodnessOfFit:
@@ -154,11 +136,10 @@ def draw_token_ids(model: str, prompt: str, chat: bool, key: tuple, n: int) -> t
     if params.greedy:
         return [result.token_id] * n, [result.token_id], np.array([1.0])
     cached = prompt_logits(model, prompt, chat)
-    drawn = sample_many(torch.from_numpy(cached.logits), params, n, params.make_generator(),
-                        previous_ids=cached.token_ids)
+    drawn = draw_ids(cached.logits, params, n, cached.token_ids)
     order = result.range_token_ids  # (K,)
-    probs = result.stage_probs["final"][order].double().numpy()
-    return [d.token_id for d in drawn], order.tolist(), probs
+    probs = result.stage_probs["final"][order].astype(np.float64)
+    return drawn, order.tolist(), probs
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -297,9 +278,10 @@ def continuations(model: str, prompt: str, chat: bool, keys: list[tuple], n_toke
 
 def _generate(model: str, prompt: str, chat: bool, keys: list[tuple], n_tokens: int) -> dict[tuple, Continuation]:
     """The continuations for ``keys``, submitted together to the shared server."""
-    handles = [(key, server_for(model).submit(
-        prompt, dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens), chat=chat)) for key in keys]
-    tokenizer = engine_for(model).tokenizer
+    client = client_for(model)
+    handles = [(key, client.submit(prompt, dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens), chat=chat))
+               for key in keys]
+    tokenizer = client.tokenizer
     found = {}
     for key, handle in handles:
         result = handle.result(timeout=300)
@@ -326,4 +308,4 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
 
 
 __all__ = ["Draw", "draw", "draw_history", "Histogram", "draw_many", "draw_token_ids", "GoodnessOfFit", "chi_square_gof",
-           "chi2_survival", "Continuation", "ContinuationStore", "continuation", "continuations", "first_divergence", "stepped_generator"]
+           "chi2_survival", "Continuation", "ContinuationStore", "continuation", "continuations", "first_divergence"]

@@ -16,7 +16,7 @@ from inference import PromptError, TokenizerError
 from ui.shell import models
 from ui.session import state
 from ui.compute.tokens import TokenView, tokenize
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 
 def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -49,6 +49,6 @@ def prompt_tokens() -> TokenView | None:
     except (PromptError, TokenizerError) as err:
         st.error(f"Cannot run this prompt: {err}. Edit the prompt in the sidebar.")
         return None
-    for note in prompt_notes(prompt, engine_for(model).tokenizer.added_texts):
+    for note in prompt_notes(prompt, client_for(model).tokenizer.added_texts):
         st.info(note)
     return view

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from inference.model.interventions import EdgeCut, HeadEdit, Interventions, MLPEdit
+from inference import EdgeCut, HeadEdit, Interventions, MLPEdit
 
 HEADS = "exp_heads"  # tuple[(layer, head), ...]: the heads changed
 HEAD_MODE = "exp_head_mode"  # "zero", "mean" or "scale"

@@ -34,7 +34,7 @@ from ui.controls import sampling as sampling_controls
 from ui.session import state
 from ui.compute.attention import default_query
 from ui.compute.tokens import tokenize
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 MAX_VALUE_CHARS = 64  # any value but the prompt; longer ones are ignored
 MAX_PROMPT_CHARS = 4000  # a longer prompt in a link is cut (the sidebar accepts more, typed)
@@ -204,12 +204,12 @@ def _number(value: float) -> str:
 
 def _limits() -> Limits:
     model = models.current()
-    engine = engine_for(model)
+    config = client_for(model).config
     try:
         n_tokens = len(tokenize(model, state.get(state.PROMPT), state.get(state.CHAT)).ids)
     except (PromptError, TokenizerError):
         n_tokens = 1  # the pages explain the prompt's problem themselves
-    return Limits(engine.config.n_layers, engine.config.n_heads, engine.config.vocab_size, max(1, n_tokens))
+    return Limits(config.n_layers, config.n_heads, config.vocab_size, max(1, n_tokens))
 
 
 def restore() -> None:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import streamlit as st
 
-from inference.model.packages import GEMMA3_270M, SMOLLM2, install_hint, is_installed
+from inference import GEMMA3_270M, SMOLLM2, install_hint, is_installed
 
 MODEL = "model"  # session key: the chosen model's name (one of ``allowlist()``)
 DEFAULT_NAME = SMOLLM2

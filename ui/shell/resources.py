@@ -1,24 +1,22 @@
-"""The server's shared resources: one engine and one generation server per offered model, and the app's threads.
+"""The server's shared resources: one engine, its client and one generation server per offered model, and the
+app's threads.
 
-The engine holds weights only (no per-request state), so sharing it across every
-browser session is safe; caches and generators are created per request. Everything
-here, and every cached page result in ``ui/compute_*.py``, takes the model's *name*
-(one of ``ui.models.allowlist()``) as an explicit argument, so the name is part of
-every cache key and two sessions on two models never see each other's numbers.
+The engine holds weights only (no per-request state), so sharing it across every browser
+session is safe; caches and generators are created per request. This module is the one place
+of the UI that holds an engine: the pages and ``ui/compute`` read it through its
+``EngineClient`` (``client_for``), named methods over plain values. Everything here, and every
+cached page result in ``ui/compute/``, takes the model's *name* (one of
+``ui.shell.models.allowlist()``) as an explicit argument, so the name is part of every cache key
+and two sessions on two models never see each other's numbers.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-import gc
 import os
 
 import streamlit as st
 
-from inference import Engine, EngineServer, ProcessServer, ServeConfig, load_engine, set_threads
-from inference.threads import available_cores
-
+from inference import (ChildClient, Engine, EngineClient, EngineServer, ProcessServer, ServeConfig, available_cores,
+                       load_engine, release_freed_memory, set_threads)
 from ui.shell import models
 
 
@@ -50,20 +48,6 @@ def engine_settings(model: str) -> dict:
     )
 
 
-def release_freed_memory() -> None:
-    """Hand memory that Python and the libraries have freed back to the system (glibc keeps it otherwise).
-
-    Called after one-off computations with large temporaries (loading an engine, a traced
-    forward past the sliding window), where the server's resident size would stay at the peak.
-    """
-    gc.collect()
-    libc_name = ctypes.util.find_library("c")
-    if libc_name:
-        libc = ctypes.CDLL(libc_name)
-        if hasattr(libc, "malloc_trim"):
-            libc.malloc_trim(0)
-
-
 def weights_mode() -> str | None:
     """The operator's weights mode (``LLM_EXPLORER_QUANT``): "none" (dense, the default), "gguf", "int8" or "int4".
 
@@ -88,9 +72,30 @@ def _choice(name: str, choices: tuple[str, ...], default: str) -> str:
     return value
 
 
-def get_engine() -> Engine:
-    """The engine of this session's model (for code that needs the session's own, not a cached result)."""
-    return engine_for(models.current())
+@st.cache_resource(show_spinner=False, max_entries=models.MAX_MODELS)
+def client_for(model: str) -> EngineClient:
+    """The client every page reads ``model`` through: on a process server its forwards run in the child."""
+    source = models.allowlist()[model]
+    if server_mode() == "process":
+        return ChildClient(engine_for(model), server_for(model), source)
+    return EngineClient(engine_for(model), lambda: server_for(model), source)
+
+
+@st.cache_resource(max_entries=10, show_spinner="Loading the model in another weights mode…")
+def client_in_mode(model: str, mode: str) -> EngineClient:
+    """``model`` with its weights in ``mode`` ("none": float32, "bf16", "gguf", "int8", "int4"), on the CPU, for the
+    Quantization page's comparison; the app's own client when it already runs that mode."""
+    if mode == (weights_mode() or "none"):
+        return client_for(model)
+    quant = None if mode in ("none", "bf16") else mode
+    source = models.allowlist()[model]
+    engine = load_engine(model=source, device="cpu", dtype="bfloat16" if mode == "bf16" else "float32", quant=quant)
+    return EngineClient(engine, source=source)
+
+
+def current_client() -> EngineClient:
+    """The client of this session's model."""
+    return client_for(models.current())
 
 
 @st.cache_resource(show_spinner=False, max_entries=models.MAX_MODELS)
@@ -101,7 +106,7 @@ def server_for(model: str) -> EngineServer | ProcessServer:
     thread of this process, or in a process of its own (``server_mode``)."""
     config = ServeConfig(threads=app_threads(), share_prefixes=prefix_sharing(), n_slots=server_slots())
     if server_mode() == "process":
-        return ProcessServer(engine_for(model), functools.partial(load_engine, **engine_settings(model)), config)
+        return ProcessServer(engine_for(model), engine_settings(model), config)
     return EngineServer(engine_for(model), config)
 
 
