@@ -6,7 +6,7 @@ from ui.controls import example_prompt, sampling as sampling_controls
 from ui.session import state
 from ui.claims import predicting as claims
 from ui.compute.logits import (
-    STAGE_LABELS, current_prompt_logits, entropy_bits, kept_by, params_key, sampling_stages, softmax_at,
+    STAGE_LABELS, current_prompt_logits, entropy_bits, kept_by, sampling_stages, softmax_at,
     temperature_sweep, token_texts, tokens_for_mass, top_indices,
 )
 from ui.figures import logits as figs
@@ -36,7 +36,7 @@ settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_siz
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked
-stages = sampling_stages(model, prompt, chat, params_key(params), TOP_N)  # the engine's sampler on the cached logits
+stages = sampling_stages(model, prompt, chat, params.canonical(), TOP_N)  # the engine's sampler on the cached logits
 top_ids = top_indices(cached.logits, TOP_N)
 tokens = token_texts(model, top_ids.tolist())
 greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greedy_token_id), -1)
@@ -94,7 +94,7 @@ st.markdown(claims.survivors_sentence(stages.survivors["final"], only))
 st.caption(claims.STAGE_ORDER_CAPTION)
 
 st.header("What to try next")
-kept_top_p, kept_min_p = kept_by(model, prompt, chat, params_key(params), 0.5, 0.1)
+kept_top_p, kept_min_p = kept_by(model, prompt, chat, params.canonical(), 0.5, 0.1)
 st.markdown(
     "- Slide T from 0.1 to 2: the top token's probability falls and the entropy rises as T grows (the sweep above "
     "draws both for this prompt).\n"

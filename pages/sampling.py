@@ -9,7 +9,7 @@ from ui import class_views, classroom
 from ui.controls import example_prompt, sampling as sampling_controls
 from ui.session import state
 from ui.claims import predicting as claims
-from ui.compute.logits import current_prompt_logits, params_key
+from ui.compute.logits import current_prompt_logits
 from ui.compute.sampling import continuations, draw, draw_history, draw_many, first_divergence
 from ui.figures import sampling as figs
 from ui.figures.logits import visible_token
@@ -42,7 +42,7 @@ if loaded is None:
 prompt, chat, cached = loaded
 model = models.current()
 settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
-params, key = settings.params, params_key(settings.params)
+params, key = settings.params, settings.params.canonical()
 
 # 1. One draw: the engine's ranges, its u and its choice
 st.subheader("1 · One draw, by cumulative ranges")
@@ -80,7 +80,8 @@ charts.show(charts.shared(make_cumulative_ranges)(
     data=figs.ranges_table(one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit,
                            other))
 st.caption("The real ranges, u and choice are the values the engine's `sample(record=True)` returned. "
-           "Draw #k is the k-th u of the seed's stream, so the same seed gives the same draws after every rerun.")
+           "Draw #k's u comes from its own generator, seeded from (seed, k) as a generation seeds its k-th token, "
+           "so the same seed gives the same draws after every rerun.")
 
 # 2. A thousand draws against the exact probabilities
 st.subheader("2 · Draw 1,000 times")
@@ -108,7 +109,7 @@ t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state
 t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_b", 1.5))
 settings = [dataclasses.replace(params, temperature=t) for t in (0.0, params.temperature, t_a, t_b)]
 try:  # all four submitted together: they share the server's forwards
-    greedy_run, sampled_run, run_a, run_b = continuations(model, prompt, chat, [params_key(p) for p in settings], N_TOKENS)
+    greedy_run, sampled_run, run_a, run_b = continuations(model, prompt, chat, [p.canonical() for p in settings], N_TOKENS)
 except (BusyError, PromptError) as error:
     st.warning(f"Continuations are not available right now: {error}.")
     st.stop()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from inference import SamplingParams, sample
+from inference.generation.sampling import generator_for
 from ui.compute import logits as compute_logits, sampling as compute_sampling
 from ui.compute.sampling import chi2_survival, chi_square_gof, first_divergence
 from ui.shell import resources
@@ -75,13 +76,12 @@ def test_histogram_agrees_with_the_probabilities(real):
 
 @pytest.mark.real_model
 def test_draws_are_the_samplers_own(real):
-    """Draw k (one at a time, and inside the 1,000) equals sample() after k earlier draws of the seeded stream."""
+    """Draw k (one at a time, and inside the 1,000) equals sample() with draw k's generator of the seeded stream."""
     params = SamplingParams(temperature=0.9, top_k=20, seed=5)
     key = compute_logits.params_key(params)
     ids = real.encode_prompt(PROMPT)
     logits = real.recompute_last(ids)  # what the cached prompt logits are
-    generator = params.make_generator()
-    expected = [sample(logits, params, generator, previous_ids=ids) for _ in range(25)]
+    expected = [sample(logits, params, generator_for(params, k), previous_ids=ids) for k in range(25)]
     drawn, _, _ = compute_sampling.draw_token_ids(MODEL, PROMPT, False, key, 25)
     assert drawn == [r.token_id for r in expected]
     for k in (0, 1, 7, 24):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..generation.sampling import SamplingParams, sample, sample_many
+from ..generation.sampling import SamplingParams, generator_for, sample, sample_many
 
 
 @dataclass(frozen=True)
@@ -26,18 +26,11 @@ class RecordedDraw:
     range_ends: np.ndarray | None = None  # (K,) float64
 
 
-def _generator(params: SamplingParams, draw_index: int) -> torch.Generator:
-    """The request's seeded generator after ``draw_index`` draws (the sampler takes one scalar u per draw)."""
-    generator = params.make_generator()
-    for _ in range(draw_index):
-        torch.rand((), generator=generator)  # the very call sample() makes
-    return generator
-
-
 def recorded_draw(logits: np.ndarray, params: SamplingParams, previous_ids: list[int] | None = None,
                   draw_index: int = 0) -> RecordedDraw:
-    """Draw number ``draw_index`` of ``params``' seeded stream from ``logits`` (V,), with every number it used."""
-    result = sample(torch.from_numpy(np.asarray(logits)), params, _generator(params, draw_index),
+    """Draw number ``draw_index`` of ``params``' seeded stream from ``logits`` (V,), with every number it used:
+    computed from (seed, draw_index) alone (``generator_for``), never by replaying the draws before it."""
+    result = sample(torch.from_numpy(np.asarray(logits)), params, generator_for(params, draw_index),
                     previous_ids=previous_ids, record=True)
     ranges = {}
     if result.range_token_ids is not None:
@@ -48,10 +41,9 @@ def recorded_draw(logits: np.ndarray, params: SamplingParams, previous_ids: list
 
 
 def draw_ids(logits: np.ndarray, params: SamplingParams, n: int, previous_ids: list[int] | None = None) -> list[int]:
-    """The tokens of draws 0..n-1 of ``params``' seeded stream from ``logits`` (V,) (``sample_many``: exactly
-    ``n`` calls of ``sample``, the stages computed once)."""
-    drawn = sample_many(torch.from_numpy(np.asarray(logits)), params, n, params.make_generator(),
-                        previous_ids=previous_ids)
+    """The tokens of draws 0..n-1 of ``params``' seeded stream from ``logits`` (V,) (``sample_many``: what ``n``
+    calls of ``sample`` give, the stages computed once): draw k here is draw k of ``recorded_draw``."""
+    drawn = sample_many(torch.from_numpy(np.asarray(logits)), params, n, previous_ids)
     return [d.token_id for d in drawn]
 
 

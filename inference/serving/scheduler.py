@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING
 from ..generation.sampling import finish_reason
 
 if TYPE_CHECKING:
-    import torch
-
     from ..generation.sampling import SamplingParams
     from ..model.interventions import Interventions
 
@@ -58,7 +56,6 @@ def new_request_id() -> int:
 class Sequence:
     prompt_ids: list[int]
     params: "SamplingParams"
-    generator: "torch.Generator | None" = None  # the request's own random stream
     request_id: int = field(default_factory=new_request_id)
     status: SequenceStatus = SequenceStatus.WAITING
     output_ids: list[int] = field(default_factory=list)

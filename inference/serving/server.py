@@ -6,7 +6,7 @@ its own tokens, ``result()``, ``cancel()``). Only the worker thread touches the 
 and the cache; callers talk to it through thread-safe queues.
 
 - No cross-talk: every request has its own id, its own output queue, its own cache
-  slot and its own seeded generator; a caller can only read its own queue.
+  slot and its own seeded draws; a caller can only read its own queue.
 - Bounded: at most ``n_slots`` requests run and ``max_waiting`` more wait (``ServeConfig``); one more
   ``submit`` raises ``BusyError`` at once instead of growing memory.
 - Cancellation: ``handle.cancel()``, or the handle being garbage-collected (the

@@ -118,21 +118,14 @@ class StageView:
     entropy_bits: float  # of the distribution after temperature (0 for greedy)
 
 
-def params_key(params: SamplingParams) -> tuple:
-    """A hashable, cache-friendly key holding every field of ``params`` that can change a result.
-
-    Greedy (T = 0) ignores top-k, top-p, min-p and the seed, so they are reset in its key:
-    moving top-p while greedy reuses the cached greedy continuation.
-    """
-    if params.greedy:
-        params = dataclasses.replace(params, top_k=0, top_p=1.0, min_p=0.0, seed=0)
-    return (params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty,
-            params.max_new_tokens, params.seed, params.stop_on_eos)
+# The class files (until they move into ui/ with this layout) still name the cache key so; it is the
+# canonical dataclass itself (``SamplingParams.canonical``), every field of it.
+def params_key(params: SamplingParams) -> SamplingParams:
+    return params.canonical()
 
 
-def params_from_key(key: tuple) -> SamplingParams:
-    names = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "seed", "stop_on_eos")
-    return SamplingParams(**dict(zip(names, key)))
+def params_from_key(key: SamplingParams) -> SamplingParams:
+    return key
 
 
 def recorded_sample(model: str, prompt: str, chat: bool, params: SamplingParams, draw_index: int = 0) -> RecordedDraw:
@@ -142,9 +135,11 @@ def recorded_sample(model: str, prompt: str, chat: bool, params: SamplingParams,
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def sampling_stages(model: str, prompt: str, chat: bool, key: tuple, top_n: int = 12) -> StageView:
-    """The probability of the top-N tokens after each stage of the engine's sampler (no model rerun)."""
-    params = params_from_key(key)
+def sampling_stages(model: str, prompt: str, chat: bool, params: SamplingParams, top_n: int = 12) -> StageView:
+    """The probability of the top-N tokens after each stage of the engine's sampler (no model rerun).
+
+    ``params`` is the cache key: pass ``params.canonical()``, so greedy settings that differ only in what
+    greedy ignores share one entry."""
     result = recorded_sample(model, prompt, chat, params)
     stage_probs = result.stage_probs  # (V,) each
     names = [name for name in STAGE_LABELS if name in stage_probs]
@@ -164,9 +159,8 @@ def sampling_stages(model: str, prompt: str, chat: bool, key: tuple, top_n: int 
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def kept_by(model: str, prompt: str, chat: bool, key: tuple, top_p: float, min_p: float) -> tuple[int, int]:
+def kept_by(model: str, prompt: str, chat: bool, params: SamplingParams, top_p: float, min_p: float) -> tuple[int, int]:
     """How many tokens top-p ``top_p`` alone and min-p ``min_p`` alone keep at these settings (the engine's sampler)."""
-    params = params_from_key(key)
     if params.greedy:
         return 1, 1
     counts = []
