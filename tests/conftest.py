@@ -17,6 +17,17 @@ def pytest_configure(config):
     set_threads(int(os.environ["LLM_EXPLORER_TEST_THREADS"]) if os.environ.get("LLM_EXPLORER_TEST_THREADS") else None)
 
 
+@pytest.fixture(autouse=True)
+def fresh_settings():
+    """Every test reads the operator's settings from the environment as the test leaves it: a process reads them
+    once (``inference.settings.current``), and one test process starts many apps, each with its own."""
+    from inference import settings
+
+    settings.current.cache_clear()
+    yield
+    settings.current.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def tokenizer_folder():
     """A folder holding the embedded model's tokenizer files (converted once, never loaded as a model)."""

@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # inference's packages in dependency order: each may import only those before it (and the top-level helpers).
 LAYERS = ["inference.model", "inference.generation", "inference.inspection", "inference.serving", "inference.bench"]
+HELPERS = ("inference.threads", "inference.settings")  # top-level modules every layer may use (they import no layer)
 
 
 def module_name(path: Path) -> str:
@@ -110,7 +111,7 @@ def test_inference_packages_only_import_the_layers_below():
             if package_of(dep) in LAYERS:
                 assert LAYERS.index(package_of(dep)) <= rank, f"{name} imports {dep}, a layer above it"
             else:
-                assert dep in ("inference.threads",), f"{name} imports {dep}: only the layers below and inference.threads"
+                assert dep in HELPERS, f"{name} imports {dep}: only the layers below and {', '.join(HELPERS)}"
 
 
 def test_inference_never_imports_the_ui():

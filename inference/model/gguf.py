@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..settings import current as current_settings
 from .errors import ModelLoadError
 from .gguf_arch import architecture
 
@@ -52,11 +53,8 @@ def default_gguf_path() -> Path:
 
 
 def cache_root() -> Path:
-    env = os.environ.get("LLM_EXPLORER_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "llm-explorer"
+    """Where converted models are kept (``LLM_EXPLORER_CACHE``, read with every setting by ``inference.settings``)."""
+    return current_settings().cache
 
 
 def sha256_file(path: Path) -> str:
