@@ -9,8 +9,9 @@ broadcasts a teacher's view; a follower applies it with ``classroom.follow``).
 import streamlit as st
 
 from ui import classroom
+from ui.session import links as url_state
+from ui.session import state
 from ui.shell import navigation, presenter, sidebar
-from ui.session import state, links as url_state
 from ui.shell.resources import configure_server, current_client
 
 st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")

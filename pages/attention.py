@@ -1,17 +1,16 @@
 """Attention: every token looks back at the tokens before it, one weighted average per head."""
 import streamlit as st
 
-from ui.shell import charts
-from ui.compute import attention as att
 from ui import classroom
-from ui.shell import models
-from ui.session import state
 from ui.claims import reading as claims
+from ui.compute import attention as att
+from ui.controls.head_switch import render as switch_heads_off
+from ui.controls.prompt import prompt_tokens
 from ui.figures import attention as figs
 from ui.figures.tokens import visible
-from ui.controls.head_switch import render as switch_heads_off
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -42,12 +41,12 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     # 1. One head
     st.header("One head: who looks at whom")
     c1, c2, c3 = st.columns(3)
-    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
+    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind(state.ATT_LAYER, 0, options=range(maps.n_layers)))
     head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
-                        **state.bind("att_head", 0, options=range(maps.n_heads)))
+                        **state.bind(state.ATT_HEAD, 0, options=range(maps.n_heads)))
     query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
                          format_func=lambda i: f"{i}: {visible(pieces[i])}",
-                         **state.bind("att_query", att.default_query(pieces), options=range(maps.n_tokens)))
+                         **state.bind(state.ATT_QUERY, att.default_query(pieces), options=range(maps.n_tokens)))
     window = maps.window_of(layer)
     kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
     charts.show(charts.shared(figs.make_attention_heatmap)(maps.probs[layer, head], pieces,
@@ -114,17 +113,17 @@ if config.local_layers:
                 data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window))
     if len(view.ids) <= config.window:
         st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
-        st.button(f"Use a prompt longer than {config.window} tokens", key="att_long_prompt",
+        st.button(f"Use a prompt longer than {config.window} tokens", key=state.ATT_LONG_PROMPT,
                   on_click=state.set_values,
                   args=({state.PROMPT: att.long_prompt_for_window(models.current(), state.DEFAULT_PROMPT)},))
     else:
         windowed = att.window_view(models.current(), view.ids)
         left, right = st.columns(2)
         local_layer = left.selectbox("Local layer", list(config.local_layers),
-                                     **state.bind("att_window_local", config.local_layers[0],
+                                     **state.bind(state.ATT_WINDOW_LOCAL, config.local_layers[0],
                                                   options=list(config.local_layers)))
         global_layer = right.selectbox("Global layer", globals_,
-                                       **state.bind("att_window_global", globals_[0], options=globals_))
+                                       **state.bind(state.ATT_WINDOW_GLOBAL, globals_[0], options=globals_))
         for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
             with column:
                 charts.show(charts.shared(figs.make_window_heatmap)(
@@ -164,8 +163,8 @@ else:
             st.markdown(claims.top_heads_sentence(pieces[it_pos], pieces[pos], best))
             lay, hd, _ = best[0]
             buttons.append(name)
-            st.button(f"Show layer {lay}, head {hd} with query “it” above", key=f"att_show_{name}",
-                      on_click=state.set_values, args=({"att_layer": lay, "att_head": hd, "att_query": it_pos},))
+            st.button(f"Show layer {lay}, head {hd} with query “it” above", key=state.att_show_button(name),
+                      on_click=state.set_values, args=({state.ATT_LAYER: lay, state.ATT_HEAD: hd, state.ATT_QUERY: it_pos},))
 
 st.header("What to try next")
 query = it_pos if it_pos is not None else maps.n_tokens - 1

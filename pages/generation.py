@@ -1,13 +1,15 @@
 """Generation & the KV cache: the autoregressive loop step by step, and why the cache makes it fast."""
 import streamlit as st
 
-from ui.shell import charts, models, presenter
-from ui.controls import example_prompt, sampling as sampling_controls
-from ui.compute import generation as gen
 from ui.claims import generating as claims
-from ui.figures import generation as figs
-from ui.shell.navigation import redirect_legacy_run
+from ui.compute import generation as gen
+from ui.controls import example_prompt
+from ui.controls import sampling as sampling_controls
 from ui.controls.prompt import prompt_tokens
+from ui.figures import generation as figs
+from ui.session import state, walk
+from ui.shell import charts, models, presenter
+from ui.shell.navigation import redirect_legacy_run
 from ui.shell.resources import current_client
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -31,35 +33,35 @@ if view is None:
     st.stop()
 presenting = presenter.is_on()  # a projector shows the walk, not every control: settings are read, not drawn
 settings = sampling_controls.settings_or_stop(config.vocab_size, draw=not presenting)
-stepper = gen.current_stepper(model, view.ids, settings.params)
+stepper = walk.current_stepper(model, view.ids, settings.params)
 
 # 1. Controls: next, run N, rewind, force a token (actions run as callbacks, before the page redraws)
 st.header("Step through it")
 if presenting:
-    run_n = int(st.session_state.get("gen_n", 8))
+    run_n = int(st.session_state.get(state.GEN_N, 8))
     c1, c2, c3 = st.columns(3, vertical_alignment="bottom")
-    c1.button("Next token", key="gen_next", type="primary", width="stretch", on_click=gen.act, args=("next",))
-    c2.button(f"Run {run_n}", key="gen_run", width="stretch", on_click=gen.act, args=("run",))
-    c3.button("Back to the prompt", key="gen_restart", width="stretch", on_click=gen.act, args=("restart",))
+    c1.button("Next token", key=state.GEN_NEXT, type="primary", width="stretch", on_click=walk.act, args=("next",))
+    c2.button(f"Run {run_n}", key=state.GEN_RUN, width="stretch", on_click=walk.act, args=("run",))
+    c3.button("Back to the prompt", key=state.GEN_RESTART, width="stretch", on_click=walk.act, args=("restart",))
     st.caption(f"Sampling: {sampling_controls.summary(settings.params)} (presenter mode hides the other controls).")
 else:
     c1, c2, c3, c4 = st.columns([1, 1.3, 1.3, 1.6], vertical_alignment="bottom")
-    c1.button("Next token", key="gen_next", type="primary", width="stretch", on_click=gen.act, args=("next",))
-    c2.number_input(f"Run N (≤ {gen.MAX_RUN})", min_value=1, max_value=gen.MAX_RUN, value=8, key="gen_n")
-    c2.button("Run N", key="gen_run", width="stretch", on_click=gen.act, args=("run",))
-    c3.number_input("Rewind to step", value=0, step=1, key="gen_rewind_to",
+    c1.button("Next token", key=state.GEN_NEXT, type="primary", width="stretch", on_click=walk.act, args=("next",))
+    c2.number_input(f"Run N (≤ {gen.MAX_RUN})", min_value=1, max_value=gen.MAX_RUN, value=8, key=state.GEN_N)
+    c2.button("Run N", key=state.GEN_RUN, width="stretch", on_click=walk.act, args=("run",))
+    c3.number_input("Rewind to step", value=0, step=1, key=state.GEN_REWIND_TO,
                     help="Keep this many generated tokens (0 = back to the prompt alone).")
-    c3.button("Rewind", key="gen_rewind", width="stretch", on_click=gen.act, args=("rewind",))
-    c4.text_input("Force the next token", value=" under", key="gen_force",
+    c3.button("Rewind", key=state.GEN_REWIND, width="stretch", on_click=walk.act, args=("rewind",))
+    c4.text_input("Force the next token", value=" under", key=state.GEN_FORCE,
                   help="Exactly one token; mind the leading space. Rewind first to branch at an earlier step.")
-    c4.button("Force it", key="gen_force_go", width="stretch", on_click=gen.act, args=("force",))
-error = st.session_state.pop(gen.ERROR_KEY, None)
+    c4.button("Force it", key=state.GEN_FORCE_GO, width="stretch", on_click=walk.act, args=("force",))
+error = st.session_state.pop(state.GEN_ERROR, None)
 if error:
     st.error(f"{error}. Nothing was changed.", icon=":material/block:")
-if st.session_state.get(gen.PENDING_KEY) == "run":
-    del st.session_state[gen.PENDING_KEY]
+if st.session_state.get(state.GEN_PENDING) == "run":
+    del st.session_state[state.GEN_PENDING]
     bar = st.progress(0.0, text="generating…")
-    gen.run_steps(stepper, int(st.session_state.get("gen_n", 8)), lambda share, text: bar.progress(share, text=text))
+    walk.run_steps(stepper, int(st.session_state.get(state.GEN_N, 8)), lambda share, text: bar.progress(share, text=text))
     bar.empty()
 
 if not presenting:
@@ -99,7 +101,7 @@ st.header("Inside the KV cache")
 if stepper.cache_length == 0:
     st.info("The cache is empty until the first step runs the prompt through the model.")
 else:
-    layer = st.slider("Layer", 0, config.n_layers - 1, 0, key="gen_layer")
+    layer = st.slider("Layer", 0, config.n_layers - 1, 0, key=state.GEN_LAYER)
     cache = gen.cache_view(model, stepper, layer)
     charts.show(figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
                 key="gen_kv_heatmaps",
@@ -132,18 +134,18 @@ else:
 st.header("With and without the cache, measured")
 t1, t2 = st.columns([1, 3], vertical_alignment="bottom")
 if presenting:
-    n_timing = int(st.session_state.get("gen_timing_n", 32))
+    n_timing = int(st.session_state.get(state.GEN_TIMING_N, 32))
 else:
     n_timing = t1.number_input(f"Tokens to time (≤ {gen.MAX_TIMING_TOKENS})", 4, gen.MAX_TIMING_TOKENS, 32,
-                               key="gen_timing_n")
-t1.button("Measure", key="gen_measure", on_click=gen.act, args=("measure",))
-if st.session_state.get(gen.PENDING_KEY) == "measure":
-    del st.session_state[gen.PENDING_KEY]
+                               key=state.GEN_TIMING_N)
+t1.button("Measure", key=state.GEN_MEASURE, on_click=walk.act, args=("measure",))
+if st.session_state.get(state.GEN_PENDING) == "measure":
+    del st.session_state[state.GEN_PENDING]
     bar = st.progress(0.0, text="timing…")
-    st.session_state[gen.TIMING_KEY] = (view.ids, gen.measure_cache_timing(
+    st.session_state[state.GEN_TIMING] = (view.ids, gen.measure_cache_timing(
         model, view.ids, int(n_timing), lambda share, text: bar.progress(share, text=text)))
     bar.empty()
-stored = st.session_state.get(gen.TIMING_KEY)
+stored = st.session_state.get(state.GEN_TIMING)
 if stored and stored[0] == view.ids:
     timing = stored[1]
     charts.show(figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),

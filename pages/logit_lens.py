@@ -1,13 +1,14 @@
 """Transformer block & logit lens: one block walked with real activations, then every layer read out as a guess."""
 import streamlit as st
 
-from ui.shell import charts, models
-from ui.session import state
 from ui.claims import predicting as claims
-from ui.compute.logits import current_prompt_logits, traced_prompt
+from ui.compute.logits import traced_prompt
+from ui.controls.prompt import current_prompt_logits
 from ui.figures import block as figs
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.figures.logits import visible_token
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
 from ui.shell.resources import client_for
 
@@ -31,7 +32,7 @@ if traced.traced_tokens < traced.prompt_tokens:
 
 # 1. One block, walked with the real activations at the last position
 st.subheader("1 · One block, walked")
-layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind("block_layer", 0, range(config.n_layers)))
+layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind(state.BLOCK_LAYER, 0, range(config.n_layers)))
 last = visible_token(cached.token_strings[-1])
 norms = walk.norms[layer, :, -1].tolist()
 charts.show(make_block_diagram(walk.stage_names, walk.shape, norms,

@@ -1,18 +1,31 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
 import streamlit as st
 
-from ui.shell import charts, models
-from ui.controls import example_prompt, sampling as sampling_controls
-from ui.session import state
 from ui.claims import predicting as claims
 from ui.compute.logits import (
-    STAGE_LABELS, current_prompt_logits, entropy_bits, kept_by, sampling_stages, softmax_at,
-    temperature_sweep, token_texts, tokens_for_mass, top_indices,
+    STAGE_LABELS,
+    entropy_bits,
+    kept_by,
+    sampling_stages,
+    softmax_at,
+    temperature_sweep,
+    token_texts,
+    tokens_for_mass,
+    top_indices,
 )
+from ui.controls import example_prompt
+from ui.controls import sampling as sampling_controls
+from ui.controls.prompt import current_prompt_logits
 from ui.figures import logits as figs
 from ui.figures.logits import (
-    make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
+    make_logits_bar,
+    make_probability_overlay,
+    make_stage_figure,
+    make_temperature_sweep,
+    visible_token,
 )
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
 from ui.shell.resources import client_for
 
@@ -54,7 +67,7 @@ st.markdown(claims.greedy_sentence(tokens[0], token_texts(model, [stages.greedy_
 # 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
 st.subheader("2 · Softmax and temperature")
 compare_t = st.columns(3)[0].select_slider("Compare with temperature", options=COMPARE_OPTIONS,
-                                           **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
+                                           **state.bind(state.COMPARE_TEMPERATURE, 1.0, COMPARE_OPTIONS))
 probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
 metrics = st.columns(4)
 metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(probs_t):.2f} bits",

@@ -1,6 +1,9 @@
-"""Moved to ``ui.compute.generation`` (the UI's sub-packages); this name stays for the class files until they move too."""
-import sys
+"""The names the class files (issue 27's lane) still read of the Generation page, until they move into ui/ too:
+the walk's session keys (now ``ui.session.state``) and its link parameters (``ui.session.walk``)."""
+from ui.session import state
+from ui.session.walk import walk_query
 
-from ui.compute import generation as _moved
+STEPPER_KEY = state.GEN_STEPPER
+REPLAY_KEY, REPLAY_FORCED_KEY, REPLAY_PROMPT_KEY = state.GEN_REPLAY_STEPS, state.GEN_REPLAY_FORCED, state.GEN_REPLAY_PROMPT
 
-sys.modules[__name__] = _moved
+__all__ = ["STEPPER_KEY", "REPLAY_KEY", "REPLAY_FORCED_KEY", "REPLAY_PROMPT_KEY", "walk_query"]

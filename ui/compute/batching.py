@@ -4,7 +4,8 @@ Owns turning the page's editable request list into prompts and settings (a bad r
 gets its own message, the others go on), the left-padded batch as plain arrays (the
 engine's own ``left_pad`` and mask), and one comparison run: static batching,
 continuous batching and every request alone, all on the shared engine, returned as
-plain data for the figures in ``ui/figures/batching.py``.
+plain data for the figures in ``ui/figures/batching.py``. The editor's rows as the
+session keeps them are ``ui/session/requests.py``.
 """
 from __future__ import annotations
 
@@ -34,28 +35,6 @@ DEFAULT_REQUESTS = [
     {"prompt": "The capital of France is", "max new tokens": 2},
     {"prompt": "Hi", "max new tokens": 4},
 ]
-
-
-EDITOR_KEY = "batch_requests"  # the data editor's widget key (its state: the edits since it was created)
-_ORIGIN_KEY, _LATEST_KEY = "_batch_rows_origin", "_batch_rows_latest"
-
-
-def editor_data() -> list[dict]:
-    """The rows to give the request editor, so that edits survive a page switch and are applied once.
-
-    While the editor's widget state lives, it holds edits relative to the rows it was created with,
-    so those rows must be passed unchanged (feeding its output back in would re-apply every edit
-    and lose the next keystroke). When Streamlit has dropped that state (the user visited another
-    page), the editor starts again from the rows as the user left them.
-    """
-    if EDITOR_KEY not in st.session_state or _ORIGIN_KEY not in st.session_state:
-        st.session_state[_ORIGIN_KEY] = [dict(row) for row in st.session_state.get(_LATEST_KEY, DEFAULT_REQUESTS)]
-    return st.session_state[_ORIGIN_KEY]
-
-
-def remember_rows(rows: list[dict]) -> None:
-    """Keep the editor's current rows for the next time the page is opened."""
-    st.session_state[_LATEST_KEY] = [dict(row) for row in rows]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import numpy as np
 import streamlit as st
 
 from inference import SamplingParams
-
 from ui.compute.logits import prompt_logits, token_texts
 from ui.shell.resources import client_for
 

@@ -1,9 +1,10 @@
-"""The Generation & KV cache page's link to the engine: the per-session stepper, cache views, live timings.
+"""The Generation & KV cache page's numbers: a walk's tokens and cache as plain data, and live timings.
 
-Owns the session's ``Stepper`` (one request: its own KV cache, never shared; made and read
-through the model's client), turning a typed forced token into an id, the numpy views of one
-layer's cache, the cache's size from the config formula checked against the real tensors, and
-the cached-vs-uncached measurement. Figures live in ``ui/figures/generation.py``.
+Owns turning a typed forced token (or a link's forced tokens) into ids, the numpy views of one
+layer of a walk's cache, the cache's size from the config formula checked against the real
+tensors, the cached-vs-uncached measurement, and the display texts of a walk's tokens, all read
+through the model's client. The session's walk itself (its ``Stepper`` and the buttons' actions)
+is ``ui/session/walk.py``; figures live in ``ui/figures/generation.py``.
 """
 from __future__ import annotations
 
@@ -13,56 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import PromptError, SamplingParams, Stepper, StepperError, Tokenizer, TokenizerError
+from inference import SamplingParams, Stepper, StepperError, Tokenizer
 from inference.inspection import CacheBytes, CacheTiming
 from ui.compute import token_text
-from ui.compute.tokens import tokenize
 from ui.figures.tokens import visible
-from ui.session import state
-from ui.shell import models
 from ui.shell.resources import client_for
 
-STEPPER_KEY = "gen_stepper"
-TIMING_KEY = "gen_timing"
-ERROR_KEY = "gen_error"  # the last action's error message, shown once
-PENDING_KEY = "gen_pending"  # a long action the page runs with a progress bar
 MAX_STEPS = 128  # tokens one walk may generate (bounds the per-session cache)
 MAX_RUN = 32  # tokens one "Run N" press may add
 MAX_TIMING_TOKENS = 64  # tokens the cached-vs-uncached measurement may generate
-# A walk restored from a shared link (``ui.url_state``): its length, forced tokens and the prompt it was for.
-REPLAY_KEY, REPLAY_FORCED_KEY, REPLAY_PROMPT_KEY = "gen_replay_steps", "gen_replay_forced", "gen_replay_prompt"
-
-
-def current_stepper(model: str, prompt_ids: list[int], params: SamplingParams) -> Stepper:
-    """This session's stepper for the prompt: a new one when the prompt changed, new settings otherwise.
-
-    A new stepper first replays the walk of a shared link, if one is waiting for the
-    session's current prompt: the same steps, forced tokens included (sampled steps are
-    deterministic per (seed, step)).
-    """
-    client = client_for(model)
-    stepper: Stepper | None = st.session_state.get(STEPPER_KEY)
-    if stepper is None or stepper.prompt_ids != prompt_ids or not client.owns(stepper):
-        stepper = client.stepper(prompt_ids, params, max_steps=MAX_STEPS)
-        st.session_state[STEPPER_KEY] = stepper
-        steps = st.session_state.pop(REPLAY_KEY, 0)
-        forced = st.session_state.pop(REPLAY_FORCED_KEY, {})
-        if steps and st.session_state.pop(REPLAY_PROMPT_KEY, None) == (state.get(state.PROMPT), state.get(state.CHAT)):
-            replay(stepper, steps, forced)
-    stepper.params = params  # settings changed mid-walk apply from the next step on
-    return stepper
-
-
-def replay(stepper: Stepper, steps: int, forced: dict[int, int]) -> None:
-    """Take ``steps`` steps, forcing ``forced[i]`` at step i; stops early (with a message) where a step is refused."""
-    for index in range(steps):
-        if stepper.done:
-            break
-        try:
-            stepper.step(forced_token=forced.get(index))
-        except StepperError as error:
-            st.session_state[ERROR_KEY] = f"The link's walk stopped at step {index}: {error}"
-            break
 
 
 def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
@@ -79,46 +39,12 @@ def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
     return forced, note
 
 
-def walk_query() -> dict[str, str]:
-    """The ``step`` / ``forced`` link parameters for this session's walk (or for a replay still waiting)."""
-    stepper: Stepper | None = st.session_state.get(STEPPER_KEY)
-    if stepper is not None and stepper.prompt_ids == _current_prompt_ids():
-        steps, forced = len(stepper.chosen), {c.index: c.token_id for c in stepper.chosen if c.forced}
-    elif stepper is None:
-        steps, forced = st.session_state.get(REPLAY_KEY, 0), st.session_state.get(REPLAY_FORCED_KEY, {})
-    else:  # a walk for another prompt: the page starts a new one when next opened
-        steps, forced = 0, {}
-    query = {"step": str(steps)} if steps else {}
-    if forced:
-        query["forced"] = ",".join(f"{index}:{token}" for index, token in sorted(forced.items()))
-    return query
-
-
-def _current_prompt_ids() -> list[int] | None:
-    try:
-        return tokenize(models.current(), state.get(state.PROMPT), state.get(state.CHAT)).ids
-    except (PromptError, TokenizerError):
-        return None
-
-
 @st.cache_data(max_entries=4, show_spinner=False)
 def greedy_example(model: str, prompt: str, n_tokens: int = 3) -> list[str]:
     """The first ``n_tokens`` greedy tokens of ``model`` after ``prompt`` (display texts), for the page's intro."""
     client = client_for(model)
     done = client.complete(prompt, SamplingParams(temperature=0.0, max_new_tokens=n_tokens))
     return token_text.token_texts(client.tokenizer, done.token_ids)
-
-
-def run_steps(stepper: Stepper, count: int, progress: Callable[[float, str], None] | None = None) -> int:
-    """Take up to ``count`` steps (stopping at end of text or the limit); returns how many were taken."""
-    taken = 0
-    for taken in range(1, count + 1):
-        if stepper.done:
-            return taken - 1
-        chosen = stepper.step()
-        if progress:
-            progress(taken / count, f"step {chosen.index}: {chosen.text!r}")
-    return taken
 
 
 def parse_forced_token(tokenizer: Tokenizer, text: str) -> int:
@@ -186,30 +112,3 @@ def steps_table(model: str, stepper: Stepper) -> list[dict]:
         "top 3": " | ".join(f"{visible(t)} {p.probability:.0%}"
                             for t, p in zip(candidate_texts(model, c.top[:3]), c.top[:3])),
     } for c, text in zip(stepper.chosen, texts)]
-
-
-def act(action: str) -> None:
-    """Button callback: apply ``action`` to this session's stepper with the values of its inputs.
-
-    Runs before the page redraws, so the page always shows the state after the action.
-    A refused action leaves the stepper as it was and leaves a message for the page.
-    """
-    stepper: Stepper | None = st.session_state.get(STEPPER_KEY)
-    if stepper is None:
-        return
-    try:
-        if action == "next":
-            stepper.step()  # after the end: says so ("rewind to continue") rather than doing nothing
-        elif action == "run":  # long: the page runs it with a progress bar
-            st.session_state[PENDING_KEY] = "run"
-        elif action == "measure":
-            st.session_state[PENDING_KEY] = "measure"
-        elif action == "rewind":
-            stepper.rewind(int(st.session_state.get("gen_rewind_to", 0)))
-        elif action == "restart":  # presenter mode's one-click rewind to the prompt
-            stepper.rewind(0)
-        elif action == "force":
-            tokenizer = client_for(models.current()).tokenizer
-            stepper.step(forced_token=parse_forced_token(tokenizer, st.session_state.get("gen_force", "")))
-    except StepperError as error:
-        st.session_state[ERROR_KEY] = str(error)

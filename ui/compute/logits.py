@@ -17,11 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import PromptError, SamplingParams, TokenizerError
+from inference import SamplingParams
 from inference.inspection import BlockWalk, Lens, RecordedDraw, recorded_draw
 from ui.compute import token_text
-from ui.session import state
-from ui.shell import models
 from ui.shell.resources import client_for
 
 STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T = 1 reference row
@@ -217,14 +215,3 @@ def lens_view(model: str, lens: Lens, ids: list[int]) -> LogitLens:
         top_strings=strings,
         final_token_probability=lens.final_token_probability,
     )
-
-
-# -- the shared prompt, for the pages -----------------------------------------------------
-def current_prompt_logits() -> tuple[str, bool, PromptLogits] | None:
-    """The sidebar's prompt and chat flag with their cached logits, or None after an ``st.error`` saying why."""
-    prompt, chat = str(state.get(state.PROMPT) or ""), bool(state.get(state.CHAT))
-    try:
-        return prompt, chat, prompt_logits(models.current(), prompt, chat)
-    except (PromptError, TokenizerError) as error:
-        st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon=":material/block:")
-        return None

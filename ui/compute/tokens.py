@@ -19,9 +19,8 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
 from inference import Tokenizer, parse_merges
-
-from ui.shell.resources import client_for
 from ui.compute.token_text import entry_text, token_texts
+from ui.shell.resources import client_for
 
 UNK = "<unk>"
 

@@ -20,8 +20,9 @@ import streamlit as st
 
 from inference import GEMMA3_270M, SMOLLM2, install_hint, is_installed, settings
 from inference.settings import ModelListError, checked_model_name
+from ui.session import state
 
-MODEL = "model"  # session key: the chosen model's name (one of ``allowlist()``)
+MODEL = state.MODEL  # the session's choice (links and the sidebar name it so)
 DEFAULT_NAME = SMOLLM2
 PACKAGED_EXTRA = (GEMMA3_270M,)  # offered beside the default, by name, when installed
 MAX_MODELS = 4  # engines kept loaded at once (fp32: ~0.5 GB for SmolLM2, ~1.1 GB for Gemma 3 270M)

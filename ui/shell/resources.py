@@ -13,8 +13,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference import (ChildClient, Engine, EngineClient, EngineServer, ProcessServer, ServeConfig, available_cores,
-                       load_engine, release_freed_memory, set_threads, settings)
+from inference import (
+    ChildClient,
+    Engine,
+    EngineClient,
+    EngineServer,
+    ProcessServer,
+    ServeConfig,
+    available_cores,
+    load_engine,
+    release_freed_memory,
+    set_threads,
+    settings,
+)
 from inference.settings import SettingsError
 from ui.shell import models
 

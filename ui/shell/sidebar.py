@@ -4,9 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from inference import EngineClient
-
-from ui.shell import models
 from ui.session import state
+from ui.shell import models
 
 # A button that copies the address bar (kept current by ``ui.url_state.publish``, fragments included).
 # Clipboard API where the page is a secure context (localhost, https), the older copy command elsewhere
