@@ -37,9 +37,9 @@ from .model.trace import ForwardTrace, LayerTrace
 from .serving.client import PLAIN_CALLS, EngineClient, compare_modes
 from .serving.config import ServeConfig
 from .serving.continuous import ContinuousBatcher, run_continuous
+from .serving.process import ChildClient, ProcessServer
 from .serving.requests import BatchResult, BatchRun, BatchStep
 from .serving.scheduler import Scheduler, Sequence, SequenceStatus
-from .serving.process import ChildClient, ProcessServer
 from .serving.server import BusyError, EngineServer, RequestHandle, TokenEvent
 from .serving.slot_cache import SlotKVCache
 from .serving.static import run_static

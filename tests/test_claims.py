@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import streamlit as st
 
+from ui.claims import generating, predicting, reading
 from ui.compute import attention as att
 from ui.compute import embeddings as emb
 from ui.compute import logits
 from ui.compute import tokens as tok
-from ui.claims import generating, predicting, reading
 from ui.figures.tokens import visible
 
 pytestmark = pytest.mark.real_model

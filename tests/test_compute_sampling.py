@@ -10,7 +10,8 @@ import pytest
 
 from inference import SamplingParams, sample
 from inference.generation.sampling import generator_for
-from ui.compute import logits as compute_logits, sampling as compute_sampling
+from ui.compute import logits as compute_logits
+from ui.compute import sampling as compute_sampling
 from ui.compute.sampling import chi2_survival, chi_square_gof, first_divergence
 from ui.shell import resources
 

@@ -18,7 +18,6 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 
 from tests import apptest_utils
 from tests.apptest_utils import assert_clean, chart, plotly_array
-from ui.shell import charts
 from ui.figures import attention as att_figs
 from ui.figures import batching as batch_figs
 from ui.figures import embeddings as emb_figs
@@ -28,6 +27,7 @@ from ui.figures import sampling as sampling_figs
 from ui.figures.export import decode_array, figure_csv
 from ui.figures.tokens import make_token_id_chart
 from ui.session.state import PRESENTER
+from ui.shell import charts
 
 PIECES = ["The", " cat", " sat", "."]
 

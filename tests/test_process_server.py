@@ -13,9 +13,17 @@ import threading
 import numpy as np
 import pytest
 
-from inference import (BusyError, EngineClient, Interventions, HeadEdit, ProcessServer, PromptError, SamplingParams,
-                       ServeConfig)
-from inference import load_engine
+from inference import (
+    BusyError,
+    EngineClient,
+    HeadEdit,
+    Interventions,
+    ProcessServer,
+    PromptError,
+    SamplingParams,
+    ServeConfig,
+    load_engine,
+)
 from inference.serving.process import _PlainUnpickler, check_plain
 from tests.test_batching import PROMPTS, greedy, solo
 from tests.test_server import check_stream_equals_solo, wait_until

@@ -8,11 +8,11 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from inference import settings
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
 from tests.tiny_models import save_folder, tiny_llama
-from inference import settings
-from ui.shell import models
 from ui.session import links as url_state
+from ui.shell import models
 from ui.shell.navigation import PAGES
 
 TIMEOUT = 120

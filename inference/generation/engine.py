@@ -266,7 +266,7 @@ class Engine:
         values, indices = probs.topk(min(n, probs.numel()))
         return [Candidate(int(i), self.tokenizer.decode([int(i)]), float(p)) for p, i in zip(values, indices)]
 
-    def complete(self, prompt: str | list[int], params: SamplingParams | None = None, **kwargs) -> "Completion":
+    def complete(self, prompt: str | list[int], params: SamplingParams | None = None, **kwargs) -> Completion:
         """Run ``generate`` to the end and gather the result."""
         steps = list(self.generate(prompt, params, **kwargs))
         return Completion(steps)

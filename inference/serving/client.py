@@ -27,13 +27,31 @@ from ..generation.stepper import Stepper
 from ..inspection.attention import AttentionArrays, WindowView, attention_arrays, window_view
 from ..inspection.cache import CacheBytes, CacheTiming, CacheView, cache_bytes, cache_view, measure_cache_timing
 from ..inspection.embeddings import EmbeddingReader
-from ..inspection.experiments import (AttributionTerms, PatchLogits, attribution, clean_streams, greedy_text,
-                                      head_importance_layer, head_means, next_token_probs, patch_column,
-                                      patch_logits, with_means)
+from ..inspection.experiments import (
+    AttributionTerms,
+    PatchLogits,
+    attribution,
+    clean_streams,
+    greedy_text,
+    head_importance_layer,
+    head_means,
+    next_token_probs,
+    patch_column,
+    patch_logits,
+    with_means,
+)
 from ..inspection.info import model_info
 from ..inspection.residual import Lens, TracedPrompt, logit_lens, traced_prompt
-from ..inspection.weights import (FileSummary, ModeComparison, StoredBlock, compare_modes as compare_engines,
-                                  decode_speed, file_summary, file_tensors, stored_block)
+from ..inspection.weights import (
+    FileSummary,
+    ModeComparison,
+    StoredBlock,
+    decode_speed,
+    file_summary,
+    file_tensors,
+    stored_block,
+)
+from ..inspection.weights import compare_modes as compare_engines
 from ..model.interventions import Interventions
 from ..model.kv_cache import causal_padding_mask
 from ..model.loader import gguf_source

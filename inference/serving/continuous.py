@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 class ContinuousBatcher:
-    def __init__(self, engine: "Engine", config: ServeConfig | None = None, keep_logits: bool = False) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig | None = None, keep_logits: bool = False) -> None:
         config = config or ServeConfig()
         self.engine = engine
         self.cache = SlotKVCache(engine.config, config.n_slots, config.slot_capacity, engine.device, engine.dtype)
@@ -147,7 +147,7 @@ class ContinuousBatcher:
 
 
 def run_continuous(
-    engine: "Engine",
+    engine: Engine,
     prompts: list[str | list[int]],
     params_list: list[SamplingParams | None] | None = None,
     n_slots: int | None = None,

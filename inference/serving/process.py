@@ -64,7 +64,7 @@ class ProcessServer(_ServerFront):
     """An ``EngineServer`` in a child process; the child's engine is ``load_engine(**load)`` (plain arguments:
     the model's source, device, dtype, weights mode), which must be the model ``engine`` is."""
 
-    def __init__(self, engine: "Engine", load: dict[str, Any], config: ServeConfig | None = None) -> None:
+    def __init__(self, engine: Engine, load: dict[str, Any], config: ServeConfig | None = None) -> None:
         super().__init__(engine, config)
         check_plain(load, "load_engine's arguments")
         self._load = dict(load)
@@ -119,14 +119,14 @@ class ProcessServer(_ServerFront):
     def child_pid(self) -> int:
         return self._child.proc.pid
 
-    def _start_child(self) -> "_Child":
+    def _start_child(self) -> _Child:
         child = _Child(self._load, self.config)
         weakref.finalize(self, _kill, child.proc)  # a server dropped without close() must not leave its child
         threading.Thread(target=_read, args=(weakref.ref(self), child), name="engine-server-reader",
                          daemon=True).start()
         return child
 
-    def _arrived(self, child: "_Child", message: tuple) -> None:
+    def _arrived(self, child: _Child, message: tuple) -> None:
         """One message from ``child``: a token or an outcome for one of its requests, or a step record."""
         if message[0] == "item":
             _, request_id, item = message
@@ -148,7 +148,7 @@ class ProcessServer(_ServerFront):
             if future is not None:
                 future.set_result(value) if error is None else future.set_exception(error)
 
-    def _ended(self, child: "_Child", reason: str) -> None:
+    def _ended(self, child: _Child, reason: str) -> None:
         """``child`` is gone: no request joins it from now on, and the ones it held fail with ``reason``."""
         with self._children_lock:
             child.ended = True
@@ -166,7 +166,7 @@ class ChildClient(EngineClient):
     wait for this process's interpreter lock behind every session's script thread). Every other method runs
     here on ``engine``, the same model; any other name of ``PLAIN_CALLS`` could move to the child the same way."""
 
-    def __init__(self, engine: "Engine", server: ProcessServer, source=None) -> None:
+    def __init__(self, engine: Engine, server: ProcessServer, source=None) -> None:
         super().__init__(engine, lambda: server, source)
         self.process_server = server
 
@@ -177,7 +177,7 @@ class ChildClient(EngineClient):
         return self.process_server.call("attention", ids)
 
 
-def _read(server_ref: "weakref.ref[ProcessServer]", child: "_Child") -> None:
+def _read(server_ref: weakref.ref[ProcessServer], child: _Child) -> None:
     """The reader of one child (its own thread); it holds the server weakly, so dropping the server ends it."""
     reason = "the engine server process stopped"
     while True:
@@ -278,7 +278,7 @@ def _portable(error: Exception) -> Exception:
 
 
 class _ChildServer(EngineServer):
-    def __init__(self, engine: "Engine", config: ServeConfig, send: Callable[[tuple], None]) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig, send: Callable[[tuple], None]) -> None:
         self._send_up = send
         super().__init__(engine, config)
 

@@ -68,7 +68,7 @@ class _Submission:
 class RequestHandle:
     """One caller's view of its request: iterate for tokens as they come, or wait for ``result()``."""
 
-    def __init__(self, server: "EngineServer", request_id: int, outbox: queue.SimpleQueue) -> None:
+    def __init__(self, server: EngineServer, request_id: int, outbox: queue.SimpleQueue) -> None:
         self.request_id = request_id
         self._outbox = outbox
         self._result: BatchResult | None = None
@@ -116,7 +116,7 @@ class _ServerFront:
     to wherever its worker runs; its worker answers through ``_step_done`` and ``_end``.
     """
 
-    def __init__(self, engine: "Engine", config: ServeConfig | None = None) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig | None = None) -> None:
         self.engine = engine
         self.config = config = config or ServeConfig()
         self.max_in_flight = config.n_slots + config.max_waiting
@@ -186,7 +186,7 @@ class _ServerFront:
 
 
 class EngineServer(_ServerFront):
-    def __init__(self, engine: "Engine", config: ServeConfig | None = None) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig | None = None) -> None:
         """Start the worker; ``config`` (default ``ServeConfig()``) bounds slots, queue and the worker's threads."""
         super().__init__(engine, config)
         self.batcher = ContinuousBatcher(engine, self.config)

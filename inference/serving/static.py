@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def run_static(
-    engine: "Engine",
+    engine: Engine,
     prompts: list[str | list[int]],
     params_list: list[SamplingParams | None] | None = None,
     chat: bool = False,
@@ -58,7 +58,7 @@ def run_static(
 class _StaticBatch:
     """The state of one static batch: its cache, its rows' settings, and where each row is."""
 
-    def __init__(self, engine: "Engine", results: list[BatchResult], params: list[SamplingParams],
+    def __init__(self, engine: Engine, results: list[BatchResult], params: list[SamplingParams],
                  keep_logits: bool, started: float) -> None:
         self.engine, self.results, self.params, self.started = engine, results, params, started
         self.interventions: list[Interventions | None] | None = None  # one spec per row, or None for none
