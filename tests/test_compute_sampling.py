@@ -1,4 +1,4 @@
-"""The sampling helpers (ui.compute_sampling): the chi-square fit, and draws and continuations on the real model."""
+"""The sampling helpers (ui.compute.sampling): the chi-square fit, and draws and continuations on the real model."""
 from __future__ import annotations
 
 import dataclasses

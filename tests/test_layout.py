@@ -139,7 +139,7 @@ def test_no_module_outside_the_tokenizer_touches_the_wrapped_tokenizer():
 
 
 def test_every_page_hands_a_legacy_run_over_to_the_app_first():
-    """The deep-link fix (``ui.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
+    """The deep-link fix (``ui.shell.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
     for path in sorted((ROOT / "pages").glob("*.py")):
         body = [node for node in ast.parse(path.read_text()).body
                 if not isinstance(node, (ast.Import, ast.ImportFrom))

@@ -9,7 +9,7 @@ and the two directions:
 - ``restore()`` runs once per browser session, before anything is drawn: every query
   parameter is parsed against its allowlist or range. Unknown names, unparsable values
   and values over ``MAX_VALUE_CHARS`` are ignored; numbers out of range are clamped;
-  a model must be one of ``ui.models.allowlist()`` (a name, never a path). Each such
+  a model must be one of ``ui.shell.models.allowlist()`` (a name, never a path). Each such
   decision becomes a plain-text note for the page to show.
 - ``publish()`` runs after every page run (and fragment run): the URL's query string is
   replaced by the current state, leaving out values at their defaults.

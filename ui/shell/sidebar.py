@@ -7,7 +7,7 @@ from inference import EngineClient
 from ui.session import state
 from ui.shell import models
 
-# A button that copies the address bar (kept current by ``ui.url_state.publish``, fragments included).
+# A button that copies the address bar (kept current by ``ui.session.links.publish``, fragments included).
 # Clipboard API where the page is a secure context (localhost, https), the older copy command elsewhere
 # (a class server reached over plain http on the school network). System fonts only: nothing is fetched.
 COPY_LINK_HTML = """<div style="font-family: system-ui, sans-serif; font-size: 14px;">
