@@ -1,6 +1,7 @@
 """The sampler on hand-made distributions: stage sets, ranges, seeds, and a frequency test."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -137,3 +138,38 @@ def test_sample_many_equals_repeated_sample():
     later = sample_many(logits, params, 5, previous_ids=[1, 2], first=35)  # draw N is computed, not replayed
     assert [r.u for r in later] == [r.u for r in one_by_one[35:]]
     assert [r.token_id for r in sample_many(logits, SamplingParams(temperature=0), 3)] == [int(logits.argmax())] * 3
+
+
+# -- one seed rule, and cache keys that are the settings themselves ------------------------------------
+def test_draw_n_comes_from_seed_and_index_alone():
+    """``generator_for(params, n)`` is draw n's own stream: the draws made before it change nothing."""
+    params = SamplingParams(seed=11)
+    first = torch.rand(3, generator=generator_for(params, 7))
+    for index in range(7):
+        torch.rand(5, generator=generator_for(params, index))  # draws 0..6, each taking more numbers than one
+    assert torch.equal(torch.rand(3, generator=generator_for(params, 7)), first)
+    starts = {float(torch.rand(1, generator=generator_for(SamplingParams(seed=seed), index)))
+              for seed in range(4) for index in range(50)}
+    assert len(starts) == 200  # no two (seed, index) pairs here share a stream
+    torch.rand(1, generator=generator_for(SamplingParams(seed=2**63 - 1), 10**6))  # the largest seed is a valid one
+
+
+def test_a_cache_key_is_the_settings_themselves_so_every_field_counts():
+    """The caches are keyed by ``SamplingParams.canonical()``: a field added later is in every key by itself."""
+    base = SamplingParams(temperature=0.8, top_k=5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, max_new_tokens=8,
+                          seed=3)
+    changes = {"temperature": 0.9, "top_k": 6, "top_p": 0.8, "min_p": 0.1, "repetition_penalty": 1.2,
+               "max_new_tokens": 9, "seed": 4, "stop_on_eos": False}
+    assert set(changes) == {field.name for field in dataclasses.fields(SamplingParams)}  # a new field: add it here
+    for name, value in changes.items():
+        keys = {base.canonical(): "base", dataclasses.replace(base, **{name: value}).canonical(): name}
+        assert len(keys) == 2, name
+
+
+def test_greedy_settings_differing_only_in_what_greedy_ignores_share_one_key_and_one_result():
+    logits = torch.randn(50, generator=torch.Generator().manual_seed(2))
+    fussy, plain = SamplingParams(temperature=0, top_k=3, top_p=0.5, min_p=0.2, seed=7), SamplingParams(temperature=0)
+    assert fussy.canonical() == plain.canonical()
+    assert sample(logits, fussy).token_id == sample(logits, plain).token_id == int(logits.argmax())
+    assert SamplingParams(temperature=0, max_new_tokens=5).canonical() != plain.canonical()  # the length still counts
+    assert SamplingParams(temperature=0.5, seed=1).canonical() != SamplingParams(temperature=0.5, seed=2).canonical()
