@@ -1,8 +1,8 @@
 """Attention: every token looks back at the tokens before it, one weighted average per head."""
 import streamlit as st
 
-from ui import classroom
 from ui.claims import reading as claims
+from ui.classroom import broadcast
 from ui.compute import attention as att
 from ui.controls.head_switch import render as switch_heads_off
 from ui.controls.prompt import prompt_tokens
@@ -93,7 +93,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
     switch_heads_off(maps, pieces, layer, head)
-    classroom.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
+    broadcast.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
 
 
 explore_heads(maps, pieces)

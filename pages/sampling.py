@@ -4,8 +4,8 @@ import dataclasses
 import streamlit as st
 
 from inference import BusyError, PromptError
-from ui import class_views, classroom
 from ui.claims import predicting as claims
+from ui.classroom import broadcast, rounds
 from ui.compute.sampling import continuations, draw, draw_history, draw_many, first_divergence
 from ui.controls import example_prompt
 from ui.controls import sampling as sampling_controls
@@ -94,11 +94,11 @@ if st.session_state.get(state.SHOW_HISTOGRAM):
                 data=figs.histogram_table(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws))
     st.markdown(claims.histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
 
-# 2b. The class's draws, pooled (a class server with a teacher key; see pages/95_class.py)
-if classroom.teacher_key() is not None:
+# 2b. The class's draws, pooled (a class server with a teacher key; see pages/class.py)
+if broadcast.teacher_key() is not None:
     st.subheader("2b · Draw for the class")
-    class_views.teacher_controls(kinds=("draw",))
-    class_views.draw_panel()
+    rounds.teacher_controls(kinds=("draw",))
+    rounds.draw_panel()
     st.page_link(navigation.script_of("class"), label="The class view (draws and guesses, for the projector)",
                  icon=":material/groups:")
 

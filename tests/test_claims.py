@@ -182,7 +182,7 @@ def test_the_filter_suggestion_counts_what_the_sampler_keeps(real, name):
     from inference import SamplingParams
 
     params = SamplingParams(temperature=0.8)
-    kept_top_p, kept_min_p = logits.kept_by(MODEL, PROMPTS[name], False, logits.params_key(params), 0.5, 0.1)
+    kept_top_p, kept_min_p = logits.kept_by(MODEL, PROMPTS[name], False, params.canonical(), 0.5, 0.1)
     cached = logits.prompt_logits(MODEL, PROMPTS[name], False)
     probs = logits.softmax_at(cached.logits, 0.8)
     ordered = np.sort(probs)[::-1]

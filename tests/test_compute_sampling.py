@@ -10,7 +10,6 @@ import pytest
 
 from inference import SamplingParams, sample
 from inference.generation.sampling import generator_for
-from ui.compute import logits as compute_logits
 from ui.compute import sampling as compute_sampling
 from ui.compute.sampling import chi2_survival, chi_square_gof, first_divergence
 from ui.shell import resources
@@ -26,7 +25,7 @@ def real(ui_engine_and_server):
 
 
 def _key(**changes) -> tuple:
-    return compute_logits.params_key(dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes))
+    return dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes).canonical()
 
 
 def test_chi2_survival_matches_tables():
@@ -79,7 +78,7 @@ def test_histogram_agrees_with_the_probabilities(real):
 def test_draws_are_the_samplers_own(real):
     """Draw k (one at a time, and inside the 1,000) equals sample() with draw k's generator of the seeded stream."""
     params = SamplingParams(temperature=0.9, top_k=20, seed=5)
-    key = compute_logits.params_key(params)
+    key = params.canonical()
     ids = real.encode_prompt(PROMPT)
     logits = real.recompute_last(ids)  # what the cached prompt logits are
     expected = [sample(logits, params, generator_for(params, k), previous_ids=ids) for k in range(25)]
@@ -105,7 +104,7 @@ def test_greedy_continuation_starts_with_on(real):
 def test_sampled_continuation_comes_from_the_shared_server_and_equals_generate(real):
     key = _key(temperature=1.2, top_p=0.95)
     run = compute_sampling.continuation(MODEL, PROMPT, False, key, 6)
-    params = dataclasses.replace(compute_logits.params_from_key(key), max_new_tokens=6)
+    params = dataclasses.replace(key, max_new_tokens=6)
     steps = list(real.generate(PROMPT, params))
     assert run.token_ids == [s.token_id for s in steps]
     assert run.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
@@ -147,7 +146,7 @@ def test_sessions_asking_for_the_same_continuations_at_once_share_one_request_ea
     assert errors == []
     assert len(submitted) == len(keys)  # one request per continuation, not one per session
     for key, got in zip(keys, results[0]):
-        params = dataclasses.replace(compute_logits.params_from_key(key), max_new_tokens=5)
+        params = dataclasses.replace(key, max_new_tokens=5)
         assert got.token_ids == [s.token_id for s in real.generate("A class of six", params)]
     assert all(r == results[0] for r in results)
 

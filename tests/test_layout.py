@@ -152,16 +152,12 @@ def test_every_page_hands_a_legacy_run_over_to_the_app_first():
         assert not imports_after, f"{path.name} imports after the redirect"
 
 
-# The UI's parts, one sub-package each. The class files (issue 27's lane) and the old names they import stay at
-# ui/'s top until that lane has landed; then they move into ``ui/classroom/`` and this set empties.
-UI_PARTS = {"shell", "session", "controls", "compute", "figures", "claims"}
-NOT_YET_MOVED = {"room", "classroom", "class_views", "compute_class",  # the class files
-                 "compute_generation", "navigation", "url_state", "charts", "models", "sampling_controls", "state",
-                 "compute_logits", "compute_sampling", "resources"}  # old names of moved modules, for them
+# The UI's parts, one sub-package each.
+UI_PARTS = {"shell", "session", "controls", "compute", "figures", "claims", "classroom"}
 
 
 def test_the_ui_is_made_of_its_parts():
-    loose = {path.stem for path in (ROOT / "ui").glob("*.py")} - {"__init__"} - NOT_YET_MOVED
+    loose = {path.stem for path in (ROOT / "ui").glob("*.py")} - {"__init__"}
     assert not loose, f"modules outside ui's parts: {sorted(loose)}"
     parts = {path.name for path in (ROOT / "ui").iterdir() if path.is_dir() and (path / "__init__.py").exists()}
     assert parts == UI_PARTS, parts
@@ -172,8 +168,6 @@ def test_page_files_are_named_by_their_deep_link():
     from ui.shell.navigation import PAGES
 
     for spec in PAGES:
-        if spec.url_path == "class":  # the class lane's page keeps its name until that lane lands
-            continue
         assert Path(spec.script).stem == spec.url_path, spec.script
     assert {path.name for path in (ROOT / "pages").glob("*.py")} == {Path(spec.script).name for spec in PAGES}
 
@@ -220,10 +214,6 @@ def _attribute_chains(path: Path) -> set[str]:
     return chains
 
 
-# Until the class lane lands (see NOT_YET_MOVED), its files still read their engine through ``engine_for``.
-CLASS_FILES = {"ui/room.py", "ui/classroom.py", "ui/class_views.py", "ui/compute_class.py", "pages/95_class.py"}
-
-
 def _reaches(chains: set[str]) -> list[str]:
     """The names that reach into an engine: its model (``engine.model``, ``engine_for(m).model.embed``), a walk's
     engine (``stepper.engine``), a model's own methods (``.rope_for``)."""
@@ -239,7 +229,7 @@ def test_only_the_resources_hold_an_engine_and_nothing_touches_its_model():
     for path in _ui_files():
         name = str(path.relative_to(ROOT))
         touched = _reaches(_attribute_chains(path))
-        if name != "ui/shell/resources.py" and name not in CLASS_FILES:
+        if name != "ui/shell/resources.py":
             touched += [f"{module} (engine_for / load_engine)" for module in _imports_of(path)
                         if module == "ui.shell.resources" and re.search(r"\b(engine_for|load_engine)\b", path.read_text())]
         offenders += [f"{name}: {chain}" for chain in touched]

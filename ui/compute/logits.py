@@ -116,16 +116,6 @@ class StageView:
     entropy_bits: float  # of the distribution after temperature (0 for greedy)
 
 
-# The class files (until they move into ui/ with this layout) still name the cache key so; it is the
-# canonical dataclass itself (``SamplingParams.canonical``), every field of it.
-def params_key(params: SamplingParams) -> SamplingParams:
-    return params.canonical()
-
-
-def params_from_key(key: SamplingParams) -> SamplingParams:
-    return key
-
-
 def recorded_sample(model: str, prompt: str, chat: bool, params: SamplingParams, draw_index: int = 0) -> RecordedDraw:
     """Draw ``draw_index`` of the engine's ``sample(record=True)`` on the prompt's cached logits."""
     cached = prompt_logits(model, prompt, chat)

@@ -109,7 +109,7 @@ PARAMS: list[Param] = [
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
-# In the URL but not part of the view: the teacher-only link's key (``ui.classroom`` reads and removes it).
+# In the URL but not part of the view: the teacher-only link's key (``ui.classroom.broadcast`` reads and removes it).
 NOT_STATE = frozenset({"teacher"})
 
 
@@ -260,7 +260,7 @@ def apply_query(query: dict[str, str], reset_missing: bool = False, skip: frozen
 
 
 def _reset(param: Param) -> None:
-    """Put one setting back to its default (the walk's length is the follower's stepper's, see ``ui.classroom``)."""
+    """Put one setting back to its default (the walk's length is the follower's stepper's, see ``ui.classroom.broadcast``)."""
     if param.key == state.GEN_REPLAY_STEPS:
         return
     if param.kind == "model":

@@ -148,6 +148,41 @@ BATCH_RUN, BATCH_CURVE_RUN = "batch_run", "batch_curve_run"  # buttons
 # -- Two models side by side ------------------------------------------------------------------
 CMP_LEFT, CMP_RIGHT = "cmp_left", "cmp_right"  # str: the two models' names
 
+# -- The class (ui/classroom/: a session's side of the room, and the rounds on screen) -----------------------
+CLASS_TEACHER = "_class_teacher"  # bool: True once the key was proved
+CLASS_BROADCASTING = "class_broadcast"  # bool: the teacher's "Broadcast my view" toggle (its widget: widget_key)
+CLASS_FOLLOW = "class_follow"  # bool: the student's "Follow the teacher" toggle (its widget: widget_key)
+CLASS_APPLIED = "_class_applied"  # int: the broadcast version this follower last applied (on its page)
+CLASS_ARRIVING = "_class_arriving"  # int: the broadcast version whose settings were applied (page maybe not yet)
+CLASS_MESSAGE = "_class_message"  # (kind, text): shown once in the class panel
+CLASS_KEY_MESSAGE = "_class_key_message"  # (kind, text): a wrong key's message, shown once beside the key box
+CLASS_TRIES = "_class_key_tries"  # int: wrong keys given in this session
+CLASS_STUDENT = "_class_student"  # str: this browser's student id (32 hex digits)
+CLASS_TOKEN = "_class_teacher_token"  # str | None: the room-issued token this teacher session holds
+CLASS_LINK_KEY = "_class_link_key"  # str: the teacher-only link's key as read (so it is checked once)
+CLASS_FORGET_LINK = "_class_forget_link"  # bool: until the script replacing the link's history entry was drawn
+CLASS_ROUNDS_SHOWN = "_class_rounds_shown"  # {Rounds field: value}: the rounds this page run drew
+CLASS_TEACHER_PANEL = "class_teacher_panel"  # the "I am the teacher" expander (keyed: a wrong key keeps it open)
+CLASS_KEY_BOX = "_w_class_key"  # the teacher key's text box (emptied after each try: the key is not kept)
+CLASS_UNLOCK, CLASS_LEAVE = "class_unlock", "class_leave"  # buttons
+CLASS_DRAW_MESSAGE = "_class_draw_message"  # (kind, text): about the student's last press, shown once
+CLASS_GUESS_MESSAGE = "_class_guess_message"  # str: about the student's last guess, shown once
+CLASS_TEACHER_MESSAGE = "_class_teacher_message"  # str: why the teacher's round did not start, shown once
+CLASS_NEW_DRAWS, CLASS_NEW_GUESSES, CLASS_REVEAL = "class_new_draws", "class_new_guesses", "class_reveal"  # buttons
+CLASS_DRAW = "class_draw"  # button: a student's "Draw 10 for the class"
+CLASS_GUESS_FORM, CLASS_GUESS = "class_guess_form", "class_guess"  # the guess box's form and its submit button
+
+
+def class_guess_box(round_id: str) -> str:
+    """A student's guess box in round ``round_id`` (one per round: a new round starts with an empty one)."""
+    return f"_w_class_guess_{round_id}"
+
+
+def class_guess_closed(round_id: str) -> str:
+    """The closed guess box of round ``round_id``, after the reveal."""
+    return f"_class_guess_closed_{round_id}"
+
+
 # -- the shared keys' defaults and the binding --------------------------------------------------
 DEFAULT_PROMPT = "The cat sat on the mat because it was tired."
 DEFAULTS: dict[str, Any] = {PROMPT: DEFAULT_PROMPT, SEED: 0, CHAT: False, PRESENTER: False}

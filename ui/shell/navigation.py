@@ -50,7 +50,7 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/quantization.py", "Quantization", "quantization", ":material/compress:"),
     PageSpec("pages/batching.py", "Batching", "batching", ":material/stacks:"),
     PageSpec("pages/compare.py", "Two models side by side", "compare", ":material/compare_arrows:"),
-    PageSpec("pages/95_class.py", "The class, together", "class", ":material/groups:",
+    PageSpec("pages/class.py", "The class, together", "class", ":material/groups:",
              opens_with_chart=False),  # charts appear once the teacher starts a round
 ]
 
