@@ -1,20 +1,20 @@
 """Attention: every token looks back at the tokens before it, one weighted average per head."""
 import streamlit as st
 
-from ui.shell import charts
+from ui.claims import reading as claims
+from ui.classroom import broadcast
 from ui.compute import attention as att
 from ui.compute import reference as ref
-from ui.compute.own_text import own_mask, words as own_words
-from ui import classroom
-from ui.shell import models
-from ui.session import state
-from ui.claims import reading as claims
+from ui.compute.own_text import own_mask
+from ui.compute.own_text import words as own_words
+from ui.controls.head_switch import render as switch_heads_off
+from ui.controls.prompt import prompt_tokens
 from ui.figures import attention as figs
 from ui.figures import format as fmt
 from ui.figures.tokens import visible
-from ui.controls.head_switch import render as switch_heads_off
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -61,12 +61,12 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     # 1. One head
     st.header("One head: who looks at whom")
     c1, c2, c3 = st.columns(3)
-    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
+    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind(state.ATT_LAYER, 0, options=range(maps.n_layers)))
     head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
-                        **state.bind("att_head", 0, options=range(maps.n_heads)))
+                        **state.bind(state.ATT_HEAD, 0, options=range(maps.n_heads)))
     query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
                          format_func=lambda i: f"{i}: {visible(pieces[i])}",
-                         **state.bind("att_query", start_query, options=range(maps.n_tokens)))
+                         **state.bind(state.ATT_QUERY, start_query, options=range(maps.n_tokens)))
     window = maps.window_of(layer)
     kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
     charts.show(charts.shared(figs.make_attention_heatmap)(maps.probs[layer, head], pieces,
@@ -113,7 +113,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
     switch_heads_off(maps, pieces, layer, head, _leading(reference))
-    classroom.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
+    broadcast.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
 
 
 explore_heads(maps, pieces)
@@ -133,17 +133,17 @@ if config.local_layers:
                 data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window))
     if len(view.ids) <= config.window:
         st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
-        st.button(f"Use a prompt longer than {config.window} tokens", key="att_long_prompt",
+        st.button(f"Use a prompt longer than {config.window} tokens", key=state.ATT_LONG_PROMPT,
                   on_click=state.set_values,
                   args=({state.PROMPT: att.long_prompt_for_window(models.current(), state.DEFAULT_PROMPT)},))
     else:
         windowed = att.window_view(models.current(), view.ids)
         left, right = st.columns(2)
         local_layer = left.selectbox("Local layer", list(config.local_layers),
-                                     **state.bind("att_window_local", config.local_layers[0],
+                                     **state.bind(state.ATT_WINDOW_LOCAL, config.local_layers[0],
                                                   options=list(config.local_layers)))
         global_layer = right.selectbox("Global layer", globals_,
-                                       **state.bind("att_window_global", globals_[0], options=globals_))
+                                       **state.bind(state.ATT_WINDOW_GLOBAL, globals_[0], options=globals_))
         colour_top = figs.window_colour_top([(windowed.pooled[i], windowed.block, windowed.window, i == local_layer)
                                              for i in (local_layer, global_layer)])  # one colour scale for both
         for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
@@ -174,7 +174,7 @@ st.header("Where does the pronoun look?")
 buttons = []
 if reference is None:
     st.info(claims.no_pronoun_sentence(EXAMPLE_TWO_NOUNS), icon=":material/info:")
-    st.button(f"Use “{EXAMPLE_TWO_NOUNS}”", key="att_use_two_nouns", on_click=state.set_values,
+    st.button(f"Use “{EXAMPLE_TWO_NOUNS}”", key=state.ATT_USE_TWO_NOUNS, on_click=state.set_values,
               args=({state.PROMPT: EXAMPLE_TWO_NOUNS, state.CHAT: False},))
 else:
     query = reference.query
@@ -190,8 +190,8 @@ else:
         lay, hd, _ = antecedent.best[0]
         buttons.append(antecedent.word.text)
         column.button(f"Show {fmt.head(lay, hd)}: “{visible(reference.pronoun.text)}” → “{antecedent.word.text}”",
-                      key=f"att_show_{antecedent.word.start}", on_click=state.set_values,
-                      args=({"att_layer": lay, "att_head": hd, "att_query": query},))
+                      key=state.att_show_button(str(antecedent.word.start)), on_click=state.set_values,
+                      args=({state.ATT_LAYER: lay, state.ATT_HEAD: hd, state.ATT_QUERY: query},))
 
 st.header("What to try next")
 query = reference.query if reference is not None else last_own

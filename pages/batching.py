@@ -4,19 +4,16 @@ import time
 import streamlit as st
 
 from inference import SamplingError
-from ui.shell import charts
-from ui.compute import batching
-from ui.shell import models
-from ui.session import state
 from ui.claims import generating as claims
+from ui.compute import batching
 from ui.figures import batching as figs
 from ui.figures import format as fmt
+from ui.session import requests as request_rows
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
-
-RESULT_KEY = "batch_comparison"
-CURVE_KEY = "batch_curve"
 
 st.title("Batching")
 st.markdown(
@@ -33,10 +30,10 @@ st.header("The requests")
 st.caption(f"Edit, add or remove rows: at most {batching.MAX_REQUESTS} requests, prompts of at most "
            f"{batching.MAX_PROMPT_TOKENS} tokens, 1–{batching.MAX_NEW_TOKENS} new tokens each. Generation stops "
            "at the model's end-of-text token or the request's limit. Requests keep their row number everywhere below.")
-rows = st.data_editor(batching.editor_data(), num_rows="dynamic", key=batching.EDITOR_KEY, width="stretch",
+rows = st.data_editor(request_rows.editor_data(), num_rows="dynamic", key=state.BATCH_REQUESTS, width="stretch",
                       column_config={"prompt": st.column_config.TextColumn("prompt", width="large"),
                                      "max new tokens": st.column_config.NumberColumn(min_value=1, step=1)})
-batching.remember_rows(list(rows))
+request_rows.remember_rows(list(rows))
 model = models.current()
 requests = batching.parse_requests(model, list(rows))
 for problem in requests.problems:
@@ -55,7 +52,7 @@ st.metric("Share of the prefill batch that is padding", fmt.pct(padded.padding_s
           help="Columns computed for nothing: every prompt is left-padded to the longest.")
 c1, c2 = st.columns([1, 1])
 with c1:
-    chosen = st.selectbox("Attention mask of request", list(range(len(requests.prompts))), key="batch_mask_row",
+    chosen = st.selectbox("Attention mask of request", list(range(len(requests.prompts))), key=state.BATCH_MASK_ROW,
                           format_func=lambda i: f"request {labels[i]}")
     charts.show(figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]), key="batch_mask",
                 data=figs.mask_table(padded.masks[chosen], padded.tokens[chosen], labels[chosen]))
@@ -67,26 +64,26 @@ with c2:
 # 2. Static vs continuous, measured
 st.header("Static vs continuous batching, measured")
 s1, s2, s3 = st.columns([1, 1, 1], vertical_alignment="bottom")
-temperature = s1.slider("Temperature (0 = greedy)", 0.0, 1.5, 0.0, 0.05, key="batch_temperature")
+temperature = s1.slider("Temperature (0 = greedy)", 0.0, 1.5, 0.0, 0.05, key=state.BATCH_TEMPERATURE)
 n_slots = s2.number_input("Continuous: cache slots", 1, batching.MAX_REQUESTS,
-                          min(batching.DEFAULT_SLOTS, len(requests.prompts)), key="batch_slots",
+                          min(batching.DEFAULT_SLOTS, len(requests.prompts)), key=state.BATCH_SLOTS,
                           help="Fewer slots than requests: the rest wait and join when one frees.")
-s3.button("Run static and continuous", key="batch_run", type="primary", width="stretch",
-          on_click=st.session_state.__setitem__, args=("batch_pending", True))
-share = st.checkbox("Continuous: share prompt starts", key="batch_share",
+s3.button("Run static and continuous", key=state.BATCH_RUN, type="primary", width="stretch",
+          on_click=state.put, args=(state.BATCH_PENDING, True))
+share = st.checkbox("Continuous: share prompt starts", key=state.BATCH_SHARE,
                     help="A request whose prompt begins with tokens a cache slot already holds copies those "
                          "positions instead of computing them (what the class server does for every request).")
-if st.session_state.pop("batch_pending", False):
+if st.session_state.pop(state.BATCH_PENDING, False):
     bar = st.progress(0.0, text="starting…")
     try:
-        st.session_state[RESULT_KEY] = batching.compare(
+        st.session_state[state.BATCH_RESULT] = batching.compare(
             model, requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
             lambda done, text: bar.progress(done, text=text), share_prefixes=bool(share))
     except SamplingError as error:
         st.error(f"Cannot run these requests: {error}. Set the seed in the sidebar.", icon=":material/block:")
     bar.empty()
 
-result = st.session_state.get(RESULT_KEY)
+result = st.session_state.get(state.BATCH_RESULT)
 if result is None or result.prompts != requests.prompts:
     st.info("Press **Run static and continuous**: both modes, then every request alone, on the shared model.")
 else:
@@ -148,15 +145,15 @@ else:
 
 # 3. Throughput against batch size
 st.header("Throughput against batch size, measured")
-st.button("Measure throughput vs batch size", key="batch_curve_run",
-          on_click=st.session_state.__setitem__, args=("batch_curve_pending", True))
-if st.session_state.pop("batch_curve_pending", False):
+st.button("Measure throughput vs batch size", key=state.BATCH_CURVE_RUN,
+          on_click=state.put, args=(state.BATCH_CURVE_PENDING, True))
+if st.session_state.pop(state.BATCH_CURVE_PENDING, False):
     bar = st.progress(0.0, text="timing…")
     started = time.perf_counter()
     measured_curve = batching.throughput_curve(model, progress=lambda s, t: bar.progress(s, text=t))
-    st.session_state[CURVE_KEY] = (model, measured_curve, time.perf_counter() - started)
+    st.session_state[state.BATCH_CURVE] = (model, measured_curve, time.perf_counter() - started)
     bar.empty()
-stored_curve = st.session_state.get(CURVE_KEY)
+stored_curve = st.session_state.get(state.BATCH_CURVE)
 if stored_curve and stored_curve[0] == model:
     curve, took = stored_curve[1], stored_curve[2] if len(stored_curve) > 2 else None
     charts.show(figs.make_throughput_curve(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),

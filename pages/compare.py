@@ -2,16 +2,15 @@
 import streamlit as st
 
 from inference import PromptError, TokenizerError
-from ui.shell import charts
 from ui.claims import comparing as claims
 from ui.compute import compare as cmp
-from ui.shell import models
-from ui.session import state
 from ui.compute.tokens import tokenize
 from ui.figures import format as fmt
 from ui.figures.conventions import shared_range
 from ui.figures.generation import alternatives_table, make_alternatives_bar
-from ui.figures.tokens import token_chips_html, visible
+from ui.figures.tokens import token_chips_html
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -34,10 +33,10 @@ if len(offered) < 2:
     st.stop()
 
 c1, c2 = st.columns(2)
-left_model = c1.selectbox("Left", offered, **state.bind("cmp_left", offered[0], options=offered))
+left_model = c1.selectbox("Left", offered, **state.bind(state.CMP_LEFT, offered[0], options=offered))
 right_choices = [name for name in offered if name != left_model]
 right_model = c2.selectbox("Right", right_choices,
-                           **state.bind("cmp_right", right_choices[0], options=right_choices))
+                           **state.bind(state.CMP_RIGHT, right_choices[0], options=right_choices))
 pair = (left_model, right_model)
 prompt = str(state.get(state.PROMPT) or "")
 

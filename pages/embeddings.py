@@ -2,18 +2,18 @@
 import numpy as np
 import streamlit as st
 
-from ui.shell import charts
+from ui.claims import reading as claims
 from ui.compute import attention as att
 from ui.compute import embeddings as emb
 from ui.compute import reference as ref
-from ui.compute.own_text import own_mask, words as own_words
-from ui.shell import models
-from ui.session import state
-from ui.claims import reading as claims
+from ui.compute.own_text import own_mask
+from ui.compute.own_text import words as own_words
+from ui.controls.prompt import prompt_tokens
 from ui.figures import embeddings as figs
 from ui.figures.tokens import visible
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -58,7 +58,7 @@ charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), 
 
 st.header("One token's vector and its neighbours")
 pick = st.selectbox("Token", options=list(range(n)), format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
-                    **state.bind("emb_token", min(1, n - 1), options=range(n)))
+                    **state.bind(state.EMB_TOKEN, min(1, n - 1), options=range(n)))
 token_id, piece = view.ids[pick], view.pieces[pick]
 left, right = st.columns([3, 2])
 neighbours = emb.nearest(model, token_id)
@@ -73,7 +73,7 @@ st.caption(f"Cosine similarity compares directions: 1 = same direction, 0 = unre
 
 st.header("A map of meaning (2-D projection)")
 words_text = st.text_input("Words to add to the map (comma-separated)",
-                           **state.bind("emb_words", ", ".join(w.strip() for w in emb.WORD_SET)))
+                           **state.bind(state.EMB_WORDS, ", ".join(w.strip() for w in emb.WORD_SET)))
 words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
 projection = emb.project(model, view.ids[:n], words)
 if len(projection.labels) < 3:
@@ -101,7 +101,7 @@ if emb.position_scheme(model) == "rope":
                     f"{bases['global']:,.0f}. A bigger base turns the slow pairs slower still, so positions "
                     "far apart stay distinguishable over a long context.")
         local = st.radio("RoPE of", ["local layers", "global layers"], horizontal=True,
-                         **state.bind("emb_rope_kind", "local layers", options=["local layers", "global layers"])
+                         **state.bind(state.EMB_ROPE_KIND, "local layers", options=["local layers", "global layers"])
                          ) == "local layers"
     angles = emb.rope_angles(model, ROPE_POSITIONS, local)  # (P, hd/2)
     n_pairs = angles.shape[1]

@@ -2,18 +2,18 @@
 import streamlit as st
 
 from inference import PromptError, TokenizerError
-from ui.shell import charts, models
-from ui.controls import experiment as experiment_controls
-from ui.session import state
 from ui.compute import experiments as ce
-from ui.session import experiment as exp
+from ui.compute.token_text import token_texts
+from ui.controls import experiment as experiment_controls
+from ui.controls.prompt import prompt_tokens
 from ui.figures import experiments as figs
 from ui.figures import format as fmt
 from ui.figures.logits import visible_token
+from ui.session import experiment as exp
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
-from ui.shell.resources import engine_for
-from ui.compute.token_text import token_texts
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -24,14 +24,14 @@ st.markdown(
     "Interpretability researchers call these **interventions**; each runs on this request only, never on the "
     "shared model, and is carried in the link."
 )
-st.button(f"Use the example prompt: “{exp.EXAMPLE_PROMPT}”", key="exp_use_example",
+st.button(f"Use the example prompt: “{exp.EXAMPLE_PROMPT}”", key=state.EXP_USE_EXAMPLE,
           on_click=state.set_values, args=({state.PROMPT: exp.EXAMPLE_PROMPT, state.CHAT: False},))
 
 view = prompt_tokens()
 if view is None:
     st.stop()
 model = models.current()
-config = engine_for(model).config
+config = client_for(model).config
 ids = tuple(view.ids)
 try:
     ce.check_prompt(view.ids)
@@ -103,14 +103,14 @@ st.markdown(f"Each of the {config.n_layers * config.n_heads} heads is changed al
             "run without the edits above, and the change in "
             f"the target's log-probability recorded: {config.n_layers} forwards, each over a batch of "
             f"{config.n_heads} copies of the prompt (copy h changes head h).")
-st.button("Run the head sweep", key="exp_sweep_run", on_click=state.set_values, args=({exp.SWEEP: True},),
+st.button("Run the head sweep", key=state.EXP_SWEEP_RUN, on_click=state.set_values, args=({exp.SWEEP: True},),
           disabled=target is None)
 if state.get(exp.SWEEP) and target is not None:
     bar = st.progress(0.0, text="Sweeping the heads…")
     sweep = ce.head_importance(model, ids, target, mode, factor,
                                lambda done, total: bar.progress(done / total, text=f"Layer {done} of {total}"))
     bar.empty()
-    target_shown = token_texts(engine_for(model).tokenizer, [target])[0]
+    target_shown = token_texts(client_for(model).tokenizer, [target])[0]
     charts.show(figs.make_head_importance(sweep.delta, target_shown, action), key="exp_head_importance",
                 data=figs.head_importance_table(sweep.delta))
     order = sweep.delta.flatten().argsort()[:3]
@@ -142,7 +142,7 @@ if setup is not None:
                 "stream, so a patch there restores exactly 0 and is not run. Each later position is one forward "
                 f"over a batch of {config.n_layers} copies (copy l patches after block l), reusing the corrupted "
                 "run's KV cache for the positions before it, which a patch cannot change.")
-    st.button("Run activation patching", key="exp_patch_run", on_click=state.set_values, args=({exp.PATCHING: True},))
+    st.button("Run activation patching", key=state.EXP_PATCH_RUN, on_click=state.set_values, args=({exp.PATCHING: True},))
     if state.get(exp.PATCHING):
         bar = st.progress(0.0, text="Patching…")
         restored = ce.patching(model, setup, lambda done, total: bar.progress(done / total,

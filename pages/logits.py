@@ -1,22 +1,35 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
 import streamlit as st
 
-from ui.shell import charts, models
-from ui.controls import example_prompt, playground, sampling as sampling_controls
-from ui.compute.playground import steps, temperature_frames
-from ui.session import state
 from ui.claims import predicting as claims
 from ui.compute.logits import (
-    STAGE_LABELS, current_prompt_logits, entropy_bits, kept_by, params_key, sampling_stages, softmax_at,
-    temperature_sweep, token_texts, tokens_for_mass, top_indices,
+    STAGE_LABELS,
+    entropy_bits,
+    kept_by,
+    sampling_stages,
+    softmax_at,
+    temperature_sweep,
+    token_texts,
+    tokens_for_mass,
+    top_indices,
 )
+from ui.compute.playground import steps, temperature_frames
+from ui.controls import example_prompt, playground
+from ui.controls import sampling as sampling_controls
+from ui.controls.prompt import current_prompt_logits
 from ui.figures import format as fmt
 from ui.figures import logits as figs
 from ui.figures.logits import (
-    make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
+    make_logits_bar,
+    make_probability_overlay,
+    make_stage_figure,
+    make_temperature_sweep,
+    visible_token,
 )
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -34,11 +47,11 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
+settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked
-stages = sampling_stages(model, prompt, chat, params_key(params), TOP_N)  # the engine's sampler on the cached logits
+stages = sampling_stages(model, prompt, chat, params.canonical(), TOP_N)  # the engine's sampler on the cached logits
 top_ids = top_indices(cached.logits, TOP_N)
 tokens = token_texts(model, top_ids.tolist())
 greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greedy_token_id), -1)
@@ -64,7 +77,7 @@ frames = temperature_frames(model, prompt, chat, tuple(steps(low, high, sampling
 playground.render(frames, params.temperature,
                   lambda value: state.set_values({sampling_controls.TEMPERATURE: value}))
 compare_t = st.columns(3)[0].select_slider("Compare with temperature", options=COMPARE_OPTIONS,
-                                           **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
+                                           **state.bind(state.COMPARE_TEMPERATURE, 1.0, COMPARE_OPTIONS))
 probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
 metrics = st.columns(4)
 metrics[0].metric(f"Entropy at T = {params.temperature:g}", fmt.bits(entropy_bits(probs_t)),
@@ -109,7 +122,7 @@ st.markdown(claims.survivors_sentence(stages.survivors["final"], only,
 st.caption(claims.STAGE_ORDER_CAPTION)
 
 st.header("What to try next")
-kept_top_p, kept_min_p = kept_by(model, prompt, chat, params_key(params), 0.5, 0.1)
+kept_top_p, kept_min_p = kept_by(model, prompt, chat, params.canonical(), 0.5, 0.1)
 st.markdown(
     "- Slide T from 0.1 to 2: the top token's probability falls and the entropy rises as T grows (the sweep above "
     "draws both for this prompt).\n"

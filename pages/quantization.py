@@ -1,22 +1,19 @@
 """Quantization: the weights as the model file stores them, what 4 bits cost and what they buy."""
 import streamlit as st
 
-from ui.shell import charts, models
-from ui.session import state
 from ui.claims import weights as claims
 from ui.compute import blocks, quant
+from ui.controls.prompt import prompt_tokens
 from ui.figures import format as fmt
 from ui.figures import quant as figs
 from ui.figures.logits import visible_token
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
-COMPARE_KEY = "quant_compare_on"  # session key: the visitor asked for the prompt in every mode
-TYPE_KEY, TENSOR_KEY = "quant_block_type", "quant_block_tensor"  # session keys: the block type and tensor shown
 FIRST_TENSOR = "blk.0.attn_q.weight"  # the block shown first: its type, when the file has it
-SPEED_KEY = "quant_speed"  # session key: (model, prompt ids, {mode: tok/s}) of the last measurement
 
 st.title("Quantization")
 model = models.current()
@@ -43,9 +40,9 @@ else:
     first = next((t for t, names in types.items() if FIRST_TENSOR in names), next(iter(types)))
     left, right = st.columns([1, 2])
     type_name = left.selectbox("Block type", list(types), format_func=lambda t: f"{t} ({len(types[t])} tensors)",
-                               **state.bind(TYPE_KEY, first, options=list(types)))
+                               **state.bind(state.QUANT_BLOCK_TYPE, first, options=list(types)))
     names = types[type_name]
-    tensor = right.selectbox("Tensor", names, **state.bind(TENSOR_KEY, FIRST_TENSOR if FIRST_TENSOR in names
+    tensor = right.selectbox("Tensor", names, **state.bind(state.QUANT_BLOCK_TENSOR, FIRST_TENSOR if FIRST_TENSOR in names
                                                            else names[0], options=names))
     stored = blocks.stored_layout(model, tensor)
     layout = stored.layout
@@ -102,12 +99,12 @@ st.markdown(
 st.header("Your prompt in every weights mode")
 prompt, chat = state.get(state.PROMPT), state.get(state.CHAT)
 modes = quant.available_modes(model)
-if not st.session_state.get(COMPARE_KEY):
+if not st.session_state.get(state.QUANT_COMPARE_ON):
     # On request: each mode is another copy of the model in memory, loaded and checked once per server
     st.markdown(f"Run your prompt through all {len(modes)} weights modes ({', '.join(quant.MODE_LABELS[m] for m in modes)}): "
                 "the server loads each mode once (a few seconds each), then every later prompt is compared at once.")
-    st.button("Run my prompt in every weights mode", key="quant_compare", type="primary",
-              on_click=st.session_state.__setitem__, args=(COMPARE_KEY, True))
+    st.button("Run my prompt in every weights mode", key=state.QUANT_COMPARE, type="primary",
+              on_click=state.put, args=(state.QUANT_COMPARE_ON, True))
 else:
     comparison = quant.compare_modes(model, prompt, chat)
     labels = [quant.MODE_LABELS[m] for m in comparison.modes]
@@ -130,16 +127,16 @@ else:
 
 
 st.subheader("What 4 bits buy")
-st.button("Measure decode speed in every mode", key="quant_measure", type="primary",
-          on_click=st.session_state.__setitem__, args=("quant_pending", True))
-if st.session_state.pop("quant_pending", False):
+st.button("Measure decode speed in every mode", key=state.QUANT_MEASURE, type="primary",
+          on_click=state.put, args=(state.QUANT_PENDING, True))
+if st.session_state.pop(state.QUANT_PENDING, False):
     bar, speeds = st.progress(0.0, text="measuring…"), {}
     for n, mode in enumerate(modes):
         bar.progress(n / len(modes), text=f"{quant.MODE_LABELS[mode]}: 24 greedy tokens")
         speeds[mode] = quant.decode_speed(model, mode, view.ids)
     bar.empty()
-    st.session_state[SPEED_KEY] = (model, view.ids, speeds)
-measured = st.session_state.get(SPEED_KEY)
+    st.session_state[state.QUANT_SPEED] = (model, view.ids, speeds)
+measured = st.session_state.get(state.QUANT_SPEED)
 if measured is None or measured[:2] != (model, view.ids):
     st.info("Press the button: 24 greedy tokens in each mode, timed now on this machine (a few seconds).")
 else:

@@ -1,16 +1,15 @@
 """Tokenization: how text becomes the token ids the model reads."""
 import streamlit as st
 
-from ui.shell import charts
+from ui.claims import reading as claims
 from ui.compute import tokens as tok
 from ui.compute.own_text import has_chat_template, own_mask
-from ui.shell import models
-from ui.session import state
-from ui.claims import reading as claims
+from ui.controls.prompt import prompt_tokens
 from ui.figures import format as fmt
 from ui.figures.tokens import make_token_id_chart, token_chips_html, token_id_table, visible
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -101,7 +100,7 @@ charts.show(charts.shared(make_token_id_chart)(view.pieces[:n_chart], view.ids[:
 
 # 2. Token ids mean nothing numerically
 st.header("Token ids are names, not numbers")
-word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind("tok_id_word", " cat"))
+word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind(state.TOK_ID_WORD, " cat"))
 neighbours = tok.id_neighbours(model, word) if word else None
 if neighbours:
     st.markdown(claims.id_neighbours_sentence(word, neighbours.word_pieces, neighbours.centre_id, neighbours.rows))
@@ -112,9 +111,9 @@ else:
 
 # 3. Why subwords
 st.header("Why subwords? Words, BPE and bytes")
-compare = st.text_input("Text to compare", **state.bind("tok_compare", "The cat sat on thecatsatonthemat"))
+compare = st.text_input("Text to compare", **state.bind(state.TOK_COMPARE, "The cat sat on thecatsatonthemat"))
 corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE below learn from it)",
-                      height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
+                      height=110, max_chars=5000, **state.bind(state.TOK_CORPUS, TINY_CORPUS))
 if compare:
     words = tok.word_level(compare, corpus)
     bpe_ids, bpe, bpe_special = tok.model_bpe(model, compare)
@@ -143,7 +142,7 @@ st.header("Merge by merge")
 unit = tok.symbol_unit(model)
 st.markdown(f"Byte-pair encoding starts from single {unit} and repeatedly glues together the adjacent pair that "
             "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent).")
-bpe_word = st.text_input("Word to build", **state.bind("tok_bpe_word", "thecatsatonthemat"))
+bpe_word = st.text_input("Word to build", **state.bind(state.TOK_BPE_WORD, "thecatsatonthemat"))
 pieces = tok.pre_tokens(model, bpe_word) if bpe_word else []
 if not pieces:
     st.info("Type a word to see it built merge by merge.")
@@ -170,7 +169,7 @@ else:
 
 # 5. A tiny BPE trained live
 st.header("Train a tiny BPE")
-vocab = st.slider("Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind("tok_vocab", 300))
+vocab = st.slider("Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind(state.TOK_VOCAB, 300))
 tiny = tok.train_tiny_bpe(corpus, vocab, compare or " ")
 st.caption(f"Trained with the `tokenizers` library on the paragraph above: {len(tiny.merges)} merges learned, "
            f"vocabulary {tiny.vocab_size}. Merges are listed in the order they were learned.")

@@ -70,7 +70,7 @@ def test_the_shipped_files_blocks():
     for name, (path, types) in files.items():
         directory = blocks.tensor_directory(str(path))
         firsts = {}
-        for tensor, entry in directory.items():
+        for entry in directory.values():
             if entry.type_name in blocks.SIZES and len(entry.shape) > 1:
                 firsts.setdefault(entry.type_name, entry)
         assert set(firsts) == types, (name, set(firsts))

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import streamlit as st
 
+from ui.claims import generating, predicting, reading
 from ui.compute import attention as att
 from ui.compute import embeddings as emb
 from ui.compute import logits
 from ui.compute import tokens as tok
-from ui.claims import generating, predicting, reading
 from ui.figures.tokens import visible
 
 pytestmark = pytest.mark.real_model
@@ -37,13 +37,12 @@ PROMPTS = {
 def real(engine):
     """Every UI helper's model lookup pointed at the session's engine; one cache for the module's tests
     (each prompt's traced forward runs once)."""
-    from ui.compute import generation as compute_generation
+    from ui.shell import resources
 
     st.cache_data.clear()
     st.cache_resource.clear()
     with pytest.MonkeyPatch.context() as patch:
-        for module in (tok, emb, att, logits, compute_generation):
-            patch.setattr(module, "engine_for", lambda model: engine)
+        patch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on it
         yield engine
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -193,7 +192,7 @@ def test_the_filter_suggestion_counts_what_the_sampler_keeps(real, name):
     from inference import SamplingParams
 
     params = SamplingParams(temperature=0.8)
-    kept_top_p, kept_min_p = logits.kept_by(MODEL, PROMPTS[name], False, logits.params_key(params), 0.5, 0.1)
+    kept_top_p, kept_min_p = logits.kept_by(MODEL, PROMPTS[name], False, params.canonical(), 0.5, 0.1)
     cached = logits.prompt_logits(MODEL, PROMPTS[name], False)
     probs = logits.softmax_at(cached.logits, 0.8)
     ordered = np.sort(probs)[::-1]

@@ -24,10 +24,10 @@ def test_every_stage_label_fits_its_box_on_a_projector():
     1280-px wide page gives a full-width chart (~800 px): no label runs out of its box."""
     import re
 
+    from ui.compute.logits import FOUR_NORM_STAGES
     from ui.figures import block
     from ui.figures.conventions import CHAR_PX
     from ui.shell.charts import FONT_SCALE
-    from ui.compute.logits import FOUR_NORM_STAGES
 
     diagram = make_block_diagram(FOUR_NORM_STAGES, (128, 640), [1234.5] * 9, "block 17")
     labels = [a for a in diagram.layout.annotations if a.text]

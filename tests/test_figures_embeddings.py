@@ -34,8 +34,14 @@ def test_vector_neighbour_projection_and_position_figures():
 def test_pca_labels_never_overlap_and_the_rest_go_to_the_hover():
     import numpy as np
 
-    from ui.figures.embeddings import MAP_LABEL_PX, MAP_PLOT_PX, label_places, make_projection_scatter, map_ranges
-    from ui.figures.embeddings import unlabelled_points
+    from ui.figures.embeddings import (
+        MAP_LABEL_PX,
+        MAP_PLOT_PX,
+        label_places,
+        make_projection_scatter,
+        map_ranges,
+        unlabelled_points,
+    )
 
     rng = np.random.default_rng(0)
     points = np.concatenate([rng.normal(0, 0.05, (6, 2)), rng.normal(0, 1, (14, 2))])  # a tight cluster, and the rest

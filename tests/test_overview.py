@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import streamlit as st
 
+from inference.serving.client import EngineClient
 from ui.compute import overview as compute_overview
 from ui.figures.overview import PAGE_OF, overview_svg
 from ui.shell.navigation import PAGES
@@ -26,8 +27,9 @@ def picture(engine, monkeypatch):
         return real(*args, **kwargs)
 
     st.cache_data.clear()
-    monkeypatch.setattr(compute_overview, "engine_for", lambda model: engine)
     monkeypatch.setattr(engine, "traced_forward", counted)
+    client = EngineClient(engine)  # the page's client, on the session's engine
+    monkeypatch.setattr(compute_overview, "client_for", lambda model: client)
     data = compute_overview.overview(MODEL, PROMPT, False)
     yield data, calls
     st.cache_data.clear()

@@ -227,7 +227,7 @@ def _check_attention(at, engine, prompt, chat, problems):
         if on_word < MIN_SHARE or on_word < others.max():  # the word's weight beats every other earlier token's
             problems.append(f"L{layer} H{head} puts {on_word:.2f} of “{pronoun}” on “{word}” and "
                             f"{others.max():.2f} on {pieces[int(np.argmax(np.where(np.isin(np.arange(query), range(start, end)), -1, row[:query])))]!r}")
-    for word, place in re.findall(r"Changing `([^`]+)` \(positions? (\d+)", shown):
+    for word, _place in re.findall(r"Changing `([^`]+)` \(positions? (\d+)", shown):
         if word.replace("·", " ").strip() not in prompt:
             problems.append(f"the suggestion offers {word!r}, not a word of the user's text")
     later = re.search(r"Changing `[^`]+` \(positions? (\d+)(?:–\d+)?\) cannot move any head of `[^`]+` \(position (\d+)\)",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ui.figures import format as fmt
 from ui.figures.tokens import visible
 
 P_THRESHOLD = 0.001  # χ² verdict: below this p-value the draws are called inconsistent with the probabilities

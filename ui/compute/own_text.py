@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from ui.compute.tokens import tokenize
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 
 def own_positions(text: bytes, prompt: bytes, token_bytes: Sequence[bytes], special: Sequence[bool]) -> list[bool]:
@@ -48,7 +48,7 @@ def own_positions(text: bytes, prompt: bytes, token_bytes: Sequence[bytes], spec
 
 def has_chat_template(model: str) -> bool:
     """Whether ``model``'s tokenizer has a chat template (a base model such as Gemma 3 270M has none)."""
-    return engine_for(model).tokenizer.chat_template is not None
+    return client_for(model).tokenizer.chat_template is not None
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
@@ -57,7 +57,7 @@ def own_mask(model: str, prompt: str, chat: bool) -> list[bool]:
     view = tokenize(model, prompt, chat)
     if not chat:
         return [not s for s in view.special]
-    tokenizer = engine_for(model).tokenizer
+    tokenizer = client_for(model).tokenizer
     token_bytes = [raw.encode("utf-8") if s else tokenizer.piece_bytes(raw) for raw, s in zip(view.raw, view.special)]
     return own_positions(view.text.encode("utf-8"), prompt.encode("utf-8"), token_bytes, view.special)
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from ui.shell import charts, models
-from ui.session import state
 from ui.compute import attention as att
 from ui.compute import experiments as ce
-from ui.session import experiment as exp
 from ui.compute.tokens import tokenize
 from ui.figures import format as fmt
 from ui.figures.experiments import before_after_table, make_before_after
 from ui.figures.logits import visible_token
+from ui.session import experiment as exp
+from ui.session import state
+from ui.shell import charts, models, navigation
 
 SENDING_THRESHOLD = 0.3  # a head "sends it to cat" when at least this share of its attention from "it" is on "cat"
 
@@ -37,10 +37,10 @@ def render(maps: att.AttentionMaps, pieces: list[str], layer: int, head: int,
     off = set(map(tuple, st.session_state.get(exp.HEADS, ())))
     this, sending_col, reset_col = st.columns(3)
     if (layer, head) in off:
-        this.button(f"Switch layer {layer}, head {head} back on", key="att_head_on",
+        this.button(f"Switch layer {layer}, head {head} back on", key=state.ATT_HEAD_ON,
                     on_click=exp.remove_head, args=(layer, head))
     else:
-        this.button(f"Switch off this head (layer {layer}, head {head})", key="att_head_off",
+        this.button(f"Switch off this head (layer {layer}, head {head})", key=state.ATT_HEAD_OFF,
                     on_click=exp.add_head, args=(layer, head))
     sending = []
     if target is not None:
@@ -50,9 +50,9 @@ def render(maps: att.AttentionMaps, pieces: list[str], layer: int, head: int,
                          key=lambda t: -t[2])
     if sending:
         sending_col.button(f"Switch off the {len(sending)} heads that send “{pronoun.strip()}” to “{word}”",
-                           key="att_heads_it_cat", on_click=exp.set_heads,
+                           key=state.ATT_HEADS_IT_CAT, on_click=exp.set_heads,
                            args=([*off, *((l, h) for l, h, _ in sending)],))
-    reset_col.button("Switch every head back on", key="att_heads_reset", disabled=not off,
+    reset_col.button("Switch every head back on", key=state.ATT_HEADS_RESET, disabled=not off,
                      on_click=exp.set_heads, args=([],))
     if sending:
         listed = ", ".join(f"{fmt.head(l, h)} ({fmt.pct(w)})" for l, h, w in sending)
@@ -91,4 +91,4 @@ def _effect() -> None:
     charts.show(make_before_after(compared.token_strings, compared.before, compared.after,
                                   "Next token with and without the switched-off heads"), key="att_switch_effect",
                 data=before_after_table(compared.token_strings, compared.before, compared.after))
-    st.page_link("pages/experiments.py", label="More experiments with these heads", icon=":material/science:")
+    st.page_link(navigation.script_of("experiments"), label="More experiments with these heads", icon=":material/science:")

@@ -94,11 +94,12 @@ def spread_out(positions: Sequence[float], min_gap: float, period: float | None 
     ``min_gap`` (on a circle of ``period`` when given): earlier points win."""
     kept: list[float] = []
     keep = []
+    def gap(x: float, y: float) -> float:
+        d = abs(x - y)
+        return min(d, period - d) if period else d
+
     for x in positions:
-        def gap(y: float) -> float:
-            d = abs(x - y)
-            return min(d, period - d) if period else d
-        ok = all(gap(y) >= min_gap for y in kept)
+        ok = all(gap(x, y) >= min_gap for y in kept)
         keep.append(ok)
         if ok:
             kept.append(x)

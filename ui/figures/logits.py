@@ -83,7 +83,8 @@ def make_temperature_sweep(temperatures: Sequence[float], entropy_bits: Sequence
     """Entropy (bits) and the top token's probability as T varies; T < 1 sharpens, T > 1 flattens.
 
     Marks T = 1 and ``current`` with vertical lines and shades the two regimes (shapes are
-    written into the layout directly: ``add_vline``/``add_vrect`` cost ~100 ms per figure).
+    written into the layout directly: ``add_vline``/``add_vrect`` validate the whole figure on every call,
+    which made them most of this builder's time; docs/pages-predicting.md has the measurement).
     """
     low, high = min(temperatures), max(temperatures)
     shapes = [

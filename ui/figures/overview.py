@@ -156,8 +156,8 @@ def overview_svg(data) -> str:
     attention_part = (f'<g class="ov-part" data-page="attention" data-part="attention" tabindex="0" role="link" '
                       f'aria-label="Attention: the Attention page">{"".join(attention)}</g>')
     mlp_limit = float(np.abs(data.mlp_output).max()) or 1.0
-    mlp_part = (f'<g class="ov-part" data-page="logit_lens" data-part="mlp" tabindex="0" role="link" '
-                f'aria-label="The feed-forward network: the Transformer block page">'
+    mlp_part = ('<g class="ov-part" data-page="logit_lens" data-part="mlp" tabindex="0" role="link" '
+                'aria-label="The feed-forward network: the Transformer block page">'
                 + _text(x + 12, y + CARD_H - 38, f"then the MLP adds (‖x‖ {fmt.fixed(data.mlp_norm, 1)}):", "ov-note")
                 + _strip(data.mlp_output, x + 12, y + CARD_H - 28, CARD_W - 24, 16, mlp_limit) + "</g>")
     parts.append(f'<g><rect class="ov-card" x="{x}" y="{y}" width="{CARD_W}" height="{CARD_H}" rx="10"/>'
@@ -173,7 +173,7 @@ def overview_svg(data) -> str:
 
     body = []
     top_p = max(data.top_probs) or 1.0
-    for i, (piece, p, logit) in enumerate(zip(data.top_strings, data.top_probs, data.top_logits)):
+    for i, (piece, p) in enumerate(zip(data.top_strings, data.top_probs)):
         row_y = y + 50 + i * 32
         body.append(_text(_x(1) + 12, row_y + 14, fit_label(visible(piece) or "∅", 9), "ov-mono"))
         body.append(f'<rect x="{_x(1) + 100}" y="{row_y + 2}" width="{max(70 * p / top_p, 1):.1f}" height="16" '
@@ -194,8 +194,8 @@ def overview_svg(data) -> str:
     arrows = [_arrow(_x(c) + CARD_W + 2, ROWS_Y[0] + CARD_H / 2, _x(c + 1) - 4, ROWS_Y[0] + CARD_H / 2) for c in range(3)]
     arrows.append(_arrow(_x(3) + CARD_W / 2, ROWS_Y[0] + CARD_H + 2, _x(3) + CARD_W / 2, ROWS_Y[1] - 4))
     arrows += [_arrow(_x(c + 1) - 2, ROWS_Y[1] + CARD_H / 2, _x(c) + CARD_W + 4, ROWS_Y[1] + CARD_H / 2) for c in range(3)]
-    loop = (f'<g class="ov-part" data-page="generation" data-part="loop" tabindex="0" role="link" '
-            f'aria-label="The loop: the Generation and KV cache page">'
+    loop = ('<g class="ov-part" data-page="generation" data-part="loop" tabindex="0" role="link" '
+            'aria-label="The loop: the Generation and KV cache page">'
             + _arrow(_x(0) + CARD_W / 2, ROWS_Y[1] - 2, _x(0) + CARD_W / 2, ROWS_Y[0] + CARD_H + 4)
             + _text(_x(0) + CARD_W / 2 + 10, (ROWS_Y[0] + CARD_H + ROWS_Y[1]) / 2 + 5,
                     "and again, one token longer (the KV cache keeps the rest)", "ov-loop") + "</g>")

@@ -2,7 +2,7 @@
 
 Every function takes plain lists/numbers and returns a ``go.Figure`` (the ``*_table``
 builders: the same numbers under named columns, for the chart's CSV); the numbers come
-from the engine's sampler (see ``ui/compute_sampling.py``), never from here.
+from the engine's sampler (see ``ui/compute/sampling.py``), never from here.
 """
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expect
     verdict = f"χ² = {statistic:.2f}, dof = {dof}, p = {p_value:.3g}" if dof else "one token only: nothing to test"
     if not n_draws:
         verdict = "no draws yet"
-    elif not dof and len(labels) > 1:  # every token expected < 5 times: pooled into one bin (ui.compute_sampling)
+    elif not dof and len(labels) > 1:  # every token expected < 5 times: pooled into one bin (ui.compute.sampling)
         verdict = "too few draws for a χ² test yet"
     fig.update_layout(barmode="group", title=f"{who}{n_draws:,} draws vs the exact probabilities · {verdict}",
                       yaxis={"title": "probability / frequency", "rangemode": "tozero"}, height=380,
