@@ -24,7 +24,7 @@ def test_every_stage_label_fits_its_box_on_a_projector():
     1280-px wide page gives a full-width chart (~800 px): no label runs out of its box."""
     import re
 
-    from ui.compute.logits import FOUR_NORM_STAGES
+    from inference.inspection import FOUR_NORM_STAGES
     from ui.figures import block
     from ui.figures.conventions import CHAR_PX
     from ui.shell.charts import FONT_SCALE
