@@ -46,6 +46,7 @@ def model_facts(engine: Engine) -> dict[str, str]:
         "Device": str(engine.device),
         "Weights": engine.weights_description,
         "Parameters": f"{n_params / 1e6:.1f} M ({n_params:,})",
+        **({"Decode step": step.line} if (step := engine.step_status) is not None else {}),
     }
 
 
