@@ -8,8 +8,10 @@ broadcasts a teacher's view; a follower applies it with ``classroom.follow``).
 """
 import streamlit as st
 
-from ui import classroom, navigation, presenter, sidebar, state, url_state
-from ui.resources import configure_server, get_engine
+from ui import classroom
+from ui.shell import navigation, presenter, sidebar
+from ui.session import state, links as url_state
+from ui.shell.resources import configure_server, get_engine
 
 st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")
 configure_server()  # the operator's settings checked, and the app's one thread setting (LLM_EXPLORER_THREADS)

@@ -32,7 +32,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()
-    at.switch_page("pages/5_logits.py")
+    at.switch_page("pages/logits.py")
     at.run()
     moves, plain = [], []
     for i in range(args.moves):  # interleaved, so drifting machine load hits both alike

@@ -13,14 +13,14 @@ TIMEOUT = 120  # the first run loads the model; 2 shared cores
 
 # The pages the per-page suites open by short name.
 READING_PAGES = {  # short name: (script, title, main chart key)
-    "tokenization": ("pages/1_tokenization.py", "Tokenization", "token_ids_chart"),
-    "embeddings": ("pages/2_embeddings.py", "Embeddings", "embedding_heatmap"),
-    "attention": ("pages/3_attention.py", "Attention", "attention_heatmap"),
+    "tokenization": ("pages/tokenization.py", "Tokenization", "token_ids_chart"),
+    "embeddings": ("pages/embeddings.py", "Embeddings", "embedding_heatmap"),
+    "attention": ("pages/attention.py", "Attention", "attention_heatmap"),
 }
 PREDICTING_PAGES = {  # short name: (script, title)
-    "logit_lens": ("pages/4_logit_lens.py", "Transformer block & logit lens"),
-    "logits": ("pages/5_logits.py", "Logits & temperature"),
-    "sampling": ("pages/6_sampling.py", "Sampling"),
+    "logit_lens": ("pages/logit_lens.py", "Transformer block & logit lens"),
+    "logits": ("pages/logits.py", "Logits & temperature"),
+    "sampling": ("pages/sampling.py", "Sampling"),
 }
 N_TOKENS = 11  # of the shell's default prompt, for the embedded SmolLM2 tokenizer
 

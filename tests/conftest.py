@@ -81,7 +81,7 @@ def ui_engine(engine, monkeypatch):
     """Point the UI helpers' model lookup at the session's engine instead of loading a second one."""
     import streamlit as st
 
-    from ui import compute_attention, compute_embeddings, compute_tokens
+    from ui.compute import attention as compute_attention, embeddings as compute_embeddings, tokens as compute_tokens
 
     for module in (compute_tokens, compute_embeddings, compute_attention):
         monkeypatch.setattr(module, "engine_for", lambda model: engine)
@@ -98,7 +98,7 @@ def ui_engine_and_server(engine, monkeypatch):
     import streamlit as st
 
     from inference import EngineServer, ServeConfig
-    from ui import compute_logits, compute_sampling
+    from ui.compute import logits as compute_logits, sampling as compute_sampling
 
     server = EngineServer(engine, ServeConfig(n_slots=4, max_waiting=4, slot_capacity=512))
     monkeypatch.setattr(compute_logits, "engine_for", lambda model: engine)

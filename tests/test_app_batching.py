@@ -10,7 +10,7 @@ pytestmark = pytest.mark.real_model
 
 
 def open_batching() -> AppTest:
-    at = open_page("pages/8_batching.py", timeout=180)
+    at = open_page("pages/batching.py", timeout=180)
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -74,7 +74,7 @@ def test_shared_prompt_starts_are_reused_and_counted():
 
 
 def test_bad_rows_are_explained_and_the_rest_still_runs():
-    from ui.compute_batching import parse_requests
+    from ui.compute.batching import parse_requests
 
     at = open_batching()  # loads the engine into the cache for parse_requests
     requests = parse_requests("SmolLM2-135M-Instruct", [{"prompt": "", "max new tokens": 4}, {"prompt": "The cat sat", "max new tokens": 999},
@@ -93,14 +93,14 @@ def test_table_edits_survive_a_page_switch():
                                           "deleted_rows": []}
     at.run()
     assert "Request 0: max new tokens 0 is outside 1–32, using 1" in at.warning[0].value
-    at.switch_page("pages/5_logits.py").run()
-    at.switch_page("pages/8_batching.py").run()
+    at.switch_page("pages/logits.py").run()
+    at.switch_page("pages/batching.py").run()
     assert not at.exception
     assert at.warning and "Request 0: max new tokens 0 is outside 1–32, using 1" in at.warning[0].value
 
 
 def test_throughput_curve_is_measured_small(monkeypatch):
-    from ui import compute_batching
+    from ui.compute import batching as compute_batching
 
     monkeypatch.setattr(compute_batching, "CURVE_SIZES", (1, 3))  # the page's own code path, at a test's size
     monkeypatch.setattr(compute_batching, "CURVE_STEPS", 2)

@@ -13,9 +13,9 @@ from streamlit.testing.v1 import AppTest
 from inference import load_engine
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
 from tests.tiny_models import save_folder, tiny_llama
-from ui import experiment_state as exp
+from ui.session import experiment as exp
 
-SCRIPT = "pages/45_experiments.py"
+SCRIPT = "pages/experiments.py"
 TIMEOUT = 180  # the first run loads the model; a page run is ~8 forwards on 2 shared cores
 
 

@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
-from ui.navigation import PAGES
+from ui.shell.navigation import PAGES
 
 GEMMA = "gemma-3-270m"
 TIMEOUT = 300
@@ -21,7 +21,7 @@ TIMEOUT = 300
 
 @pytest.fixture
 def app_on_gemma(gemma_engine, monkeypatch):
-    from ui import resources
+    from ui.shell import resources
 
     real = resources.load_engine
     monkeypatch.setattr(resources, "load_engine",
@@ -50,7 +50,7 @@ def test_every_page_opens_on_gemma(spec, app_on_gemma):
 
 
 def test_tokenization_says_sentencepiece_bos_and_byte_fallback(app_on_gemma):
-    at = open_gemma("pages/1_tokenization.py", "The cat sat 𓀀")
+    at = open_gemma("pages/tokenization.py", "The cat sat 𓀀")
     shown = texts(at.markdown)
     assert "SentencePiece-style BPE" in shown and "`▁`" in shown and "262,144" in shown
     assert "adds **`<bos>`** (id 2)" in shown
@@ -61,7 +61,7 @@ def test_tokenization_says_sentencepiece_bos_and_byte_fallback(app_on_gemma):
 
 
 def test_block_walk_shows_four_norms(app_on_gemma):
-    at = open_gemma("pages/4_logit_lens.py")
+    at = open_gemma("pages/logit_lens.py")
     names = [a["text"].split("</b>")[0].removeprefix("<b>").replace("<br>", " ")
              for a in chart(at, "block_diagram")["layout"]["annotations"] if a.get("text")]
     assert names == ["block input", "RMSNorm (pre-attention)", "attention output", "RMSNorm (post-attention)",
@@ -71,14 +71,14 @@ def test_block_walk_shows_four_norms(app_on_gemma):
 
 
 def test_attention_past_the_window(app_on_gemma):
-    from ui.compute_attention import long_prompt_for_window
-    from ui.state import DEFAULT_PROMPT
+    from ui.compute.attention import long_prompt_for_window
+    from ui.session.state import DEFAULT_PROMPT
 
     prompt = long_prompt_for_window(GEMMA, DEFAULT_PROMPT)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update({"model": GEMMA, "prompt": prompt})
     at.run()
-    at.switch_page("pages/3_attention.py")
+    at.switch_page("pages/attention.py")
     at.run()
     assert_clean(at)
     shown = texts(at.markdown)
@@ -94,7 +94,7 @@ def test_attention_past_the_window(app_on_gemma):
 
 
 def test_kv_cache_says_what_a_rolling_buffer_would_save(app_on_gemma):
-    at = open_gemma("pages/7_generation.py")
+    at = open_gemma("pages/generation.py")
     at.button(key="gen_next").click().run()
     assert_clean(at)
     shown = texts(at.markdown)
@@ -104,7 +104,7 @@ def test_kv_cache_says_what_a_rolling_buffer_would_save(app_on_gemma):
 
 
 def test_side_by_side_runs_the_prompt_through_both(app_on_gemma, engine, gemma_engine):
-    at = open_gemma("pages/9_compare.py")
+    at = open_gemma("pages/compare.py")
     prompt = "The cat sat on the mat because it was tired."
     shown = texts(at.markdown)
     for model in (engine, gemma_engine):  # the counts are the models' own tokenizers'
@@ -119,7 +119,7 @@ def test_side_by_side_runs_the_prompt_through_both(app_on_gemma, engine, gemma_e
 
 
 def test_first_divergence_is_by_characters():
-    from ui.compute_compare import first_divergence
+    from ui.compute.compare import first_divergence
 
     split = first_divergence(" hungry.\nThe cat", " hungry and")
     assert (split.common, split.left_rest, split.right_rest) == (" hungry", ".\nThe cat", " and")

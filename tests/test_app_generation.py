@@ -10,7 +10,7 @@ pytestmark = pytest.mark.real_model
 
 
 def open_generation(prompt: str | None = None) -> AppTest:
-    at = open_page("pages/7_generation.py", prompt)
+    at = open_page("pages/generation.py", prompt)
     assert not at.exception, [e.value for e in at.exception]
     return at
 

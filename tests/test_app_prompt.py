@@ -87,7 +87,7 @@ def test_tiny_inputs_on_every_widget_stay_clean():
     at.text_input(key="_w_emb_words").input("").run()
     assert_clean(at)
     assert at.info and chart(at, "embedding_pca")
-    at.switch_page("pages/1_tokenization.py").run()
+    at.switch_page("pages/tokenization.py").run()
     for key, value in (("_w_tok_id_word", ""), ("_w_tok_compare", ""), ("_w_tok_bpe_word", " "),
                        ("_w_tok_bpe_word", "🙂"), ("_w_tok_bpe_word", "")):
         at.text_input(key=key).input(value).run()
@@ -111,7 +111,8 @@ def _page_alone(page_script: str, seed) -> AppTest:
 
         import streamlit as st
 
-        from ui import navigation, state
+        from ui.shell import navigation
+        from ui.session import state
 
         state.init()
         st.session_state[state.SEED] = seed_value

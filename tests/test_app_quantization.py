@@ -13,7 +13,7 @@ pytestmark = pytest.mark.real_model
 
 @pytest.fixture(scope="module")
 def page():
-    at = open_page("pages/75_quantization.py", prompt="The cat sat", timeout=300)
+    at = open_page("pages/quantization.py", prompt="The cat sat", timeout=300)
     assert_clean(at)
     assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("quant_modes")]  # not before the button
     at.button(key="quant_compare").click().run(timeout=300)  # the other modes load on request
@@ -71,8 +71,8 @@ def test_every_page_runs_on_the_files_blocks(gguf_engine, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from tests.apptest_utils import APP
-    from ui import resources
-    from ui.navigation import PAGES
+    from ui.shell import resources
+    from ui.shell.navigation import PAGES
 
     real = resources.load_engine
     monkeypatch.setenv("LLM_EXPLORER_QUANT", "gguf")

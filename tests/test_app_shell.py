@@ -33,11 +33,11 @@ def test_shell_defaults_sidebar_and_navigation():
 def test_prompt_and_page_choices_survive_page_switches():
     at = open_page("attention", prompt="Tom fed his dog because it was hungry.")
     at.slider(key="_w_att_layer").set_value(5).run()
-    at.switch_page("pages/1_tokenization.py").run()
+    at.switch_page("pages/tokenization.py").run()
     assert_clean(at)
     assert at.text_area(key="_w_prompt").value == "Tom fed his dog because it was hungry."
-    at.switch_page("pages/2_embeddings.py").run()
-    at.switch_page("pages/3_attention.py").run()
+    at.switch_page("pages/embeddings.py").run()
+    at.switch_page("pages/attention.py").run()
     assert_clean(at)
     assert at.slider(key="_w_att_layer").value == 5
     assert at.session_state["prompt"] == "Tom fed his dog because it was hungry."

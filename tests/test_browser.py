@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.navigation import PAGES, ROOT_TITLE
+from ui.shell.navigation import PAGES, ROOT_TITLE
 
 pytestmark = pytest.mark.browser
 

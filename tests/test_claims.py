@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import streamlit as st
 
-from ui import compute_attention as att
-from ui import compute_embeddings as emb
-from ui import compute_logits as logits
-from ui import compute_tokens as tok
+from ui.compute import attention as att
+from ui.compute import embeddings as emb
+from ui.compute import logits
+from ui.compute import tokens as tok
 from ui.claims import generating, predicting, reading
 from ui.figures.tokens import visible
 
@@ -37,7 +37,7 @@ PROMPTS = {
 def real(engine):
     """Every UI helper's model lookup pointed at the session's engine; one cache for the module's tests
     (each prompt's traced forward runs once)."""
-    from ui import compute_generation
+    from ui.compute import generation as compute_generation
 
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -274,7 +274,7 @@ def test_tokenization_sentences_quote_the_tokenizer(real, name):
 
 # -- Generation and batching -------------------------------------------------------------------------------
 def test_generation_sentences(real):
-    from ui.compute_generation import greedy_example
+    from ui.compute.generation import greedy_example
 
     continuation = greedy_example(MODEL, "The cat sat")
     done = real.complete("The cat sat", __import__("inference").SamplingParams(temperature=0.0, max_new_tokens=3))

@@ -100,7 +100,7 @@ def test_the_follower_tracks_the_teachers_page_and_settings(class_server):
     assert teacher.session_state[classroom.TEACHER] is True
     teacher.text_area(key="_w_prompt").input("The dog slept by the door")
     teacher.run()
-    teacher.switch_page("pages/5_logits.py")
+    teacher.switch_page("pages/logits.py")
     teacher.run()
     teacher.slider(key="_w_temperature").set_value(1.3)
     teacher.run()
@@ -115,7 +115,7 @@ def test_the_follower_tracks_the_teachers_page_and_settings(class_server):
     # stepping off: the teacher moves on, the student stays where it is
     student.toggle(key="_w_class_follow").set_value(False)
     student.run()
-    teacher.switch_page("pages/1_tokenization.py")
+    teacher.switch_page("pages/tokenization.py")
     teacher.run()
     student.run()
     assert student.session_state["_page"] == "logits" and student.session_state["temperature"] == 1.3
@@ -133,7 +133,7 @@ def test_a_follower_whose_page_switch_was_lost_switches_again(class_server, monk
     follower must not count the broadcast as applied there: its next run switches again."""
     teacher, student = session(), session()
     unlock(teacher, KEY)
-    teacher.switch_page("pages/5_logits.py")
+    teacher.switch_page("pages/logits.py")
     teacher.run()
     teacher.text_area(key="_w_prompt").input("The dog slept by the door")
     teacher.run()
@@ -147,7 +147,7 @@ def test_a_follower_whose_page_switch_was_lost_switches_again(class_server, monk
 
     monkeypatch.setattr(classroom.st, "switch_page", switch_then_lose)
     student.run()
-    assert lost == ["pages/5_logits.py"] and student.session_state["_page"] != "logits"
+    assert lost == ["pages/logits.py"] and student.session_state["_page"] != "logits"
     monkeypatch.undo()
     monkeypatch.setenv(classroom.TEACHER_KEY_ENV, KEY)
     student.run()  # the next run (the follower's poll saw the version still not applied)

@@ -15,7 +15,7 @@ def real(ui_engine):
 
 @pytest.mark.real_model
 def test_embedding_helpers_read_the_real_matrix(real):
-    from ui import compute_embeddings as emb
+    from ui.compute import embeddings as emb
 
     assert emb.matrix_shape(MODEL) == (real.config.vocab_size, real.config.d_model)
     rows = emb.rows_for(MODEL, [2644, 2767])

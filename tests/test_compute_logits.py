@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from inference import SamplingParams
-from ui import compute_logits
+from ui.compute import logits as compute_logits
 
 PROMPT = "The cat sat"
 MODEL = "SmolLM2-135M-Instruct"  # the name every engine-backed helper is asked about

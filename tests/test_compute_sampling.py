@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from inference import SamplingParams, sample
-from ui import compute_logits, compute_sampling
-from ui.compute_sampling import chi2_survival, chi_square_gof, first_divergence
+from ui.compute import logits as compute_logits, sampling as compute_sampling
+from ui.compute.sampling import chi2_survival, chi_square_gof, first_divergence
 
 PROMPT = "The cat sat"
 MODEL = "SmolLM2-135M-Instruct"  # the name every engine-backed helper is asked about

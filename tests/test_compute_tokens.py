@@ -15,7 +15,7 @@ def real(ui_engine):
 @pytest.mark.real_model
 @pytest.mark.parametrize("word", ["thecatsatonthemat", " inference", " tokenization", "héllo", " 🙂"])
 def test_replayed_merges_match_the_tokenizer(real, word):
-    from ui.compute_tokens import bpe_steps
+    from ui.compute.tokens import bpe_steps
 
     steps = bpe_steps(MODEL, word)
     assert steps[0].merged is None and all(s.rank is not None for s in steps[1:])
@@ -24,7 +24,7 @@ def test_replayed_merges_match_the_tokenizer(real, word):
 
 @pytest.mark.real_model
 def test_token_pieces_are_byte_exact_and_specials_flagged(real):
-    from ui.compute_tokens import token_bytes, tokenize
+    from ui.compute.tokens import token_bytes, tokenize
 
     text = "héllo 🙂 שלום\x00\x07\n\tend"
     view = tokenize(MODEL, text, False)
@@ -36,7 +36,7 @@ def test_token_pieces_are_byte_exact_and_specials_flagged(real):
 
 @pytest.mark.real_model
 def test_word_level_bytes_and_tiny_bpe(real):
-    from ui.compute_tokens import UNK, id_neighbours, raw_bytes, train_tiny_bpe, word_level
+    from ui.compute.tokens import UNK, id_neighbours, raw_bytes, train_tiny_bpe, word_level
 
     assert [w for w, _ in word_level("the cat thecatsatonthemat", "the cat sat")] == ["the", "cat", UNK]
     assert raw_bytes("é") == [0xC3, 0xA9]

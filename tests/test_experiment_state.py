@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from inference.model.interventions import EdgeCut, HeadEdit, MLPEdit
-from ui import experiment_state as exp
-from ui import url_state
+from ui.session import experiment as exp
+from ui.session import links as url_state
 
 LIMITS = url_state.Limits(n_layers=30, n_heads=9, vocab_size=49152, n_tokens=11)
 

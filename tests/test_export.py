@@ -18,7 +18,7 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 
 from tests import apptest_utils
 from tests.apptest_utils import assert_clean, chart, plotly_array
-from ui import charts
+from ui.shell import charts
 from ui.figures import attention as att_figs
 from ui.figures import batching as batch_figs
 from ui.figures import embeddings as emb_figs
@@ -27,7 +27,7 @@ from ui.figures import logits as logit_figs
 from ui.figures import sampling as sampling_figs
 from ui.figures.export import decode_array, figure_csv
 from ui.figures.tokens import make_token_id_chart
-from ui.state import PRESENTER
+from ui.session.state import PRESENTER
 
 PIECES = ["The", " cat", " sat", "."]
 
@@ -331,9 +331,9 @@ def chart_exports(at, deferred: dict[str, dict]) -> dict[str, dict]:
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("script, url_path, keys", [
-    ("pages/3_attention.py", "attention", {"attention_heatmap", "score_steps", "heads_grid", "gqa_diagram"}),
-    ("pages/5_logits.py", "logits", {"logits_bar", "probability_overlay", "temperature_sweep", "stage_figure"}),
-    ("pages/2_embeddings.py", "embeddings", {"embedding_heatmap", "embedding_vector", "embedding_neighbours"}),
+    ("pages/attention.py", "attention", {"attention_heatmap", "score_steps", "heads_grid", "gqa_diagram"}),
+    ("pages/logits.py", "logits", {"logits_bar", "probability_overlay", "temperature_sweep", "stage_figure"}),
+    ("pages/embeddings.py", "embeddings", {"embedding_heatmap", "embedding_vector", "embedding_neighbours"}),
 ])
 def test_every_chart_on_a_page_is_exportable(script, url_path, keys, deferred_downloads):
     at = apptest_utils.open_page(script)
@@ -354,7 +354,7 @@ def test_every_chart_on_a_page_is_exportable(script, url_path, keys, deferred_do
 @pytest.mark.real_model
 def test_logits_csv_download_holds_the_charts_numbers(deferred_downloads):
     """The real downloads: named columns built from the page's data, equal to what the charts draw."""
-    at = apptest_utils.open_page("pages/5_logits.py")
+    at = apptest_utils.open_page("pages/logits.py")
     assert_clean(at)
     exports = chart_exports(at, deferred_downloads)
 
@@ -388,7 +388,7 @@ def test_logits_csv_download_holds_the_charts_numbers(deferred_downloads):
 
 @pytest.mark.real_model
 def test_attention_and_embedding_downloads_have_named_columns(deferred_downloads):
-    at = apptest_utils.open_page("pages/3_attention.py", prompt="I love pizza 🍕")
+    at = apptest_utils.open_page("pages/attention.py", prompt="I love pizza 🍕")
     assert_clean(at)
     exports = chart_exports(at, deferred_downloads)
     rows = read(exports["attention_heatmap"]["download"]["callable"]())
@@ -423,7 +423,7 @@ def test_every_chart_on_every_page_passes_its_table():
 def test_a_shared_builder_builds_each_figure_once_for_every_session():
     """``charts.shared``: the same arguments give the very same figure (a class on one view builds it once);
     other arguments build another; the figure that comes back is the builder's, unchanged."""
-    from ui import charts
+    from ui.shell import charts
 
     calls = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from inference import BatchRun, BatchStep
-from ui.compute_batching import _mode_run
+from ui.compute.batching import _mode_run
 from ui.figures import batching as figs
 
 

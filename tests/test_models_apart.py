@@ -53,10 +53,10 @@ def numbers(at: AppTest, key: str, field: str) -> np.ndarray:
 
 
 READERS = {  # what each page shows that belongs to one model
-    "pages/1_tokenization.py": lambda at: (merges_shown(at), numbers(at, "token_ids_chart", "y")),
-    "pages/2_embeddings.py": lambda at: (numbers(at, "embedding_heatmap", "z"),),
-    "pages/3_attention.py": lambda at: (numbers(at, "attention_heatmap", "z"),),
-    "pages/5_logits.py": lambda at: (numbers(at, "logits_bar", "y"),),
+    "pages/tokenization.py": lambda at: (merges_shown(at), numbers(at, "token_ids_chart", "y")),
+    "pages/embeddings.py": lambda at: (numbers(at, "embedding_heatmap", "z"),),
+    "pages/attention.py": lambda at: (numbers(at, "attention_heatmap", "z"),),
+    "pages/logits.py": lambda at: (numbers(at, "logits_bar", "y"),),
 }
 
 
@@ -78,8 +78,8 @@ def test_each_page_keeps_to_its_own_model(two_models, script):
 
 def test_the_two_tokenizers_really_differ(two_models):
     """The premise: B's own BPE merges the prompt with other ranks than SmolLM2's merges."""
-    at_a = open_as(two_models[0], "pages/1_tokenization.py")
-    at_b = open_as(two_models[1], "pages/1_tokenization.py")
+    at_a = open_as(two_models[0], "pages/tokenization.py")
+    at_b = open_as(two_models[1], "pages/tokenization.py")
     assert merges_shown(at_a) and merges_shown(at_b) and merges_shown(at_a) != merges_shown(at_b)
     vocab_captions = [c.value for c in at_b.caption if "subwords" in c.value]
     assert any("320" in text or "3" in text for text in vocab_captions)

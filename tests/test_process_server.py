@@ -13,7 +13,7 @@ import pytest
 
 from inference import BusyError, ProcessServer, PromptError, SamplingParams, ServeConfig, load_engine
 from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
-from ui.engine_work import attention_arrays, last_logits
+from ui.compute.engine_work import attention_arrays, last_logits
 from tests.test_server import check_stream_equals_solo, wait_until
 
 WAIT = 120.0  # a child's start (torch's import) on a busy machine; never a performance assertion

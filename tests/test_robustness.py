@@ -18,8 +18,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import assert_clean, chart, open_page
-from ui.compute_embeddings import WORD_SET
-from ui.state import DEFAULT_PROMPT
+from ui.compute.embeddings import WORD_SET
+from ui.session.state import DEFAULT_PROMPT
 
 pytestmark = pytest.mark.real_model
 
@@ -111,16 +111,16 @@ class Page:
 
 
 PAGES = {
-    "overview": Page("pages/0_overview.py", None),
-    "tokenization": Page("pages/1_tokenization.py", "token_ids_chart"),
-    "embeddings": Page("pages/2_embeddings.py", "embedding_heatmap"),
-    "attention": Page("pages/3_attention.py", "attention_heatmap"),
-    "logit_lens": Page("pages/4_logit_lens.py", "logit_lens"),
-    "logits": Page("pages/5_logits.py", "logits_bar"),
-    "sampling": Page("pages/6_sampling.py", "real_ranges"),
-    "generation": Page("pages/7_generation.py", "gen_alternatives", ready=(Click("gen_next"),)),
-    "batching": Page("pages/8_batching.py", "batch_padded"),
-    "experiments": Page("pages/45_experiments.py", "exp_before_after"),
+    "overview": Page("pages/overview.py", None),
+    "tokenization": Page("pages/tokenization.py", "token_ids_chart"),
+    "embeddings": Page("pages/embeddings.py", "embedding_heatmap"),
+    "attention": Page("pages/attention.py", "attention_heatmap"),
+    "logit_lens": Page("pages/logit_lens.py", "logit_lens"),
+    "logits": Page("pages/logits.py", "logits_bar"),
+    "sampling": Page("pages/sampling.py", "real_ranges"),
+    "generation": Page("pages/generation.py", "gen_alternatives", ready=(Click("gen_next"),)),
+    "batching": Page("pages/batching.py", "batch_padded"),
+    "experiments": Page("pages/experiments.py", "exp_before_after"),
 }
 
 GOOD_PROMPT = (Prompt(DEFAULT_PROMPT),)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.sampling_controls import parse_seed, resolve
+from ui.controls.sampling import parse_seed, resolve
 
 RAW = {"temperature": 0.8, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
 

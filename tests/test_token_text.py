@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.token_text import bytes_text, sequence_text, token_texts
+from ui.compute.token_text import bytes_text, sequence_text, token_texts
 
 
 def test_bytes_that_are_not_a_whole_character_are_hex():

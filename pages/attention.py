@@ -1,0 +1,183 @@
+"""Attention: every token looks back at the tokens before it, one weighted average per head."""
+import streamlit as st
+
+from ui.shell import charts
+from ui.compute import attention as att
+from ui import classroom
+from ui.shell import models
+from ui.session import state
+from ui.claims import reading as claims
+from ui.figures import attention as figs
+from ui.figures.tokens import visible
+from ui.controls.head_switch import render as switch_heads_off
+from ui.shell.navigation import redirect_legacy_run
+from ui.controls.prompt import prompt_tokens
+
+redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+
+st.title("Attention")
+st.markdown(
+    "Embeddings give each token a vector on its own. **Attention** is how tokens read each other: every "
+    "position makes a **query** (what am I looking for?), every position offers a **key** (what do I contain?) "
+    "and a **value** (what I pass on). A query's dot product with each key is a score; scaled and passed "
+    "through softmax, the scores become weights that sum to 1, and the token takes that weighted average of "
+    "the values. A token may only look **back**: the causal mask hides the future. Each layer has several heads "
+    "doing this in parallel, each with its own idea of what to look for."
+)
+
+view = prompt_tokens()
+if view is None:
+    st.stop()
+
+maps = att.attention_maps(models.current(), view.ids)
+pieces = view.pieces[: maps.n_tokens]
+if maps.total_tokens > maps.n_tokens:
+    st.warning(f"The prompt has {maps.total_tokens:,} tokens; attention is computed and drawn for the first "
+               f"{maps.n_tokens}. Those rows are exact: a causal model never lets later tokens change them.")
+
+
+@st.fragment
+def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
+    """Sections 1-3. A fragment: moving layer, head or query redraws only these charts, not the page."""
+    # 1. One head
+    st.header("One head: who looks at whom")
+    c1, c2, c3 = st.columns(3)
+    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
+    head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
+                        **state.bind("att_head", 0, options=range(maps.n_heads)))
+    query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
+                         format_func=lambda i: f"{i}: {visible(pieces[i])}",
+                         **state.bind("att_query", att.default_query(pieces), options=range(maps.n_tokens)))
+    window = maps.window_of(layer)
+    kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
+    charts.show(charts.shared(figs.make_attention_heatmap)(maps.probs[layer, head], pieces,
+                                            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)",
+                                            window), key="attention_heatmap",
+                data=lambda: figs.attention_table(maps.probs[layer, head], pieces))
+    hidden = (f" In this local layer, keys {window} or more positions back are hidden too."
+              if window and window < maps.n_tokens else "")
+    st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0." + hidden +
+               " The bars on the right are each row's sum, read from the model's own softmax output.")
+
+    # 2. Step by step for one query
+    st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
+    steps = att.score_steps(maps, layer, head, query)
+    charts.show(charts.shared(figs.make_score_steps)(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
+                                      maps.scale_dim), key="score_steps",
+                data=figs.score_steps_table(steps.raw, steps.scaled, steps.masked, steps.probs, pieces))
+    scalar = ("the head size" if maps.scale_dim == maps.head_dim else
+              f"the model's own score scalar (head size {maps.head_dim})")
+    st.caption(f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
+               f"by √{maps.scale_dim:g} ({scalar}) so scores do not grow with the head size, masked keys set to −∞, "
+               "then softmax.")
+
+    # 3. All heads, grouped-query attention
+    st.header(f"All {maps.n_heads} heads of layer {layer}")
+    groups = [maps.kv_group(h) for h in range(maps.n_heads)]
+    charts.show(charts.shared(figs.make_heads_grid)(maps.probs[layer], pieces, groups, layer, window), key="heads_grid",
+                data=lambda: figs.heads_table(maps.probs[layer], pieces, groups))
+    sharing = att.attention_kind(maps.n_heads, maps.n_kv_heads)
+    group = maps.n_heads // maps.n_kv_heads
+    if maps.n_kv_heads == maps.n_heads:
+        st.markdown(f"This model uses **{sharing}**: each of its {maps.n_heads} query heads has its own keys and values.")
+    elif maps.n_kv_heads == 1:
+        st.markdown(f"This model uses **{sharing}**: all {maps.n_heads} query heads read one and the same key/value "
+                    f"head, which makes the KV cache {group} times smaller than one K/V head per query head. The "
+                    "heads still attend differently, because their queries differ.")
+    else:
+        st.markdown(f"This model uses **{sharing}**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
+                    f"key/value heads; each group of {group} query heads reads the same keys and values, which "
+                    f"makes the KV cache {group} times smaller. Heads in one group still attend differently, "
+                    "because their queries differ.")
+    charts.show(charts.shared(figs.make_gqa_diagram)(maps.n_heads, maps.n_kv_heads), key="gqa_diagram",
+                data=figs.gqa_table(maps.n_heads, maps.n_kv_heads))
+
+    # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
+    switch_heads_off(maps, pieces, layer, head)
+    classroom.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
+
+
+explore_heads(maps, pieces)
+
+# 3b. Local and global layers (models with a sliding window)
+config = att.layer_layout(models.current())
+if config.local_layers:
+    st.header("Local and global layers: the sliding window")
+    globals_ = [i for i in range(config.n_layers) if i not in config.local_layers]
+    st.markdown(f"This model has **{len(config.local_layers)} local layers**: a query there sees only the "
+                f"**{config.window} most recent keys** (itself included), so their cost and their KV cache stop "
+                f"growing with the context; its **{len(globals_)} global layers** ({', '.join(map(str, globals_))}) "
+                "see every earlier key and carry information further back. Below "
+                f"{config.window} tokens the two kinds see the same keys: the difference shows only in a longer prompt.")
+    charts.show(charts.shared(figs.make_layer_kinds)(list(config.local_layers), config.n_layers, config.window),
+                key="layer_kinds",
+                data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window))
+    if len(view.ids) <= config.window:
+        st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
+        st.button(f"Use a prompt longer than {config.window} tokens", key="att_long_prompt",
+                  on_click=state.set_values,
+                  args=({state.PROMPT: att.long_prompt_for_window(models.current(), state.DEFAULT_PROMPT)},))
+    else:
+        windowed = att.window_view(models.current(), view.ids)
+        left, right = st.columns(2)
+        local_layer = left.selectbox("Local layer", list(config.local_layers),
+                                     **state.bind("att_window_local", config.local_layers[0],
+                                                  options=list(config.local_layers)))
+        global_layer = right.selectbox("Global layer", globals_,
+                                       **state.bind("att_window_global", globals_[0], options=globals_))
+        for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
+            with column:
+                charts.show(charts.shared(figs.make_window_heatmap)(
+                    windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
+                    f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}",
+                    data=figs.window_table(windowed.pooled[layer_index], windowed.block, windowed.window,
+                                           label == "local"))
+        st.caption(f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
+                   f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
+                   f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "
+                   "local layer, still read in the global one. Colours stop at each map's 99th percentile.")
+        local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
+        shares = {i: float(windowed.outside_share[i]) for i in globals_}
+        by_layer = ", ".join(f"**{share:.1%}** (layer {i})" for i, share in shares.items())
+        st.markdown(
+            f"- Measured over all {len(config.local_layers)} local layers and their heads: the largest weight any "
+            f"query puts on a key outside its window is **{local_max:g}** "
+            f"({windowed.outside_cells:,} such (query, key) pairs per head and layer).\n"
+            f"- In the global layers, queries past position {config.window - 1} put on average {by_layer} of "
+            "their weight on keys that far back.")
+
+# 4. The guided example
+st.header("Where does “it” look?")
+it_pos, cat_pos, mat_pos = (att.find_token(pieces, w) for w in ("it", "cat", "mat"))
+buttons = []
+if it_pos is None:
+    st.info("This part follows the example “The cat sat on the mat because it was tired.”: this prompt has no "
+            "word “it”. Put one in, after a noun (a “cat” or a “mat”), to see which noun its heads pick.")
+else:
+    over_layers = att.query_over_layers(maps, it_pos)
+    charts.show(charts.shared(figs.make_query_over_layers)(over_layers, pieces, it_pos), key="it_over_layers",
+                data=figs.query_layers_table(over_layers, pieces))
+    st.markdown(claims.sink_sentence(over_layers, pieces, it_pos))
+    for name, pos in (("cat", cat_pos), ("mat", mat_pos)):
+        if pos is not None and pos < it_pos:
+            best = att.top_heads(maps, it_pos, pos)
+            st.markdown(claims.top_heads_sentence(pieces[it_pos], pieces[pos], best))
+            lay, hd, _ = best[0]
+            buttons.append(name)
+            st.button(f"Show layer {lay}, head {hd} with query “it” above", key=f"att_show_{name}",
+                      on_click=state.set_values, args=({"att_layer": lay, "att_head": hd, "att_query": it_pos},))
+
+st.header("What to try next")
+query = it_pos if it_pos is not None else maps.n_tokens - 1
+words = att.word_positions(pieces)
+later = next((i for i in reversed(words) if i > query), None)
+earlier = next((p for p in (cat_pos, mat_pos) if p is not None and p < query), None)
+earlier = earlier if earlier is not None else next((i for i in words if i < query), None)
+suggestions = []
+if buttons:
+    suggestions.append("- Press the buttons above to jump to the heads that resolve “it”: which noun wins, and how "
+                       "sure is it?")
+suggestions.append(claims.causal_suggestion(pieces, query, later, earlier))
+suggestions.append(claims.previous_token_sentence(att.previous_token_heads(maps), maps.n_tokens))
+suggestions.append("- Then **Transformer block & logit lens**: what the block does with these weighted averages.")
+st.markdown("\n".join(line for line in suggestions if line))

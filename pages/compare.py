@@ -1,0 +1,154 @@
+"""Two models side by side: the same prompt through both, and where their designs and answers differ."""
+import streamlit as st
+
+from inference import PromptError, TokenizerError
+from ui.shell import charts
+from ui.compute import compare as cmp
+from ui.shell import models
+from ui.session import state
+from ui.compute.tokens import tokenize
+from ui.figures.generation import alternatives_table, make_alternatives_bar
+from ui.figures.tokens import token_chips_html, visible
+from ui.shell.navigation import redirect_legacy_run
+
+redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+
+CHIP_LIMIT = 96
+
+st.title("Two models side by side")
+st.markdown(
+    "Everything the other pages showed for one model holds for any causal language model: text becomes tokens, "
+    "tokens become vectors, attention and feed-forward blocks refine them, the last vector becomes scores over a "
+    "vocabulary. What changes from model to model is the design inside that story. Here the same prompt (the "
+    "sidebar's, as plain text) goes through two models at once."
+)
+
+offered = list(models.allowlist())
+for name, hint in models.missing().items():
+    st.info(f"**{name}** would be offered here but is not installed on this server: {hint}.")
+if len(offered) < 2:
+    st.warning("This server offers only one model, so there is nothing to set beside it.")
+    st.stop()
+
+c1, c2 = st.columns(2)
+left_model = c1.selectbox("Left", offered, **state.bind("cmp_left", offered[0], options=offered))
+right_choices = [name for name in offered if name != left_model]
+right_model = c2.selectbox("Right", right_choices,
+                           **state.bind("cmp_right", right_choices[0], options=right_choices))
+pair = (left_model, right_model)
+prompt = str(state.get(state.PROMPT) or "")
+
+views = {}
+for model in pair:
+    try:
+        views[model] = tokenize(model, prompt, False)
+    except (PromptError, TokenizerError) as error:
+        st.error(f"Cannot run this prompt on {model}: {error}. Edit the prompt in the sidebar.")
+        st.stop()
+
+# 1. The two designs
+st.header("The two designs")
+cards = {model: cmp.model_card(model) for model in pair}
+
+
+def _design_rows(card: cmp.ModelCard) -> dict[str, str]:
+    sharing = (f"{card.n_heads} query heads share {card.n_kv_heads} K/V head{'s' * (card.n_kv_heads > 1)}")
+    return {
+        "parameters": f"{card.parameters / 1e6:.1f} M",
+        "layers": str(card.n_layers),
+        "d_model": str(card.d_model),
+        "attention heads": sharing,
+        "heads × head_dim": f"{card.n_heads} × {card.head_dim} = {card.n_heads * card.head_dim}",
+        "local (sliding-window) layers": (f"{card.local_layers} of {card.n_layers}, window {card.window}"
+                                          if card.local_layers else "none: every layer is global"),
+        "vocabulary": f"{card.vocab_size:,} ({card.tokenizer_scheme} BPE)",
+        f"KV cache per token ({cards[pair[0]].dtype})": f"{card.kv_bytes_per_token:,} bytes",
+    }
+
+
+rows = {model: _design_rows(cards[model]) for model in pair}
+st.dataframe([{"": label, left_model: rows[left_model][label], right_model: rows[right_model][label]}
+              for label in rows[left_model]], hide_index=True, key="cmp_design")
+a, b = cards[left_model], cards[right_model]
+bigger, smaller = (a, b) if a.parameters >= b.parameters else (b, a)
+st.markdown(
+    f"**{bigger.name}** has {bigger.parameters / smaller.parameters:.1f}× the parameters of **{smaller.name}**; "
+    f"its embedding matrix alone is {bigger.vocab_size:,} × {bigger.d_model} = "
+    f"{bigger.vocab_size * bigger.d_model / 1e6:.0f} M of them "
+    f"({bigger.vocab_size * bigger.d_model / bigger.parameters:.0%}), against "
+    f"{smaller.vocab_size * smaller.d_model / 1e6:.0f} M ({smaller.vocab_size * smaller.d_model / smaller.parameters:.0%}). "
+    f"Per token of context, {a.name}'s KV cache takes {a.kv_bytes_per_token:,} bytes and {b.name}'s "
+    f"{b.kv_bytes_per_token:,}."
+)
+
+# 2. The two tokenizations
+st.header("The same text, two tokenizers")
+cols = st.columns(2)
+for column, model in zip(cols, pair):
+    view = views[model]
+    with column:
+        st.subheader(model)
+        shown = min(len(view.ids), CHIP_LIMIT)
+        st.markdown(f"**{len(view.ids):,} tokens** for {view.n_chars:,} characters "
+                    f"({view.n_chars / len(view.ids):.2f} characters per token)"
+                    + (f"; the first {shown} shown." if shown < len(view.ids) else "."))
+        st.markdown(token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]),
+                    unsafe_allow_html=True)
+        space = next((raw[0] for raw in view.raw if raw[:1] in ("Ġ", "▁")), None)
+        st.caption(f"Stored entries write a space as `{space}`." if space else "No token here starts with a space.")
+
+# 3. The next token
+st.header("The next token: each model's top 10")
+cols = st.columns(2)
+tops = {model: cmp.next_token_top(model, prompt) for model in pair}
+for column, model, side in zip(cols, pair, ("left", "right")):
+    top = tops[model]
+    with column:
+        charts.show(make_alternatives_bar(top.token_strings, top.probabilities, top.token_strings[0],
+                                          f"{model}: next token (softmax at T = 1)"), key=f"cmp_top_{side}",
+                    data=alternatives_table(top.token_ids, top.token_strings, top.probabilities, top.token_ids[0]))
+shared = set(tops[left_model].token_strings) & set(tops[right_model].token_strings)
+st.markdown(f"Both pick **{visible(tops[left_model].token_strings[0])}** first." if
+            tops[left_model].token_strings[0] == tops[right_model].token_strings[0] else
+            f"They disagree on the first choice: **{visible(tops[left_model].token_strings[0])}** "
+            f"({tops[left_model].probabilities[0]:.0%}) against **{visible(tops[right_model].token_strings[0])}** "
+            f"({tops[right_model].probabilities[0]:.0%}).")
+st.caption(f"{len(shared)} of the ten candidates (compared as text) appear in both lists.")
+
+# 4. Greedy continuations
+st.header(f"Greedy continuations ({cmp.CONTINUATION_TOKENS} tokens)")
+runs = {model: cmp.greedy_continuation(model, prompt) for model in pair}
+cols = st.columns(2)
+for column, model in zip(cols, pair):
+    run = runs[model]
+    with column:
+        st.subheader(model)
+        st.code(prompt[-200:] + run.text, language=None, wrap_lines=True)
+        speed = f"{run.decode_tok_s:.1f} tok/s" if run.decode_tok_s else "—"
+        m1, m2 = st.columns(2)
+        m1.metric("Decode speed (measured)", speed, help="Decode steps after the prefill, per second of forward + "
+                  "sampling, measured on this server when this continuation was generated.")
+        m2.metric("Prefill", f"{run.prefill_ms:.0f} ms")
+split = cmp.first_divergence(runs[left_model].text, runs[right_model].text)
+if split.identical:
+    st.markdown("The two continuations are **identical**.")
+else:
+    n_common = len(split.common)
+    st.markdown(f"They agree on the first **{n_common} character{'s' * (n_common != 1)}** "
+                f"(`{visible(split.common) or '∅'}`), "
+                f"then part: {left_model} goes on `{visible(split.left_rest[:40])}`, {right_model} "
+                f"`{visible(split.right_rest[:40])}`.")
+speeds = {model: runs[model].decode_tok_s for model in pair}
+if all(speeds.values()):
+    fast, slow = sorted(pair, key=lambda m: -speeds[m])
+    st.caption(f"{fast} decoded {speeds[fast] / speeds[slow]:.1f}× as many tokens per second as {slow} here. One "
+               "short run on a shared server is a rough figure; `python -m inference.bench --model ...` measures "
+               "both against transformers in one run.")
+
+st.header("What to try next")
+st.markdown(
+    "- Put an emoji or a rare character in the prompt: which tokenizer spends more tokens on it?\n"
+    "- Type a prompt of a few hundred words: the local layers of a sliding-window model stop growing their reach "
+    "(see **Attention**), and its KV cache grows more slowly per token (see **Generation & KV cache**).\n"
+    "- Switch the sidebar's model and walk any page again: every number there comes from the model you chose."
+)

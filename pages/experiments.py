@@ -1,0 +1,189 @@
+"""Experiments: switch off heads, cut attention edges, scale MLPs, patch activations, and see what the model then says."""
+import streamlit as st
+
+from inference import PromptError, TokenizerError
+from ui.shell import charts, models
+from ui.controls import experiment as experiment_controls
+from ui.session import state
+from ui.compute import experiments as ce
+from ui.session import experiment as exp
+from ui.figures import experiments as figs
+from ui.figures.logits import visible_token
+from ui.shell.navigation import redirect_legacy_run
+from ui.controls.prompt import prompt_tokens
+from ui.shell.resources import engine_for
+from ui.compute.token_text import token_texts
+
+redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+
+st.title("Experiments")
+st.markdown(
+    "The other pages show what the model did. Here you change what it computes and watch the answer: switch off a "
+    "head, cut one token off from another, turn down an MLP, or copy the stream of one prompt into another run. "
+    "Interpretability researchers call these **interventions**; each runs on this request only, never on the "
+    "shared model, and is carried in the link."
+)
+st.button(f"Use the example prompt: “{exp.EXAMPLE_PROMPT}”", key="exp_use_example",
+          on_click=state.set_values, args=({state.PROMPT: exp.EXAMPLE_PROMPT, state.CHAT: False},))
+
+view = prompt_tokens()
+if view is None:
+    st.stop()
+model = models.current()
+config = engine_for(model).config
+ids = tuple(view.ids)
+try:
+    ce.check_prompt(view.ids)
+except ce.ExperimentError as error:
+    st.error(f"{error}.", icon=":material/block:")
+    st.stop()
+
+# 1. The intervention
+st.header("1 · Choose the intervention")
+for note in experiment_controls.render_editor(config.n_layers, config.n_heads, view.pieces):
+    st.info(note)
+settings = exp.current()
+try:
+    ce.prepared_spec(model, ids, settings)
+except ce.ExperimentError as error:
+    st.error(f"This intervention cannot run: {error}. Nothing was changed; the results below are the plain run.",
+             icon=":material/block:")
+    settings = exp.Settings()
+
+# 2. Before and after
+st.header("2 · Before and after")
+compared = ce.before_after(model, ids, settings)
+if settings.empty:
+    st.info("No intervention is chosen yet, so “after” equals “before”. Pick heads, edges or MLPs above — or "
+            "switch heads off on the **Attention** page.")
+else:
+    st.markdown(f"**Intervention:** {compared.description}.")
+m1, m2, m3 = st.columns(3)
+m1.metric("Top next token before → after", f"{visible_token(compared.top_before_text)} → "
+          f"{visible_token(compared.top_after_text)}", "changed" if compared.changed else "same", delta_color="off")
+p_before, p_after = compared.p_before(compared.top_before), compared.p_after(compared.top_before)
+m2.metric(f"p({visible_token(compared.top_before_text)})", f"{p_after:.3f}", f"{p_after - p_before:+.3f}")
+m3.metric("KL(before ‖ after)", f"{compared.kl_bits:.4f} bits")
+charts.show(figs.make_before_after(compared.token_strings, compared.before, compared.after,
+                                   "Next-token probabilities without and with the intervention"), key="exp_before_after",
+            data=figs.before_after_table(compared.token_strings, compared.before, compared.after))
+
+lens = ce.lens_pair(model, ids, settings)
+charts.show(figs.make_lens_with_region(lens.after.layer_labels, lens.after.position_tokens, lens.after.top_probs,
+                                       lens.after.top_strings, lens.region, lens.changed), key="exp_lens",
+            data=lambda: figs.lens_region_table(lens.after.layer_labels, lens.after.position_tokens,
+                                                lens.after.top_probs, lens.after.top_strings, lens.region, lens.changed))
+if lens.region is None:
+    st.caption("With no intervention nothing is shaded: every cell is the plain run's.")
+else:
+    row, col = lens.region
+    inside = int(lens.changed.sum()) - lens.changed_outside
+    st.caption(f"The shaded block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
+               f"and position **{lens.keep_from + col}**: an edit cannot reach earlier blocks, nor (attention looks "
+               f"only back) earlier positions. {inside} cell(s) there changed their top guess; "
+               f"{lens.changed_outside} outside it.")
+c1, c2 = st.columns(2)
+c1.markdown(f"**Greedy continuation before**\n\n> {ce.continuation(model, ids, exp.Settings())!r}")
+c2.markdown(f"**… and with the intervention on at every step**\n\n> {ce.continuation(model, ids, settings)!r}")
+
+# 3. Head importance
+st.header("3 · Which heads matter for one token?")
+target_text = st.text_input("Target token (empty: the model's top guess before any change)", max_chars=64,
+                            **state.bind(exp.TARGET))
+try:
+    target = ce.target_token(model, target_text, compared.top_before)
+except ce.ExperimentError as error:
+    st.error(f"{error}.", icon=":material/block:")
+    target = None
+chosen = exp.current()  # the sweep changes heads the way the editor's "How" says, whatever else is chosen
+mode, factor = chosen.head_mode, chosen.head_factor
+action = {"zero": "switched off", "mean": "replaced by its mean", "scale": f"scaled by {factor:g}"}[mode]
+st.markdown(f"Each of the {config.n_layers * config.n_heads} heads is changed alone ({action}), on the plain "
+            "run without the edits above, and the change in "
+            f"the target's log-probability recorded: {config.n_layers} forwards, each over a batch of "
+            f"{config.n_heads} copies of the prompt (copy h changes head h).")
+st.button("Run the head sweep", key="exp_sweep_run", on_click=state.set_values, args=({exp.SWEEP: True},),
+          disabled=target is None)
+if state.get(exp.SWEEP) and target is not None:
+    bar = st.progress(0.0, text="Sweeping the heads…")
+    sweep = ce.head_importance(model, ids, target, mode, factor,
+                               lambda done, total: bar.progress(done / total, text=f"Layer {done} of {total}"))
+    bar.empty()
+    target_shown = token_texts(engine_for(model).tokenizer, [target])[0]
+    charts.show(figs.make_head_importance(sweep.delta, target_shown, action), key="exp_head_importance",
+                data=figs.head_importance_table(sweep.delta))
+    order = sweep.delta.flatten().argsort()[:3]
+    worst = ", ".join(f"{i // config.n_heads}.{i % config.n_heads} ({sweep.delta.flat[i]:+.3f})" for i in order)
+    st.markdown(f"log p({visible_token(target_shown)}) is **{sweep.baseline:.3f}** without changes. The heads whose "
+                f"change lowers it most: {worst}; the largest rise is {sweep.delta.max():+.3f}.")
+
+# 4. Activation patching
+st.header("4 · Activation patching: where does the model keep “cat”?")
+st.markdown("Run the **corrupted** prompt, but copy the residual stream after one block, at one position, from the "
+            "**clean** prompt's run. If that one vector brings the clean answer back, it carried the information. "
+            "The score: (d_patched − d_corrupted) / (d_clean − d_corrupted), with d = logit(clean answer) − "
+            "logit(corrupted answer): 0 = no help, 1 = the clean answer fully restored.")
+left, right = st.columns(2)
+clean = left.text_input("Clean prompt", max_chars=400, **state.bind(exp.CLEAN))
+corrupt = right.text_input("Corrupted prompt (same number of tokens)", max_chars=400, **state.bind(exp.CORRUPT))
+try:
+    setup = ce.patch_setup(model, clean, corrupt)
+except (ce.ExperimentError, PromptError, TokenizerError) as error:
+    st.error(f"Cannot patch these prompts: {error}.", icon=":material/block:")
+    setup = None
+if setup is not None:
+    st.markdown(f"Clean answer **{visible_token(setup.clean_answer_text)}**, corrupted answer "
+                f"**{visible_token(setup.corrupt_answer_text)}**: d = {setup.clean_gap:+.3f} on the clean run, "
+                f"{setup.corrupt_gap:+.3f} on the corrupted one. The prompts first differ at position "
+                f"{setup.first_difference} ({visible_token(setup.clean_pieces[setup.first_difference])} / "
+                f"{visible_token(setup.corrupt_pieces[setup.first_difference])}); before it both runs hold the same "
+                "stream, so a patch there restores exactly 0 and is not run. Each later position is one forward "
+                f"over a batch of {config.n_layers} copies (copy l patches after block l), reusing the corrupted "
+                "run's KV cache for the positions before it, which a patch cannot change.")
+    st.button("Run activation patching", key="exp_patch_run", on_click=state.set_values, args=({exp.PATCHING: True},))
+    if state.get(exp.PATCHING):
+        bar = st.progress(0.0, text="Patching…")
+        restored = ce.patching(model, setup, lambda done, total: bar.progress(done / total,
+                                                                             text=f"Position {done} of {total}"))
+        bar.empty()
+        charts.show(figs.make_patching(restored, setup.clean_pieces, (setup.clean_answer_text,
+                                                                      setup.corrupt_answer_text)),
+                    key="exp_patching_map", data=figs.patching_table(restored, setup.clean_pieces))
+        diff, last = setup.first_difference, len(setup.clean_ids) - 1
+        held = [layer for layer in range(config.n_layers) if restored[layer, diff] >= 0.5]
+        taken = [layer for layer in range(config.n_layers) if restored[layer, last] >= 0.5]
+        if not held:
+            sentence = f"No patch at position {diff} restores half of the clean answer"
+        elif held == list(range(held[0], held[-1] + 1)):
+            sentence = f"Patching position {diff} restores at least half of it after blocks {held[0]}–{held[-1]}"
+        else:
+            sentence = (f"Patching position {diff} restores at least half of it after {len(held)} of the "
+                        f"{config.n_layers} blocks, the last being block {held[-1]}")
+        sentence += (f"; patching the last position does from block {taken[0]} on" if taken
+                     else "; no patch at the last position restores half")
+        st.markdown(sentence + f". The best single patch restores {restored.max():.0%}.")
+
+# 5. Direct logit attribution
+st.header("5 · Direct logit attribution")
+if target is not None:
+    split = ce.attribution(model, ids, target, settings)
+    charts.show(figs.make_attribution(split.labels, split.values, split.token_text), key="exp_attribution",
+                data=figs.attribution_table(split.labels, split.values))
+    st.markdown(
+        f"The logit of {visible_token(split.token_text)}"
+        f"{' (with the intervention above)' if not settings.empty else ''} is **{split.logit:.4f}**; the "
+        f"{len(split.labels)} terms sum to "
+        f"**{split.total:.4f}** (difference {split.residual:+.1e}, within the rounding bound {split.bound:.1e} derived "
+        f"from float arithmetic). **The approximation:** the final norm divides the stream by its size σ, which "
+        "depends on every term; here σ is frozen at this run's value, so each head, MLP and the embeddings add their "
+        "own share exactly. A term is *not* what the logit would lose without that component — removing it would "
+        "change σ and every later layer; that is what an ablation measures."
+    )
+
+st.header("What to try next")
+st.markdown(
+    "- On the **Attention** page, switch off the heads that send “it” to “cat”, then come back: does the answer move?\n"
+    "- Sweep the heads with the example prompt, switch off the three that matter most, and compare the continuation.\n"
+    "- Run activation patching on the example pair: in which blocks does the noun's own position carry “cat”, and "
+    "from which block on does the last position?"
+)

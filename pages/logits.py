@@ -1,0 +1,104 @@
+"""Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
+import streamlit as st
+
+from ui.shell import charts, models
+from ui.controls import example_prompt, sampling as sampling_controls
+from ui.session import state
+from ui.claims import predicting as claims
+from ui.compute.logits import (
+    STAGE_LABELS, current_prompt_logits, entropy_bits, kept_by, params_key, sampling_stages, softmax_at,
+    temperature_sweep, token_texts, tokens_for_mass, top_indices,
+)
+from ui.figures import logits as figs
+from ui.figures.logits import (
+    make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
+)
+from ui.shell.navigation import redirect_legacy_run
+from ui.shell.resources import engine_for
+
+redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+
+TOP_N = 12
+COMPARE_OPTIONS = [0.3, 0.5, 1.0, 1.5, 2.0]
+SWEEP = tuple(round(0.05 * i, 2) for i in range(2, 61))  # T = 0.1 … 3.0
+
+st.title("Logits & temperature")
+st.caption("After the last block the model gives one raw score (a **logit**) to every token in its vocabulary. "
+           "Softmax turns them into probabilities; the temperature T reshapes them before anything is drawn.")
+example_prompt.render("logits")
+
+loaded = current_prompt_logits()
+if loaded is None:
+    st.stop()
+prompt, chat, cached = loaded
+model = models.current()
+settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
+params = settings.params
+
+# 1. Logits: the raw scores, greedy marked
+stages = sampling_stages(model, prompt, chat, params_key(params), TOP_N)  # the engine's sampler on the cached logits
+top_ids = top_indices(cached.logits, TOP_N)
+tokens = token_texts(model, top_ids.tolist())
+greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greedy_token_id), -1)
+st.subheader("1 · Logits for the next token")
+st.markdown(f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
+            f"({len(cached.token_ids)} token{'s' * (len(cached.token_ids) != 1)}). The top {TOP_N} of "
+            f"{cached.logits.size:,} logits:")
+top_logits = cached.logits[top_ids].tolist()
+charts.show(charts.shared(make_logits_bar)(tokens, top_logits, greedy_at), key="logits_bar",
+            data=figs.logits_table(top_ids.tolist(), tokens, top_logits, greedy_at))
+st.caption("Bars start at 0. A logit is a raw score on no fixed scale: only the differences between logits "
+           "matter (adding one number to all of them changes no probability), and they can be negative.")
+st.markdown(claims.greedy_sentence(tokens[0], token_texts(model, [stages.greedy_token_id])[0], greedy_at == 0))
+
+# 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
+st.subheader("2 · Softmax and temperature")
+compare_t = st.columns(3)[0].select_slider("Compare with temperature", options=COMPARE_OPTIONS,
+                                           **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
+probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
+metrics = st.columns(4)
+metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(probs_t):.2f} bits",
+                  delta=f"{entropy_bits(probs_t) - entropy_bits(probs_c):+.2f} vs T = {compare_t:g}",
+                  delta_color="off")
+metrics[1].metric(f"Top probability at T = {params.temperature:g}", f"{probs_t.max():.3f}",
+                  delta=f"{probs_t.max() - probs_c.max():+.3f} vs T = {compare_t:g}", delta_color="off")
+metrics[2].metric(f"Tokens for 90 % at T = {params.temperature:g}", f"{tokens_for_mass(probs_t, 0.9):,}",
+                  help="How many of the most probable tokens it takes to hold 90 % of the probability.")
+metrics[3].metric("Vocabulary", f"{cached.logits.size:,}")
+left, right = st.columns(2)
+with left:
+    labels = (f"T = {compare_t:g}", f"T = {params.temperature:g} (yours)")
+    charts.show(charts.shared(make_probability_overlay)(tokens, probs_c[top_ids], probs_t[top_ids], *labels),
+                key="probability_overlay",
+                data=figs.overlay_table(tokens, probs_c[top_ids].tolist(), probs_t[top_ids].tolist(), *labels))
+with right:
+    sweep = temperature_sweep(model, prompt, chat, SWEEP)
+    charts.show(charts.shared(make_temperature_sweep)(sweep.temperatures, sweep.entropy_bits, sweep.top_probability,
+                                       params.temperature), key="temperature_sweep",
+                data=figs.sweep_table(sweep.temperatures.tolist(), sweep.entropy_bits.tolist(),
+                                      sweep.top_probability.tolist()))
+st.caption("softmax(logits / T) of the model's logits (before any repetition penalty): T < 1 stretches the gaps "
+           "between logits (sharper, the top token gains), T > 1 shrinks them (flatter, the tail gains). "
+           "T = 1 is the model's own distribution.")
+
+# 3. The sampler's stages, exactly as the engine runs them
+st.subheader("3 · What the sampler keeps")
+stage_labels = [STAGE_LABELS[n] for n in stages.stage_names]
+survivors = [stages.survivors[n] for n in stages.stage_names]
+charts.show(charts.shared(make_stage_figure)(stages.token_strings, stage_labels, stages.stage_probs, survivors),
+            key="stage_figure",
+            data=figs.stage_table(stages.token_ids, stages.token_strings, stage_labels, stages.stage_probs, survivors))
+final_row = stages.stage_probs[-1]
+only = stages.token_strings[int(final_row.argmax())] if stages.survivors["final"] == 1 and final_row.max() > 0 else None
+st.markdown(claims.survivors_sentence(stages.survivors["final"], only))
+st.caption(claims.STAGE_ORDER_CAPTION)
+
+st.header("What to try next")
+kept_top_p, kept_min_p = kept_by(model, prompt, chat, params_key(params), 0.5, 0.1)
+st.markdown(
+    "- Slide T from 0.1 to 2: the top token's probability falls and the entropy rises as T grows (the sweep above "
+    "draws both for this prompt).\n"
+    + (claims.filter_suggestion(params.temperature, float(probs_t.max()), kept_top_p, kept_min_p) + "\n"
+       if not params.greedy else "")
+    + "- Next: **Sampling** — the surviving tokens laid on [0, 1) and an actual draw."
+)

@@ -1,0 +1,180 @@
+"""Tokenization: how text becomes the token ids the model reads."""
+import streamlit as st
+
+from ui.shell import charts
+from ui.compute import tokens as tok
+from ui.shell import models
+from ui.session import state
+from ui.claims import reading as claims
+from ui.figures.tokens import make_token_id_chart, token_chips_html, token_id_table, visible
+from ui.shell.navigation import redirect_legacy_run
+from ui.controls.prompt import prompt_tokens
+
+redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+
+CHIP_LIMIT = 512  # tokens drawn as chips
+CHART_LIMIT = 128  # bars in the id chart
+TINY_CORPUS = (
+    "The cat sat on the mat. The cat was tired, so the cat slept on the mat. "
+    "A dog sat on the rug. The dog was not tired; the dog ran to the cat and the cat ran away. "
+    "Cats and dogs sit, sleep and run. The mat, the rug and the sofa are where the cats sleep."
+)
+
+st.title("Tokenization")
+st.markdown(
+    "A model cannot read text. Before anything else, the prompt is cut into **tokens**, pieces of text "
+    "found in a fixed vocabulary, and each token is replaced by its **id**, its row number in that "
+    "vocabulary. Those ids are all the model ever sees. The vocabulary is made of **subwords**: common "
+    "words are one token, rare words and typos are built from several pieces, so any text can be written."
+)
+
+model = models.current()
+view = prompt_tokens()
+if view is None:
+    st.stop()
+
+# 1. The prompt as the model sees it
+st.header("Your prompt, token by token")
+cols = st.columns(4)
+cols[0].metric("Characters", f"{view.n_chars:,}")
+cols[1].metric("UTF-8 bytes", f"{view.n_bytes:,}")
+cols[2].metric("Tokens", f"{len(view.ids):,}")
+cols[3].metric("Characters per token", f"{view.n_chars / len(view.ids):.2f}")
+shown = min(len(view.ids), CHIP_LIMIT)
+if shown < len(view.ids):
+    st.warning(f"The prompt has {len(view.ids):,} tokens; the chips show the first {shown}.")
+st.caption("One colour per token; `·` is a space, `↵` a newline, `→` a tab; the number under each token is its id."
+           + (" Orange chips are special tokens: markers the tokenizer (a start-of-text token) or the chat template "
+              "adds, not text." if any(view.special) else ""))
+st.markdown(token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]), unsafe_allow_html=True)
+if state.get(state.CHAT):
+    with st.expander("The chat template: what the model actually receives"):
+        st.code(view.text, language=None)
+        st.caption("The template (Jinja) that produced it, from the model's tokenizer:")
+        st.code(tok.chat_template(model), language="jinja")
+
+# 1b. How this model's tokenizer writes text (what differs between models)
+facts = tok.tokenizer_facts(model)
+with st.expander(f"How this model's tokenizer writes text: "
+                 f"{'byte-level BPE' if facts.scheme == 'byte-level' else 'SentencePiece-style BPE'}, "
+                 f"{facts.vocab_size:,} entries", expanded=True):
+    space = f"`{facts.space_symbol}`"
+    if facts.scheme == "byte-level":
+        st.markdown(f"**Byte-level BPE.** Every one of the 256 byte values has a printable stand-in character, and "
+                    f"merges start from bytes; a space is the stand-in {space}, glued to the front of the next word. "
+                    f"Nothing is ever unknown: a character with no entry of its own is spelled from its bytes.")
+    else:
+        fallback = (" Characters with no entry of their own fall back to **byte tokens**, one per UTF-8 byte, "
+                    "written `<0xNN>`." if facts.byte_fallback else "")
+        st.markdown(f"**SentencePiece-style BPE.** Merges start from whole characters, and a space is written "
+                    f"{space}, glued to the front of the next word.{fallback}")
+    rare = ", ".join(f"`{piece}`" for piece in facts.rare_pieces)
+    start = (f"the tokenizer adds **`{facts.bos[1]}`** (id {facts.bos[0]}) before every text, so it is the "
+             "first token above." if facts.bos else "the tokenizer adds nothing; the first token is the text's own.")
+    st.markdown(f"- Vocabulary: **{facts.vocab_size:,}** entries.\n"
+                f"- Start of text: {start}\n"
+                f"- The rare character {facts.rare_text} (U+{ord(facts.rare_text):04X}, "
+                f"{len(facts.rare_text.encode())} UTF-8 bytes) becomes {len(facts.rare_ids)} "
+                f"token{'s' * (len(facts.rare_ids) > 1)}: {rare}.")
+    shown_raw = min(len(view.ids), 16)
+    st.dataframe([{"position": i, "id": view.ids[i], "entry as stored": view.raw[i], "text": visible(view.pieces[i])}
+                  for i in range(shown_raw)], hide_index=True, key="tok_raw_entries")
+    st.caption(f"The prompt's first {shown_raw} tokens as the vocabulary stores them (the space symbol "
+               f"{space} included) and the text each one adds.")
+
+n_chart = min(len(view.ids), CHART_LIMIT)
+if n_chart < len(view.ids):
+    st.caption(f"The chart shows the first {n_chart} of {len(view.ids):,} tokens.")
+charts.show(charts.shared(make_token_id_chart)(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart",
+            data=token_id_table(view.pieces[:n_chart], view.ids[:n_chart]))
+
+# 2. Token ids mean nothing numerically
+st.header("Token ids are names, not numbers")
+word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind("tok_id_word", " cat"))
+neighbours = tok.id_neighbours(model, word) if word else None
+if neighbours:
+    st.markdown(claims.id_neighbours_sentence(word, neighbours.word_pieces, neighbours.centre_id, neighbours.rows))
+    st.dataframe([{"id": i, "token": visible(p), "learned at merge #": rank} for i, p, rank in neighbours.rows],
+                 hide_index=True, key="id_neighbours")
+else:
+    st.info("Type a word to see the ids around its id.")
+
+# 3. Why subwords
+st.header("Why subwords? Words, BPE and bytes")
+compare = st.text_input("Text to compare", **state.bind("tok_compare", "The cat sat on thecatsatonthemat"))
+corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE below learn from it)",
+                      height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
+if compare:
+    words = tok.word_level(compare, corpus)
+    bpe_ids, bpe, bpe_special = tok.model_bpe(model, compare)
+    data = tok.raw_bytes(compare)
+    a, b, c = st.columns(3)
+    with a:
+        st.subheader("(a) Word-level")
+        unknown = sum(1 for w, _ in words if w == tok.UNK)
+        st.caption(claims.word_level_caption(len(set(tok.words(corpus))), len(words), unknown))
+        st.markdown(token_chips_html([w for w, _ in words], [i for _, i in words]), unsafe_allow_html=True)
+    with b:
+        st.subheader("(b) The model's BPE")
+        st.caption(f"Vocabulary: {tok.vocab_size(model):,} subwords. {len(bpe_ids)} tokens, "
+                   "nothing unknown: rare words are spelled from pieces.")
+        st.markdown(token_chips_html(bpe, bpe_ids, bpe_special), unsafe_allow_html=True)
+    with c:
+        st.subheader("(c) Raw bytes")
+        st.caption(claims.raw_bytes_caption(len(data), len(bpe_ids)))
+        st.markdown(token_chips_html([chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:200],
+                                     data[:200]), unsafe_allow_html=True)
+else:
+    st.info("Type some text to compare the three tokenizers.")
+
+# 4. Merge by merge with the model's own merges
+st.header("Merge by merge")
+unit = tok.symbol_unit(model)
+st.markdown(f"Byte-pair encoding starts from single {unit} and repeatedly glues together the adjacent pair that "
+            "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent).")
+bpe_word = st.text_input("Word to build", **state.bind("tok_bpe_word", "thecatsatonthemat"))
+pieces = tok.pre_tokens(model, bpe_word) if bpe_word else []
+if not pieces:
+    st.info("Type a word to see it built merge by merge.")
+else:
+    if len(pieces) > 1:
+        st.info(f"The pre-tokenizer splits this text into {len(pieces)} words before BPE; showing the first, "
+                f"`{visible(tok.model_piece_bytes(model, pieces[0]).decode('utf-8', 'replace'))}`.")
+    if len(pieces[0]) > tok.MAX_BPE_BYTES:
+        st.info(f"This word is {len(pieces[0]):,} {unit} long: the merges below are replayed on its "
+                f"first {tok.MAX_BPE_BYTES}.")
+    steps = tok.bpe_steps(model, bpe_word)
+    for n, step in enumerate(steps):
+        if step.merged is None:
+            label = f"start: single {unit}"
+        else:
+            left_piece, right_piece = (visible(tok.model_piece_text(model, p)) for p in step.merged)
+            label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"
+        left, right = st.columns([1, 3])
+        left.markdown(label)
+        right.markdown(token_chips_html([tok.model_piece_text(model, p) for p in step.parts]), unsafe_allow_html=True)
+    cut = len(pieces[0]) > tok.MAX_BPE_BYTES
+    st.caption(claims.merge_replay_caption(len(steps) - 1, len(steps[0].parts), len(steps[-1].parts),
+                                           steps[-1].parts == tok.tokenizer_split(model, bpe_word), cut, unit))
+
+# 5. A tiny BPE trained live
+st.header("Train a tiny BPE")
+vocab = st.slider("Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind("tok_vocab", 300))
+tiny = tok.train_tiny_bpe(corpus, vocab, compare or " ")
+st.caption(f"Trained with the `tokenizers` library on the paragraph above: {len(tiny.merges)} merges learned, "
+           f"vocabulary {tiny.vocab_size}. Merges are listed in the order they were learned.")
+m1, m2 = st.columns(2)
+m1.dataframe([{"step": i + 1, "merge": f"{visible(tok.piece_text(a, False))} + {visible(tok.piece_text(b, False))}",
+               "new token": visible(tok.piece_text(a + b, False))} for i, (a, b) in enumerate(tiny.merges)],
+             hide_index=True, height=300, key="tiny_merges")
+with m2:
+    st.markdown(f"**The comparison text through the tiny tokenizer** ({len(tiny.tokens)} tokens):")
+    st.markdown(token_chips_html([tok.piece_text(t, False) for t in tiny.tokens]), unsafe_allow_html=True)
+
+st.header("What to try next")
+st.markdown(
+    "- Type a word the model has surely never seen (your name backwards) and watch it break into pieces.\n"
+    "- Add an emoji or Hebrew text to the prompt: one character can be several byte tokens.\n"
+    "- Turn on **Chat template** in the sidebar: the special tokens around your prompt are tokens too.\n"
+    "- Then open **Embeddings**: each id selects one row of a big matrix, and that is where meaning begins."
+)

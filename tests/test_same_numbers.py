@@ -1,0 +1,227 @@
+"""The same link shows the same numbers: a few links' chart tables against a fixture written from a known version.
+
+Each link (a page, a model, a prompt and settings, as a shared link carries them) is opened in a
+fresh AppTest session, and every chart's table (the CSV its "Download CSV" button hands out,
+``ui.shell.charts.table_csv``) is read and compared with ``tests/fixtures/same_numbers.json``.
+The fixture was written by this test (``SAME_NUMBERS_WRITE=1``) from the code as it was before
+the UI wing was rebuilt behind one engine API (issue 23), so a refactor that moves code around
+cannot change a number on screen without this test saying which link, chart, row and column.
+
+Numbers are compared within a bound derived from float32 rounding, not fitted to a machine:
+``eps`` is ``tests.tolerances.model_tolerance`` for the page's model at its logit scale (the
+largest |Δlogit| two correctly rounded evaluations may differ by), and a value ``a`` may move by
+``2 · eps · max(1, |a|)``: softmax outputs move by at most twice the logits' change, and larger
+values (logits, norms, scores) by at most that share of themselves. Text (tokens, labels) and
+counts compare exactly. Charts of timings measured live are left out.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from streamlit.runtime.media_file_manager import MediaFileManager
+from streamlit.testing.v1 import AppTest
+
+from tests.apptest_utils import APP, assert_clean
+from tests.tolerances import logit_tolerance
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "same_numbers.json"
+WRITE = os.environ.get("SAME_NUMBERS_WRITE") == "1"
+TIMEOUT = 300
+GEMMA = "gemma-3-270m"
+KEPT_ROWS = 400  # a longer table keeps every k-th row (and its last), and every numeric column's sum
+TIMED = {"gen_timeline", "gen_timing_chart", "quant_bytes", "quant_speed", "batch_curve"}  # measured live
+
+# (name, page url path, link parameters): several pages, both models, non-default prompts and settings.
+LINKS = [
+    ("tokenization", "tokenization", {}),
+    ("tokenization-emoji", "tokenization", {"prompt": "I love pizza 🍕 and naïve café"}),
+    ("embeddings-bank", "embeddings", {"prompt": "Bank is closed"}),
+    ("attention-layer-head", "attention", {"layer": "3", "head": "2"}),
+    ("logit-lens-paris", "logit_lens", {"prompt": "The capital of France is", "block": "5"}),
+    ("experiments-heads-off", "experiments", {"off": "3.8,13.8"}),
+    ("logits-settings", "logits", {"prompt": "Bank is closed", "temperature": "1.3", "top_p": "0.9", "seed": "7"}),
+    ("sampling-seed", "sampling", {"temperature": "0.8", "seed": "3"}),
+    ("generation-walk", "generation", {"step": "4", "temperature": "0"}),
+    ("batching", "batching", {}),
+    ("quantization", "quantization", {}),
+    ("gemma-attention", "attention", {"model": GEMMA, "query": "7"}),
+    ("gemma-logits", "logits", {"model": GEMMA, "prompt": "The cat sat", "temperature": "0.7"}),
+    ("gemma-embeddings", "embeddings", {"model": GEMMA}),
+    ("compare", "compare", {"prompt": "The cat sat"}),
+]
+NEEDS_GEMMA = {"gemma-attention", "gemma-logits", "gemma-embeddings", "compare"}
+
+
+def _script(url_path: str) -> str:
+    from ui.shell.navigation import PAGES
+
+    return next(spec.script for spec in PAGES if spec.url_path == url_path)
+
+
+@pytest.fixture
+def deferred_downloads(monkeypatch) -> dict[str, object]:
+    """Each chart's deferred CSV download (its callable), by the download button's element id."""
+    recorded: dict[str, object] = {}
+    original = MediaFileManager.add_deferred
+
+    def record(self, data_callable, mimetype, coordinates, file_name=None, *, element_id=""):
+        recorded[element_id] = data_callable
+        return original(self, data_callable, mimetype, coordinates, file_name, element_id=element_id)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record)
+    return recorded
+
+
+def chart_tables(at: AppTest, deferred: dict[str, object]) -> dict[str, str]:
+    """{chart key: its CSV table} for every chart the page drew."""
+    buttons = {b.proto.id.rsplit("-", 1)[-1]: b for b in at.get("download_button")}
+    tables = {}
+    for element in at.get("plotly_chart"):
+        key = element.proto.id.rsplit("-", 1)[-1]
+        if key in TIMED or key not in {k.removesuffix("_csv") for k in buttons}:
+            continue
+        tables[key] = deferred[buttons[f"{key}_csv"].proto.id]()
+    return tables
+
+
+def summarise(text: str) -> dict:
+    """A table as the fixture keeps it: header, row count, the rows (of a long table every k-th and the last, by
+    index), and a long table's numeric columns' sums."""
+    rows = list(csv.reader(io.StringIO(text)))
+    header, body = rows[0], rows[1:]
+    stored = {"header": header, "n_rows": len(body)}
+    if len(body) <= KEPT_ROWS:
+        stored["rows"] = body
+        return stored
+    stride = math.ceil(len(body) / KEPT_ROWS)
+    kept = sorted({*range(0, len(body), stride), len(body) - 1})
+    stored["kept"] = {str(index): body[index] for index in kept}
+    sums = {}
+    for column, name in enumerate(header):
+        values = [_number(row[column]) for row in body]
+        if all(v is not None for v in values):
+            sums[name] = [math.fsum(values), math.fsum(abs(v) for v in values)]
+    stored["sums"] = sums
+    return stored
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def model_eps(facts: dict) -> float:
+    """The derived |Δlogit| bound of a model (``tests/tolerances.py``), from the facts the fixture keeps of it."""
+    reduction = max(facts["d_model"], facts["d_ff"], facts["n_heads"] * facts["head_dim"])
+    return logit_tolerance(facts["logit_scale"], reduction, facts["n_layers"], compared=10**6)
+
+
+def _close(expected: str, actual: str, eps: float) -> bool:
+    a, b = _number(expected), _number(actual)
+    if a is None or b is None or expected.isdigit() and actual.isdigit():
+        return expected == actual  # text, counts and ids: exactly
+    return abs(a - b) <= 2 * eps * max(1.0, abs(a))
+
+
+def compare_rows(where: str, expected: list[list[str]], actual: list[list[str]], header: list[str],
+                 eps: float) -> list[str]:
+    problems = []
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        for column, (a, b) in enumerate(zip(want, got)):
+            if not _close(a, b, eps):
+                problems.append(f"{where} row {index} {header[column]}: {a!r} -> {b!r}")
+    return problems[:10]
+
+
+def compare(name: str, key: str, expected: dict, text: str, eps: float) -> list[str]:
+    actual = summarise(text)
+    where = f"{name}/{key}"
+    if actual["header"] != expected["header"] or actual["n_rows"] != expected["n_rows"]:
+        return [f"{where}: columns {expected['header']} x {expected['n_rows']} rows -> "
+                f"{actual['header']} x {actual['n_rows']} rows"]
+    if "rows" in expected:
+        return compare_rows(where, expected["rows"], actual["rows"], expected["header"], eps)
+    indices = sorted(expected["kept"], key=int)
+    problems = compare_rows(where, [expected["kept"][i] for i in indices], [actual["kept"].get(i, []) for i in indices],
+                            expected["header"], eps)
+    for column, (total, magnitude) in expected["sums"].items():
+        got_total, _ = actual["sums"].get(column, (math.nan, 0.0))
+        if not abs(total - got_total) <= 2 * eps * max(1.0, magnitude):
+            problems.append(f"{where} sum of {column}: {total!r} -> {got_total!r}")
+    return problems
+
+
+def open_link(url_path: str, query: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    at.run()
+    at.switch_page(_script(url_path))
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def model_facts(model: str) -> dict:
+    """What the tolerance needs of a model: its shapes, and its logit scale (the largest |logit| after the
+    default prompt, which the derived bound multiplies)."""
+    from inference import load_engine
+
+    engine = load_engine(model=None if model == "SmolLM2-135M-Instruct" else model, device="cpu", dtype="float32")
+    config = engine.config
+    scale = float(engine.recompute_last(engine.encode_prompt("The cat sat on the mat because it was tired.")).abs().max())
+    return {"d_model": config.d_model, "d_ff": config.d_ff, "n_heads": config.n_heads, "head_dim": config.head_dim,
+            "n_layers": config.n_layers, "logit_scale": round(scale, 2)}
+
+
+def _gemma_installed() -> bool:
+    from inference.model.packages import GEMMA3_270M, is_installed
+
+    return is_installed(GEMMA3_270M)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("name, url_path, query", LINKS, ids=[link[0] for link in LINKS])
+def test_a_link_shows_the_numbers_it_showed(name, url_path, query, deferred_downloads):
+    if name in NEEDS_GEMMA and not _gemma_installed():
+        pytest.skip(f"{GEMMA} is not installed")
+    at = open_link(url_path, query)
+    tables = chart_tables(at, deferred_downloads)
+    assert tables, f"{name}: no chart table on the page"
+    stored = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {"links": {}, "models": {}}
+    model = query.get("model", "SmolLM2-135M-Instruct")
+    if WRITE:
+        stored["links"][name] = {key: summarise(text) for key, text in sorted(tables.items())}
+        if model not in stored["models"]:
+            stored["models"][model] = model_facts(model)
+        FIXTURE.parent.mkdir(exist_ok=True)
+        FIXTURE.write_text(json.dumps(stored, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+        return
+    expected = stored["links"][name]
+    assert set(tables) == set(expected), f"{name}: charts {sorted(expected)} -> {sorted(tables)}"
+    eps = model_eps(stored["models"][model])
+    problems = [p for key in sorted(expected) for p in compare(name, key, expected[key], tables[key], eps)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_comparison_can_fail():
+    """Positive control: a number moved past the bound, a changed token and a missing row are each reported."""
+    table = "token,probability\n·on,0.25\n·in,0.125\n"
+    stored = summarise(table)
+    eps = 1e-3
+    assert compare("link", "chart", stored, "token,probability\n·on,0.2502\n·in,0.125\n", eps) == []
+    assert compare("link", "chart", stored, "token,probability\n·on,0.26\n·in,0.125\n", eps)
+    assert compare("link", "chart", stored, "token,probability\n·at,0.25\n·in,0.125\n", eps)
+    assert compare("link", "chart", stored, "token,probability\n·on,0.25\n", eps)
+    long = "x,y\n" + "".join(f"{i},{i / 7}\n" for i in range(1000))
+    shifted = "x,y\n" + "".join(f"{i},{i / 7 + 0.5}\n" for i in range(1000))
+    assert compare("link", "chart", summarise(long), long, eps) == []
+    assert compare("link", "chart", summarise(long), shifted, eps)  # a whole column moved

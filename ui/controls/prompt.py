@@ -1,0 +1,54 @@
+"""The shared prompt, tokenized once per (prompt, chat) and checked, for every page.
+
+Pages call ``prompt_tokens()``: it shows a clear ``st.error`` for a prompt the model
+cannot run (empty, too long) and notes for text worth knowing about (emoji,
+right-to-left scripts, control characters, typed special tokens), then returns the
+tokens or ``None``.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+import streamlit as st
+
+from inference import PromptError, TokenizerError
+
+from ui.shell import models
+from ui.session import state
+from ui.compute.tokens import TokenView, tokenize
+from ui.shell.resources import engine_for
+
+
+def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Plain-words notes about characters that tokenize in surprising ways."""
+    notes = []
+    if any(unicodedata.category(ch) == "So" or ord(ch) > 0xFFFF for ch in text):
+        notes.append("The prompt contains emoji or symbols: each is several UTF-8 bytes, often split over "
+                     "several tokens (pieces of a character are shown as <0xNN>).")
+    if any(unicodedata.bidirectional(ch) in ("R", "AL") for ch in text):
+        notes.append("The prompt contains right-to-left text: tokens are always shown in reading order of "
+                     "the model, position 0 first, left to right.")
+    controls = sorted({ch for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\n\t"})
+    if controls:
+        names = ", ".join(f"U+{ord(ch):04X}" for ch in controls[:5])
+        notes.append(f"The prompt contains control characters ({names}); they are tokens too, shown as ␀-style symbols.")
+    typed = [special for special in special_texts if special in text]
+    if typed:
+        names = ", ".join(f"`{special}`" for special in typed[:3])
+        notes.append(f"The prompt contains the text of special tokens ({names}): the tokenizer reads each as "
+                     "that one special token, not as characters, so the model sees a real marker (say, the start "
+                     "of a chat turn).")
+    return notes
+
+
+def prompt_tokens() -> TokenView | None:
+    """The shared prompt's tokens, or ``None`` after showing why it cannot be run."""
+    model, prompt, chat = models.current(), state.get(state.PROMPT), state.get(state.CHAT)
+    try:
+        view = tokenize(model, prompt, chat)
+    except (PromptError, TokenizerError) as err:
+        st.error(f"Cannot run this prompt: {err}. Edit the prompt in the sidebar.")
+        return None
+    for note in prompt_notes(prompt, engine_for(model).tokenizer.added_texts):
+        st.info(note)
+    return view
