@@ -47,15 +47,23 @@ def step_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("compiled-steps")
 
 
+_COMPILED: dict[tuple[str, str], tuple] = {}  # one compile per family and mode for the whole module
+
+
+def compiled_pair(family: str, mode: str, step_cache):
+    """(eager, compiled) engines on the same weights; the compiled one's step compiled before it is returned."""
+    if (family, mode) not in _COMPILED:
+        eager = eager_engine(family, mode)
+        compiled = copy.deepcopy(eager)
+        compiled.model.decode_step = DecodeStep(compiled.model, mode, step_cache, background=False)
+        assert compiled.step_status.state == "ready", compiled.step_status
+        _COMPILED[family, mode] = eager, compiled
+    return _COMPILED[family, mode]
+
+
 @pytest.fixture(scope="module", params=[(f, m) for f in FAMILIES for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
 def engines(request, step_cache):
-    """(eager, compiled) engines on the same weights; the compiled one's step compiled before the tests run."""
-    family, mode = request.param
-    eager = eager_engine(family, mode)
-    compiled = copy.deepcopy(eager)
-    compiled.model.decode_step = DecodeStep(compiled.model, mode, step_cache, background=False)
-    assert compiled.step_status.state == "ready", compiled.step_status
-    return eager, compiled
+    return compiled_pair(*request.param, step_cache)
 
 
 def _tolerance(engine, logits: list[torch.Tensor]) -> float:
@@ -135,7 +143,8 @@ def test_the_package_is_found_on_disk_and_keyed_by_model_and_mode(step_cache):
         other.layers[1].mlp.down.weight[0, 0] += 1e-3  # one weight differs: another model of the same shapes
     assert artifact_key(other, "float32", "any")[0] != key
     assert manifest["torch"] == torch.__version__ and manifest["mode"] == "float32" and manifest["graph"] == "any"
-    # the float32 Llama of the fixture left its package: a second step on these weights loads it, compiling nothing
+    # the float32 Llama compiled for this module left its package: a second step on these weights loads it
+    compiled_pair("llama", "float32", step_cache)
     assert (step_cache / key / "step.pt2").exists()
     reloaded = DecodeStep(llama.model, "float32", step_cache, background=False)
     assert reloaded.status.state == "ready" and "loaded from disk" in reloaded.status.detail
@@ -178,3 +187,33 @@ def test_no_compiler_is_said_at_load(tmp_path, tokenizer_folder, monkeypatch):
     monkeypatch.setattr(loader, "compiler_problem", lambda: None)
     gpt2 = load_engine(model=save_folder(tiny_gpt2(), tmp_path / "gpt2", tokenizer_folder), compile=True)
     assert gpt2.model.decode_step is None and "the gpt2 family" in gpt2.step_status.detail
+
+
+def test_the_sidebar_says_what_runs(step_cache, monkeypatch):
+    from inference.model.decode_step import StepStatus
+    from ui.shell.sidebar import model_facts
+
+    engine = eager_engine("gemma3", "float32")
+    assert "Decode step" not in model_facts(engine)  # compile=False: nothing to say
+    monkeypatch.setattr(DecodeStep, "_build", lambda self, graphs: None)
+    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=True)
+    assert model_facts(engine)["Decode step"] == "compiling the fast step… (eager until then)"
+    engine.model.decode_step._status = StepStatus("ready", "any: loaded from disk", ("any",), 1.2)
+    assert model_facts(engine)["Decode step"] == "compiled"
+
+
+def test_a_step_the_package_cannot_run_falls_back_for_good(step_cache):
+    """A failing compiled call (say, a size beyond the package's ranges) gives the eager step's logits and says so."""
+    eager, compiled = compiled_pair("llama", "float32", step_cache)
+    engine = copy.deepcopy(eager)
+    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=False)  # from disk
+
+    def refuse(*inputs):
+        raise RuntimeError("Error: shape for rows is 5000, outside [1, 4096]")
+
+    engine.model.decode_step._runners["any"] = refuse
+    cache, expected_cache = engine.new_cache(8), eager.new_cache(8)
+    assert torch.equal(engine.prefill([5, 6], cache), eager.prefill([5, 6], expected_cache))
+    assert torch.equal(engine.decode_step(7, cache), eager.decode_step(7, expected_cache))
+    assert engine.step_status.state == "eager" and "outside [1, 4096]" in engine.step_status.detail
+    assert len(cache) == 3 and torch.equal(cache.keys[:, :, :, :3], expected_cache.keys[:, :, :, :3])

@@ -116,6 +116,7 @@ class StaticStep:
         self.positions = torch.zeros(batch, dtype=torch.long, device=device)
         self.columns = torch.zeros(batch, dtype=torch.long, device=device)  # == positions: no padding here
         self.key_ok = torch.zeros(batch, capacity, dtype=torch.bool, device=device)
+        self.rows = rows
         self.inputs = (self.ids, self.positions, rows, self.columns, self.key_ok, self.keys, self.values)
         self.graph_module = StepGraph(engine.model).eval()
         self.length = 0
@@ -151,26 +152,32 @@ class StaticStep:
                 logits = self._output
             else:
                 started = time.perf_counter()
-                logits = self._fn(*self.inputs)
+                logits = self._write(*self._fn(*self.inputs))
                 if self.kind == "compiled" and not self.compile_seconds:
                     self.compile_seconds = time.perf_counter() - started
         self.length += 1
         return logits
 
+    def _write(self, logits: torch.Tensor, new_keys: torch.Tensor, new_values: torch.Tensor) -> torch.Tensor:
+        """Put the step's new K/V (B, L, n_kv, hd) into the cache at the rows' column, as ``DecodeStep`` does."""
+        self.keys[:, self.rows, :, self.columns] = new_keys
+        self.values[:, self.rows, :, self.columns] = new_values
+        return logits
+
     def _capture(self) -> None:
         """Warm up on a side stream, then record one step into a CUDA graph (the inputs stay where they are)."""
-        snapshot = (self.keys.clone(), self.values.clone())  # warm-up writes one column; put it back after
+        snapshot = (self.keys.clone(), self.values.clone())  # warm-up writes a column; put it back after
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):
-                self.graph_module(*self.inputs)
+                self._write(*self.graph_module(*self.inputs))
         torch.cuda.current_stream().wait_stream(stream)
         self.keys.copy_(snapshot[0])
         self.values.copy_(snapshot[1])
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
-            self._output = self.graph_module(*self.inputs)
+            self._output = self._write(*self.graph_module(*self.inputs))
         self.keys.copy_(snapshot[0])  # the capture ran the step once too
         self.values.copy_(snapshot[1])
 

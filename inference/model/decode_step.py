@@ -39,7 +39,8 @@ from .decode_graph import FAMILIES, StepGraph
 from .kv_cache import DecodeView
 
 INDUCTOR_OPTIONS = {"freezing": True, "max_autotune": True}  # freezing: weights are constants the kernels see
-_SOURCES = ("decode_graph.py", "transformer.py", "quant.py", "quant_formats.py", "decode_step.py")
+_SOURCES = ("decode_graph.py", "transformer.py", "quant.py", "quant_formats.py")  # the code a package compiles
+PACKAGE_FORMAT = 2  # bump when ``export_graph`` (the inputs, their sizes) changes: older packages are not used
 GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)
 
 
@@ -81,6 +82,7 @@ class DecodeStep:
         self.mode = mode  # "float32", "bfloat16", "gguf", ... (part of the key, and said in the manifest)
         self.cache_dir = cache_dir
         self._graph = StepGraph(_sharing_copy(model)).eval()  # export swaps tensors on its modules, not the model's
+        self._cache_dtype = _cache_dtype(model)
         self._runners: dict[str, object] = {}
         self._lock = threading.Lock()  # one compiled call at a time (the runners are not re-entrant)
         self._status = StepStatus("compiling", "compiling the decode step in the background")
@@ -119,13 +121,21 @@ class DecodeStep:
         if runner is None:
             return None
         view = kv_cache.decode_view(input_ids.shape[0])
-        if view is None or not (view.keys.is_contiguous() and view.values.is_contiguous()):
-            return None  # the package reads its inputs by the strides it was built for: contiguous ones
+        if view is None or not _fits(view, self._cache_dtype):
+            return None
         if positions is None:
             positions = view.columns[:, None]  # (B, 1): no padding, so the column is the position
         inputs = _graph_inputs(input_ids[:, 0], positions[:, 0], view)
-        with self._lock:
-            logits = runner(*inputs)  # (B, V)
+        try:
+            with self._lock:
+                logits, new_keys, new_values = runner(*inputs)  # (B, V), (B, L, n_kv, hd) twice
+        except RuntimeError as exc:  # a size outside the package's ranges: this step (and the next) run eagerly
+            self._runners.pop("any", None)
+            self._status = StepStatus("eager", f"the compiled step failed ({str(exc).splitlines()[0][:200]}); "
+                                      "the eager step runs")
+            return None  # the eager forward computes the step instead
+        view.keys[:, view.slots, :, view.columns] = new_keys  # every layer's new column, one indexed copy each
+        view.values[:, view.slots, :, view.columns] = new_values
         kv_cache.commit()
         return logits[:, None]  # (B, 1, V)
 
@@ -169,6 +179,12 @@ class DecodeStep:
             return path, f"{name}: compiled in {seconds:.0f} s"
 
 
+def _fits(view: DecodeView, cache_dtype: torch.dtype) -> bool:
+    """Whether the package can read this cache: it indexes its inputs by the strides and dtype it was built for."""
+    return (view.keys.dtype == cache_dtype and view.values.dtype == cache_dtype and view.keys.is_contiguous()
+            and view.values.is_contiguous())
+
+
 def _sharing_copy(model: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``model``'s module tree that shares every tensor with it (no weight is duplicated)."""
     memo = {}
@@ -186,9 +202,7 @@ def export_graph(graph: StepGraph, name: str = "any"):
     from torch.export import Dim
 
     config = graph.model.config
-    param = next(graph.model.parameters())
-    cache_dtype = param.dtype if param.is_floating_point() else torch.float32
-    device = param.device
+    cache_dtype, device = _cache_dtype(graph.model), next(graph.model.parameters()).device
     batch, pool, capacity, seen = 3, 5, 64, 9  # example sizes only, all different (export must not equate them)
     shape = (config.n_layers, pool, config.n_kv_heads, capacity, config.head_dim)
     rows = torch.arange(batch, device=device)
@@ -204,6 +218,11 @@ def export_graph(graph: StepGraph, name: str = "any"):
                cache, cache)
     with torch.no_grad():
         return torch.export.export(graph, inputs, dynamic_shapes=dynamic, strict=False)
+
+
+def _cache_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype of the model's activations and KV cache (the engine's rule: its first parameter's)."""
+    return next(model.parameters()).dtype
 
 
 def _graph_inputs(ids: torch.Tensor, positions: torch.Tensor, view: DecodeView) -> tuple:
@@ -226,7 +245,7 @@ def artifact_key(model, mode: str, graph: str) -> tuple[str, dict]:
         code.update((Path(__file__).parent / source).read_bytes())
     config: ModelConfig = model.config
     manifest = {
-        "model": config.name, "mode": mode, "graph": graph, "family": config.family,
+        "format": PACKAGE_FORMAT, "model": config.name, "mode": mode, "graph": graph, "family": config.family,
         "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "device": str(next(model.parameters()).device), "options": INDUCTOR_OPTIONS,
         "code_sha256": code.hexdigest(), "weights_sha256": digest.hexdigest(),

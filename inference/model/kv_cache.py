@@ -28,7 +28,7 @@ class DecodeView:
     slots: torch.Tensor  # (B,) the cache row (batch row or slot) of each batch row
     columns: torch.Tensor  # (B,) the column its new K/V go to (also where its sliding window ends)
     key_ok: torch.Tensor  # (B, S) bool: the columns it attends to, its new one included
-    keys: torch.Tensor  # (L, P, n_kv, C, hd) the whole cache, written in place
+    keys: torch.Tensor  # (L, P, n_kv, C, hd) the whole cache (the step's new column is written after the graph)
     values: torch.Tensor  # (L, P, n_kv, C, hd)
 
 
