@@ -24,13 +24,13 @@ export PYTHONPATH="$PWD:$site${PYTHONPATH:+:$PYTHONPATH}"
   | tee "$out/torch.txt"
 status=0
 if "$py" -c "import pytest" 2>/dev/null; then
-  timeout 90 "$py" -m pytest -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$out/gpu-tests.txt"
+  timeout 70 "$py" -m pytest -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$out/gpu-tests.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 else
   echo "pytest did not travel (run scripts/gpu-wheels.sh and carry .gpu-wheels): CUDA tests left out" | tee "$out/gpu-tests.txt"
 fi
 # shellcheck disable=SC2086  # GPU_CHECK_ARGS: more arguments (the CPU test passes --tiny --compile-backend eager)
-timeout 400 "$py" -m inference.bench.gpu --device "${GPU_CHECK_DEVICE:-cuda}" --out "$out" \
+timeout 390 "$py" -m inference.bench.gpu --device "${GPU_CHECK_DEVICE:-cuda}" --out "$out" \
   --budget "${GPU_CHECK_BUDGET:-330}" ${GPU_CHECK_ARGS:-} 2>&1 | tee "$out/gpu-check.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 exit "$status"

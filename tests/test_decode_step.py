@@ -13,6 +13,7 @@ bfloat16's unit roundoff; tokens must agree wherever the eager run's top two log
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -115,6 +116,22 @@ def test_compiled_solo_equals_eager_past_the_window(engines):
     assert_same_run(eager, tokens, logits, *solo(eager, PROMPTS[1], params))
 
 
+def test_the_window_moves_the_logits_by_more_than_the_bound():
+    """The positive control of the Gemma rows: the same tiny Gemma with its 8-key window lifted agrees within the
+    bound up to the window's end and parts from it by far more than the bound after, so a compiled step that
+    ignored or misplaced the window could not pass ``test_compiled_solo_equals_eager_past_the_window``."""
+    windowed = eager_engine("gemma3", "float32")
+    windowless = copy.deepcopy(windowed)
+    windowless.model.config = dataclasses.replace(windowed.config, sliding_window=10_000)
+    tokens, _ = solo(windowed, PROMPTS[1], greedy(20, stop_on_eos=False))
+    ids = PROMPTS[1] + tokens  # 24 positions, 8 keys per local query from position 8 on
+    expected, got = windowed.forward_logits(ids), windowless.forward_logits(ids)  # (T, V) each
+    window = windowed.config.sliding_window
+    tolerance = _tolerance(windowed, list(expected))
+    assert max_abs_diff(got[:window], expected[:window]) <= tolerance  # the window has not cut a key yet
+    assert max_abs_diff(got[window:], expected[window:]) > 100 * tolerance
+
+
 @pytest.mark.parametrize("runner", [run_static, run_continuous], ids=["static-padded", "continuous"])
 def test_compiled_batches_equal_solo(engines, runner):
     """Static: one left-padded batch of four (prompts of 1, 4, 37 and 90 tokens); continuous: a pool of two
@@ -204,7 +221,7 @@ def test_the_sidebar_says_what_runs(step_cache, monkeypatch):
 
 def test_a_step_the_package_cannot_run_falls_back_for_good(step_cache):
     """A failing compiled call (say, a size beyond the package's ranges) gives the eager step's logits and says so."""
-    eager, compiled = compiled_pair("llama", "float32", step_cache)
+    eager, _ = compiled_pair("llama", "float32", step_cache)  # its package is on disk
     engine = copy.deepcopy(eager)
     engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=False)  # from disk
 
