@@ -88,7 +88,8 @@ def measure(args, env: dict[str, str]) -> dict:
             rss[f"after round {round_index + 1}"] = server.rss_mib()
             print(f"round {round_index + 1}: {args.students} tabs in {rounds[-1]['seconds']:.1f} s, "
                   f"RSS {rss[f'after round {round_index + 1}']:,.0f} MiB", flush=True)
-        follow = follow_class(server.url, args.followers, MARKERS[-args.broadcasts:], args.timeout) if args.followers else None
+        follow = (follow_class(server.url, args.followers, MARKERS[-args.broadcasts:], args.timeout,
+                               new_rounds=args.new_rounds) if args.followers else None)
         reference_after = alone(server.url, args.reference_moves)  # the same tab alone again: drift check
     every = [r for rnd in rounds for r in rnd["reports"]]
     return {"env": env, "warm": warm, "reference": reference, "reference_after": reference_after, "rounds": rounds,
@@ -138,6 +139,11 @@ def report(args, result: dict) -> dict:
         print(f"broadcast to {args.followers} followers   median {figures['broadcast median']:.2f} s, "
               f"p95 {figures['broadcast p95']:.2f} s ({len(reached)} of {len(flat)} reached); one poll median "
               f"{figures['follower poll median']:.2f} s over {len(follow.poll_seconds)} polls")
+        rounds = [s for per in follow.round_latencies for s in per]
+        if rounds:
+            figures["new round median"], figures["new round p95"] = statistics.median(rounds), percentile(rounds, 95)
+            print(f"new draw round reaching {args.followers} open Class pages: median {figures['new round median']:.2f} s, "
+                  f"p95 {figures['new round p95']:.2f} s ({sum(s != float('inf') for s in rounds)} of {len(rounds)})")
         for offset, page in enumerate(FOLLOW_PAGES):  # which page the teacher was on when a broadcast was slow
             on_page = [s for per in follow.latencies[offset::len(FOLLOW_PAGES)] for s in per]
             if on_page:
@@ -163,6 +169,8 @@ def main() -> None:
     parser.add_argument("--reference-moves", type=int, default=5, help="moves per page for the one-tab reference")
     parser.add_argument("--followers", type=int, default=20, help="tabs following a teacher after the rounds (0: none)")
     parser.add_argument("--broadcasts", type=int, default=4, help="the teacher's page + prompt changes they follow")
+    parser.add_argument("--new-rounds", type=int, default=3,
+                        help="then draw rounds the teacher starts on the Class page, each reaching the followers' open page")
     parser.add_argument("--lever", choices=sorted(LEVERS), help="run once with the setting as it was, once as now")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take before it counts as failed")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "load.json")

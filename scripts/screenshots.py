@@ -137,8 +137,9 @@ def class_scene(browser, url: str, folder: Path) -> None:
         for press in range(1, 4):
             page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
             wait_text(page, f"Your draws in this round: {10 * press} ")
-        page.get_by_role("textbox", name="Your guess (one word)").fill(guess)
-        page.get_by_role("button", name="Send my guess", exact=True).click()
+        box = page.get_by_role("textbox", name="Your guess (one word; Enter sends it)")
+        box.fill(guess)
+        box.press("Enter")  # the guess box is a form: Enter sends it
         page.wait_for_timeout(1500)
         if students:  # Chromium holds at most 6 connections per host: keep one student's tab open, not all
             page.context.close()
@@ -150,10 +151,7 @@ def class_scene(browser, url: str, folder: Path) -> None:
     full_height(teacher)
     teacher.screenshot(path=str(folder / "class_view.png"), full_page=True)
     print("wrote", folder / "class_view.png")
-    students[0].wait_for_timeout(2500)
-    students[0].evaluate("() => { const s = document.querySelector('[data-testid=stSidebarContent]'); "
-                         "if (s) s.scrollTop = s.scrollHeight; }")
-    students[0].wait_for_timeout(500)
+    students[0].wait_for_timeout(2500)  # the class panel is at the top of the sidebar: no scrolling
     students[0].screenshot(path=str(folder / "class_follow.png"))
     print("wrote", folder / "class_follow.png")
 

@@ -249,6 +249,7 @@ def latency_line(label: str, values: list[float]) -> str:
 
 
 # -- a class that follows the teacher ---------------------------------------------------------
+ROUND_HEADING = re.compile(r"Draw round \d+:")  # the Class page's heading of the round it shows
 FOLLOW_KEY = "load-test-teacher-key"  # the class server's teacher key (CLASS_SERVER_ENV's teacher variant)
 FOLLOW_PAGES = ["logits", "attention", "tokenization", "sampling"]  # the teacher's walk, one word per stop
 
@@ -262,15 +263,21 @@ class FollowReport:
     problems: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)  # a word on a follower's page that the teacher never typed
     missed: list[str] = field(default_factory=list)  # a follower that never reached a broadcast: what it showed
+    round_latencies: list[list[float]] = field(default_factory=list)  # [new round][follower]: on its open Class page
 
 
 def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 120.0,
-                 reach_s: float = 60.0) -> FollowReport:
+                 reach_s: float = 60.0, new_rounds: int = 0) -> FollowReport:
     """A teacher (teacher-only link) walks ``FOLLOW_PAGES``, typing a prompt with a new word on each, while
     ``n_followers`` tabs poll as a browser does (every ``run_every`` of the sidebar's fragment). A follower
     has "reached" a broadcast at the end of its first whole-app run, after the teacher typed, that is on the
     teacher's page and shows the teacher's word; its latency counts from the end of the teacher's run as the
-    teacher's tab saw it (0 when the follower got there first)."""
+    teacher's tab saw it (0 when the follower got there first).
+
+    Then, with ``new_rounds``, the teacher opens the Class page (the followers follow) and starts that many
+    draw rounds there: a follower has the new round at the end of its first whole-app run on the Class page
+    that shows "Draw round <n>:" (its heartbeat saw the room's rounds change), counted from the teacher's
+    click (``FollowReport.round_latencies``)."""
     report = FollowReport()
     runs: list[list[tuple[float, str, list[str]]]] = [[] for _ in range(n_followers)]  # (end, page, texts)
     stop = threading.Event()
@@ -332,6 +339,23 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
                              for end, at, texts in list(runs[i]) if end >= typed - 5][-4:]
                     report.missed.append(f"follower {i} never showed {word!r} on {page!r}; its whole-app runs "
                                          f"since 5 s before (seconds after the teacher's, page, word shown): {shown}")
+            if new_rounds:
+                opened = time.perf_counter()
+                teacher.open("class")
+                _reached(runs, lambda at, texts: at == "class", opened, reach_s)  # every follower on the Class page
+                for _ in range(new_rounds):
+                    clicked = time.perf_counter()
+                    run = teacher.click("class_new_draws")
+                    report.problems += [f"teacher: {p}" for p in run.problems]
+                    heading = next((m.group(0) for text in run.texts() for m in [ROUND_HEADING.search(text)] if m), None)
+                    if heading is None:
+                        report.problems.append("teacher: no draw round after 'New draw round'")
+                        break
+                    latencies = _reached(runs, lambda at, texts, h=heading: at == "class" and any(h in t for t in texts),
+                                         clicked, reach_s)
+                    report.round_latencies.append(latencies)
+                    report.missed += [f"follower {i} never showed {heading!r}" for i, s in enumerate(latencies)
+                                      if s == float("inf")]
     except Exception as exc:  # noqa: BLE001
         report.problems.append(f"teacher: {type(exc).__name__}: {exc}")
     finally:
@@ -345,3 +369,18 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
             report.leaks += [f"follower {i} on {page}: {w!r}" for w in MARKERS + [WARM_UP_MARKER]
                              if w not in taught and _has_word("\n".join(texts), w)]
     return report
+
+
+def _reached(runs: list[list[tuple[float, str, list[str]]]], shows, since: float, reach_s: float) -> list[float]:
+    """Per follower, seconds from ``since`` to the end of its first whole-app run after it for which
+    ``shows(page, texts)`` holds (inf when none came within ``reach_s``)."""
+    latencies = [float("inf")] * len(runs)
+    deadline = since + reach_s
+    while time.perf_counter() < deadline and float("inf") in latencies:
+        for i, seen in enumerate(runs):
+            if latencies[i] == float("inf"):
+                done = next((end for end, at, texts in list(seen) if end >= since and shows(at, texts)), None)
+                if done is not None:
+                    latencies[i] = done - since
+        time.sleep(0.05)
+    return latencies

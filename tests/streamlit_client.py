@@ -118,6 +118,7 @@ class StreamlitSession:
         self.query_string = ""  # the address bar's query, as the app last set it (st.query_params)
         self.last: Run | None = None
         self.fragments: dict[str, float] = {}  # fragment id -> seconds between its automatic reruns (run_every)
+        self._fragment_ran: dict[str, float] = {}  # fragment id -> perf_counter() of its last run (its timer's start)
         self._pages: dict[str, str] = {}  # page script hash -> url path, from the app's navigation message
         self._states: dict[str, WidgetState] = {}  # widget id -> the value this tab holds
         self._kinds: dict[str, str] = {}  # widget id -> element type, from the last run that drew it
@@ -142,16 +143,21 @@ class StreamlitSession:
         return self._rerun(extra=[state])
 
     def poll(self) -> Run:
-        """Rerun the page's timed fragments once, as the browser's timer does (``st.fragment(run_every=...)``).
+        """Rerun the page's timed fragments that are due, as the browser's timers do (``st.fragment(run_every=...)``:
+        each every its own interval; at least the one due first).
 
         A fragment that calls ``st.rerun()`` turns this into a whole-app run (``Run.full``); the app may
         also have switched the page (``st.switch_page``): ``self.page`` follows, as the address bar does.
         """
         if not self.fragments:
             raise ProtocolError(f"page {self.page!r} has no timed fragment to rerun")
+        now = time.perf_counter()
+        due_at = {fid: self._fragment_ran.get(fid, 0.0) + every for fid, every in self.fragments.items()}
+        due = [fid for fid, at in due_at.items() if at <= now + 0.05] or [min(due_at, key=due_at.get)]
         run = None
-        for fragment_id in list(self.fragments):
+        for fragment_id in due:
             run = self._rerun(fragment_id=fragment_id)
+            self._fragment_ran[fragment_id] = time.perf_counter()
             if run.full:
                 break
         return run
@@ -174,6 +180,11 @@ class StreamlitSession:
     def _rerun(self, extra: list[WidgetState] | None = None, fragment_id: str = "") -> Run:
         message = BackMsg()
         message.rerun_script.page_name = self.page
+        # and the page's script hash, as the browser sends it: a fragment run resolves no page from its name, so
+        # a whole-app rerun it asks for (st.rerun() in a fragment) would land on the default page without it
+        hashes = {path: script_hash for script_hash, path in self._pages.items()}
+        if fragment_id and self.page in hashes:
+            message.rerun_script.page_script_hash = hashes[self.page]
         message.rerun_script.query_string = self.query_string
         message.rerun_script.widget_states.widgets.extend(list(self._states.values()) + (extra or []))
         if fragment_id:
@@ -220,6 +231,7 @@ class StreamlitSession:
                 run.full = msg.script_finished != _FRAGMENT_DONE
                 if run.full:  # a whole-app run announces every timed fragment it drew (and drops the others)
                     self.fragments = announced
+                    self._fragment_ran = {fid: time.perf_counter() for fid in announced}  # their timers start now
                 return run
 
     def _forget_widgets_not_drawn(self, run: Run) -> None:

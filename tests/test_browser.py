@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -414,52 +416,291 @@ def test_presenter_mode_fits_a_projector(fresh_server, browser, tmp_path):
 
 
 CLASS_KEY = "browser-test-key"
+LAPTOP = {"width": 1366, "height": 768}  # a school laptop's screen
+ROUND_REACH_S = 3.0  # a new round, a reveal or a reset reaches every open student tab within this (the issue's goal)
+# A liveness bound for following a page, not a speed goal (the lag is printed and documented): a page's own run
+# sets it, and in a full suite on a loaded machine (load 50, swapping) one follower took over 60 s to one page.
+# The same bound as the load test's (tests/test_load.py, FOLLOW_REACH_S).
+FOLLOW_REACH_S = 90.0
 
 
-@pytest.fixture
-def class_server(tmp_path) -> Iterator[str]:
-    """A fresh server started with a teacher key (a class server)."""
-    yield from _serve(tmp_path, env={"LLM_EXPLORER_TEACHER_KEY": CLASS_KEY})
+@pytest.fixture(scope="module")
+def class_server(tmp_path_factory) -> Iterator[str]:
+    """One server started with a teacher key (a class server) for this module's class tests, in order."""
+    yield from _serve(tmp_path_factory.mktemp("class-server"), env={"LLM_EXPLORER_TEACHER_KEY": CLASS_KEY})
 
 
-def _wait_text(page, text: str) -> None:
-    page.get_by_text(text).first.wait_for(timeout=RENDER_S * 1000)
+def _wait_text(page, text: str, timeout_s: float = RENDER_S) -> None:
+    page.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
 
 
-def test_class_view_on_a_fresh_server(class_server, browser, tmp_path):
-    """A teacher (by the teacher-only link) starts a class draw; a student in another browser follows onto the
-    Class page, draws, reloads (the same student: its cookie) and draws again; the teacher's class view pools
-    exactly the student's 20 draws. The class pages rerun their live views on a timer, so this test waits for
-    texts rather than for the script to go quiet."""
-    teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+def _wait_for(page, predicate_js: str, timeout_s: float = 60) -> None:
+    page.wait_for_function(f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}",
+                           timeout=timeout_s * 1000)
+
+
+def _has_text(text: str) -> str:
+    return f"document.body.innerText.includes({json.dumps(text)})"
+
+
+def _heading(title: str) -> str:
+    return f"(document.querySelector('h1') || {{innerText: ''}}).innerText.startsWith({json.dumps(title)})"
+
+
+def _prompt_is(prompt: str) -> str:
+    return f"document.querySelector('[data-testid=\"stSidebar\"] textarea').value === {json.dumps(prompt)}"
+
+
+def _reach(students, predicate_js: str, action, timeout_s: float = FOLLOW_REACH_S) -> list[float]:
+    """Seconds from ``action`` (the teacher's click) until each student's open tab shows ``predicate_js``: every tab
+    checks it every 50 ms in the page itself and keeps the first time it held (one clock: the same machine)."""
+    for page in students:
+        assert not page.evaluate(f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}"), \
+            f"already true before the teacher acted: {predicate_js}"
+        page.evaluate(f"""() => {{
+            window.__arrived = null; clearInterval(window.__arrivalTimer);
+            window.__arrivalTimer = setInterval(() => {{
+                let ok = false; try {{ ok = !!({predicate_js}); }} catch (e) {{}}
+                if (ok) {{ window.__arrived = Date.now(); clearInterval(window.__arrivalTimer); }}
+            }}, 50);
+        }}""")
+    started = time.time() * 1000
+    action()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        arrived = [page.evaluate("() => window.__arrived") for page in students]
+        if all(arrived) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    return [(at - started) / 1000 if at else float("inf") for at in arrived]
+
+
+def _next_round(page, kind: str) -> str:
+    """The heading a page will show for the next round of ``kind`` ("Draw round 3:"): rounds are numbered per server."""
+    shown = re.findall(rf"{kind} round (\d+):", page.inner_text("body"))
+    return f"{kind} round {int(shown[-1]) + 1 if shown else 1}:"
+
+
+def _student_tab(browser, url: str):
+    page = browser.new_context(viewport=LAPTOP).new_page()
+    page.goto(f"{url}/")
+    _wait_text(page, "Following the teacher")
+    page.evaluate("() => { window.__sameDocument = true; }")  # gone if the tab ever reloads
+    return page
+
+
+def _tab_state(page) -> dict:
+    """What a tab shows, for a failure message: its address, heading, script and connection state, sidebar text."""
+    return page.evaluate("""() => {
+        const app = document.querySelector('[data-testid="stApp"]') || {getAttribute: () => null};
+        const side = document.querySelector('[data-testid="stSidebarUserContent"]');
+        return {url: location.href, h1: (document.querySelector('h1') || {}).innerText,
+                script: app.getAttribute('data-test-script-state'),
+                connection: app.getAttribute('data-test-connection-state'),
+                sidebar: side ? side.innerText.slice(0, 300) : null,
+                rounds: (document.body.innerText.match(/(Draw|Guess) round \\d+:/g) || [])};
+    }""")
+
+
+def _no_error(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+
+
+def _in_view(page, locator) -> bool:
+    """Whether ``locator`` is drawn inside the window as it opened (the sidebar not scrolled)."""
+    box = locator.bounding_box()
+    scrolled = page.evaluate("() => (document.querySelector('[data-testid=stSidebarContent]') || {}).scrollTop || 0")
+    return box is not None and scrolled == 0 and box["y"] >= 0 and box["y"] + box["height"] <= LAPTOP["height"]
+
+
+def test_class_link_key_panel_and_a_reload(class_server, browser, tmp_path):
+    """The teacher-only link leaves the browser's history (the entry is replaced, not pushed: Back does not send the
+    key again); the class controls fit a 1366×768 laptop without scrolling; a wrong key keeps the panel open; a
+    student's draws survive a reload (its cookie) and count once; the teacher's follower count is live."""
+    teacher = browser.new_context(viewport=LAPTOP).new_page()
     requested = _record_requests(teacher)
+    teacher.goto("about:blank")
     teacher.goto(f"{class_server}/class?teacher={CLASS_KEY}")
     _wait_text(teacher, "You are the teacher")
-    assert CLASS_KEY not in teacher.url  # the key is dropped from the address bar
+    _wait_for(teacher, "!location.search.includes('teacher=')")  # the key leaves the address bar ...
+    _wait_for_run_to_finish(teacher)
+    assert teacher.evaluate("() => history.length") == 2  # ... and the history: about:blank, then the class page
+    teacher.go_back()
+    assert teacher.url == "about:blank"
+    teacher.go_forward()
+    _wait_text(teacher, "You are the teacher")  # a new session: the cookie's token, not the key
+    assert CLASS_KEY not in teacher.url and teacher.evaluate("() => history.length") == 2
     teacher.get_by_role("button", name="New draw round on my prompt and settings", exact=True).click()
-    _wait_text(teacher, "Draw 10 for the class")
+    _wait_text(teacher, "Your students press")
 
-    student = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    student.goto(f"{class_server}/")
-    _wait_text(student, "Following the teacher")
+    student = browser.new_context(viewport=LAPTOP).new_page()
+    student.goto("about:blank")
+    student.goto(f"{class_server}/?teacher=not-the-key")  # a student trying the link with a wrong key
+    _wait_text(student, "That is not the teacher key")
+    _wait_for(student, "!location.search.includes('teacher=')")
     _wait_text(student, "Draw 10 for the class")  # the follower was taken to the teacher's page
     assert urllib.parse.urlsplit(student.url).path.endswith("/class")
+    assert student.evaluate("() => history.length") <= 3  # about:blank, /, /class: no entry with the key
+    for page in (teacher, student):  # the class controls without scrolling, on a laptop's screen
+        controls = ["Broadcast my view"] if page is teacher else ["Follow the teacher", "I am the teacher"]
+        for label in controls:
+            assert _in_view(page, page.locator('[data-testid="stSidebar"]').get_by_text(label, exact=True).first), label
+    _wait_text(teacher, "1 student following now")  # live: the teacher's page did not rerun for it
+    if os.environ.get("BROWSER_SCREENSHOTS"):
+        for name, page in (("class_sidebar_teacher_1366x768", teacher), ("class_sidebar_student_1366x768", student)):
+            page.screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / f"{name}.png"))
+    panel = student.locator('[data-testid="stSidebar"] [data-testid="stExpander"]').filter(has_text="I am the teacher")
+    panel.get_by_text("I am the teacher").click()
+    panel.get_by_label("Teacher key").fill("still not it")
+    panel.get_by_role("button", name="Unlock teacher mode").click()
+    _wait_text(student, "That is not the teacher key")
+    _wait_for_run_to_finish(student)
+    assert panel.get_by_label("Teacher key").is_visible()  # the panel stayed open beside its message
+
     student.get_by_role("button", name="Draw 10 for the class", exact=True).click()
     _wait_text(student, "Your draws in this round: 10 ")
     student.reload()
     _wait_text(student, "Your draws in this round: 10 ")  # the same student after the reload: nothing lost or doubled
     student.get_by_role("button", name="Draw 10 for the class", exact=True).click()
     _wait_text(student, "Your draws in this round: 20 ")
-
-    _wait_text(teacher, "20 draws by 1 student")
-    assert teacher.locator(".js-plotly-plot .main-svg").count() > 0
+    _wait_text(teacher, "20 draws by 1 student")  # the teacher's live view
     title = teacher.locator(".js-plotly-plot .gtitle").first.text_content()
     assert title.startswith("The class (1 student): 20 draws"), title
     for page in (teacher, student):
-        assert page.locator('[data-testid="stException"]').count() == 0
-        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        _no_error(page)
     assert not _outside(requested, class_server), _outside(requested, class_server)
-    if os.environ.get("BROWSER_SCREENSHOTS"):
-        teacher.screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / "class_view.png"), full_page=True)
     teacher.context.close()
     student.context.close()
+
+
+def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
+    """docs/classroom.md's 45-minute lesson, walked by a teacher (presenter mode) with three students in their own
+    browsers, none of them ever reloaded: each of the teacher's pages and prompts reaches them, they step off and
+    back on, and every new guess round, reveal, new draw round and reset reaches every open student tab within
+    ``ROUND_REACH_S``; a press right after a new round counts in that round. Prints the measured follow lag."""
+    teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    teacher.goto(f"{class_server}/?teacher={CLASS_KEY}&present=1")
+    _wait_text(teacher, "You are the teacher")
+    _wait_for_run_to_finish(teacher)
+    students = [_student_tab(browser, class_server) for _ in range(3)]
+    for page in students:
+        _wait_text(page, "Following the teacher: Overview")
+        _wait_for_run_to_finish(page)
+    _wait_text(teacher, "3 students following now")
+    lags: dict[str, list[float]] = {}
+    rounds: dict[str, list[float]] = {}
+
+    def go(title: str, heading: str | None = None) -> None:  # the teacher opens a page from the sidebar; the class follows
+        link = teacher.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first
+        lags[title] = _reach(students, _heading(heading or title), link.click)  # (the teacher's run ended first)
+
+    def teacher_types(prompt: str) -> None:
+        box = teacher.locator('[data-testid="stSidebar"] textarea')
+        lags[f"prompt on {teacher.locator('h1').first.inner_text()}"] = _reach(
+            students, _prompt_is(prompt), lambda: (box.fill(prompt), box.press("Control+Enter")))
+
+    def round_event(name: str, predicate_js, button: str) -> None:
+        for page in students + [teacher]:  # as in a class: the teacher starts a round on pages that have finished
+            _wait_for(page, "!document.querySelector('[data-testid=\"stApp\"][data-test-script-state=\"running\"]')")
+        time.sleep(1.0)  # and the browsers have drawn them
+        if callable(predicate_js):  # read from the finished page (a page still drawing shows no round number yet)
+            predicate_js = predicate_js()
+        seconds = _reach(students, predicate_js,
+                         lambda: teacher.get_by_role("button", name=button, exact=True).click())
+        rounds[name] = seconds
+        late = [i for i, s in enumerate(seconds) if s > ROUND_REACH_S]
+        for i in late:  # what a late tab showed, for the failure message
+            _screenshot(students[i], f"late_student_{i}", Path(os.environ.get("BROWSER_SCREENSHOTS") or tmp_path))
+        assert not late, (name, seconds, [_tab_state(students[i]) for i in late])
+
+    with _screenshot_kept(teacher, "lesson_teacher", tmp_path):
+        # 5-10: Tokenization; a student steps off, types their name, steps back on
+        go("Tokenization")
+        own = students[0]
+        own.locator('[data-testid="stSidebar"]').get_by_text("Follow the teacher", exact=True).click()
+        _wait_for_run_to_finish(own)
+        own_box = own.locator('[data-testid="stSidebar"] textarea')
+        own_box.fill("Ada Lovelace")
+        own_box.press("Control+Enter")
+        _wait_text(own, "Ada")
+        _wait_for_run_to_finish(own)
+        own.locator('[data-testid="stSidebar"]').get_by_text("Follow the teacher", exact=True).click()
+        _wait_for(own, _prompt_is("The cat sat on the mat because it was tired."))  # back on: the teacher's view
+        # 10-15: Embeddings, then Attention; the class follows
+        go("Embeddings")
+        go("Attention")
+        # 15-20: Logits & temperature on "The cat sat on the"
+        go("Logits & temperature")
+        teacher_types("The cat sat on the")
+        # 20-27: a guess round on the Class page; students guess (Enter sends the guess)
+        go("The class, together")
+        round_event("new guess round", lambda: _has_text(_next_round(students[0], "Guess")),
+                        "New guess round on my prompt")
+        for page, word in zip(students, ("mat", "floor", "mat")):
+            box = page.get_by_role("textbox", name="Your guess (one word; Enter sends it)")
+            box.fill(word)
+            box.press("Enter")
+        for page, word in zip(students, ("mat", "floor", "mat")):
+            _wait_text(page, f"Your guess: '{word}'")
+        _wait_text(teacher, "3 guesses in.")
+        # 27-30: the reveal closes every box
+        round_event("reveal", _has_text("Your guess (closed"), "Reveal the model's answer")
+        _wait_text(teacher, "The model's most probable next token")
+        # 30-40: Sampling at T = 0.8, a draw round there, pressed at once by everyone, pooled on the Class page
+        go("Sampling")
+        round_event("new draw round",
+                    lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.8"),
+                    "New draw round on my prompt and settings")
+        for page in students:  # pressed right after the round arrived: counts in it
+            page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
+        for page in students:
+            _wait_text(page, "Your draws in this round: 10 ")
+        go("The class, together")
+        _wait_text(teacher, "30 draws by 3 students")
+        # 40-43: a new draw round at T = 0.3, set on Logits & temperature
+        go("Logits & temperature")
+        slider = teacher.locator('[data-testid="stSlider"]').filter(has_text="Temperature T").locator(
+            'input[type=range]').first
+        lags["temperature on Logits & temperature"] = _reach(
+            students, _has_text("Entropy at T = 0.3"),
+            lambda: [slider.press(key) for key in ("PageDown", "PageDown", "ArrowLeft", "ArrowLeft")])  # 0.8 -> 0.3
+        go("The class, together")
+        round_event("second draw round",
+                    lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.3"),
+                    "New draw round on my prompt and settings")
+        for page in students:
+            page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
+        for page in students:
+            _wait_text(page, "Your draws in this round: 10 ")  # the new round's, not 10 more of the old one
+        _wait_text(teacher, "30 draws by 3 students")
+        # a reset of the guesses: a new guess round on the same prompt opens every box again, empty
+        round_event("reset (a new guess round)", lambda: _has_text(_next_round(students[0], "Guess")),
+                    "New guess round on my prompt")
+        for page in students:
+            assert page.get_by_text("Your guess: ").count() == 0
+            assert page.get_by_role("textbox", name="Your guess (one word; Enter sends it)").input_value() == ""
+        if os.environ.get("BROWSER_SCREENSHOTS"):
+            students[0].screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / "lesson_student.png"))
+        # 43-45: Generation & KV cache, Next token twice: the walk is followed
+        go("Generation & KV cache", "Generation & the KV cache")
+        for step in (1, 2):
+            lags[f"Next token {step}"] = _reach(
+                students, f"location.search.includes('step={step}')",
+                lambda: teacher.get_by_role("button", name="Next token", exact=True).click())
+
+    for page in students:
+        assert page.evaluate("() => window.__sameDocument === true")  # no student tab was ever reloaded
+        _no_error(page)
+    _no_error(teacher)
+    every = [seconds for values in lags.values() for seconds in values]
+    print("\nfollow lag, from the teacher's click to each student's tab showing it (3 students):")
+    for name, values in lags.items():
+        print(f"  {name}: " + ", ".join(f"{v:.2f}" for v in values) + " s")
+    print(f"  all {len(every)}: median {statistics.median(every):.2f} s, max {max(every):.2f} s")
+    for name, values in rounds.items():
+        print(f"  {name} (rounds): " + ", ".join(f"{v:.2f}" for v in values) + " s")
+    assert all(seconds < FOLLOW_REACH_S for seconds in every), lags
+    teacher.context.close()
+    for page in students:
+        page.context.close()

@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean
 from ui import classroom, room as room_module
+from ui.compute_class import DRAWS_PER_PRESS
 from ui.room import Experiment, Room, RoomError
 
 KEY = "correct horse battery staple"
@@ -47,6 +48,18 @@ def unlock(at: AppTest, key: str) -> None:
     at.text_input(key="_w_class_key").input(key)
     at.button(key="class_unlock").click()
     at.run()
+
+
+def teacher_on_class_page(prompt: str | None = None) -> AppTest:
+    """A teacher's tab (the key typed) on the Class page, with ``prompt`` typed first when given."""
+    teacher = session()
+    unlock(teacher, KEY)
+    if prompt is not None:
+        teacher.text_area(key="_w_prompt").input(prompt)
+        teacher.run()
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    return teacher
 
 
 # ---- the room on its own ----------------------------------------------------------------------------------
@@ -81,6 +94,19 @@ def test_a_guess_is_one_per_student_and_closes_at_the_reveal():
         room.guess(round_id, "c", "rug")
     with pytest.raises(RoomError, match="one word"):
         Room().guess(round_id, "a", "x" * (room_module.MAX_GUESS_CHARS + 1))
+
+
+def test_a_new_round_press_delivered_twice_starts_one_round():
+    """Under load Streamlit can deliver one click twice; the teacher's press names the round its page showed."""
+    room = Room()
+    experiment = Experiment("m", "p", False, ())
+    first = room.new_guess_round(experiment, replacing=None)  # the page showed no round
+    assert room.new_guess_round(experiment, replacing=None) == first  # the same press again: no second round
+    assert room.guess_round().number == 1
+    second = room.new_guess_round(experiment, replacing=first)  # the next press, from the page that showed round 1
+    assert second != first and room.guess_round().number == 2
+    assert room.new_draw_round(experiment, replacing=None) == room.new_draw_round(experiment, replacing=None)
+    assert room.draw_round().number == 1
 
 
 def test_the_broadcast_version_grows_only_on_a_change():
@@ -169,8 +195,27 @@ def test_a_student_cannot_broadcast(class_server):
     assert classroom.room().current().version == version  # nothing reached the room
     linked = session({"teacher": "also wrong"})  # the teacher-only link with a wrong key
     assert "not the teacher key" in " ".join(e.value for e in linked.error)
-    assert "teacher" not in linked.query_params  # the key does not stay in the address bar
+    scripts = [el.proto.srcdoc for el in linked.sidebar.get("iframe")]
+    # the browser replaces the link's history entry (not a new one); the script never holds the key itself
+    assert any("history.replaceState" in script for script in scripts)
+    assert not any("also wrong" in script for script in scripts)
+    linked.run()  # AppTest runs no script: a run that still carries the key drops it from the address bar
+    assert "teacher" not in linked.query_params
+    assert linked.session_state[classroom.TRIES] == 1  # the link's key was checked once, not once per run
     assert classroom.room().current().version == version
+
+
+@pytest.mark.real_model
+def test_an_empty_key_is_not_a_wrong_try(class_server):
+    """A press with nothing typed (or an unlock click delivered twice, the box cleared by the first) says so and
+    costs none of the tries: the right key still works after more empty presses than ``MAX_KEY_TRIES``."""
+    student = session()
+    for _ in range(classroom.MAX_KEY_TRIES + 1):
+        unlock(student, "")
+    assert "Type the teacher key first." in " ".join(e.value for e in student.info)
+    assert classroom.TRIES not in student.session_state or student.session_state[classroom.TRIES] == 0
+    unlock(student, KEY)
+    assert student.session_state[classroom.TEACHER]
 
 
 @pytest.mark.real_model
@@ -207,12 +252,9 @@ def student_session(student: str | None = None) -> AppTest:
 
 @pytest.mark.real_model
 def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_double_count(class_server):
-    from ui.compute_class import DRAWS_PER_PRESS, student_draws
+    from ui.compute_class import student_draws
 
-    teacher = session()
-    unlock(teacher, KEY)
-    teacher.switch_page("pages/95_class.py")
-    teacher.run()
+    teacher = teacher_on_class_page()
     teacher.button(key="class_new_draws").click()
     teacher.run()
     assert_clean(teacher)
@@ -242,19 +284,20 @@ def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_dou
     assert title.startswith(f"The class (2 students): {4 * DRAWS_PER_PRESS} draws")
 
 
+def guess_box(at: AppTest, round_id: str):
+    return at.text_input(key=f"_w_class_guess_{round_id}")
+
+
 @pytest.mark.real_model
 def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
-    teacher = session()
-    unlock(teacher, KEY)
-    teacher.text_area(key="_w_prompt").input("The cat sat on the")
-    teacher.run()
-    teacher.switch_page("pages/95_class.py")
-    teacher.run()
+    teacher = teacher_on_class_page("The cat sat on the")
     teacher.button(key="class_new_guesses").click()
     teacher.run()
+    assert not any(key.startswith("_w_class_guess") for key in (w.key for w in teacher.text_input))  # no box
+    round_id = classroom.room().guess_round().round_id
     student = student_session()
-    for guess in ("floor", "mat"):  # a second guess replaces the first
-        student.text_input(key="_w_class_guess").input(guess)
+    for guess in ("floor", "mat"):  # a second guess replaces the first (the form's button; Enter sends the form)
+        guess_box(student, round_id).input(guess)
         student.button(key="class_guess").click()
         student.run()
         assert_clean(student)
@@ -269,6 +312,239 @@ def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
     view = guess_view(classroom.room().guess_round().experiment, ["mat"])
     hits = view.top_guessed
     assert f"{hits} student{'s' * (hits != 1)} of 1 guessed it" in sentence  # the sentence holds for the numbers
+    assert "· is a space" in sentence  # the labels' notation, explained where it is shown
     assert view.labels[0] == " mat" and view.class_share[0] == 1.0
+    chart = next(json.loads(c.proto.spec) for c in teacher.get("plotly_chart") if c.proto.id.endswith("-class_guesses"))
+    model_bars = chart["data"][0]
+    assert len(model_bars["text"]) == len(model_bars["y"]) and all(model_bars["text"])  # every bar has its value
+    student.run()  # what the tab's heartbeat does on the reveal
+    assert "Send my guess" not in [b.label for b in student.button]  # closed after the reveal ...
+    closed = [w for w in student.text_input if w.label.startswith("Your guess (closed")]
+    assert len(closed) == 1 and closed[0].disabled and closed[0].value == "mat"  # ... visibly, with the guess sent
+
+
+@pytest.mark.real_model
+def test_a_new_round_redraws_an_open_page_and_a_late_press_counts_in_it(class_server):
+    """A student's open Class page drew round A; the teacher starts round B at another temperature. The tab's
+    heartbeat sees rounds other than those its page drew (``classroom._rounds_changed``) and reruns the page,
+    which then describes B; a press sent from the page of round A, just before that, counts in round B."""
+    teacher = teacher_on_class_page("The cat sat on the")
+    teacher.button(key="class_new_draws").click()
+    teacher.run()
+    assert "class_draw" not in [b.key for b in teacher.button]  # the teacher does not draw (said on the page)
+    assert any("You do not draw or guess yourself" in c.value for c in teacher.caption)
+    student = student_session()
+    student_id = student.session_state[classroom.STUDENT]
+    first_round = classroom.room().draw_round().round_id
+    assert "T = 0.8" in " ".join(m.value for m in student.markdown if m.value.startswith("**Draw round"))
+
+    teacher.switch_page("pages/logits.py")
+    teacher.run()
+    teacher.slider(key="_w_temperature").set_value(0.3)
+    teacher.run()
+    teacher.switch_page("pages/95_class.py")
+    teacher.run()
+    teacher.button(key="class_new_draws").click()  # round B, at T = 0.3, while the student's page shows round A
+    teacher.run()
+    second_round = classroom.room().draw_round().round_id
+    assert second_round != first_round
+    shown = student.session_state[classroom.ROUNDS_SHOWN]
+    assert shown["draw_id"] == first_round  # what the student's page drew; the heartbeat compares it:
+    assert classroom.room().rounds().draw_id != shown["draw_id"]
+
+    student.button(key="class_draw").click()  # pressed on round A's page: counts in round B, and says so
     student.run()
-    assert "Send my guess" not in [b.label for b in student.button]  # closed after the reveal
+    assert_clean(student)
+    rnd = classroom.room().draw_round()
+    assert rnd.round_id == second_round and len(rnd.draws[student_id]) == DRAWS_PER_PRESS
+    assert any("counts in it" in i.value for i in student.info)
+    text = " ".join(m.value for m in student.markdown if m.value.startswith("**Draw round"))
+    assert "T = 0.3" in text and "T = 0.8" not in text  # the text above the chart is round B's
+    assert student.session_state[classroom.ROUNDS_SHOWN]["draw_id"] == second_round
+
+
+@pytest.mark.real_model
+def test_a_guess_sent_from_an_old_rounds_page_is_refused_and_a_reset_clears_it(class_server):
+    teacher = teacher_on_class_page()
+    teacher.button(key="class_new_guesses").click()
+    teacher.run()
+    first = classroom.room().guess_round().round_id
+    student = student_session()
+    guess_box(student, first).input("mat")
+    student.button(key="class_guess").click()
+    student.run()
+    assert any("Your guess: `'mat'`" in c.value for c in student.caption)
+    teacher.button(key="class_new_guesses").click()  # a reset: the same prompt, a new round
+    teacher.run()
+    guess_box(student, first).input("rug")  # typed on the old round's page
+    student.button(key="class_guess").click()
+    student.run()
+    assert_clean(student)
+    assert classroom.room().guess_round().guesses == {}  # not counted in the new round
+    assert any("new guess round" in w.value for w in student.warning)
+    assert not any("Your guess" in c.value for c in student.caption)  # the old round's guess is gone from the page
+    second = classroom.room().guess_round().round_id
+    assert guess_box(student, second).value == ""  # a fresh box for the new round
+
+
+@pytest.mark.real_model
+def test_broadcast_off_tells_followers_and_moves_nobody(class_server):
+    teacher, student = session(), session()
+    unlock(teacher, KEY)
+    teacher.switch_page("pages/logits.py")
+    teacher.run()
+    student.run()
+    assert student.session_state["_page"] == "logits"
+    teacher.toggle(key=f"_w_{classroom.BROADCASTING}").set_value(False)
+    teacher.run()
+    assert not classroom.room().current().live
+    teacher.switch_page("pages/tokenization.py")
+    teacher.run()
+    student.run()
+    assert_clean(student)
+    assert student.session_state["_page"] == "logits"  # not moved
+    captions = " ".join(c.value for c in student.sidebar.get("caption"))
+    assert "not broadcasting" in captions and "Following the teacher:" not in captions
+    teacher.toggle(key=f"_w_{classroom.BROADCASTING}").set_value(True)
+    teacher.run()
+    student.run()
+    assert student.session_state["_page"] == "tokenization"  # on again: the teacher's view at once
+
+
+@pytest.mark.real_model
+def test_a_wrong_key_keeps_the_teacher_panel_open(class_server):
+    student = session()
+    unlock(student, "not it")
+    panel = next(e for e in student.sidebar.get("expander") if e.label == "I am the teacher")
+    assert panel.proto.expanded
+    assert "not the teacher key" in " ".join(e.value for e in student.error)
+
+
+def test_the_bin_plan_is_the_chi_square_tests_own():
+    """The sentence's bins (``bin_plan``) are the ones ``chi_square_gof`` tests, for every kind of case."""
+    import numpy as np
+
+    from ui.compute_class import bin_plan
+    from ui.compute_sampling import chi_square_gof
+
+    rng = np.random.default_rng(0)
+    for n_tokens, n_draws in [(2, 10), (11, 120), (50, 40), (5, 3), (49_152, 120), (3, 1000), (8, 12)]:
+        probs = rng.dirichlet(np.full(n_tokens, 0.3))
+        counts = rng.multinomial(n_draws, probs)
+        plan, gof = bin_plan(n_draws, probs), chi_square_gof(counts, probs)
+        assert plan.n_bins == gof.n_bins, (n_tokens, n_draws, plan, gof)
+
+
+def test_class_sentences_say_what_their_numbers_say():
+    from ui.claims import classroom as claims
+    from ui.class_views import prompt_end
+    from ui.compute_class import BinPlan
+
+    assert claims.bins_sentence(11, BinPlan(3, 49_149, True)) == (
+        "The χ² test needs every bin expected at least 5 times: it keeps the 3 tokens expected that often as bins "
+        "of their own and pools the 49,149 other possible tokens (each expected fewer times) into one, so it counts "
+        "4 bins where the chart shows 11 bars.")
+    assert "join the smallest of those, so it counts 2 bins" in claims.bins_sentence(4, BinPlan(2, 1, False))
+    assert "each of the 3 possible tokens is, so it counts 3 bins" in claims.bins_sentence(3, BinPlan(3, 0, True))
+    assert claims.space_note([" cat", "other (9 tokens)"]) == " (In the token labels, · is a space.)"
+    assert claims.space_note(["cat", "other (9 tokens)"]) == ""  # the "other" bar's spaces are words, not tokens
+    assert "(**other (49,142 tokens)**)" in claims.pooled_sentence(120, 4, 0.048, "other (49,142 tokens)")
+    assert prompt_end("Use *stars* and <b>tags</b>") == r"Use \*stars\* and \<b\>tags\</b\>"
+    assert prompt_end("x " * 40).startswith("…") and len(prompt_end("word " * 30)) <= 41
+
+
+# ---- the class's sentences on both models and on prompts they were not written for ---------------------------
+ODD_PROMPTS = [("The cat sat on the", False), ("def add(a, b):\n    return", False), ("I love 🍕 and", False),
+               ("Write one word: ", False), ("Name an animal.", True)]
+
+
+@pytest.fixture
+def both_models(gemma_engine, monkeypatch):
+    """The app's two models through ``ui.resources`` (Gemma's engine shared with the session's fixture)."""
+    import streamlit as st
+
+    from ui import models, resources
+
+    real = resources.load_engine
+    monkeypatch.setattr(resources, "load_engine",
+                        lambda model=None, **kwargs: gemma_engine if model == "gemma-3-270m" else real(model=model, **kwargs))
+    st.cache_resource.clear()
+    yield [models.default_name(), "gemma-3-270m"]
+    st.cache_resource.clear()
+
+
+@pytest.mark.real_model
+def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
+    """Each number in the class view's sentences is the chart's: draws, students, the largest gap, the bins, the
+    guesses; the question quotes the prompt's real end; a guess is read as the token the model would write next."""
+    from inference import SamplingParams
+    from ui.claims import classroom as claims
+    from ui.class_views import next_token_phrase, prompt_end
+    from ui.compute_class import guess_token, guess_view, pooled_bins, pooled_histogram, student_draws
+    from ui.compute_logits import params_key, prompt_logits, token_texts
+
+    for model in both_models:
+        for prompt, chat in ODD_PROMPTS:
+            if chat and model == "gemma-3-270m":
+                continue  # a base model: no chat template (the sidebar's toggle is off for it)
+            experiment = Experiment(model, prompt, chat, params_key(SamplingParams(temperature=1.0, seed=0)))
+            room = Room()
+            round_id = room.new_draw_round(experiment)
+            for student in ("a", "b"):
+                room.add_draws(round_id, student, 0, student_draws(experiment, round_id, student, 0, 40))
+            rnd = room.draw_round()
+            pooled = pooled_histogram(experiment, rnd.counts())
+            assert pooled.n_draws == 80 and round(float(pooled.observed.sum()) * 80) == 80
+            gaps = abs(pooled.observed - pooled.expected)
+            sentence = claims.pooled_sentence(pooled.n_draws, 2, float(gaps.max()), pooled.labels[int(gaps.argmax())])
+            assert sentence.startswith("80 draws by 2 students") and f"{gaps.max():.3f}" in sentence
+            plan = pooled_bins(experiment, pooled.n_draws)
+            assert plan.n_bins == pooled.gof.n_bins, (model, prompt)
+            if pooled.gof.dof:
+                bins = claims.bins_sentence(len(pooled.labels), plan)
+                assert f"{plan.n_bins:,} bin" in bins and f"{len(pooled.labels)} bar" in bins
+            note = claims.space_note(pooled.labels)
+            assert ("· is a space" in note) == any(" " in label for label in pooled.labels
+                                                    if not label.startswith(claims.OTHER_PREFIX))
+            phrase = next_token_phrase(experiment)
+            assert prompt_end(prompt) in phrase and (("reply" in phrase) == chat)
+
+            guesses = ["mat", "floor", "🍕", "mat"]
+            view = guess_view(experiment, guesses)
+            assert view.n_guesses == 4 and abs(float(view.class_share.sum()) - 1.0) < 1e-9
+            text = claims.guesses_sentence(view.n_guesses, view.top_token, view.top_prob, view.top_guessed,
+                                           view.most_guessed, view.most_guessed_count, view.most_guessed_prob,
+                                           view.several_tokens)
+            assert f"(p = {view.top_prob:.3f})" in text and f"of 4 guessed it" in text
+            several = claims._plural(view.several_tokens, "guess", "guesses") + " of more than one token"
+            assert (several in text) == bool(view.several_tokens)
+            last = prompt_logits(model, prompt, chat).token_strings[-1]
+            token, _ = guess_token(model, prompt, "mat", chat)
+            written = "mat" if last[-1:].isspace() else " mat"  # what the model would write after the prompt
+            shown = token_texts(model, [token])[0]
+            assert shown and written.startswith(shown) and shown.startswith(written[:2]), (model, prompt, shown)
+
+
+@pytest.mark.real_model
+def test_a_draw_press_delivered_twice_counts_once(class_server):
+    """The Draw button names the student's count its page showed: the same press again (a double click, or a click
+    Streamlit replays under load) adds nothing; the next press, from the page drawn after it, adds ten."""
+    import streamlit as st
+
+    from inference import SamplingParams
+    from ui import class_views, models
+    from ui.compute_logits import params_key
+
+    st.session_state[classroom.STUDENT] = "b" * 32
+    room = classroom.room()
+    round_id = room.new_draw_round(Experiment(models.default_name(), "The cat sat on the", False,
+                                              params_key(SamplingParams())))
+    class_views._draw(round_id, 0)
+    class_views._draw(round_id, 0)  # the same press, delivered again
+    assert len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS
+    class_views._draw(round_id, DRAWS_PER_PRESS)  # the next press
+    assert len(room.draw_round().draws["b" * 32]) == 2 * DRAWS_PER_PRESS
+    newer = room.new_draw_round(room.draw_round().experiment)  # the teacher starts a round before the next press
+    class_views._draw(round_id, 2 * DRAWS_PER_PRESS)  # pressed on the old round's page: counts in the new one
+    class_views._draw(round_id, 2 * DRAWS_PER_PRESS)  # the same press, delivered again: the new round has it already
+    assert room.draw_round().round_id == newer and len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS

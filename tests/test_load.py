@@ -107,14 +107,18 @@ FOLLOW_REACH_S = 90.0
 def test_followers_track_the_teacher_and_see_nothing_else(server):
     """Runs after the class above (a teacher's broadcast would move every student of that class): a teacher
     walks two pages with a new prompt on each, ten tabs follow. Every follower reaches each of the teacher's
-    pages with the teacher's prompt, shows no word the teacher never typed, and gets no error."""
+    pages with the teacher's prompt, shows no word the teacher never typed, and gets no error. Then the
+    teacher starts two draw rounds on the Class page: each reaches every follower's open page."""
     words = MARKERS[-2:]  # one token each, and no student of the class above typed them
-    report = follow_class(server.url, N_FOLLOWERS, words, reach_s=FOLLOW_REACH_S)
+    report = follow_class(server.url, N_FOLLOWERS, words, reach_s=FOLLOW_REACH_S, new_rounds=2)
     flat = [seconds for per_broadcast in report.latencies for seconds in per_broadcast]
+    rounds = [seconds for per_round in report.round_latencies for seconds in per_round]
     print("\n" + latency_line(f"broadcast reaching {N_FOLLOWERS} followers", flat))
+    print("  " + latency_line(f"new draw round reaching {N_FOLLOWERS} open Class pages", rounds))
     print("  " + latency_line("one follower poll (timed fragment run)", report.poll_seconds))
     assert report.problems == [] and report.leaks == []
-    assert len(report.latencies) == len(words)
+    assert len(report.latencies) == len(words) and len(report.round_latencies) == 2
+    assert all(seconds < FOLLOW_REACH_S for seconds in rounds), report.missed  # a round that never arrives fails
     # Every follower reaches every broadcast. Followers that "never" did (seen in 2 of 5 full-suite runs) had
     # two causes (docs/classroom.md): the count (a fast follower finished before the teacher's tab read the end
     # of its own run, and only later runs were counted; now counted from when the teacher typed), and a lost

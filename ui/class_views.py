@@ -1,11 +1,22 @@
 """The class experiments on screen: the teacher's round controls, "Draw for the class", "Guess the next token",
-and the live class views (fragments that reread the room every ``REFRESH_S`` seconds).
+and the live class views.
 
-Used by the Class page (``pages/85_class.py``) and the Sampling page's "Draw for the class". The numbers
+Used by the Class page (``pages/95_class.py``) and the Sampling page's "Draw for the class". The numbers
 come from ``ui.compute_class``; a student acts only on its own draws and its own guess (``classroom.student_id``),
 and only the teacher's session starts a round or reveals the answer.
+
+A page draws one round's text, controls and chart together, and tells the tab's heartbeat which rounds it drew
+(``classroom.show_rounds``): when the teacher starts a round or reveals the answer, every open page reruns within
+``classroom.POLL_S`` seconds and draws the new state whole. The counts in between come from small fragments that
+reread the room every ``REFRESH_S`` seconds; such a fragment that finds another round than its page drew reruns
+the page instead of drawing it under the old text.
+
+The teacher does not draw or guess: the pooled bars and the guesses are the students' only, so "by N students"
+is always true, and the teacher's presses cannot tilt what the class is asked to read.
 """
 from __future__ import annotations
+
+import re
 
 import streamlit as st
 
@@ -13,16 +24,17 @@ from inference import PromptError, TokenizerError
 from ui import charts, classroom, models, sampling_controls, state
 from ui.claims import classroom as claims
 from ui.claims.predicting import histogram_sentence
-from ui.compute_class import DRAWS_PER_PRESS, guess_view, pooled_histogram, student_draws
+from ui.compute_class import DRAWS_PER_PRESS, guess_view, pooled_bins, pooled_histogram, student_draws
 from ui.compute_logits import params_from_key, params_key, prompt_logits
 from ui.figures import classroom as figs
 from ui.figures import sampling as sampling_figs
-from ui.figures.logits import visible_token
 from ui.resources import engine_for
 from ui.room import Experiment, RoomError
 
-REFRESH_S = 2.0  # the class views reread the room this often (each reread is one small fragment run)
+REFRESH_S = 2.0  # the live counts reread the room this often (each reread is one small fragment run)
+PROMPT_END_CHARS = 40  # the sentences quote the prompt's end, at most this long
 DRAW_MESSAGE, GUESS_MESSAGE, TEACHER_MESSAGE = "_class_draw_message", "_class_guess_message", "_class_teacher_message"
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
 
 def current_experiment() -> Experiment | str:
@@ -39,14 +51,32 @@ def current_experiment() -> Experiment | str:
     return Experiment(model, prompt, chat, params_key(settings.params))
 
 
-def _describe(experiment: Experiment) -> str:
-    pieces = prompt_logits(experiment.model, experiment.prompt, experiment.chat).token_strings
-    return (f"the next token after “…{visible_token(pieces[-1])}” ({experiment.model}, "
-            f"{sampling_controls.summary(params_from_key(experiment.key)).rsplit(', seed', 1)[0]})")
+def prompt_end(prompt: str, limit: int = PROMPT_END_CHARS) -> str:
+    """The prompt's last words as Markdown-safe text ("…sat on the"), whitespace runs as one space."""
+    text = " ".join(prompt.split())
+    if len(text) > limit:
+        cut = text[-limit:]
+        text = "…" + (cut.split(" ", 1)[1] if " " in cut[1:] else cut)
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def next_token_phrase(experiment: Experiment) -> str:
+    """What a round asks about, in words: "the next token after “…sat on the”" (the reply's first with chat)."""
+    if experiment.chat:
+        return f"the first token of the model's reply to “{prompt_end(experiment.prompt)}” (chat template)"
+    return f"the next token after “{prompt_end(experiment.prompt)}”"
+
+
+def describe(experiment: Experiment) -> str:
+    """The round's question with its model and sampling settings (the seed is each student's own)."""
+    settings = sampling_controls.summary(params_from_key(experiment.key)).rsplit(", seed", 1)[0]
+    return f"{next_token_phrase(experiment)} ({experiment.model}, {settings})"
 
 
 # -- the teacher ----------------------------------------------------------------------------------
-def _start(kind: str) -> None:
+def _start(kind: str, shown: str | None) -> None:
+    """The teacher's press: a new round of ``kind`` replacing ``shown``, the round the page showed (a press that
+    Streamlit delivers twice, under load, then starts one round, not two)."""
     if not classroom.is_teacher():  # only a teacher session draws this button; checked again here
         return
     experiment = current_experiment()
@@ -54,7 +84,10 @@ def _start(kind: str) -> None:
         st.session_state[TEACHER_MESSAGE] = f"No round started: {experiment}."
         return
     room = classroom.room()
-    room.new_draw_round(experiment) if kind == "draw" else room.new_guess_round(experiment)
+    if kind == "draw":
+        room.new_draw_round(experiment, replacing=shown)
+    else:
+        room.new_guess_round(experiment, replacing=shown)
 
 
 def _reveal() -> None:
@@ -63,64 +96,98 @@ def _reveal() -> None:
         classroom.room().reveal(rnd.round_id)
 
 
+def watch(kinds: tuple[str, ...]) -> None:
+    """Every tab on a page that shows these kinds of round: its heartbeat reruns the page when the room's differ
+    from these. Recorded before anything is drawn, so a page run cut short still watches every kind it shows
+    (the panels record what they drew again, which can only be newer)."""
+    now = classroom.room().rounds()
+    fields = (("draw_id",) if "draw" in kinds else ()) + (("guess_id", "revealed") if "guess" in kinds else ())
+    classroom.show_rounds(**{name: getattr(now, name) for name in fields})
+
+
 def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
-    """The teacher's buttons: a new round on the teacher's own prompt and settings (the old one is reset)."""
+    """The head of a page with class rounds: every tab watches the rounds of ``kinds`` (``watch``); the teacher
+    also gets the buttons, a new round on the teacher's own prompt and settings (the old one is reset)."""
+    watch(kinds)
     if not classroom.is_teacher():
         return
+    now = classroom.room().rounds()
     row = st.container(horizontal=True)
     if "draw" in kinds:
-        row.button("New draw round on my prompt and settings", key="class_new_draws", on_click=_start, args=("draw",),
-                   type="primary")
+        row.button("New draw round on my prompt and settings", key="class_new_draws", on_click=_start,
+                   args=("draw", now.draw_id), type="primary",
+                   help="Starts afresh: the current draw round's draws are dropped.")
     if "guess" in kinds:
-        row.button("New guess round on my prompt", key="class_new_guesses", on_click=_start, args=("guess",))
+        row.button("New guess round on my prompt", key="class_new_guesses", on_click=_start, args=("guess", now.guess_id),
+                   help="Starts afresh: the current guess round's guesses are dropped and the box opens again.")
         rnd = classroom.room().guess_round()
         row.button("Reveal the model's answer", key="class_reveal", on_click=_reveal,
                    disabled=rnd is None or rnd.revealed)
+    experiment = current_experiment()
+    if isinstance(experiment, str):
+        st.caption(f"A new round cannot start on your view now: {experiment}.")
+    else:
+        st.caption(f"A new round asks the class for {describe(experiment)}: your prompt and settings now. "
+                   "You do not draw or guess yourself: the bars and the guesses are the students' only.")
     message = st.session_state.pop(TEACHER_MESSAGE, None)
     if message:
         st.error(message)
 
 
 # -- draw for the class ---------------------------------------------------------------------------
-def _draw(round_id: str) -> None:
+def _draw(shown_round: str, shown_mine: int) -> None:
+    """A student's press: ten more draws of its own seed, in the round the room holds now. ``shown_mine`` is the
+    student's count the page showed: a press delivered twice (a double click, or Streamlit replaying a click
+    under load) finds more by now and adds nothing."""
+    if classroom.is_teacher():
+        return
     room, student = classroom.room(), classroom.student_id()
     rnd = room.draw_round()
-    if rnd is None or rnd.round_id != round_id:
-        st.session_state[DRAW_MESSAGE] = "That round is over: the teacher started a new one."
+    if rnd is None:
         return
-    first = room.draws_of(round_id, student)  # this student's next draw number: counted draws are never redone
+    first = room.draws_of(rnd.round_id, student)  # this student's next draw number: counted draws are never redone
+    if first != (shown_mine if rnd.round_id == shown_round else 0):
+        return  # this press was counted already (in a round started after the page was drawn: it had none there)
+    if rnd.round_id != shown_round:  # the teacher started a round just before this press: it counts in that one
+        st.session_state[DRAW_MESSAGE] = ("info", "The teacher had just started a new draw round: your press counts "
+                                                  "in it (the text above now describes it).")
     try:
-        room.add_draws(round_id, student, first, student_draws(rnd.experiment, round_id, student, first, DRAWS_PER_PRESS))
+        room.add_draws(rnd.round_id, student, first,
+                       student_draws(rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS))
     except RoomError as error:
-        st.session_state[DRAW_MESSAGE] = str(error)
+        st.session_state[DRAW_MESSAGE] = ("warning", str(error))
 
 
 def draw_panel() -> None:
-    """The student's button and the live pooled histogram."""
+    """The round's question, the student's button and the live pooled histogram."""
     rnd = classroom.room().draw_round()
+    classroom.show_rounds(draw_id=rnd.round_id if rnd else None)
     if rnd is None:
         st.info("No class draw yet: the teacher starts one on their prompt and settings.", icon=":material/groups:")
         return
-    st.markdown(f"Everyone draws {_describe(rnd.experiment)}, each from their own seed.")
-    st.button(f"Draw {DRAWS_PER_PRESS} for the class", key="class_draw", on_click=_draw, args=(rnd.round_id,),
-              type="primary")
-    message = st.session_state.pop(DRAW_MESSAGE, None)
-    if message:
-        st.warning(message)
-    _live_draws()
+    st.markdown(f"**Draw round {rnd.number}:** everyone draws {describe(rnd.experiment)}, each from their own seed.")
+    _live_draws(rnd.round_id)
 
 
 @st.fragment(run_every=REFRESH_S)
-def _live_draws() -> None:
+def _live_draws(round_id: str) -> None:
     rnd = classroom.room().draw_round()
-    if rnd is None:
-        return
+    if rnd is None or rnd.round_id != round_id:
+        st.rerun()  # the page's text describes another round: redraw the page
+    teacher = classroom.is_teacher()
     mine = len(rnd.draws.get(classroom.student_id(), ()))
+    if teacher:
+        st.caption(f"Your students press **Draw {DRAWS_PER_PRESS} for the class** on their own laptops.")
+    else:
+        st.button(f"Draw {DRAWS_PER_PRESS} for the class", key="class_draw", on_click=_draw, args=(round_id, mine),
+                  type="primary")
+    message = st.session_state.pop(DRAW_MESSAGE, None)
+    if message:
+        getattr(st, message[0])(message[1])
     pooled = pooled_histogram(rnd.experiment, rnd.counts())
     n_students = sum(bool(tokens) for tokens in rnd.draws.values())
-    st.caption(f"Your draws in this round: {mine:,} (draw numbers 0…{mine - 1} of your seed; each counts once, "
-               "also after a reload)." if mine else
-               "You have no draws in this round yet; each one you make counts once, also after a reload.")
+    if not teacher:
+        st.caption(claims.own_draws_sentence(mine))
     gof = pooled.gof
     charts.show(sampling_figs.make_draw_histogram(pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(),
                                                   pooled.n_draws, gof.statistic, gof.dof, gof.p_value,
@@ -130,50 +197,77 @@ def _live_draws() -> None:
                                                    pooled.n_draws))
     gaps = abs(pooled.observed - pooled.expected)
     widest = int(gaps.argmax())
-    st.markdown(claims.pooled_sentence(pooled.n_draws, n_students, float(gaps[widest]), pooled.labels[widest]))
+    text = claims.pooled_sentence(pooled.n_draws, n_students, float(gaps[widest]), pooled.labels[widest])
     if pooled.n_draws and not gof.dof and len(pooled.labels) > 1:
-        st.markdown(claims.too_few_sentence(pooled.n_draws))
-    elif pooled.n_draws:
-        st.markdown(histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
+        text += " " + claims.too_few_sentence(pooled.n_draws)
+    elif pooled.n_draws and gof.dof:
+        plan = pooled_bins(rnd.experiment, pooled.n_draws)
+        text += "\n\n" + claims.bins_sentence(len(pooled.labels), plan) + " " + histogram_sentence(
+            gof.n_bins, gof.statistic, gof.dof, gof.p_value)
+    st.markdown(text + claims.space_note(pooled.labels))
 
 
 # -- guess the next token -------------------------------------------------------------------------
-def _guess(round_id: str) -> None:
-    text = st.session_state.get("_w_class_guess", "")
+def _guess_key(round_id: str) -> str:
+    return f"_w_class_guess_{round_id}"  # one box per round: a new round starts with an empty one
+
+
+def _guess(shown_round: str) -> None:
+    if classroom.is_teacher():
+        return
+    text = st.session_state.get(_guess_key(shown_round), "")
+    rnd = classroom.room().guess_round()
+    if rnd is None or rnd.round_id != shown_round:
+        st.session_state[GUESS_MESSAGE] = ("The teacher started a new guess round just before you sent your guess: "
+                                           "read its prompt below and guess again.")
+        return
     try:
-        classroom.room().guess(round_id, classroom.student_id(), text)
+        classroom.room().guess(shown_round, classroom.student_id(), text)
     except RoomError as error:
-        st.session_state[GUESS_MESSAGE] = str(error)
+        st.session_state[GUESS_MESSAGE] = str(error).capitalize() + "."
 
 
 def guess_panel() -> None:
-    """The student's guess box (until the reveal) and the live class view."""
+    """The round's question, the student's guess box (closed at the reveal) and the live class view."""
     rnd = classroom.room().guess_round()
+    classroom.show_rounds(guess_id=rnd.round_id if rnd else None, revealed=bool(rnd and rnd.revealed))
     if rnd is None:
         st.info("No guess round yet: the teacher starts one on their prompt.", icon=":material/groups:")
         return
-    st.markdown(f"What is {_describe(rnd.experiment).split(' (', 1)[0]}? The prompt (its end) is below; guess before "
-                "the teacher reveals the answer.")
-    st.code(rnd.experiment.prompt[-300:], language=None, wrap_lines=True)  # the prompt as text, never markdown
-    if not rnd.revealed:
-        row = st.container(horizontal=True, vertical_alignment="bottom")
-        row.text_input("Your guess (one word)", key="_w_class_guess", max_chars=40)
-        row.button("Send my guess", key="class_guess", on_click=_guess, args=(rnd.round_id,))
+    st.markdown(f"**Guess round {rnd.number}:** what is {next_token_phrase(rnd.experiment)} for "
+                f"{rnd.experiment.model}? The prompt (its end) is below; " +
+                ("the teacher has revealed the answer." if rnd.revealed else "guess before the teacher reveals it."))
+    # The prompt as plain text, never Markdown; st.text, not st.code: a code block loads the syntax highlighter's
+    # scripts the first time a tab shows one (measured: 1-2.5 s on a busy 2-core machine, of a round's 3 s).
+    st.container(border=True).text(rnd.experiment.prompt[-300:])
+    mine = rnd.guesses.get(classroom.student_id())
+    if classroom.is_teacher():
+        st.caption("Your students type their guesses on their own laptops; you reveal the answer when the room "
+                   "is ready.")
+    elif rnd.revealed:
+        st.text_input("Your guess (closed: the answer is out)", value=mine or "", disabled=True,
+                      key=f"_class_guess_closed_{rnd.round_id}",
+                      placeholder="you sent no guess in this round")
+    else:
+        with st.form("class_guess_form", border=False, enter_to_submit=True):
+            row = st.container(horizontal=True, vertical_alignment="bottom")
+            row.text_input("Your guess (one word; Enter sends it)", key=_guess_key(rnd.round_id), max_chars=40)
+            row.form_submit_button("Send my guess", key="class_guess", on_click=_guess, args=(rnd.round_id,))
     message = st.session_state.pop(GUESS_MESSAGE, None)
     if message:
         st.warning(message)
-    mine = rnd.guesses.get(classroom.student_id())
-    if mine is not None:
-        st.caption(f"Your guess: `{mine!r}`" + ("" if rnd.revealed else " (you can change it until the reveal)."))
-    _live_guesses()
+    if mine is not None and not classroom.is_teacher():
+        st.caption(f"Your guess: `{mine!r}`" + (" (guessing is closed)." if rnd.revealed else
+                                                " (send another to change it, until the reveal)."))
+    _live_guesses(rnd.round_id, rnd.revealed)
 
 
 @st.fragment(run_every=REFRESH_S)
-def _live_guesses() -> None:
+def _live_guesses(round_id: str, revealed: bool) -> None:
     rnd = classroom.room().guess_round()
-    if rnd is None:
-        return
-    if not rnd.revealed:
+    if rnd is None or rnd.round_id != round_id or rnd.revealed != revealed:
+        st.rerun()  # a new round or the reveal: redraw the page (the box closes, the question changes)
+    if not revealed:
         n = len(rnd.guesses)
         st.markdown(f"**{n:,} guess{'es' * (n != 1)} in.** The class view appears when the teacher reveals the answer.")
         return
@@ -183,4 +277,4 @@ def _live_guesses() -> None:
                 data=figs.guesses_table(view.labels, view.class_share.tolist(), view.model_prob.tolist()))
     st.markdown(claims.guesses_sentence(view.n_guesses, view.top_token, view.top_prob, view.top_guessed,
                                         view.most_guessed, view.most_guessed_count, view.most_guessed_prob,
-                                        view.several_tokens))
+                                        view.several_tokens) + claims.space_note(view.labels))

@@ -3,18 +3,22 @@
 Owns the session side of ``ui.room.Room`` (one per server process, ``room()``):
 
 - **The teacher key** is set by the operator (``LLM_EXPLORER_TEACHER_KEY``); with none, broadcasting is
-  off and the sidebar says so. A session becomes the teacher's by entering the key once in the sidebar
-  or by opening the teacher-only link ``?teacher=<key>`` (read once, then dropped from the address bar).
-  Keys are compared with ``hmac.compare_digest``; a wrong key gets a clear message and changes nothing,
-  and after ``MAX_KEY_TRIES`` wrong keys a session is not asked again.
+  off (the Class page says so). A session becomes the teacher's by entering the key once in the sidebar
+  or by opening the teacher-only link ``?teacher=<key>``. The link's key is read once and its history
+  entry replaced (``_FORGET_LINK_JS``: ``history.replaceState``, not a new entry, so Back does not send
+  it again). Keys are compared with ``hmac.compare_digest``; a wrong key gets a clear message and
+  changes nothing, and after ``MAX_KEY_TRIES`` wrong keys a session is not asked again.
 - **Broadcast**: after every run of the teacher's session (``publish``), the room gets its page and the
-  link parameters its view publishes (``ui.url_state.current_query``, presenter mode left out). Only a
-  teacher session ever calls ``Room.broadcast``.
-- **Follow**: a student's sidebar polls the room in a fragment every ``POLL_S`` seconds; when the
-  broadcast's version changes, the app reruns and ``follow`` applies it through the same validated
-  parser a shared link goes through (``url_state.apply_query``), so a forged value would be refused
-  exactly as in a link, then switches to the teacher's page. Stepping off is a toggle; stepping back
-  on applies the teacher's current view at once.
+  link parameters its view publishes (``ui.url_state.current_query``, presenter mode left out), or, with
+  "Broadcast my view" off, a pause (followers keep their own view). Only a teacher session ever calls
+  ``Room.broadcast`` or ``Room.pause``.
+- **The heartbeat**: every tab of a class server runs one small fragment every ``POLL_S`` seconds
+  (``_heartbeat``). A follower's reruns the app when the broadcast's version changed, and ``follow``
+  applies it through the same validated parser a shared link goes through (``url_state.apply_query``),
+  so a forged value would be refused exactly as in a link, then switches to the teacher's page. On a
+  page that shows class rounds (``show_rounds``, ``ui.class_views``) it reruns the app when a round
+  started or was revealed, so the page redraws the round the room holds. The teacher's shows the
+  follower count. Stepping off is a toggle; stepping back on applies the teacher's current view at once.
 - **Who a student is**: a random id per browser, kept in a cookie (``STUDENT_COOKIE``, written by a
   one-line script the first time), so a reload is the same student and draws and guesses count once.
   A teacher's browser keeps a random token the room issued when the key was proved (``TEACHER_COOKIE``,
@@ -33,7 +37,7 @@ import streamlit as st
 
 from . import compute_generation as generation
 from . import navigation, url_state
-from .room import Broadcast, Room
+from .room import Broadcast, Room, Rounds
 
 TEACHER_KEY_ENV = "LLM_EXPLORER_TEACHER_KEY"
 TEACHER = "_class_teacher"  # session: True once the key was proved
@@ -42,14 +46,19 @@ FOLLOW = "class_follow"  # session: the student's "Follow the teacher" toggle
 APPLIED = "_class_applied"  # session: the broadcast version this follower last applied (on its page)
 ARRIVING = "_class_arriving"  # session: the broadcast version whose settings were applied (page maybe not yet)
 MESSAGE = "_class_message"  # session: (kind, text) shown once in the class panel
+KEY_MESSAGE = "_class_key_message"  # session: a wrong key's message, shown once beside the key box
 TRIES = "_class_key_tries"
 STUDENT = "_class_student"
 STUDENT_COOKIE = "llmx_student"
 TEACHER_COOKIE = "llmx_teacher"  # a room-issued token (not the key): a teacher's reload stays the teacher's
 TOKEN = "_class_teacher_token"  # session: the token this teacher session holds
+LINK_KEY = "_class_link_key"  # session: the teacher-only link's key as read (so it is checked once)
+FORGET_LINK = "_class_forget_link"  # session: True until the script replacing the link's history entry was drawn
+ROUNDS_SHOWN = "_class_rounds_shown"  # session: the rounds this page run drew ({Rounds field: value})
+TEACHER_PANEL = "class_teacher_panel"  # the "I am the teacher" expander (keyed: a wrong key keeps it open)
 HEX_ID = re.compile(r"[0-9a-f]{32}")  # a student id or a teacher token
 MAX_KEY_TRIES = 5
-POLL_S = 0.5  # a follower sees a change within about this, plus one page run
+POLL_S = 0.5  # every tab's heartbeat: a follower or an open class page sees a change within this, plus a page run
 SEEN_S = 5.0  # a follower polled within this many seconds counts as following (the teacher's count)
 NOT_FOLLOWED = frozenset({"present"})  # the teacher's projector layout is not the students'
 
@@ -84,18 +93,6 @@ def student_id() -> str:
     return st.session_state[STUDENT]
 
 
-def _remember() -> None:
-    """Write this browser's student id (and a teacher's token) into its cookies when they are not there yet."""
-    wanted = {STUDENT_COOKIE: student_id(), TEACHER_COOKIE: st.session_state.get(TOKEN) or ""}
-    have = _cookies()
-    changes = {name: value for name, value in wanted.items() if have.get(name, "") != value
-               and (value or name in have)}
-    if changes:  # values are 32 hex digits or empty (HEX_ID / secrets.token_hex): safe inside the script
-        script = "".join(f'window.parent.document.cookie = "{name}={value}; path=/; SameSite=Strict; '
-                         f'max-age={31536000 if value else 0}";' for name, value in changes.items())
-        st.iframe(f"<script>{script}</script>", height=1, alt="Remembers this browser for the class")
-
-
 def _cookies() -> dict[str, str]:
     try:
         return dict(st.context.cookies)
@@ -124,8 +121,16 @@ def _prove(given: str) -> bool:
 
 
 def read_link() -> None:
-    """Before the link is restored: a teacher-only link's key is checked and dropped; once per session, a
-    teacher's token in the browser's cookie makes the session the teacher's again (a reload)."""
+    """Before the link is restored: a teacher-only link's key is checked once and its history entry replaced;
+    once per session, a teacher's token in the browser's cookie makes the session the teacher's again (a reload).
+
+    Streamlit writes a changed query string with ``history.pushState``, so deleting the key from
+    ``st.query_params`` would leave the entry with the key behind (Back would send it again). Instead the key
+    stays in the server's copy for this run, nothing writes the address bar (``publish`` waits while it is
+    there), and ``_FORGET_LINK_JS`` replaces the entry in the browser and tells Streamlit, as Back and
+    Forward do, so the next run comes without it. Should that script not run, the next run that still
+    carries the key (already checked: ``LINK_KEY``) drops it from the address bar the usual way.
+    """
     if TOKEN not in st.session_state:
         token = _cookies().get(TEACHER_COOKIE, "")
         st.session_state[TOKEN] = None
@@ -133,22 +138,50 @@ def read_link() -> None:
             st.session_state[TOKEN] = token
             st.session_state[TEACHER] = True
             st.session_state[FOLLOW] = False
-    if "teacher" in st.query_params:
-        given = st.query_params["teacher"]
-        del st.query_params["teacher"]  # the key does not stay in the address bar (or in a copied link)
-        if teacher_key() is None:
-            st.session_state[MESSAGE] = ("error", "This server has no teacher key, so the link's key was ignored.")
-        else:
-            _prove(given[:256])
+    if "teacher" not in st.query_params:
+        return
+    given = st.query_params["teacher"][:256]
+    if st.session_state.get(LINK_KEY) == given:  # checked in an earlier run
+        if not st.session_state.get(FORGET_LINK):  # the script was drawn and the browser still sent the key
+            del st.query_params["teacher"]
+        return
+    st.session_state[LINK_KEY] = given
+    st.session_state[FORGET_LINK] = True
+    if teacher_key() is None:
+        st.session_state[MESSAGE] = ("error", "This server has no teacher key, so the link's key was ignored.")
+    else:
+        _prove(given)
+
+
+def link_key_pending() -> bool:
+    """True while the address bar may still hold a teacher-only link's key (nothing may write it meanwhile)."""
+    return "teacher" in st.query_params
+
+
+# Replaces the address bar's entry (the teacher-only link) by the same address without the key, then tells
+# Streamlit the address changed as Back or Forward would (a "popstate"): its next run comes from the clean
+# address, and Streamlit writes that run's query string by replacing the entry, not pushing a new one.
+_FORGET_LINK_JS = """const w = window.parent, url = new URL(w.location.href);
+if (url.searchParams.has("teacher")) {
+  url.searchParams.delete("teacher");
+  w.history.replaceState(w.history.state, "", url.toString());
+  w.dispatchEvent(new PopStateEvent("popstate", {state: w.history.state}));
+}"""
 
 
 # -- the teacher's side -------------------------------------------------------------------------------
 def publish() -> None:
-    """After every run: the address bar follows the state, and a broadcasting teacher's view goes to the room."""
-    url_state.publish()
-    if is_teacher() and st.session_state.get(BROADCASTING, True):
+    """After every run: the address bar follows the state, and a broadcasting teacher's view goes to the room
+    (a teacher who is not broadcasting pauses it: followers are told, and keep their own view)."""
+    if not link_key_pending():  # writing the address bar now would push the link's entry into the history
+        url_state.publish()
+    if not is_teacher():
+        return
+    if st.session_state.get(BROADCASTING, True):
         query = {k: v for k, v in url_state.current_query().items() if k not in NOT_FOLLOWED}
         room().broadcast(navigation.current_url_path(), query)
+    else:
+        room().pause()
 
 
 # -- the student's side -------------------------------------------------------------------------------
@@ -166,10 +199,13 @@ def follow(page_url_path: str) -> None:
     new); now the next run switches again. The view itself is applied once per version (``ARRIVING``), so
     a repeated switch does not replay the walk twice.
     """
-    if not following():
+    if not following() or link_key_pending():  # a switch now would push the link's key into the history
         return
     broadcast = room().current()
     if broadcast.version == 0 or broadcast.version == st.session_state.get(APPLIED):
+        return
+    if not broadcast.live:  # paused: nothing to apply (counted as seen, so the heartbeat does not ask again)
+        st.session_state[APPLIED] = st.session_state[ARRIVING] = broadcast.version
         return
     if st.session_state.get(ARRIVING) != broadcast.version:
         st.session_state[ARRIVING] = broadcast.version
@@ -198,18 +234,44 @@ def _step_on() -> None:
     st.session_state.pop(ARRIVING, None)
 
 
+def show_rounds(**drawn: object) -> None:
+    """A class page drew these rounds (``Rounds`` fields: ``draw_id``, ``guess_id``, ``revealed``): the heartbeat
+    reruns the app when the room's differ, so the page never shows one round's text over another's chart."""
+    st.session_state.setdefault(ROUNDS_SHOWN, {}).update(drawn)
+
+
+def _rounds_changed(now: Rounds) -> bool:
+    return any(getattr(now, field) != value for field, value in st.session_state.get(ROUNDS_SHOWN, {}).items())
+
+
 @st.fragment(run_every=POLL_S)
-def _poll() -> None:
-    """A follower's heartbeat: rerun the app when the teacher's view changed."""
-    broadcast = room().current()
-    room().seen(student_id())
-    if broadcast.version and broadcast.version != st.session_state.get(APPLIED):
+def _heartbeat() -> None:
+    """Every tab's poll: a follower's reruns the app on a new broadcast, a class page's on a new round or a
+    reveal; the teacher's counts the followers, the follower's says what it follows."""
+    the_room = room()
+    pending = link_key_pending()  # a rerun now could lose the script that takes the link's key out of the history
+    if _rounds_changed(the_room.rounds()) and not pending:
         st.rerun()
-    if broadcast.version:
+    if is_teacher():
+        n = the_room.followers(SEEN_S)
+        broadcasting = st.session_state.get(BROADCASTING, True)
+        st.caption(f"You are the teacher. {n} student{'s' * (n != 1)} following now"
+                   + ("." if broadcasting else " (your view is not broadcast: they keep their own)."))
+        return
+    if not following():
+        return
+    broadcast = the_room.current()
+    the_room.seen(student_id())
+    if broadcast.version and broadcast.version != st.session_state.get(APPLIED) and not pending:
+        st.rerun()
+    if not broadcast.version:
+        st.caption("Following the teacher: waiting for the teacher's first page.")
+    elif not broadcast.live:
+        st.caption(f"The teacher is not broadcasting right now ({_ago(broadcast.at)}): your page and settings "
+                   "are your own until they start again.")
+    else:
         title = next((spec.title for spec in navigation.PAGES if spec.url_path == broadcast.page), broadcast.page)
         st.caption(f"Following the teacher: **{title}** (the teacher's view last changed {_ago(broadcast.at)}).")
-    else:
-        st.caption("Following the teacher: waiting for the teacher's first page.")
 
 
 def _ago(at: float) -> str:
@@ -217,14 +279,28 @@ def _ago(at: float) -> str:
     return "just now" if seconds < 2 else (f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago")
 
 
+def _follow_help() -> str:
+    return (f"Your page and settings follow the teacher's: your tab asks the server every {POLL_S:g} s, then reruns "
+            "on the teacher's view. Switch off to explore on your own; switch on again to catch up.")
+
+
 def _unlock() -> None:
     given = st.session_state.get("_w_class_key", "")
     st.session_state["_w_class_key"] = ""  # the key is not kept in the widget
-    _prove(given)
+    if not given.strip():  # nothing typed (or a click delivered twice, the box already cleared): not a try
+        if not is_teacher():
+            st.session_state[TEACHER_PANEL] = True
+            st.session_state[KEY_MESSAGE] = ("info", "Type the teacher key first.")
+        return
+    if not _prove(given):
+        st.session_state[TEACHER_PANEL] = True  # keep the panel open beside its message
+        st.session_state[KEY_MESSAGE] = st.session_state.pop(MESSAGE)
 
 
 def _store_broadcasting() -> None:
     st.session_state[BROADCASTING] = st.session_state[f"_w_{BROADCASTING}"]
+    if not st.session_state[BROADCASTING] and is_teacher():
+        room().pause()  # at once, not only after this run
 
 
 def _leave() -> None:
@@ -232,39 +308,66 @@ def _leave() -> None:
     if st.session_state.get(TOKEN):
         room().revoke_teacher_token(st.session_state[TOKEN])
     st.session_state[TOKEN] = None
+    room().pause()
     st.session_state[MESSAGE] = ("info", "You left teacher mode: your view is no longer broadcast.")
 
 
 def render_sidebar() -> None:
-    """The class panel in the sidebar: off (no key), the teacher's broadcast toggle, or the student's follow toggle."""
+    """The class panel, at the top of the sidebar (under the page list): the teacher's broadcast toggle and
+    follower count, or the student's follow toggle and "I am the teacher"; nothing when class mode is off
+    (the Class page says how to turn it on). Also every tab's heartbeat, and the scripts that keep this
+    browser's ids in its cookies and take a teacher-only link's key out of its history."""
+    st.session_state.pop(ROUNDS_SHOWN, None)  # the page of this run says which rounds it draws
     with st.sidebar:
-        st.subheader("Class")
+        scripts = _forget_link_script()
         message = st.session_state.pop(MESSAGE, None)
+        if teacher_key() is None:
+            _scripts(scripts)
+            if message:
+                getattr(st, message[0])(message[1])
+            return
+        _scripts(scripts + _cookie_script())
         if message:
             getattr(st, message[0])(message[1])
-        if teacher_key() is None:
-            st.caption("Class mode is off: this server was started without a teacher key "
-                       f"(`{TEACHER_KEY_ENV}`), so nobody can broadcast.")
-            return
-        _remember()
         if is_teacher():
             st.session_state.setdefault(BROADCASTING, True)
             st.session_state[f"_w_{BROADCASTING}"] = st.session_state[BROADCASTING]
             st.toggle("Broadcast my view", key=f"_w_{BROADCASTING}", on_change=_store_broadcasting,
-                      help="Students who follow get your page, prompt, model and settings within about a second.")
-            n = room().followers(SEEN_S)
-            st.caption(f"You are the teacher. {n} student{'s' * (n != 1)} following now.")
-            st.button("Leave teacher mode", key="class_leave", on_click=_leave)
+                      help=f"Students who follow get your page, prompt, model and settings: their tabs ask every "
+                           f"{POLL_S:g} s, then rerun on your view. Off: they keep their own view and are told so.")
+            _heartbeat()  # the follower count, live
+            st.button("Leave teacher mode", key="class_leave", on_click=_leave, type="tertiary")
             return
         st.session_state[f"_w_{FOLLOW}"] = bool(st.session_state.get(FOLLOW, True))
-        st.toggle("Follow the teacher", key=f"_w_{FOLLOW}", on_change=_step_on,
-                  help="Your page and settings follow the teacher's. Switch off to explore on your own; "
-                       "switch on again to catch up.")
-        if following():
-            _poll()
-        with st.expander("I am the teacher"):
+        st.toggle("Follow the teacher", key=f"_w_{FOLLOW}", on_change=_step_on, help=_follow_help())
+        _heartbeat()
+        with st.expander("I am the teacher", key=TEACHER_PANEL, on_change="rerun"):
+            key_message = st.session_state.pop(KEY_MESSAGE, None)
+            if key_message:
+                getattr(st, key_message[0])(key_message[1])
             if st.session_state.get(TRIES, 0) >= MAX_KEY_TRIES:
                 st.caption(f"{MAX_KEY_TRIES} wrong keys: this session does not ask again.")
             else:
                 st.text_input("Teacher key", type="password", key="_w_class_key", max_chars=256)
                 st.button("Unlock teacher mode", key="class_unlock", on_click=_unlock)
+
+
+def _forget_link_script() -> list[str]:
+    """The script that takes a teacher-only link's key out of the browser's history, once (see ``read_link``)."""
+    return [_FORGET_LINK_JS] if st.session_state.pop(FORGET_LINK, False) else []
+
+
+def _cookie_script() -> list[str]:
+    """Statements writing this browser's student id (and a teacher's token) into its cookies when they are not
+    there yet; values are 32 hex digits or empty (HEX_ID / secrets.token_hex): safe inside the script."""
+    wanted = {STUDENT_COOKIE: student_id(), TEACHER_COOKIE: st.session_state.get(TOKEN) or ""}
+    have = _cookies()
+    changes = {name: value for name, value in wanted.items() if have.get(name, "") != value
+               and (value or name in have)}
+    return [f'window.parent.document.cookie = "{name}={value}; path=/; SameSite=Strict; '
+            f'max-age={31536000 if value else 0}";' for name, value in changes.items()]
+
+
+def _scripts(statements: list[str]) -> None:
+    if statements:
+        st.iframe(f"<script>{chr(10).join(statements)}</script>", height=1, alt="Class mode's browser bookkeeping")

@@ -1,16 +1,17 @@
 """The class experiments' numbers: each student's own seeded draws, the pooled histogram with χ², the guesses.
 
-Owns the arithmetic behind ``pages/85_class.py`` and the Sampling page's "Draw for the class":
+Owns the arithmetic behind ``pages/95_class.py`` and the Sampling page's "Draw for the class":
 
 - a student's draws in a round come from its own seed (``student_seed``: the round id and the
   student's id hashed, so two students never share a stream and a new round draws new numbers),
   through the same ``draw_token_ids`` the thousand draws use, on the experiment the teacher fixed
   when starting the round (``ui.room.Experiment``): draw k of a student is always the same token;
 - the pooled histogram puts every counted draw of the room against the sampler's exact final
-  probabilities, and tests the fit with the same Pearson χ² as the thousand draws;
-- a guess is read as the model's token for the guessed word (a leading space when the prompt ends
-  without one, the first token when the word is several) and set against the model's probability
-  of that token at T = 1.
+  probabilities, and tests the fit with the same Pearson χ² as the thousand draws; ``pooled_bins`` says
+  which tokens that test counts on their own and which it pools (for the sentence under the chart);
+- a guess is read as the model's token for the guessed word (a leading space when the prompt's last
+  token ends without one, the first token when the word is several) and set against the model's
+  probability of that token at T = 1.
 Results are plain numpy/Python.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ui.resources import engine_for
 from ui.room import Experiment
 
 DRAWS_PER_PRESS = 10  # one press of "Draw for the class"
+MIN_EXPECTED = 5.0  # chi_square_gof's rule: a bin must be expected this often (tests check the two agree)
 TOP_GUESS_TOKENS = 8  # the model's most probable tokens shown beside the class's guesses
 
 
@@ -71,12 +73,44 @@ def pooled_histogram(experiment: Experiment, counts: Counter, top_n: int = 10) -
     return Histogram(n, labels, order[:shown], observed, expected, chi_square_gof(vector, probs), [])
 
 
+@dataclass(frozen=True)
+class BinPlan:
+    """How Pearson's χ² groups the survivors for ``n_draws`` draws (the rule of ``chi_square_gof``)."""
+
+    alone: int  # tokens expected at least MIN_EXPECTED times: a bin each
+    pooled: int  # the other survivors, counted together
+    pooled_bin: bool  # they make a bin of their own (False: together still under MIN_EXPECTED, so they join the smallest)
+
+    @property
+    def n_bins(self) -> int:
+        return self.alone + (1 if self.pooled and self.pooled_bin else 0)
+
+
+def bin_plan(n_draws: int, probs: np.ndarray, min_expected: float = MIN_EXPECTED) -> BinPlan:
+    """Which survivors χ² tests alone and which together, for ``n_draws`` draws from ``probs`` (K,)."""
+    expected = n_draws * np.asarray(probs, dtype=np.float64) / float(np.sum(probs))  # (K,)
+    big = expected >= min_expected
+    pooled_expected = float(expected[~big].sum())
+    return BinPlan(int(big.sum()), int((~big).sum()), pooled_expected >= min_expected or not big.any())
+
+
+def pooled_bins(experiment: Experiment, n_draws: int) -> BinPlan:
+    """``bin_plan`` of the round's exact distribution: the bins behind the pooled histogram's χ²."""
+    _, probs = _distribution(experiment.model, experiment.prompt, experiment.chat, experiment.key)
+    return bin_plan(n_draws, probs)
+
+
 # -- guess the next token ---------------------------------------------------------------------------
-def guess_token(model: str, prompt: str, text: str) -> tuple[int, bool]:
-    """The model's token for a guessed word, and whether the word is that one token (not only its first)."""
+def guess_token(model: str, prompt: str, text: str, chat: bool = False) -> tuple[int, bool]:
+    """The model's token for a guessed word, and whether the word is that one token (not only its first).
+
+    The word gets a leading space when the prompt as the model reads it (its last token; with ``chat`` the
+    template's reply header) does not end in whitespace: after "sat on the" the next word is " mat".
+    """
     tokenizer = engine_for(model).tokenizer
     word = text.strip()
-    spaced = word if (not prompt or prompt[-1].isspace()) else " " + word
+    last = prompt_logits(model, prompt, chat).token_strings[-1] if prompt else ""
+    spaced = word if (not last or last[-1].isspace()) else " " + word
     ids = tokenizer.encode(spaced, special_tokens=False)
     return ids[0], len(ids) == 1
 
@@ -100,7 +134,7 @@ def guess_view(experiment: Experiment, guesses: list[str]) -> GuessView:
     """The class's guesses as tokens, against the model's next-token distribution (T = 1)."""
     logits = prompt_logits(experiment.model, experiment.prompt, experiment.chat).logits
     probs = softmax_at(logits, 1.0)  # (V,)
-    read = [guess_token(experiment.model, experiment.prompt, g) for g in guesses]
+    read = [guess_token(experiment.model, experiment.prompt, g, experiment.chat) for g in guesses]
     tally = Counter(token for token, _ in read)
     top = [int(t) for t in np.argsort(-probs)[:TOP_GUESS_TOKENS]]
     ids = [token for token, _ in tally.most_common()] + [t for t in top if t not in tally]

@@ -1,9 +1,10 @@
 """The class room: one per server process, shared by every browser session (pure Python, thread-safe).
 
 Owns what a class shares: the teacher's broadcast (the page and the link parameters the
-teacher's view publishes, with a version that grows on every change), the class draw
-round (every student's draws, counted once each) and the guess round (one guess per
-student). Nothing here is keyed by anything a browser sends as a setting: the room is
+teacher's view publishes, with a version that grows on every change, and whether the teacher
+is broadcasting at all), the class draw round (every student's draws, counted once each) and
+the guess round (one guess per student), and ``rounds()``, the small summary of both rounds that
+every open class page compares with what it drew (a new round, a reveal) to know it must redraw. Nothing here is keyed by anything a browser sends as a setting: the room is
 reached through ``ui.classroom.room()`` (a ``st.cache_resource``), only a session that
 proved the teacher key calls the teacher's methods, and a student is named by the random
 id of its browser (``ui.classroom.student_id``).
@@ -27,6 +28,7 @@ MAX_QUERY_VALUE = 4096  # characters of one broadcast value (the prompt is cut t
 MAX_STUDENTS = 500  # per round: a class, not the internet
 MAX_DRAWS_PER_STUDENT = 1000
 MAX_GUESS_CHARS = 40
+ANY = object()  # ``new_*_round(replacing=ANY)``: start a round whatever the room holds
 
 
 class RoomError(ValueError):
@@ -41,6 +43,7 @@ class Broadcast:
     page: str
     query: dict[str, str]
     at: float  # time.time() of the change (the follow latency benchmark reads it)
+    live: bool = True  # False while the teacher has "Broadcast my view" off (or left teacher mode)
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,21 @@ class Experiment:
     key: tuple  # ``ui.compute_logits.params_key`` of the teacher's sampling settings
 
 
+@dataclass(frozen=True)
+class Rounds:
+    """Which rounds the room holds now: what a class page compares with the rounds it drew."""
+
+    draw_id: str | None
+    guess_id: str | None
+    revealed: bool
+
+
 @dataclass
 class DrawRound:
     round_id: str  # random: part of every student's seed, so a new round draws new numbers
     experiment: Experiment
     draws: dict[str, list[int]] = field(default_factory=dict)  # student id -> token ids, draw 0, 1, 2, …
+    number: int = 1  # 1, 2, 3, … on this server: what the class calls it ("draw round 2")
 
     def counts(self) -> Counter:
         return Counter(token for tokens in self.draws.values() for token in tokens)
@@ -69,6 +82,7 @@ class GuessRound:
     experiment: Experiment
     guesses: dict[str, str] = field(default_factory=dict)  # student id -> the guessed text
     revealed: bool = False
+    number: int = 1  # 1, 2, 3, … on this server ("guess round 2")
 
 
 class Room:
@@ -116,7 +130,7 @@ class Room:
 
     # -- the teacher's view ----------------------------------------------------------------------------
     def broadcast(self, page: str, query: dict[str, str]) -> int:
-        """Publish the teacher's page and link parameters; the version grows only when they changed."""
+        """Publish the teacher's page and link parameters; the version grows only when they (or ``live``) changed."""
         if not isinstance(page, str) or len(page) > 64:
             raise RoomError("the page must be a url path")
         if len(query) > MAX_QUERY_ITEMS or any(
@@ -124,19 +138,43 @@ class Room:
                 for k, v in query.items()):
             raise RoomError("a broadcast carries link parameters only (short names, text values)")
         with self._lock:
-            if page != self._broadcast.page or query != self._broadcast.query:
-                self._broadcast = Broadcast(self._broadcast.version + 1, page, dict(query), time.time())
+            old = self._broadcast
+            if page != old.page or query != old.query or not old.live:
+                self._broadcast = Broadcast(old.version + 1, page, dict(query), time.time())
+            return self._broadcast.version
+
+    def pause(self) -> int:
+        """The teacher stopped broadcasting: followers keep their own view (the version grows once)."""
+        with self._lock:
+            old = self._broadcast
+            if old.live and old.version:
+                self._broadcast = Broadcast(old.version + 1, old.page, old.query, time.time(), live=False)
             return self._broadcast.version
 
     def current(self) -> Broadcast:
         with self._lock:
             return self._broadcast
 
-    # -- draw for the class ----------------------------------------------------------------------------
-    def new_draw_round(self, experiment: Experiment) -> str:
-        """Start a class draw on ``experiment`` (the previous round's draws are dropped)."""
+    def rounds(self) -> Rounds:
+        """The current rounds' ids and whether the guesses are revealed (cheap: every open class page polls it)."""
         with self._lock:
-            self._draws = DrawRound(_round_id(), experiment)
+            guesses = self._guesses
+            return Rounds(self._draws.round_id if self._draws else None, guesses.round_id if guesses else None,
+                          bool(guesses and guesses.revealed))
+
+    # -- draw for the class ----------------------------------------------------------------------------
+    def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+        """Start a class draw on ``experiment`` (the previous round's draws are dropped); its id.
+
+        ``replacing`` is the round the teacher's page showed when the button was pressed (None: no round):
+        when the room holds another one by now, that press already started it (a click Streamlit delivered
+        twice) and nothing changes.
+        """
+        with self._lock:
+            if replacing is not ANY and (self._draws.round_id if self._draws else None) != replacing:
+                return self._draws.round_id if self._draws else ""
+            number = self._draws.number + 1 if self._draws else 1
+            self._draws = DrawRound(_round_id(), experiment, number=number)
             return self._draws.round_id
 
     def draw_round(self) -> DrawRound | None:
@@ -145,7 +183,8 @@ class Room:
             if self._draws is None:
                 return None
             return DrawRound(self._draws.round_id, self._draws.experiment,
-                             {student: list(tokens) for student, tokens in self._draws.draws.items()})
+                             {student: list(tokens) for student, tokens in self._draws.draws.items()},
+                             self._draws.number)
 
     def draws_of(self, round_id: str, student: str) -> int:
         """How many of ``student``'s draws the round has counted (its next draw's number)."""
@@ -176,9 +215,14 @@ class Room:
             return len(new)
 
     # -- guess the next token --------------------------------------------------------------------------
-    def new_guess_round(self, experiment: Experiment) -> str:
+    def new_guess_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+        """Start a guess round on ``experiment`` (the previous round's guesses are dropped); ``replacing`` as for
+        ``new_draw_round``."""
         with self._lock:
-            self._guesses = GuessRound(_round_id(), experiment)
+            if replacing is not ANY and (self._guesses.round_id if self._guesses else None) != replacing:
+                return self._guesses.round_id if self._guesses else ""
+            number = self._guesses.number + 1 if self._guesses else 1
+            self._guesses = GuessRound(_round_id(), experiment, number=number)
             return self._guesses.round_id
 
     def guess_round(self) -> GuessRound | None:
@@ -186,7 +230,7 @@ class Room:
             if self._guesses is None:
                 return None
             g = self._guesses
-            return GuessRound(g.round_id, g.experiment, dict(g.guesses), g.revealed)
+            return GuessRound(g.round_id, g.experiment, dict(g.guesses), g.revealed, g.number)
 
     def guess(self, round_id: str, student: str, text: str) -> None:
         """Store ``student``'s guess (replacing an earlier one) while the round is not revealed."""
