@@ -1,27 +1,27 @@
 """Entry point of the LLM inference explorer: page config, shared state, sidebar, navigation.
 
 Run with ``streamlit run app.py``. Pages live in ``pages/`` and are registered, in
-story order, in ``ui/navigation.py``; this file draws what every page shares. A shared
-link's settings are read once per session (``url_state.restore``), and the URL follows
-the state after every run (``url_state.publish``, through ``classroom.publish``, which also
-broadcasts a teacher's view; a follower applies it with ``classroom.follow``).
+story order, in ``ui/shell/navigation.py``; this file draws what every page shares. A shared
+link's settings are read once per session (``links.restore``), and the URL follows
+the state after every run (``links.publish``, through ``broadcast.publish``, which also
+broadcasts a teacher's view; a follower applies it with ``broadcast.follow``).
 """
 import streamlit as st
 
-from ui import classroom
+from ui.classroom import broadcast
+from ui.session import links, state
 from ui.shell import navigation, presenter, sidebar
-from ui.session import state, links as url_state
-from ui.shell.resources import configure_server, get_engine
+from ui.shell.resources import configure_server, current_client
 
 st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")
 configure_server()  # the operator's settings checked, and the app's one thread setting (LLM_EXPLORER_THREADS)
-classroom.read_link()  # a teacher-only link's key, checked and dropped before the link is restored
-url_state.restore()
+broadcast.read_link()  # a teacher-only link's key, checked and dropped before the link is restored
+links.restore()
 state.init()
 page = navigation.build()
-classroom.follow(navigation.spec_of(page).url_path)  # a follower takes the teacher's view (may switch page)
-classroom.render_sidebar()  # first under the page list: a class finds Follow / I am the teacher without scrolling
-sidebar.render(get_engine())
+broadcast.follow(navigation.spec_of(page).url_path)  # a follower takes the teacher's view (may switch page)
+broadcast.render_sidebar()  # first under the page list: a class finds Follow / I am the teacher without scrolling
+sidebar.render(current_client())
 presenter.render(navigation.spec_of(page))
-url_state.show_notes()
-navigation.run(page, after=classroom.publish)
+links.show_notes()
+navigation.run(page, after=broadcast.publish)

@@ -11,30 +11,39 @@ the ones before it):
 - ``inference.model``: config, GGUF reading, weights, loading, the transformer, the
   KV cache, traces, the tokenizer;
 - ``inference.generation``: the sampler and its stop rule, the engine, the stepper;
+- ``inference.inspection``: what the explorer reads of a model (embeddings, attention,
+  the residual stream, experiments, the sampler's numbers, the KV cache, the weights), as
+  numpy arrays and plain dataclasses;
 - ``inference.serving``: request records, left padding, static and continuous
   batching, the scheduler, the slot cache, the server (in a thread or a process of its
-  own) and ``ServeConfig``;
+  own), ``ServeConfig``, and ``EngineClient``, the one narrow API a page reads an engine through;
 - ``inference.bench``: benchmarks against references (not part of the library).
 
 The package never imports streamlit or plotly.
 """
+from . import inspection
 from .generation.engine import Candidate, Completion, Engine, PromptError, StepRecord, load_engine
 from .generation.sampling import SampleResult, SamplingError, SamplingParams, sample, sample_many
 from .generation.stepper import Stepper, StepperError
+from .inspection import release_freed_memory
 from .model.config import ModelConfig, UnsupportedModelError
 from .model.errors import ModelLoadError
+from .model.interventions import EdgeCut, HeadEdit, InterventionError, Interventions, MLPEdit
 from .model.kv_cache import CacheFullError, KVCache
-from .model.tokenizer import TokenizerError
+from .model.loader import gguf_source
+from .model.packages import GEMMA3_270M, SMOLLM2, install_hint, is_installed
+from .model.tokenizer import Tokenizer, TokenizerError, parse_merges
 from .model.trace import ForwardTrace, LayerTrace
+from .serving.client import PLAIN_CALLS, EngineClient, compare_modes
 from .serving.config import ServeConfig
 from .serving.continuous import ContinuousBatcher, run_continuous
+from .serving.process import ChildClient, ProcessServer
 from .serving.requests import BatchResult, BatchRun, BatchStep
 from .serving.scheduler import Scheduler, Sequence, SequenceStatus
-from .serving.process import ProcessServer
 from .serving.server import BusyError, EngineServer, RequestHandle, TokenEvent
 from .serving.slot_cache import SlotKVCache
 from .serving.static import run_static
-from .threads import set_threads
+from .threads import available_cores, set_threads
 
 __all__ = [
     "load_engine", "SamplingParams", "SamplingError", "SampleResult", "sample", "sample_many", "Engine", "StepRecord",
@@ -42,5 +51,8 @@ __all__ = [
     "LayerTrace", "PromptError", "ModelLoadError", "TokenizerError", "UnsupportedModelError",
     "BatchResult", "BatchRun", "BatchStep", "run_static", "run_continuous", "ContinuousBatcher", "ServeConfig",
     "Scheduler", "Sequence", "SequenceStatus", "SlotKVCache",
-    "EngineServer", "ProcessServer", "RequestHandle", "TokenEvent", "BusyError", "set_threads",
+    "EngineServer", "ProcessServer", "RequestHandle", "TokenEvent", "BusyError", "set_threads", "available_cores",
+    "inspection", "EngineClient", "ChildClient", "PLAIN_CALLS", "compare_modes", "release_freed_memory",
+    "Interventions", "HeadEdit", "EdgeCut", "MLPEdit", "InterventionError", "Tokenizer", "parse_merges",
+    "gguf_source", "GEMMA3_270M", "SMOLLM2", "install_hint", "is_installed",
 ]

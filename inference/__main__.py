@@ -11,8 +11,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import (ModelLoadError, PromptError, SamplingError, SamplingParams, TokenizerError, UnsupportedModelError,
-               load_engine, set_threads)
+from . import (
+    ModelLoadError,
+    PromptError,
+    SamplingError,
+    SamplingParams,
+    TokenizerError,
+    UnsupportedModelError,
+    load_engine,
+    set_threads,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,19 +1,24 @@
 """Attention: every token looks back at the tokens before it, one weighted average per head."""
 import streamlit as st
 
-from ui.shell import charts
-from ui.compute import attention as att
-from ui import classroom
-from ui.shell import models
-from ui.session import state
 from ui.claims import reading as claims
-from ui.figures import attention as figs
-from ui.figures.tokens import visible
+from ui.classroom import broadcast
+from ui.compute import attention as att
+from ui.compute import reference as ref
+from ui.compute.own_text import own_mask
+from ui.compute.own_text import words as own_words
 from ui.controls.head_switch import render as switch_heads_off
-from ui.shell.navigation import redirect_legacy_run
 from ui.controls.prompt import prompt_tokens
+from ui.figures import attention as figs
+from ui.figures import format as fmt
+from ui.figures.tokens import visible
+from ui.session import state
+from ui.shell import charts, models
+from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+
+EXAMPLE_TWO_NOUNS = "The trophy did not fit in the suitcase because it was too big."  # "it": trophy or suitcase?
 
 st.title("Attention")
 st.markdown(
@@ -31,9 +36,23 @@ if view is None:
 
 maps = att.attention_maps(models.current(), view.ids)
 pieces = view.pieces[: maps.n_tokens]
+own = own_mask(models.current(), state.get(state.PROMPT), bool(state.get(state.CHAT)))[: maps.n_tokens]
+words = own_words(pieces, own)  # the user's own words (never a chat template's or a BOS)
+pronoun_index = ref.find_pronoun(words)
+reference = ref.resolve(maps.probs, words, pronoun_index) if pronoun_index is not None else None
+last_own = max((i for i, mine in enumerate(own) if mine), default=maps.n_tokens - 1)
+start_query = reference.query if reference is not None else last_own  # the pronoun, else the last token typed
 if maps.total_tokens > maps.n_tokens:
     st.warning(f"The prompt has {maps.total_tokens:,} tokens; attention is computed and drawn for the first "
                f"{maps.n_tokens}. Those rows are exact: a causal model never lets later tokens change them.")
+
+
+def _leading(found: ref.Reference | None) -> tuple[str, str, int, list[int]] | None:
+    """(pronoun, word, query, the word's positions) of the antecedent most heads send the pronoun to, if any."""
+    if found is None or not found.counted:
+        return None
+    best = max(found.antecedents, key=lambda a: a.n_heads)
+    return found.pronoun.text, best.word.text, found.query, list(best.word.positions)
 
 
 @st.fragment
@@ -42,12 +61,12 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     # 1. One head
     st.header("One head: who looks at whom")
     c1, c2, c3 = st.columns(3)
-    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind("att_layer", 0, options=range(maps.n_layers)))
+    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind(state.ATT_LAYER, 0, options=range(maps.n_layers)))
     head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
-                        **state.bind("att_head", 0, options=range(maps.n_heads)))
+                        **state.bind(state.ATT_HEAD, 0, options=range(maps.n_heads)))
     query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
                          format_func=lambda i: f"{i}: {visible(pieces[i])}",
-                         **state.bind("att_query", att.default_query(pieces), options=range(maps.n_tokens)))
+                         **state.bind(state.ATT_QUERY, start_query, options=range(maps.n_tokens)))
     window = maps.window_of(layer)
     kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
     charts.show(charts.shared(figs.make_attention_heatmap)(maps.probs[layer, head], pieces,
@@ -93,8 +112,8 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
                 data=figs.gqa_table(maps.n_heads, maps.n_kv_heads))
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
-    switch_heads_off(maps, pieces, layer, head)
-    classroom.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
+    switch_heads_off(maps, pieces, layer, head, _leading(reference))
+    broadcast.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
 
 
 explore_heads(maps, pieces)
@@ -114,31 +133,35 @@ if config.local_layers:
                 data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window))
     if len(view.ids) <= config.window:
         st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
-        st.button(f"Use a prompt longer than {config.window} tokens", key="att_long_prompt",
+        st.button(f"Use a prompt longer than {config.window} tokens", key=state.ATT_LONG_PROMPT,
                   on_click=state.set_values,
                   args=({state.PROMPT: att.long_prompt_for_window(models.current(), state.DEFAULT_PROMPT)},))
     else:
         windowed = att.window_view(models.current(), view.ids)
         left, right = st.columns(2)
         local_layer = left.selectbox("Local layer", list(config.local_layers),
-                                     **state.bind("att_window_local", config.local_layers[0],
+                                     **state.bind(state.ATT_WINDOW_LOCAL, config.local_layers[0],
                                                   options=list(config.local_layers)))
         global_layer = right.selectbox("Global layer", globals_,
-                                       **state.bind("att_window_global", globals_[0], options=globals_))
+                                       **state.bind(state.ATT_WINDOW_GLOBAL, globals_[0], options=globals_))
+        colour_top = figs.window_colour_top([(windowed.pooled[i], windowed.block, windowed.window, i == local_layer)
+                                             for i in (local_layer, global_layer)])  # one colour scale for both
         for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
             with column:
                 charts.show(charts.shared(figs.make_window_heatmap)(
                     windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
-                    f"Layer {layer_index} ({label}), mean over heads", label == "local"), key=f"window_{label}",
+                    f"Layer {layer_index} ({label}), mean over heads", label == "local", colour_top),
+                    key=f"window_{label}",
                     data=figs.window_table(windowed.pooled[layer_index], windowed.block, windowed.window,
                                            label == "local"))
         st.caption(f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
                    f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
                    f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "
-                   "local layer, still read in the global one. Colours stop at each map's 99th percentile.")
+                   "local layer, still read in the global one. Both maps share one colour scale, which stops at the "
+                   "higher of their 99th percentiles.")
         local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
         shares = {i: float(windowed.outside_share[i]) for i in globals_}
-        by_layer = ", ".join(f"**{share:.1%}** (layer {i})" for i, share in shares.items())
+        by_layer = ", ".join(f"**{fmt.pct(share, 1)}** (layer {i})" for i, share in shares.items())
         st.markdown(
             f"- Measured over all {len(config.local_layers)} local layers and their heads: the largest weight any "
             f"query puts on a key outside its window is **{local_max:g}** "
@@ -146,38 +169,43 @@ if config.local_layers:
             f"- In the global layers, queries past position {config.window - 1} put on average {by_layer} of "
             "their weight on keys that far back.")
 
-# 4. The guided example
-st.header("Where does “it” look?")
-it_pos, cat_pos, mat_pos = (att.find_token(pieces, w) for w in ("it", "cat", "mat"))
+# 4. The guided example, for whatever pronoun and candidate words this prompt has
+st.header("Where does the pronoun look?")
 buttons = []
-if it_pos is None:
-    st.info("This part follows the example “The cat sat on the mat because it was tired.”: this prompt has no "
-            "word “it”. Put one in, after a noun (a “cat” or a “mat”), to see which noun its heads pick.")
+if reference is None:
+    st.info(claims.no_pronoun_sentence(EXAMPLE_TWO_NOUNS), icon=":material/info:")
+    st.button(f"Use “{EXAMPLE_TWO_NOUNS}”", key=state.ATT_USE_TWO_NOUNS, on_click=state.set_values,
+              args=({state.PROMPT: EXAMPLE_TWO_NOUNS, state.CHAT: False},))
 else:
-    over_layers = att.query_over_layers(maps, it_pos)
-    charts.show(charts.shared(figs.make_query_over_layers)(over_layers, pieces, it_pos), key="it_over_layers",
+    query = reference.query
+    over_layers = att.query_over_layers(maps, query)
+    charts.show(charts.shared(figs.make_query_over_layers)(over_layers, pieces, query), key="it_over_layers",
                 data=figs.query_layers_table(over_layers, pieces))
-    st.markdown(claims.sink_sentence(over_layers, pieces, it_pos))
-    for name, pos in (("cat", cat_pos), ("mat", mat_pos)):
-        if pos is not None and pos < it_pos:
-            best = att.top_heads(maps, it_pos, pos)
-            st.markdown(claims.top_heads_sentence(pieces[it_pos], pieces[pos], best))
-            lay, hd, _ = best[0]
-            buttons.append(name)
-            st.button(f"Show layer {lay}, head {hd} with query “it” above", key=f"att_show_{name}",
-                      on_click=state.set_values, args=({"att_layer": lay, "att_head": hd, "att_query": it_pos},))
+    st.markdown(claims.sink_sentence(over_layers, pieces, query))
+    st.markdown(claims.pronoun_sentence(
+        reference.pronoun.text, [(a.word.text, a.n_heads, a.best, a.only_first_token) for a in reference.antecedents],
+        reference.n_heads, ref.MIN_SHARE))
+    shown = [a for a in reference.antecedents if a.n_heads and a.best][:3]
+    for column, antecedent in zip(st.columns(len(shown)) if shown else [], shown):
+        lay, hd, _ = antecedent.best[0]
+        buttons.append(antecedent.word.text)
+        column.button(f"Show {fmt.head(lay, hd)}: “{visible(reference.pronoun.text)}” → “{antecedent.word.text}”",
+                      key=state.att_show_button(str(antecedent.word.start)), on_click=state.set_values,
+                      args=({state.ATT_LAYER: lay, state.ATT_HEAD: hd, state.ATT_QUERY: query},))
 
 st.header("What to try next")
-query = it_pos if it_pos is not None else maps.n_tokens - 1
-words = att.word_positions(pieces)
-later = next((i for i in reversed(words) if i > query), None)
-earlier = next((p for p in (cat_pos, mat_pos) if p is not None and p < query), None)
-earlier = earlier if earlier is not None else next((i for i in words if i < query), None)
+query = reference.query if reference is not None else last_own
+later = next((w for w in reversed(words) if w.start > query and w.text[:1].isalpha()), None)
+earlier_words = [w for w in words if w.end - 1 < query and w.text[:1].isalpha()]
+earlier = next((a.word for a in (reference.antecedents if reference else []) if a.n_heads), None)
+earlier = earlier or next(iter(ref.candidates(earlier_words, len(earlier_words))), None) or next(iter(earlier_words), None)
 suggestions = []
 if buttons:
-    suggestions.append("- Press the buttons above to jump to the heads that resolve “it”: which noun wins, and how "
-                       "sure is it?")
-suggestions.append(claims.causal_suggestion(pieces, query, later, earlier))
+    suggestions.append("- Press the buttons above to jump to the strongest head for each word: which word wins in "
+                       "each, and how sure is it?")
+suggestions.append(claims.causal_suggestion(pieces[query], query,
+                                            (later.text, later.start, later.end - 1) if later else None,
+                                            (earlier.text, earlier.start, earlier.end - 1) if earlier else None))
 suggestions.append(claims.previous_token_sentence(att.previous_token_heads(maps), maps.n_tokens))
 suggestions.append("- Then **Transformer block & logit lens**: what the block does with these weighted averages.")
 st.markdown("\n".join(line for line in suggestions if line))

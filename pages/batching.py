@@ -1,19 +1,19 @@
 """Batching: many requests of different lengths through one model at once, static vs continuous."""
+import time
+
 import streamlit as st
 
 from inference import SamplingError
-from ui.shell import charts
-from ui.compute import batching
-from ui.shell import models
-from ui.session import state
 from ui.claims import generating as claims
+from ui.compute import batching
 from ui.figures import batching as figs
+from ui.figures import format as fmt
+from ui.session import requests as request_rows
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
-
-RESULT_KEY = "batch_comparison"
-CURVE_KEY = "batch_curve"
 
 st.title("Batching")
 st.markdown(
@@ -30,10 +30,10 @@ st.header("The requests")
 st.caption(f"Edit, add or remove rows: at most {batching.MAX_REQUESTS} requests, prompts of at most "
            f"{batching.MAX_PROMPT_TOKENS} tokens, 1–{batching.MAX_NEW_TOKENS} new tokens each. Generation stops "
            "at the model's end-of-text token or the request's limit. Requests keep their row number everywhere below.")
-rows = st.data_editor(batching.editor_data(), num_rows="dynamic", key=batching.EDITOR_KEY, width="stretch",
+rows = st.data_editor(request_rows.editor_data(), num_rows="dynamic", key=state.BATCH_REQUESTS, width="stretch",
                       column_config={"prompt": st.column_config.TextColumn("prompt", width="large"),
                                      "max new tokens": st.column_config.NumberColumn(min_value=1, step=1)})
-batching.remember_rows(list(rows))
+request_rows.remember_rows(list(rows))
 model = models.current()
 requests = batching.parse_requests(model, list(rows))
 for problem in requests.problems:
@@ -48,14 +48,15 @@ st.header("One batch tensor: padding, mask and positions")
 padded = batching.padded_batch(model, tuple(requests.prompts))
 charts.show(figs.make_padded_batch(padded.tokens, labels=labels), key="batch_padded",
             data=figs.padded_table(padded.tokens, labels))
-st.metric("Share of the prefill batch that is padding", f"{padded.padding_share:.0%}",
+st.metric("Share of the prefill batch that is padding", fmt.pct(padded.padding_share),
           help="Columns computed for nothing: every prompt is left-padded to the longest.")
 c1, c2 = st.columns([1, 1])
 with c1:
-    chosen = st.selectbox("Attention mask of request", list(range(len(requests.prompts))), key="batch_mask_row",
+    chosen = st.selectbox("Attention mask of request", list(range(len(requests.prompts))), key=state.BATCH_MASK_ROW,
                           format_func=lambda i: f"request {labels[i]}")
     charts.show(figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]), key="batch_mask",
                 data=figs.mask_table(padded.masks[chosen], padded.tokens[chosen], labels[chosen]))
+    st.caption(claims.mask_caption(sum(cell is None for cell in padded.tokens[chosen]), len(padded.tokens[chosen])))
 with c2:
     charts.show(figs.make_positions_heatmap(padded.positions, padded.real, labels), key="batch_positions",
                 data=figs.positions_table(padded.positions, padded.real, labels))
@@ -63,26 +64,26 @@ with c2:
 # 2. Static vs continuous, measured
 st.header("Static vs continuous batching, measured")
 s1, s2, s3 = st.columns([1, 1, 1], vertical_alignment="bottom")
-temperature = s1.slider("Temperature (0 = greedy)", 0.0, 1.5, 0.0, 0.05, key="batch_temperature")
+temperature = s1.slider("Temperature (0 = greedy)", 0.0, 1.5, 0.0, 0.05, key=state.BATCH_TEMPERATURE)
 n_slots = s2.number_input("Continuous: cache slots", 1, batching.MAX_REQUESTS,
-                          min(batching.DEFAULT_SLOTS, len(requests.prompts)), key="batch_slots",
+                          min(batching.DEFAULT_SLOTS, len(requests.prompts)), key=state.BATCH_SLOTS,
                           help="Fewer slots than requests: the rest wait and join when one frees.")
-s3.button("Run static and continuous", key="batch_run", type="primary", width="stretch",
-          on_click=st.session_state.__setitem__, args=("batch_pending", True))
-share = st.checkbox("Continuous: share prompt starts", key="batch_share",
+s3.button("Run static and continuous", key=state.BATCH_RUN, type="primary", width="stretch",
+          on_click=state.put, args=(state.BATCH_PENDING, True))
+share = st.checkbox("Continuous: share prompt starts", key=state.BATCH_SHARE,
                     help="A request whose prompt begins with tokens a cache slot already holds copies those "
                          "positions instead of computing them (what the class server does for every request).")
-if st.session_state.pop("batch_pending", False):
+if st.session_state.pop(state.BATCH_PENDING, False):
     bar = st.progress(0.0, text="starting…")
     try:
-        st.session_state[RESULT_KEY] = batching.compare(
+        st.session_state[state.BATCH_RESULT] = batching.compare(
             model, requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
             lambda done, text: bar.progress(done, text=text), share_prefixes=bool(share))
     except SamplingError as error:
         st.error(f"Cannot run these requests: {error}. Set the seed in the sidebar.", icon=":material/block:")
     bar.empty()
 
-result = st.session_state.get(RESULT_KEY)
+result = st.session_state.get(state.BATCH_RESULT)
 if result is None or result.prompts != requests.prompts:
     st.info("Press **Run static and continuous**: both modes, then every request alone, on the shared model.")
 else:
@@ -91,14 +92,16 @@ else:
         static.tokens_per_second, continuous.tokens_per_second, len(static.phases), len(continuous.phases),
         static.wasted_positions, continuous.wasted_positions, result.n_slots, len(result.prompts),
         len(continuous.late_prefills), static.decode_medians(), continuous.decode_medians()))
+    steps = max(len(static.phases), len(continuous.phases))  # one step axis for both timelines
     charts.show(figs.make_batch_timeline(
-        static.grid, static.phases, "Static: one row per request until the whole batch is done", "row", labels),
+        static.grid, static.phases, "Static: one row per request until the whole batch is done", "row", labels,
+        steps),
         key="batch_static_timeline",
         data=figs.timeline_table(static.grid, static.phases, static.step_ms, "row", labels))
     charts.show(figs.make_batch_timeline(
         continuous.grid, continuous.phases,
         f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees (wait = paused by a "
-        "prefill)", "slot", labels),
+        "prefill)", "slot", labels, steps),
         key="batch_continuous_timeline",
         data=figs.timeline_table(continuous.grid, continuous.phases, continuous.step_ms, "slot", labels))
     m1, m2 = st.columns(2)
@@ -142,24 +145,24 @@ else:
 
 # 3. Throughput against batch size
 st.header("Throughput against batch size, measured")
-st.button("Measure throughput vs batch size", key="batch_curve_run",
-          on_click=st.session_state.__setitem__, args=("batch_curve_pending", True))
-if st.session_state.pop("batch_curve_pending", False):
+st.button("Measure throughput vs batch size", key=state.BATCH_CURVE_RUN,
+          on_click=state.put, args=(state.BATCH_CURVE_PENDING, True))
+if st.session_state.pop(state.BATCH_CURVE_PENDING, False):
     bar = st.progress(0.0, text="timing…")
-    st.session_state[CURVE_KEY] = (model, batching.throughput_curve(model, progress=lambda s, t: bar.progress(s, text=t)))
+    started = time.perf_counter()
+    measured_curve = batching.throughput_curve(model, progress=lambda s, t: bar.progress(s, text=t))
+    st.session_state[state.BATCH_CURVE] = (model, measured_curve, time.perf_counter() - started)
     bar.empty()
-stored_curve = st.session_state.get(CURVE_KEY)
+stored_curve = st.session_state.get(state.BATCH_CURVE)
 if stored_curve and stored_curve[0] == model:
-    curve = stored_curve[1]
+    curve, took = stored_curve[1], stored_curve[2] if len(stored_curve) > 2 else None
     charts.show(figs.make_throughput_curve(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),
                 key="batch_curve", data=figs.curve_table(curve.batch_sizes, curve.tokens_per_second, curve.step_ms))
     st.markdown(claims.curve_sentence(curve.batch_sizes, curve.tokens_per_second, curve.step_ms))
-    st.caption(f"What was measured: static batches of “{curve.prompt}” in 1–{curve.batch_sizes[-1]} rows, greedy, "
-               f"the median of {curve.decode_steps} decode steps each (forward + sampling), on this server now. "
-               "Small on purpose: about two seconds on two CPU cores.")
+    st.caption(claims.curve_caption(curve.prompt, curve.batch_sizes[-1], curve.decode_steps, took))
 else:
-    st.caption(f"Times {batching.CURVE_STEPS} decode steps at batch sizes "
-               f"{', '.join(map(str, batching.CURVE_SIZES))} (about two seconds on two CPU cores).")
+    st.caption(f"Times {batching.CURVE_STEPS} decode steps at each batch size "
+               f"({', '.join(map(str, batching.CURVE_SIZES))}) on this server, now.")
 
 st.subheader("What to try next")
 st.markdown(

@@ -2,13 +2,15 @@
 import streamlit as st
 
 from inference import PromptError, TokenizerError
-from ui.shell import charts
+from ui.claims import comparing as claims
 from ui.compute import compare as cmp
-from ui.shell import models
-from ui.session import state
 from ui.compute.tokens import tokenize
+from ui.figures import format as fmt
+from ui.figures.conventions import shared_range
 from ui.figures.generation import alternatives_table, make_alternatives_bar
-from ui.figures.tokens import token_chips_html, visible
+from ui.figures.tokens import token_chips_html
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -31,10 +33,10 @@ if len(offered) < 2:
     st.stop()
 
 c1, c2 = st.columns(2)
-left_model = c1.selectbox("Left", offered, **state.bind("cmp_left", offered[0], options=offered))
+left_model = c1.selectbox("Left", offered, **state.bind(state.CMP_LEFT, offered[0], options=offered))
 right_choices = [name for name in offered if name != left_model]
 right_model = c2.selectbox("Right", right_choices,
-                           **state.bind("cmp_right", right_choices[0], options=right_choices))
+                           **state.bind(state.CMP_RIGHT, right_choices[0], options=right_choices))
 pair = (left_model, right_model)
 prompt = str(state.get(state.PROMPT) or "")
 
@@ -75,8 +77,8 @@ st.markdown(
     f"**{bigger.name}** has {bigger.parameters / smaller.parameters:.1f}× the parameters of **{smaller.name}**; "
     f"its embedding matrix alone is {bigger.vocab_size:,} × {bigger.d_model} = "
     f"{bigger.vocab_size * bigger.d_model / 1e6:.0f} M of them "
-    f"({bigger.vocab_size * bigger.d_model / bigger.parameters:.0%}), against "
-    f"{smaller.vocab_size * smaller.d_model / 1e6:.0f} M ({smaller.vocab_size * smaller.d_model / smaller.parameters:.0%}). "
+    f"({fmt.pct(bigger.vocab_size * bigger.d_model / bigger.parameters)}), against "
+    f"{smaller.vocab_size * smaller.d_model / 1e6:.0f} M ({fmt.pct(smaller.vocab_size * smaller.d_model / smaller.parameters)}). "
     f"Per token of context, {a.name}'s KV cache takes {a.kv_bytes_per_token:,} bytes and {b.name}'s "
     f"{b.kv_bytes_per_token:,}."
 )
@@ -89,9 +91,9 @@ for column, model in zip(cols, pair):
     with column:
         st.subheader(model)
         shown = min(len(view.ids), CHIP_LIMIT)
-        st.markdown(f"**{len(view.ids):,} tokens** for {view.n_chars:,} characters "
-                    f"({view.n_chars / len(view.ids):.2f} characters per token)"
-                    + (f"; the first {shown} shown." if shown < len(view.ids) else "."))
+        specials = [piece for piece, special in zip(view.pieces, view.special) if special]
+        st.markdown(claims.token_count_sentence(len(view.ids) - len(specials), view.n_chars, specials,
+                                                shown if shown < len(view.ids) else None))
         st.markdown(token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]),
                     unsafe_allow_html=True)
         space = next((raw[0] for raw in view.raw if raw[:1] in ("Ġ", "▁")), None)
@@ -101,19 +103,18 @@ for column, model in zip(cols, pair):
 st.header("The next token: each model's top 10")
 cols = st.columns(2)
 tops = {model: cmp.next_token_top(model, prompt) for model in pair}
+axis = shared_range(*(tops[model].probabilities for model in pair))  # one scale: equal bars, equal probabilities
 for column, model, side in zip(cols, pair, ("left", "right")):
     top = tops[model]
     with column:
         charts.show(make_alternatives_bar(top.token_strings, top.probabilities, top.token_strings[0],
-                                          f"{model}: next token (softmax at T = 1)"), key=f"cmp_top_{side}",
+                                          f"{model}: next token (softmax at T = 1)", axis), key=f"cmp_top_{side}",
                     data=alternatives_table(top.token_ids, top.token_strings, top.probabilities, top.token_ids[0]))
 shared = set(tops[left_model].token_strings) & set(tops[right_model].token_strings)
-st.markdown(f"Both pick **{visible(tops[left_model].token_strings[0])}** first." if
-            tops[left_model].token_strings[0] == tops[right_model].token_strings[0] else
-            f"They disagree on the first choice: **{visible(tops[left_model].token_strings[0])}** "
-            f"({tops[left_model].probabilities[0]:.0%}) against **{visible(tops[right_model].token_strings[0])}** "
-            f"({tops[right_model].probabilities[0]:.0%}).")
-st.caption(f"{len(shared)} of the ten candidates (compared as text) appear in both lists.")
+st.markdown(claims.first_choice_sentence(tops[left_model].token_strings[0], tops[left_model].probabilities[0],
+                                         tops[right_model].token_strings[0], tops[right_model].probabilities[0]))
+st.caption(f"{len(shared)} of the ten candidates (compared as text) appear in both lists. Both charts share one "
+           "probability axis, so equal bars mean equal probabilities.")
 
 # 4. Greedy continuations
 st.header(f"Greedy continuations ({cmp.CONTINUATION_TOKENS} tokens)")
@@ -130,14 +131,7 @@ for column, model in zip(cols, pair):
                   "sampling, measured on this server when this continuation was generated.")
         m2.metric("Prefill", f"{run.prefill_ms:.0f} ms")
 split = cmp.first_divergence(runs[left_model].text, runs[right_model].text)
-if split.identical:
-    st.markdown("The two continuations are **identical**.")
-else:
-    n_common = len(split.common)
-    st.markdown(f"They agree on the first **{n_common} character{'s' * (n_common != 1)}** "
-                f"(`{visible(split.common) or '∅'}`), "
-                f"then part: {left_model} goes on `{visible(split.left_rest[:40])}`, {right_model} "
-                f"`{visible(split.right_rest[:40])}`.")
+st.markdown(claims.divergence_sentence(split.common, left_model, split.left_rest, right_model, split.right_rest))
 speeds = {model: runs[model].decode_tok_s for model in pair}
 if all(speeds.values()):
     fast, slow = sorted(pair, key=lambda m: -speeds[m])

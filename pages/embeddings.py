@@ -2,16 +2,18 @@
 import numpy as np
 import streamlit as st
 
-from ui.shell import charts
+from ui.claims import reading as claims
 from ui.compute import attention as att
 from ui.compute import embeddings as emb
-from ui.shell import models
-from ui.session import state
-from ui.claims import reading as claims
+from ui.compute import reference as ref
+from ui.compute.own_text import own_mask
+from ui.compute.own_text import words as own_words
+from ui.controls.prompt import prompt_tokens
 from ui.figures import embeddings as figs
 from ui.figures.tokens import visible
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -56,7 +58,7 @@ charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), 
 
 st.header("One token's vector and its neighbours")
 pick = st.selectbox("Token", options=list(range(n)), format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
-                    **state.bind("emb_token", min(1, n - 1), options=range(n)))
+                    **state.bind(state.EMB_TOKEN, min(1, n - 1), options=range(n)))
 token_id, piece = view.ids[pick], view.pieces[pick]
 left, right = st.columns([3, 2])
 neighbours = emb.nearest(model, token_id)
@@ -71,7 +73,7 @@ st.caption(f"Cosine similarity compares directions: 1 = same direction, 0 = unre
 
 st.header("A map of meaning (2-D projection)")
 words_text = st.text_input("Words to add to the map (comma-separated)",
-                           **state.bind("emb_words", ", ".join(w.strip() for w in emb.WORD_SET)))
+                           **state.bind(state.EMB_WORDS, ", ".join(w.strip() for w in emb.WORD_SET)))
 words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
 projection = emb.project(model, view.ids[:n], words)
 if len(projection.labels) < 3:
@@ -99,7 +101,7 @@ if emb.position_scheme(model) == "rope":
                     f"{bases['global']:,.0f}. A bigger base turns the slow pairs slower still, so positions "
                     "far apart stay distinguishable over a long context.")
         local = st.radio("RoPE of", ["local layers", "global layers"], horizontal=True,
-                         **state.bind("emb_rope_kind", "local layers", options=["local layers", "global layers"])
+                         **state.bind(state.EMB_ROPE_KIND, "local layers", options=["local layers", "global layers"])
                          ) == "local layers"
     angles = emb.rope_angles(model, ROPE_POSITIONS, local)  # (P, hd/2)
     n_pairs = angles.shape[1]
@@ -109,18 +111,24 @@ if emb.position_scheme(model) == "rope":
                 data=figs.rope_rotation_table(angles, pairs, wavelengths))
     maps = att.attention_maps(model, view.ids)
     pieces = view.pieces[: maps.n_tokens]
-    query = att.find_token(pieces, "it")
-    query = query if query is not None else maps.n_tokens - 1
-    key = att.find_token(pieces[:query], "cat")
-    key = key if key is not None else 0
-    layer, head, weight = att.top_heads(maps, query, key, k=1)[0]
-    by_distance = att.scores_by_distance(model, maps, layer, head, query, key)
+    own = own_mask(model, state.get(state.PROMPT), bool(state.get(state.CHAT)))[: maps.n_tokens]
+    words = own_words(pieces, own)
+    pronoun = ref.find_pronoun(words)
+    query = words[pronoun].end - 1 if pronoun is not None else max(
+        (i for i, mine in enumerate(own) if mine), default=maps.n_tokens - 1)
+    # The pair: of the strongest heads from the query onto an earlier word (never the first token, where weight
+    # parks whatever the distance), the one whose score distance changes most, so the line shows what it claims.
+    options = ref.rope_candidates(maps.probs, words, query) or [(0, 0, query)]
+    scored = [(att.scores_by_distance(model, maps, layer, head, query, key), layer, head, key)
+              for layer, head, key in options]
+    by_distance, layer, head, key = max(scored, key=lambda item: float(np.ptp(item[0].scores)))
+    weight = float(maps.probs[layer, head, query, key])
     kind = ""
     if len(bases) > 1:
         is_local = layer in att.layer_layout(model).local_layers
         kind = f"a {'local' if is_local else 'global'} layer: RoPE base {bases['local' if is_local else 'global']:,.0f}"
     st.markdown(claims.rope_pair_sentence(pieces[query], pieces[key], layer, head, weight, by_distance.actual_distance,
-                                          kind))
+                                          kind, by_distance.scores))
     charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
                                           by_distance.recorded, pieces[query], pieces[key]), key="rope_distance",
                 data=figs.distance_table(by_distance.distances, by_distance.scores, by_distance.actual_distance,

@@ -2,17 +2,18 @@
 import streamlit as st
 
 from inference import PromptError, TokenizerError
-from ui.shell import charts, models
-from ui.controls import experiment as experiment_controls
-from ui.session import state
 from ui.compute import experiments as ce
-from ui.session import experiment as exp
-from ui.figures import experiments as figs
-from ui.figures.logits import visible_token
-from ui.shell.navigation import redirect_legacy_run
-from ui.controls.prompt import prompt_tokens
-from ui.shell.resources import engine_for
 from ui.compute.token_text import token_texts
+from ui.controls import experiment as experiment_controls
+from ui.controls.prompt import prompt_tokens
+from ui.figures import experiments as figs
+from ui.figures import format as fmt
+from ui.figures.logits import visible_token
+from ui.session import experiment as exp
+from ui.session import state
+from ui.shell import charts, models
+from ui.shell.navigation import redirect_legacy_run
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -23,14 +24,14 @@ st.markdown(
     "Interpretability researchers call these **interventions**; each runs on this request only, never on the "
     "shared model, and is carried in the link."
 )
-st.button(f"Use the example prompt: “{exp.EXAMPLE_PROMPT}”", key="exp_use_example",
+st.button(f"Use the example prompt: “{exp.EXAMPLE_PROMPT}”", key=state.EXP_USE_EXAMPLE,
           on_click=state.set_values, args=({state.PROMPT: exp.EXAMPLE_PROMPT, state.CHAT: False},))
 
 view = prompt_tokens()
 if view is None:
     st.stop()
 model = models.current()
-config = engine_for(model).config
+config = client_for(model).config
 ids = tuple(view.ids)
 try:
     ce.check_prompt(view.ids)
@@ -62,7 +63,7 @@ m1, m2, m3 = st.columns(3)
 m1.metric("Top next token before → after", f"{visible_token(compared.top_before_text)} → "
           f"{visible_token(compared.top_after_text)}", "changed" if compared.changed else "same", delta_color="off")
 p_before, p_after = compared.p_before(compared.top_before), compared.p_after(compared.top_before)
-m2.metric(f"p({visible_token(compared.top_before_text)})", f"{p_after:.3f}", f"{p_after - p_before:+.3f}")
+m2.metric(f"p({visible_token(compared.top_before_text)})", fmt.prob(p_after), fmt.signed(p_after - p_before, 3))
 m3.metric("KL(before ‖ after)", f"{compared.kl_bits:.4f} bits")
 charts.show(figs.make_before_after(compared.token_strings, compared.before, compared.after,
                                    "Next-token probabilities without and with the intervention"), key="exp_before_after",
@@ -74,14 +75,14 @@ charts.show(figs.make_lens_with_region(lens.after.layer_labels, lens.after.posit
             data=lambda: figs.lens_region_table(lens.after.layer_labels, lens.after.position_tokens,
                                                 lens.after.top_probs, lens.after.top_strings, lens.region, lens.changed))
 if lens.region is None:
-    st.caption("With no intervention nothing is shaded: every cell is the plain run's.")
+    st.caption("With no intervention nothing is outlined or dimmed: every cell is the plain run's.")
 else:
     row, col = lens.region
     inside = int(lens.changed.sum()) - lens.changed_outside
-    st.caption(f"The shaded block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
+    st.caption(f"The outlined block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
                f"and position **{lens.keep_from + col}**: an edit cannot reach earlier blocks, nor (attention looks "
-               f"only back) earlier positions. {inside} cell(s) there changed their top guess; "
-               f"{lens.changed_outside} outside it.")
+               f"only back) earlier positions, which are dimmed. {fmt.count(inside, 'cell')} there changed "
+               f"{'its' if inside == 1 else 'their'} top guess; {lens.changed_outside:,} outside it.")
 c1, c2 = st.columns(2)
 c1.markdown(f"**Greedy continuation before**\n\n> {ce.continuation(model, ids, exp.Settings())!r}")
 c2.markdown(f"**… and with the intervention on at every step**\n\n> {ce.continuation(model, ids, settings)!r}")
@@ -102,20 +103,21 @@ st.markdown(f"Each of the {config.n_layers * config.n_heads} heads is changed al
             "run without the edits above, and the change in "
             f"the target's log-probability recorded: {config.n_layers} forwards, each over a batch of "
             f"{config.n_heads} copies of the prompt (copy h changes head h).")
-st.button("Run the head sweep", key="exp_sweep_run", on_click=state.set_values, args=({exp.SWEEP: True},),
+st.button("Run the head sweep", key=state.EXP_SWEEP_RUN, on_click=state.set_values, args=({exp.SWEEP: True},),
           disabled=target is None)
 if state.get(exp.SWEEP) and target is not None:
     bar = st.progress(0.0, text="Sweeping the heads…")
     sweep = ce.head_importance(model, ids, target, mode, factor,
                                lambda done, total: bar.progress(done / total, text=f"Layer {done} of {total}"))
     bar.empty()
-    target_shown = token_texts(engine_for(model).tokenizer, [target])[0]
+    target_shown = token_texts(client_for(model).tokenizer, [target])[0]
     charts.show(figs.make_head_importance(sweep.delta, target_shown, action), key="exp_head_importance",
                 data=figs.head_importance_table(sweep.delta))
     order = sweep.delta.flatten().argsort()[:3]
-    worst = ", ".join(f"{i // config.n_heads}.{i % config.n_heads} ({sweep.delta.flat[i]:+.3f})" for i in order)
-    st.markdown(f"log p({visible_token(target_shown)}) is **{sweep.baseline:.3f}** without changes. The heads whose "
-                f"change lowers it most: {worst}; the largest rise is {sweep.delta.max():+.3f}.")
+    worst = ", ".join(f"{fmt.head(i // config.n_heads, i % config.n_heads)} ({fmt.signed(sweep.delta.flat[i], 3)})"
+                      for i in order)
+    st.markdown(f"log p({visible_token(target_shown)}) is **{fmt.fixed(sweep.baseline, 3)}** without changes. The heads "
+                f"whose change lowers it most: {worst}; the largest rise is {fmt.signed(sweep.delta.max(), 3)}.")
 
 # 4. Activation patching
 st.header("4 · Activation patching: where does the model keep “cat”?")
@@ -140,7 +142,7 @@ if setup is not None:
                 "stream, so a patch there restores exactly 0 and is not run. Each later position is one forward "
                 f"over a batch of {config.n_layers} copies (copy l patches after block l), reusing the corrupted "
                 "run's KV cache for the positions before it, which a patch cannot change.")
-    st.button("Run activation patching", key="exp_patch_run", on_click=state.set_values, args=({exp.PATCHING: True},))
+    st.button("Run activation patching", key=state.EXP_PATCH_RUN, on_click=state.set_values, args=({exp.PATCHING: True},))
     if state.get(exp.PATCHING):
         bar = st.progress(0.0, text="Patching…")
         restored = ce.patching(model, setup, lambda done, total: bar.progress(done / total,
@@ -161,7 +163,7 @@ if setup is not None:
                         f"{config.n_layers} blocks, the last being block {held[-1]}")
         sentence += (f"; patching the last position does from block {taken[0]} on" if taken
                      else "; no patch at the last position restores half")
-        st.markdown(sentence + f". The best single patch restores {restored.max():.0%}.")
+        st.markdown(sentence + f". The best single patch restores {fmt.pct(restored.max())}.")
 
 # 5. Direct logit attribution
 st.header("5 · Direct logit attribution")
@@ -182,7 +184,8 @@ if target is not None:
 
 st.header("What to try next")
 st.markdown(
-    "- On the **Attention** page, switch off the heads that send “it” to “cat”, then come back: does the answer move?\n"
+    "- When your prompt has a pronoun after a noun, the **Attention** page has a button that switches off the heads "
+    "sending the pronoun to the word most of them pick: press it, then come back: does the answer move?\n"
     "- Sweep the heads with the example prompt, switch off the three that matter most, and compare the continuation.\n"
     "- Run activation patching on the example pair: in which blocks does the noun's own position carry “cat”, and "
     "from which block on does the last position?"

@@ -1,14 +1,17 @@
 """Generation & the KV cache: the autoregressive loop step by step, and why the cache makes it fast."""
 import streamlit as st
 
-from ui.shell import charts, models, presenter
-from ui.controls import example_prompt, sampling as sampling_controls
-from ui.compute import generation as gen
 from ui.claims import generating as claims
-from ui.figures import generation as figs
-from ui.shell.navigation import redirect_legacy_run
+from ui.compute import generation as gen
+from ui.controls import example_prompt
+from ui.controls import sampling as sampling_controls
 from ui.controls.prompt import prompt_tokens
-from ui.shell.resources import get_engine
+from ui.figures import format as fmt
+from ui.figures import generation as figs
+from ui.session import state, walk
+from ui.shell import charts, models, presenter
+from ui.shell.navigation import redirect_legacy_run
+from ui.shell.resources import current_client
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -23,62 +26,64 @@ st.markdown(
     "Step through it below on the real model."
 )
 
-engine = get_engine()
+model = models.current()
+client = current_client()
+config = client.config
 view = prompt_tokens()
 if view is None:
     st.stop()
 presenting = presenter.is_on()  # a projector shows the walk, not every control: settings are read, not drawn
-settings = sampling_controls.settings_or_stop(engine.config.vocab_size, draw=not presenting)
-stepper = gen.current_stepper(engine, view.ids, settings.params)
+settings = sampling_controls.settings_or_stop(config.vocab_size, draw=not presenting)
+stepper = walk.current_stepper(model, view.ids, settings.params)
 
 # 1. Controls: next, run N, rewind, force a token (actions run as callbacks, before the page redraws)
 st.header("Step through it")
 if presenting:
-    run_n = int(st.session_state.get("gen_n", 8))
+    run_n = int(st.session_state.get(state.GEN_N, 8))
     c1, c2, c3 = st.columns(3, vertical_alignment="bottom")
-    c1.button("Next token", key="gen_next", type="primary", width="stretch", on_click=gen.act, args=("next",))
-    c2.button(f"Run {run_n}", key="gen_run", width="stretch", on_click=gen.act, args=("run",))
-    c3.button("Back to the prompt", key="gen_restart", width="stretch", on_click=gen.act, args=("restart",))
+    c1.button("Next token", key=state.GEN_NEXT, type="primary", width="stretch", on_click=walk.act, args=("next",))
+    c2.button(f"Run {run_n}", key=state.GEN_RUN, width="stretch", on_click=walk.act, args=("run",))
+    c3.button("Back to the prompt", key=state.GEN_RESTART, width="stretch", on_click=walk.act, args=("restart",))
     st.caption(f"Sampling: {sampling_controls.summary(settings.params)} (presenter mode hides the other controls).")
 else:
     c1, c2, c3, c4 = st.columns([1, 1.3, 1.3, 1.6], vertical_alignment="bottom")
-    c1.button("Next token", key="gen_next", type="primary", width="stretch", on_click=gen.act, args=("next",))
-    c2.number_input(f"Run N (≤ {gen.MAX_RUN})", min_value=1, max_value=gen.MAX_RUN, value=8, key="gen_n")
-    c2.button("Run N", key="gen_run", width="stretch", on_click=gen.act, args=("run",))
-    c3.number_input("Rewind to step", value=0, step=1, key="gen_rewind_to",
+    c1.button("Next token", key=state.GEN_NEXT, type="primary", width="stretch", on_click=walk.act, args=("next",))
+    c2.number_input(f"Run N (≤ {gen.MAX_RUN})", min_value=1, max_value=gen.MAX_RUN, value=8, key=state.GEN_N)
+    c2.button("Run N", key=state.GEN_RUN, width="stretch", on_click=walk.act, args=("run",))
+    c3.number_input("Rewind to step", value=0, step=1, key=state.GEN_REWIND_TO,
                     help="Keep this many generated tokens (0 = back to the prompt alone).")
-    c3.button("Rewind", key="gen_rewind", width="stretch", on_click=gen.act, args=("rewind",))
-    c4.text_input("Force the next token", value=" under", key="gen_force",
+    c3.button("Rewind", key=state.GEN_REWIND, width="stretch", on_click=walk.act, args=("rewind",))
+    c4.text_input("Force the next token", value=" under", key=state.GEN_FORCE,
                   help="Exactly one token; mind the leading space. Rewind first to branch at an earlier step.")
-    c4.button("Force it", key="gen_force_go", width="stretch", on_click=gen.act, args=("force",))
-error = st.session_state.pop(gen.ERROR_KEY, None)
+    c4.button("Force it", key=state.GEN_FORCE_GO, width="stretch", on_click=walk.act, args=("force",))
+error = st.session_state.pop(state.GEN_ERROR, None)
 if error:
     st.error(f"{error}. Nothing was changed.", icon=":material/block:")
-if st.session_state.get(gen.PENDING_KEY) == "run":
-    del st.session_state[gen.PENDING_KEY]
+if st.session_state.get(state.GEN_PENDING) == "run":
+    del st.session_state[state.GEN_PENDING]
     bar = st.progress(0.0, text="generating…")
-    gen.run_steps(stepper, int(st.session_state.get("gen_n", 8)), lambda share, text: bar.progress(share, text=text))
+    walk.run_steps(stepper, int(st.session_state.get(state.GEN_N, 8)), lambda share, text: bar.progress(share, text=text))
     bar.empty()
 
 if not presenting:
     st.caption(f"Up to {gen.MAX_STEPS} tokens per walk; Run N adds at most {gen.MAX_RUN} at a time. Changing the "
                "prompt starts a new walk; changed sampling settings apply from the next step. Step i's draw uses its "
                "own generator seeded from (seed, i), so a rewound step replays the same token.")
-chosen_texts = gen.chosen_texts(stepper)
+chosen_texts = gen.chosen_texts(model, stepper)
 st.markdown(figs.sequence_html(view.pieces, chosen_texts, [c.forced for c in stepper.chosen]), unsafe_allow_html=True)
 if stepper.done and stepper.chosen:
-    st.info(claims.finished_sentence(stepper.chosen[-1].token_id in engine.eos_ids, stepper.max_steps))
+    st.info(claims.finished_sentence(stepper.chosen[-1].token_id in client.info.eos_ids, stepper.max_steps))
 
 if stepper.chosen:
     last = stepper.chosen[-1]
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Generated tokens", len(stepper.chosen))
-    m2.metric("Positions in the KV cache", len(stepper.cache))
-    m3.metric("Last step", f"{1000 * last.seconds:.1f} ms", help=f"{last.phase}: forward + sampling")
+    m2.metric("Positions in the KV cache", stepper.cache_length)
+    m3.metric("Last step", fmt.ms(1000 * last.seconds), help=f"{last.phase}: forward + sampling")
     m4.metric("Reused by the last step", f"{last.cache_len_before} positions",
               help="Positions read from the cache instead of recomputed.")
     left, right = st.columns([1, 1.4]) if not presenting else (st.container(), None)  # no table beside it
-    top_texts = gen.candidate_texts(stepper, last.top)
+    top_texts = gen.candidate_texts(model, last.top)
     chosen_text = chosen_texts[-1]
     with left:
         charts.show(figs.make_alternatives_bar(
@@ -88,31 +93,30 @@ if stepper.chosen:
             data=figs.alternatives_table([c.token_id for c in last.top], top_texts, [c.probability for c in last.top],
                                          last.token_id))
     if right is not None:
-        right.dataframe(gen.steps_table(stepper), hide_index=True, height=300, key="gen_steps_table")
+        right.dataframe(gen.steps_table(model, stepper), hide_index=True, height=300, key="gen_steps_table")
 else:
     st.info("Press **Next token** to run the prefill (the whole prompt in one pass) and choose the first token.")
 
 # 2. The cache itself
 st.header("Inside the KV cache")
-if len(stepper.cache) == 0:
+if stepper.cache_length == 0:
     st.info("The cache is empty until the first step runs the prompt through the model.")
 else:
-    layer = st.slider("Layer", 0, engine.config.n_layers - 1, 0, key="gen_layer")
-    cache = gen.cache_view(stepper, layer)
+    layer = st.slider("Layer", 0, config.n_layers - 1, 0, key=state.GEN_LAYER)
+    cache = gen.cache_view(model, stepper, layer)
     charts.show(figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
                 key="gen_kv_heatmaps",
                 data=lambda: figs.kv_table(cache.keys, cache.values, cache.labels, cache.first_position))
-    sizes = gen.cache_bytes(stepper)
+    sizes = gen.cache_bytes(model, stepper)
     b1, b2, b3 = st.columns(3)
     b1.metric("Cache now", f"{sizes.tensors_now / 1024:,.1f} KiB",
               help="Measured on the cache's tensors (keys + values of the positions held).")
     b2.metric("This request's allocation", f"{sizes.allocated / 2**20:,.2f} MiB",
               help="Preallocated for the prompt plus the step limit.")
-    b3.metric(f"At the full context ({engine.config.max_seq_len:,} tokens)", f"{sizes.full_context / 2**20:,.0f} MiB")
+    b3.metric(f"At the full context ({config.max_seq_len:,} tokens)", f"{sizes.full_context / 2**20:,.0f} MiB")
     check = "✓ matches" if sizes.formula_now == sizes.tensors_now else "✗ differs from"
-    st.caption(f"Formula: {sizes.formula} = {sizes.formula_now:,} bytes for {len(stepper.cache)} tokens — {check} "
+    st.caption(f"Formula: {sizes.formula} = {sizes.formula_now:,} bytes for {stepper.cache_length} tokens — {check} "
                f"the {sizes.tensors_now:,} bytes measured on the tensors: {sizes.per_token:,} bytes per token.")
-    config = engine.config
     if sizes.rolling_full_context is not None:
         n_local = len(config.local_layers)
         saved = 1 - sizes.rolling_full_context / sizes.full_context
@@ -122,7 +126,7 @@ else:
             f"layer (simpler, and the cache can be rewound anywhere). A rolling buffer holding just "
             f"{config.sliding_window} positions in the local layers would need "
             f"{sizes.rolling_full_context / 2**20:,.0f} MiB instead of {sizes.full_context / 2**20:,.0f} MiB at the "
-            f"full context ({saved:.0%} less); for the {len(stepper.cache)} positions held now, "
+            f"full context ({fmt.pct(saved)} less); for the {stepper.cache_length} positions held now, "
             f"{sizes.rolling_now:,} bytes instead of {sizes.formula_now:,}"
             + (" (the same: no local layer has dropped a position yet)." if sizes.rolling_now == sizes.formula_now
                else "."))
@@ -131,30 +135,29 @@ else:
 st.header("With and without the cache, measured")
 t1, t2 = st.columns([1, 3], vertical_alignment="bottom")
 if presenting:
-    n_timing = int(st.session_state.get("gen_timing_n", 32))
+    n_timing = int(st.session_state.get(state.GEN_TIMING_N, 32))
 else:
     n_timing = t1.number_input(f"Tokens to time (≤ {gen.MAX_TIMING_TOKENS})", 4, gen.MAX_TIMING_TOKENS, 32,
-                               key="gen_timing_n")
-t1.button("Measure", key="gen_measure", on_click=gen.act, args=("measure",))
-if st.session_state.get(gen.PENDING_KEY) == "measure":
-    del st.session_state[gen.PENDING_KEY]
+                               key=state.GEN_TIMING_N)
+t1.button("Measure", key=state.GEN_MEASURE, on_click=walk.act, args=("measure",))
+if st.session_state.get(state.GEN_PENDING) == "measure":
+    del st.session_state[state.GEN_PENDING]
     bar = st.progress(0.0, text="timing…")
-    st.session_state[gen.TIMING_KEY] = (view.ids, gen.measure_cache_timing(
-        engine, view.ids, int(n_timing), lambda share, text: bar.progress(share, text=text)))
+    st.session_state[state.GEN_TIMING] = (view.ids, gen.measure_cache_timing(
+        model, view.ids, int(n_timing), lambda share, text: bar.progress(share, text=text)))
     bar.empty()
-stored = st.session_state.get(gen.TIMING_KEY)
+stored = st.session_state.get(state.GEN_TIMING)
 if stored and stored[0] == view.ids:
     timing = stored[1]
     charts.show(figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
                 key="gen_timing_chart",
                 data=figs.timing_table(timing.context_lengths, timing.cached_ms, timing.uncached_ms))
     k1, k2, k3 = st.columns(3)
-    last_quarter = max(1, len(timing.cached_ms) // 4)
-    cached_ms = sorted(timing.cached_ms[-last_quarter:])[last_quarter // 2]
-    uncached_ms = sorted(timing.uncached_ms[-last_quarter:])[last_quarter // 2]
-    k1.metric("With the cache (longest quarter, median)", f"{cached_ms:.1f} ms")
+    cached_ms = claims.quarters(timing.cached_ms)[1].median  # the same medians as the sentence below
+    uncached_ms = claims.quarters(timing.uncached_ms)[1].median
+    k1.metric("With the cache (longest quarter, median)", fmt.ms(cached_ms))
     ratio = uncached_ms / cached_ms
-    k2.metric("Recomputing everything (same steps)", f"{uncached_ms:.1f} ms",
+    k2.metric("Recomputing everything (same steps)", fmt.ms(uncached_ms),
               f"{ratio:.1f}× slower" if ratio >= 1 else f"{1 / ratio:.1f}× faster", delta_color="inverse")
     k3.metric("Largest |Δ logit| between the two", f"{timing.max_abs_diff:.2e}",
               help="Same numbers either way: the cache changes the cost, not the answer.")
@@ -181,10 +184,4 @@ else:
     st.info("Press **Next token**: the first step is the prefill.")
 
 st.subheader("What to try next")
-st.markdown(
-    "- Run a few tokens, rewind to step 1 and **force** a different token: the branch reuses the cache up to "
-    "there and the story changes.\n"
-    "- Set temperature 0 and compare with the Logits page's greedy pick.\n"
-    "- Measure with 64 tokens: how fast does each curve climb as the sequence grows?\n"
-    "- Next: **Batching** — many requests through one model at once."
-)
+st.markdown("\n".join(claims.generation_suggestions(settings.params.temperature)))

@@ -1,15 +1,17 @@
 """Transformer block & logit lens: one block walked with real activations, then every layer read out as a guess."""
 import streamlit as st
 
-from ui.shell import charts, models
-from ui.session import state
 from ui.claims import predicting as claims
-from ui.compute.logits import current_prompt_logits, traced_prompt
+from ui.compute.examples import lens_example
+from ui.compute.logits import traced_prompt
+from ui.controls.prompt import current_prompt_logits
 from ui.figures import block as figs
 from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.figures.logits import visible_token
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -21,7 +23,7 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-config = engine_for(model).config
+config = client_for(model).config
 traced = traced_prompt(model, prompt, chat)
 walk, lens = traced.walk, traced.lens
 if traced.traced_tokens < traced.prompt_tokens:
@@ -31,7 +33,7 @@ if traced.traced_tokens < traced.prompt_tokens:
 
 # 1. One block, walked with the real activations at the last position
 st.subheader("1 · One block, walked")
-layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind("block_layer", 0, range(config.n_layers)))
+layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind(state.BLOCK_LAYER, 0, range(config.n_layers)))
 last = visible_token(cached.token_strings[-1])
 norms = walk.norms[layer, :, -1].tolist()
 charts.show(make_block_diagram(walk.stage_names, walk.shape, norms,
@@ -72,8 +74,12 @@ st.markdown(claims.answer_formation_sentence(lens.layer_labels, [layer[-1][0] fo
                                              final_probabilities) + " The line shows how sure each readout is.")
 
 st.header("What to try next")
+example = lens_example(model)  # a prompt whose answer this model gives, and the lens shows taking over
 st.markdown(
-    "- Change the prompt to \"The capital of France is\" and find the layer where \" Paris\" takes over.\n"
+    claims.lens_suggestion(example.prompt if example else None, example.answer if example else None, prompt) + "\n"
     "- Walk the same block at an early and a late layer: which sub-layer changes the stream the most?\n"
     "- Next: **Logits & temperature** — what happens to the last layer's scores before a token is chosen."
 )
+if example is not None and example.prompt != prompt:
+    st.button(f"Use “{example.prompt}”", key=state.LENS_USE_EXAMPLE, on_click=state.set_values,
+              args=({state.PROMPT: example.prompt, state.CHAT: False},))

@@ -1,20 +1,35 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
 import streamlit as st
 
-from ui.shell import charts, models
-from ui.controls import example_prompt, sampling as sampling_controls
-from ui.session import state
 from ui.claims import predicting as claims
 from ui.compute.logits import (
-    STAGE_LABELS, current_prompt_logits, entropy_bits, kept_by, params_key, sampling_stages, softmax_at,
-    temperature_sweep, token_texts, tokens_for_mass, top_indices,
+    STAGE_LABELS,
+    entropy_bits,
+    kept_by,
+    sampling_stages,
+    softmax_at,
+    temperature_sweep,
+    token_texts,
+    tokens_for_mass,
+    top_indices,
 )
+from ui.compute.playground import steps, temperature_frames
+from ui.controls import example_prompt, playground
+from ui.controls import sampling as sampling_controls
+from ui.controls.prompt import current_prompt_logits
+from ui.figures import format as fmt
 from ui.figures import logits as figs
 from ui.figures.logits import (
-    make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
+    make_logits_bar,
+    make_probability_overlay,
+    make_stage_figure,
+    make_temperature_sweep,
+    visible_token,
 )
+from ui.session import state
+from ui.shell import charts, models
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -32,11 +47,11 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
+settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked
-stages = sampling_stages(model, prompt, chat, params_key(params), TOP_N)  # the engine's sampler on the cached logits
+stages = sampling_stages(model, prompt, chat, params.canonical(), TOP_N)  # the engine's sampler on the cached logits
 top_ids = top_indices(cached.logits, TOP_N)
 tokens = token_texts(model, top_ids.tolist())
 greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greedy_token_id), -1)
@@ -53,15 +68,23 @@ st.markdown(claims.greedy_sentence(tokens[0], token_texts(model, [stages.greedy_
 
 # 2. Softmax and temperature: T < 1 sharpens, T > 1 flattens
 st.subheader("2 · Softmax and temperature")
+st.markdown("**Drag T** below: the bars are redrawn in your browser, while you drag, from frames the server computed "
+            "from this prompt's real logits at every step of the temperature slider. Release to make it the app's "
+            "temperature: the controls above, the charts below and the link follow.")
+low, high = sampling_controls.RANGES[sampling_controls.TEMPERATURE]
+frames = temperature_frames(model, prompt, chat, tuple(steps(low, high, sampling_controls.STEPS[sampling_controls.TEMPERATURE])),
+                            TOP_N)
+playground.render(frames, params.temperature,
+                  lambda value: state.set_values({sampling_controls.TEMPERATURE: value}))
 compare_t = st.columns(3)[0].select_slider("Compare with temperature", options=COMPARE_OPTIONS,
-                                           **state.bind("compare_temperature", 1.0, COMPARE_OPTIONS))
+                                           **state.bind(state.COMPARE_TEMPERATURE, 1.0, COMPARE_OPTIONS))
 probs_t, probs_c = softmax_at(cached.logits, params.temperature), softmax_at(cached.logits, compare_t)
 metrics = st.columns(4)
-metrics[0].metric(f"Entropy at T = {params.temperature:g}", f"{entropy_bits(probs_t):.2f} bits",
-                  delta=f"{entropy_bits(probs_t) - entropy_bits(probs_c):+.2f} vs T = {compare_t:g}",
+metrics[0].metric(f"Entropy at T = {params.temperature:g}", fmt.bits(entropy_bits(probs_t)),
+                  delta=f"{fmt.signed(entropy_bits(probs_t) - entropy_bits(probs_c))} vs T = {compare_t:g}",
                   delta_color="off")
-metrics[1].metric(f"Top probability at T = {params.temperature:g}", f"{probs_t.max():.3f}",
-                  delta=f"{probs_t.max() - probs_c.max():+.3f} vs T = {compare_t:g}", delta_color="off")
+metrics[1].metric(f"Top probability at T = {params.temperature:g}", fmt.prob(probs_t.max()),
+                  delta=f"{fmt.signed(probs_t.max() - probs_c.max(), 3)} vs T = {compare_t:g}", delta_color="off")
 metrics[2].metric(f"Tokens for 90 % at T = {params.temperature:g}", f"{tokens_for_mass(probs_t, 0.9):,}",
                   help="How many of the most probable tokens it takes to hold 90 % of the probability.")
 metrics[3].metric("Vocabulary", f"{cached.logits.size:,}")
@@ -85,16 +108,21 @@ st.caption("softmax(logits / T) of the model's logits (before any repetition pen
 st.subheader("3 · What the sampler keeps")
 stage_labels = [STAGE_LABELS[n] for n in stages.stage_names]
 survivors = [stages.survivors[n] for n in stages.stage_names]
-charts.show(charts.shared(make_stage_figure)(stages.token_strings, stage_labels, stages.stage_probs, survivors),
+vocab = cached.logits.size
+counts = claims.stage_counts(stages.stage_names, stages.survivors, vocab)
+charts.show(charts.shared(make_stage_figure)(stages.token_strings, stage_labels, stages.stage_probs, counts),
             key="stage_figure",
             data=figs.stage_table(stages.token_ids, stages.token_strings, stage_labels, stages.stage_probs, survivors))
 final_row = stages.stage_probs[-1]
 only = stages.token_strings[int(final_row.argmax())] if stages.survivors["final"] == 1 and final_row.max() > 0 else None
-st.markdown(claims.survivors_sentence(stages.survivors["final"], only))
+after_t = stages.survivors.get("temperature", stages.survivors["final"])
+st.markdown(claims.survivors_sentence(stages.survivors["final"], only,
+                                      removed=after_t - stages.survivors["final"],
+                                      rounded_to_zero=vocab - after_t if "temperature" in stages.survivors else 0))
 st.caption(claims.STAGE_ORDER_CAPTION)
 
 st.header("What to try next")
-kept_top_p, kept_min_p = kept_by(model, prompt, chat, params_key(params), 0.5, 0.1)
+kept_top_p, kept_min_p = kept_by(model, prompt, chat, params.canonical(), 0.5, 0.1)
 st.markdown(
     "- Slide T from 0.1 to 2: the top token's probability falls and the entropy rises as T grows (the sweep above "
     "draws both for this prompt).\n"

@@ -4,32 +4,33 @@ import dataclasses
 import streamlit as st
 
 from inference import BusyError, PromptError
-from ui.shell import charts, models
-from ui import class_views, classroom
-from ui.controls import example_prompt, sampling as sampling_controls
-from ui.session import state
 from ui.claims import predicting as claims
-from ui.compute.logits import current_prompt_logits, params_key
+from ui.classroom import broadcast, rounds
 from ui.compute.sampling import continuations, draw, draw_history, draw_many, first_divergence
+from ui.controls import example_prompt
+from ui.controls import sampling as sampling_controls
+from ui.controls.prompt import current_prompt_logits
+from ui.figures import format as fmt
 from ui.figures import sampling as figs
 from ui.figures.logits import visible_token
 from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
+from ui.session import state
+from ui.shell import charts, models, navigation
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
-DRAW_INDEX, SHOW_HISTOGRAM = "sampling_draw_index", "sampling_show_histogram"
 TOY_PROBS = [0.1, 0.2, 0.7]  # a small made-up distribution: the ranges before the real vocabulary
 N_TOKENS = 10
 
 
 def _step_draw(delta: int | None) -> None:
-    st.session_state[DRAW_INDEX] = 0 if delta is None else st.session_state.get(DRAW_INDEX, 0) + delta
+    st.session_state[state.DRAW_INDEX] = 0 if delta is None else st.session_state.get(state.DRAW_INDEX, 0) + delta
 
 
 def _show_histogram() -> None:
-    st.session_state[SHOW_HISTOGRAM] = True
+    st.session_state[state.SHOW_HISTOGRAM] = True
 
 
 st.title("Sampling")
@@ -41,15 +42,15 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-settings = sampling_controls.settings_or_stop(engine_for(model).config.vocab_size)
-params, key = settings.params, params_key(settings.params)
+settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
+params, key = settings.params, settings.params.canonical()
 
 # 1. One draw: the engine's ranges, its u and its choice
 st.subheader("1 · One draw, by cumulative ranges")
 buttons = st.container(horizontal=True)  # each button as wide as its label, at any text size
-buttons.button("Draw again", key="draw_again", on_click=_step_draw, args=(1,), type="primary")
-buttons.button("Start over", key="draw_reset", on_click=_step_draw, args=(None,))
-index = st.session_state.setdefault(DRAW_INDEX, 0)
+buttons.button("Draw again", key=state.DRAW_AGAIN, on_click=_step_draw, args=(1,), type="primary")
+buttons.button("Start over", key=state.DRAW_RESET, on_click=_step_draw, args=(None,))
+index = st.session_state.setdefault(state.DRAW_INDEX, 0)
 one = draw(model, prompt, chat, key, index)
 if one.greedy:
     st.markdown(f"T = 0: no u is drawn. The highest-probability token **{visible_token(one.token_string)}** "
@@ -57,7 +58,8 @@ if one.greedy:
 else:
     st.markdown(f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.4f}** lands in "
                 f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
-                f"(probability {one.probability:.4f}, rank {one.chosen_rank + 1} of {one.survivors:,} survivors).")
+                f"(probability {fmt.prob(one.probability, 4)}, rank {one.chosen_rank + 1} of the {one.survivors:,} "
+                "tokens that can be drawn).")
     if index:
         history = " | ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(model, prompt, chat, key, index))
         st.caption(f"Draws so far: {history}")
@@ -80,12 +82,13 @@ charts.show(charts.shared(make_cumulative_ranges)(
     data=figs.ranges_table(one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit,
                            other))
 st.caption("The real ranges, u and choice are the values the engine's `sample(record=True)` returned. "
-           "Draw #k is the k-th u of the seed's stream, so the same seed gives the same draws after every rerun.")
+           "Draw #k's u comes from its own generator, seeded from (seed, k) as a generation seeds its k-th token, "
+           "so the same seed gives the same draws after every rerun.")
 
 # 2. A thousand draws against the exact probabilities
 st.subheader("2 · Draw 1,000 times")
-st.button("Draw 1,000 times", key="draw_1000", on_click=_show_histogram)
-if st.session_state.get(SHOW_HISTOGRAM):
+st.button("Draw 1,000 times", key=state.DRAW_1000, on_click=_show_histogram)
+if st.session_state.get(state.SHOW_HISTOGRAM):
     many = draw_many(model, prompt, chat, key, 1000)
     gof = many.gof
     charts.show(charts.shared(make_draw_histogram)(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
@@ -93,22 +96,22 @@ if st.session_state.get(SHOW_HISTOGRAM):
                 data=figs.histogram_table(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws))
     st.markdown(claims.histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
 
-# 2b. The class's draws, pooled (a class server with a teacher key; see pages/95_class.py)
-if classroom.teacher_key() is not None:
+# 2b. The class's draws, pooled (a class server with a teacher key; see pages/class.py)
+if broadcast.teacher_key() is not None:
     st.subheader("2b · Draw for the class")
-    class_views.teacher_controls(kinds=("draw",))
-    class_views.draw_panel()
-    st.page_link("pages/95_class.py", label="The class view (draws and guesses, for the projector)",
+    rounds.teacher_controls(kinds=("draw",))
+    rounds.draw_panel()
+    st.page_link(navigation.script_of("class"), label="The class view (draws and guesses, for the projector)",
                  icon=":material/groups:")
 
 # 3. Greedy vs sampled, and two temperatures, from the shared server (batched with other sessions)
 st.subheader("3 · Continuations side by side")
 pair = st.columns(4)
-t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_a", 0.3))
-t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind("compare_t_b", 1.5))
+t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state.bind(state.COMPARE_T_A, 0.3))
+t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind(state.COMPARE_T_B, 1.5))
 settings = [dataclasses.replace(params, temperature=t) for t in (0.0, params.temperature, t_a, t_b)]
 try:  # all four submitted together: they share the server's forwards
-    greedy_run, sampled_run, run_a, run_b = continuations(model, prompt, chat, [params_key(p) for p in settings], N_TOKENS)
+    greedy_run, sampled_run, run_a, run_b = continuations(model, prompt, chat, [p.canonical() for p in settings], N_TOKENS)
 except (BusyError, PromptError) as error:
     st.warning(f"Continuations are not available right now: {error}.")
     st.stop()
@@ -138,10 +141,4 @@ st.caption(f"Generated by the shared engine, which batches every session's reque
            f"to {batch} requests (this page sends its four together; more means other sessions' requests joined).")
 
 st.header("What to try next")
-st.markdown(
-    "- Press **Draw again** a few times, then change the seed in the sidebar and start over: the same seed "
-    "always replays the same draws.\n"
-    "- Draw 1,000 times at T = 0.3 and at T = 1.5: does the histogram still follow the probabilities? "
-    "The χ² verdict says so either way.\n"
-    "- Next: **Generation & KV cache** — repeat the draw, token after token."
-)
+st.markdown("\n".join(claims.sampling_suggestions(params.temperature)))

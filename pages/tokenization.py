@@ -1,14 +1,15 @@
 """Tokenization: how text becomes the token ids the model reads."""
 import streamlit as st
 
-from ui.shell import charts
-from ui.compute import tokens as tok
-from ui.shell import models
-from ui.session import state
 from ui.claims import reading as claims
-from ui.figures.tokens import make_token_id_chart, token_chips_html, token_id_table, visible
-from ui.shell.navigation import redirect_legacy_run
+from ui.compute import tokens as tok
+from ui.compute.own_text import has_chat_template, own_mask
 from ui.controls.prompt import prompt_tokens
+from ui.figures import format as fmt
+from ui.figures.tokens import make_token_id_chart, token_chips_html, token_id_table, visible
+from ui.session import state
+from ui.shell import charts, models
+from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -35,11 +36,18 @@ if view is None:
 
 # 1. The prompt as the model sees it
 st.header("Your prompt, token by token")
+prompt, chat = state.get(state.PROMPT), bool(state.get(state.CHAT))
+own = own_mask(model, prompt, chat)  # the user's own tokens: not a BOS, not the chat template's
+n_own = sum(own)
 cols = st.columns(4)
-cols[0].metric("Characters", f"{view.n_chars:,}")
-cols[1].metric("UTF-8 bytes", f"{view.n_bytes:,}")
-cols[2].metric("Tokens", f"{len(view.ids):,}")
-cols[3].metric("Characters per token", f"{view.n_chars / len(view.ids):.2f}")
+cols[0].metric("Characters", f"{len(prompt):,}", help="Of your text (the prompt in the sidebar).")
+cols[1].metric("UTF-8 bytes", f"{len(prompt.encode('utf-8')):,}")
+cols[2].metric("Tokens of your text", f"{n_own:,}",
+               help="Special tokens the tokenizer adds and the chat template's tokens are not counted.")
+cols[3].metric("Characters per token", fmt.fixed(len(prompt) / n_own, 2) if n_own else "—")
+extra = claims.prompt_tokens_caption(n_own, len(view.ids), [p for p, s in zip(view.pieces, view.special) if s], chat)
+if extra:
+    st.caption(extra)
 shown = min(len(view.ids), CHIP_LIMIT)
 if shown < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the chips show the first {shown}.")
@@ -68,19 +76,21 @@ with st.expander(f"How this model's tokenizer writes text: "
                     "written `<0xNN>`." if facts.byte_fallback else "")
         st.markdown(f"**SentencePiece-style BPE.** Merges start from whole characters, and a space is written "
                     f"{space}, glued to the front of the next word.{fallback}")
-    rare = ", ".join(f"`{piece}`" for piece in facts.rare_pieces)
+    rare = claims.rare_character_sentence(facts.rare_text, facts.rare_pieces,
+                                          [tok.model_piece_text(model, piece) for piece in facts.rare_pieces],
+                                          facts.scheme == "byte-level")
     start = (f"the tokenizer adds **`{facts.bos[1]}`** (id {facts.bos[0]}) before every text, so it is the "
              "first token above." if facts.bos else "the tokenizer adds nothing; the first token is the text's own.")
     st.markdown(f"- Vocabulary: **{facts.vocab_size:,}** entries.\n"
                 f"- Start of text: {start}\n"
-                f"- The rare character {facts.rare_text} (U+{ord(facts.rare_text):04X}, "
-                f"{len(facts.rare_text.encode())} UTF-8 bytes) becomes {len(facts.rare_ids)} "
-                f"token{'s' * (len(facts.rare_ids) > 1)}: {rare}.")
+                f"- {rare}")
     shown_raw = min(len(view.ids), 16)
     st.dataframe([{"position": i, "id": view.ids[i], "entry as stored": view.raw[i], "text": visible(view.pieces[i])}
                   for i in range(shown_raw)], hide_index=True, key="tok_raw_entries")
     st.caption(f"The prompt's first {shown_raw} tokens as the vocabulary stores them (the space symbol "
-               f"{space} included) and the text each one adds.")
+               f"{space} included" + (", and every byte of a character split over tokens as its printable stand-in"
+                                      if facts.scheme == "byte-level" else "")
+               + ") and the text each one adds, in the chips' notation (`<0xNN>` for a piece of a character).")
 
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
@@ -90,7 +100,7 @@ charts.show(charts.shared(make_token_id_chart)(view.pieces[:n_chart], view.ids[:
 
 # 2. Token ids mean nothing numerically
 st.header("Token ids are names, not numbers")
-word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind("tok_id_word", " cat"))
+word = st.text_input("A word (with its leading space, as inside a sentence)", **state.bind(state.TOK_ID_WORD, " cat"))
 neighbours = tok.id_neighbours(model, word) if word else None
 if neighbours:
     st.markdown(claims.id_neighbours_sentence(word, neighbours.word_pieces, neighbours.centre_id, neighbours.rows))
@@ -101,9 +111,9 @@ else:
 
 # 3. Why subwords
 st.header("Why subwords? Words, BPE and bytes")
-compare = st.text_input("Text to compare", **state.bind("tok_compare", "The cat sat on thecatsatonthemat"))
+compare = st.text_input("Text to compare", **state.bind(state.TOK_COMPARE, "The cat sat on thecatsatonthemat"))
 corpus = st.text_area("Training paragraph (the word vocabulary and the tiny BPE below learn from it)",
-                      height=110, max_chars=5000, **state.bind("tok_corpus", TINY_CORPUS))
+                      height=110, max_chars=5000, **state.bind(state.TOK_CORPUS, TINY_CORPUS))
 if compare:
     words = tok.word_level(compare, corpus)
     bpe_ids, bpe, bpe_special = tok.model_bpe(model, compare)
@@ -116,12 +126,12 @@ if compare:
         st.markdown(token_chips_html([w for w, _ in words], [i for _, i in words]), unsafe_allow_html=True)
     with b:
         st.subheader("(b) The model's BPE")
-        st.caption(f"Vocabulary: {tok.vocab_size(model):,} subwords. {len(bpe_ids)} tokens, "
-                   "nothing unknown: rare words are spelled from pieces.")
+        bpe_specials = [piece for piece, special in zip(bpe, bpe_special) if special]
+        st.caption(claims.bpe_caption(tok.vocab_size(model), len(bpe_ids) - len(bpe_specials), bpe_specials))
         st.markdown(token_chips_html(bpe, bpe_ids, bpe_special), unsafe_allow_html=True)
     with c:
         st.subheader("(c) Raw bytes")
-        st.caption(claims.raw_bytes_caption(len(data), len(bpe_ids)))
+        st.caption(claims.raw_bytes_caption(len(data), len(bpe_ids) - len(bpe_specials)))
         st.markdown(token_chips_html([chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:200],
                                      data[:200]), unsafe_allow_html=True)
 else:
@@ -132,7 +142,7 @@ st.header("Merge by merge")
 unit = tok.symbol_unit(model)
 st.markdown(f"Byte-pair encoding starts from single {unit} and repeatedly glues together the adjacent pair that "
             "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent).")
-bpe_word = st.text_input("Word to build", **state.bind("tok_bpe_word", "thecatsatonthemat"))
+bpe_word = st.text_input("Word to build", **state.bind(state.TOK_BPE_WORD, "thecatsatonthemat"))
 pieces = tok.pre_tokens(model, bpe_word) if bpe_word else []
 if not pieces:
     st.info("Type a word to see it built merge by merge.")
@@ -146,7 +156,7 @@ else:
     steps = tok.bpe_steps(model, bpe_word)
     for n, step in enumerate(steps):
         if step.merged is None:
-            label = f"start: single {unit}"
+            label = f"start (single {unit})"
         else:
             left_piece, right_piece = (visible(tok.model_piece_text(model, p)) for p in step.merged)
             label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"
@@ -159,7 +169,7 @@ else:
 
 # 5. A tiny BPE trained live
 st.header("Train a tiny BPE")
-vocab = st.slider("Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind("tok_vocab", 300))
+vocab = st.slider("Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind(state.TOK_VOCAB, 300))
 tiny = tok.train_tiny_bpe(corpus, vocab, compare or " ")
 st.caption(f"Trained with the `tokenizers` library on the paragraph above: {len(tiny.merges)} merges learned, "
            f"vocabulary {tiny.vocab_size}. Merges are listed in the order they were learned.")
@@ -172,9 +182,4 @@ with m2:
     st.markdown(token_chips_html([tok.piece_text(t, False) for t in tiny.tokens]), unsafe_allow_html=True)
 
 st.header("What to try next")
-st.markdown(
-    "- Type a word the model has surely never seen (your name backwards) and watch it break into pieces.\n"
-    "- Add an emoji or Hebrew text to the prompt: one character can be several byte tokens.\n"
-    "- Turn on **Chat template** in the sidebar: the special tokens around your prompt are tokens too.\n"
-    "- Then open **Embeddings**: each id selects one row of a big matrix, and that is where meaning begins."
-)
+st.markdown("\n".join(claims.tokenization_suggestions(has_chat_template(model), chat)))

@@ -45,16 +45,21 @@ EXPERIMENT_LINK = "experiments?" + urllib.parse.urlencode({
 })
 LONG_PROMPT = " ".join(["The cat sat on the mat because it was tired."] * 59)  # 650 Gemma tokens, past its window
 # shot name (assets/<name>.png) -> what to open and do
+TWO_NOUNS = "The trophy did not fit in the suitcase because it was too big."  # "it": trophy or suitcase?
 SHOTS: dict[str, Shot] = {
+    "overview": Shot("?present=1", window=(1280, 720),  # the first page a newcomer sees, on a projector's 720p
+                     scroll_to="LLM inference explorer"),
     "tokenization": Shot("tokenization"),
     "embeddings": Shot("embeddings"),
-    "attention": Shot("attention"),
+    "attention": Shot("attention?" + urllib.parse.urlencode({"prompt": TWO_NOUNS})),
     "logit_lens": Shot("logit_lens"),
     "experiments": Shot(EXPERIMENT_LINK),
     "logits": Shot("logits"),
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
     "quantization": Shot("quantization", ["Run my prompt in every weights mode", "Measure decode speed in every mode"]),
+    "quantization_gemma": Shot("quantization?model=gemma-3-270m", window=(1400, 1150),  # Gemma's own Q5_0 block
+                               scroll_to="One block, as the file stores it"),
     "batching": Shot("batching", ["Run static and continuous", "Measure throughput vs batch size"]),
     "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720),  # a projector's 720p
                       scroll_to="1 · One draw, by cumulative ranges"),

@@ -17,6 +17,17 @@ def pytest_configure(config):
     set_threads(int(os.environ["LLM_EXPLORER_TEST_THREADS"]) if os.environ.get("LLM_EXPLORER_TEST_THREADS") else None)
 
 
+@pytest.fixture(autouse=True)
+def fresh_settings():
+    """Every test reads the operator's settings from the environment as the test leaves it: a process reads them
+    once (``inference.settings.current``), and one test process starts many apps, each with its own."""
+    from inference import settings
+
+    settings.current.cache_clear()
+    yield
+    settings.current.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def tokenizer_folder():
     """A folder holding the embedded model's tokenizer files (converted once, never loaded as a model)."""
@@ -81,10 +92,9 @@ def ui_engine(engine, monkeypatch):
     """Point the UI helpers' model lookup at the session's engine instead of loading a second one."""
     import streamlit as st
 
-    from ui.compute import attention as compute_attention, embeddings as compute_embeddings, tokens as compute_tokens
+    from ui.shell import resources
 
-    for module in (compute_tokens, compute_embeddings, compute_attention):
-        monkeypatch.setattr(module, "engine_for", lambda model: engine)
+    monkeypatch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on it
     st.cache_data.clear()
     st.cache_resource.clear()
     yield engine
@@ -98,12 +108,11 @@ def ui_engine_and_server(engine, monkeypatch):
     import streamlit as st
 
     from inference import EngineServer, ServeConfig
-    from ui.compute import logits as compute_logits, sampling as compute_sampling
+    from ui.shell import resources
 
     server = EngineServer(engine, ServeConfig(n_slots=4, max_waiting=4, slot_capacity=512))
-    monkeypatch.setattr(compute_logits, "engine_for", lambda model: engine)
-    monkeypatch.setattr(compute_sampling, "engine_for", lambda model: engine)
-    monkeypatch.setattr(compute_sampling, "server_for", lambda model: server)
+    monkeypatch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on them
+    monkeypatch.setattr(resources, "server_for", lambda model: server)
     st.cache_data.clear()
     st.cache_resource.clear()
     yield engine

@@ -25,7 +25,7 @@ def test_attention_widgets_and_guided_buttons():
     at.slider(key="_w_att_layer").set_value(13).run()
     assert_clean(at)
     assert not np.allclose(np.nan_to_num(first), np.nan_to_num(plotly_array(chart(at, "attention_heatmap")["data"][0]["z"])))
-    at.button(key="att_show_cat").click().run()
+    next(b for b in at.button if b.key.startswith("att_show_") and b.label.endswith("→ “cat”")).click().run()
     assert_clean(at)
     steps = chart(at, "score_steps")
     probs = plotly_array(steps["data"][3]["y"])
@@ -36,18 +36,18 @@ def test_switching_heads_off_shows_the_effect_on_the_next_token(engine):
     """The heads that send "it" to "cat" come from the maps, one click switches them off, the link carries them."""
     at = open_page("attention")
     caption = next(c.value for c in at.caption if c.value.startswith("Heads putting at least"))
-    listed = caption.split(": ", 1)[1].rstrip(".").split(", ")  # "13.8 (80%)", ...
+    listed = caption.split("weight): ", 1)[1].rstrip(".").split(", ")  # "L13 H8 (80%)", ...
     _, trace = engine.traced_forward(engine.encode_prompt("The cat sat on the mat because it was tired."))
-    expected = {f"{l}.{h}" for l, layer in enumerate(trace.layers) for h in range(engine.config.n_heads)
+    expected = {f"L{l} H{h}" for l, layer in enumerate(trace.layers) for h in range(engine.config.n_heads)
                 if layer.attention_probs[0, h, 7, 1] >= 0.3}  # query " it" (7) -> key " cat" (1)
-    assert {item.split(" ")[0] for item in listed} == expected and expected
+    assert {item.split(" (")[0] for item in listed} == expected and expected
     at.button(key="att_heads_it_cat").click().run()
     assert_clean(at)
     effect = next(m.value for m in at.markdown if "head(s) off" in m.value)
     assert effect.startswith(f"With {len(listed)} head(s) off")
     bars = chart(at, "att_switch_effect")["data"]
     assert len(bars) == 2 and not np.array_equal(plotly_array(bars[0]["y"]), plotly_array(bars[1]["y"]))
-    assert at.query_params["off"] == ",".join(sorted((h.split(" ")[0] for h in listed),
-                                                     key=lambda s: tuple(map(int, s.split(".")))))
+    heads = sorted(tuple(int(part[1:]) for part in h.split(" (")[0].split(" ")) for h in listed)
+    assert at.query_params["off"] == ",".join(f"{l}.{h}" for l, h in heads)  # the link's own notation
     at.button(key="att_heads_reset").click().run()
     assert "No head is switched off." in " ".join(c.value for c in at.caption)

@@ -35,7 +35,7 @@ def test_a_link_restores_the_intervention_and_its_effect():
     assert list(at.multiselect(key="_w_exp_heads").value) == [(3, 8), (13, 8)]
     assert list(at.multiselect(key="_w_exp_edges").value) == [(12, 1)]
     assert "left out `'99.1'`" in texts(at.warning)  # the head no model has is named, the rest restored
-    assert "head 3.8 off, head 13.8 off, edge 12 → 1 cut" in texts(at.markdown)
+    assert "head L3 H8 off, head L13 H8 off, edge 12 → 1 cut" in texts(at.markdown)
     bars = chart(at, "exp_before_after")["data"]
     before, after = plotly_array(bars[0]["y"]), plotly_array(bars[1]["y"])
     assert bars[0]["x"][0] == "·cat" and before[0] > 0.5 and after[0] < before[0] / 2  # cutting "the" → "cat" hurts
@@ -51,7 +51,7 @@ def test_a_link_restores_the_intervention_and_its_effect():
     at.radio(key="_w_exp_head_mode").set_value("scale").run()
     at.slider(key="_w_exp_head_factor").set_value(2.0).run()
     assert_clean(at)
-    assert "head 3.8 × 2, head 13.8 × 2" in texts(at.markdown)
+    assert "head L3 H8 × 2, head L13 H8 × 2" in texts(at.markdown)
     at.button(key="exp_clear").click().run()
     assert "No intervention is chosen yet" in texts(at.info)
     bars = chart(at, "exp_before_after")["data"]

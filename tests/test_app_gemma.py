@@ -107,8 +107,9 @@ def test_side_by_side_runs_the_prompt_through_both(app_on_gemma, engine, gemma_e
     at = open_gemma("pages/compare.py")
     prompt = "The cat sat on the mat because it was tired."
     shown = texts(at.markdown)
-    for model in (engine, gemma_engine):  # the counts are the models' own tokenizers'
-        assert f"**{len(model.tokenizer.encode(prompt)):,} tokens** for 44 characters" in shown
+    for model in (engine, gemma_engine):  # the counts are the models' own tokenizers', of the text alone
+        assert f"**{len(model.tokenizer.encode(prompt, special_tokens=False)):,} tokens** for the text's 44 characters" in shown
+    assert "plus 1 special token the tokenizer adds (`<bos>`), which is not text" in shown  # Gemma's, named apart
     design = next(df.value for df in at.dataframe if "SmolLM2-135M-Instruct" in df.value.columns)
     assert list(design["gemma-3-270m"][:3]) == ["268.1 M", "18", "640"]
     assert "36,864 bytes" in list(design["gemma-3-270m"]) and "46,080 bytes" in list(design["SmolLM2-135M-Instruct"])

@@ -58,15 +58,16 @@ def test_top_p_change_cuts_tokens():
     at.slider(key="_w_top_p").set_value(0.5).run()
     assert_clean(at)
     stages = chart(at, "stage_figure")["data"][0]
-    assert "top-p · 2 left" in stages["y"]  # " on" 0.39 + " at" 0.34 reach 0.5 at T = 0.8
-    assert "2 tokens survive" in texts(at.markdown)
+    assert "top-p · 2 left, 49,150 removed" in stages["y"]  # " on" 0.39 + " at" 0.34 reach 0.5 at T = 0.8
+    assert any(label.startswith("softmax(logits ÷ T) · nothing removed") for label in stages["y"])  # softmax cuts nothing
+    assert "**2 tokens can be drawn**" in texts(at.markdown) and "The filters removed 49,150." in texts(at.markdown)
 
 
 def test_tiny_top_p_leaves_one_token():
     at = open_page("logits")
     at.slider(key="_w_top_p").set_value(0.01).run()
     assert_clean(at)
-    assert "one token survives" in texts(at.markdown) and "·on" in texts(at.markdown)
+    assert "one token can be drawn" in texts(at.markdown) and "·on" in texts(at.markdown)
 
 
 def test_temperature_zero_is_explained_as_greedy():

@@ -8,7 +8,7 @@ import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
-from inference import SamplingParams
+from inference import SamplingParams, settings
 from tests import apptest_utils
 from tests.apptest_utils import PREDICTING_PAGES, READING_PAGES, assert_clean, chart, plotly_array, texts
 from tests.test_batching import solo
@@ -68,7 +68,9 @@ def _same(here, there, bound: float, where: str = "") -> None:
 
 
 def _clear() -> None:
+    settings.reload()  # a running app reads its settings once, at start: this test starts it again
     resources.server_for.clear()
+    resources.client_for.clear()
     compute_sampling.continuation_store.clear()
     st.cache_data.clear()  # the cached forwards, so the second pass computes them again
 

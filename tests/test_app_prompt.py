@@ -111,8 +111,8 @@ def _page_alone(page_script: str, seed) -> AppTest:
 
         import streamlit as st
 
-        from ui.shell import navigation
         from ui.session import state
+        from ui.shell import navigation
 
         state.init()
         st.session_state[state.SEED] = seed_value

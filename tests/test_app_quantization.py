@@ -34,7 +34,8 @@ def test_the_block_is_the_files_own(page):
     assert np.array_equal(decoded.astype(np.float32), expected)
     assert codes.min() >= 0 and codes.max() <= 15
     text = " ".join(m.value for m in page.markdown)
-    assert "**20 bytes** — 5.00 bits per weight" in text
+    assert "**20 bytes** — 5.00 bits per weight" in text and "bit for bit" in text
+    assert "**Q4_1**: blocks of 32 weights share one scale d and one offset m; each weight keeps a four-bit code" in text and "**Q8_0**" in text
 
 
 def test_bytes_and_modes_are_computed_from_the_model(page):
@@ -45,7 +46,7 @@ def test_bytes_and_modes_are_computed_from_the_model(page):
     assert per_token[0] == pytest.approx(4 * 134_515_584 / 1e6)  # float32: every weight plus one row, 4 bytes each
     modes = chart(page, "quant_modes")["data"]
     assert [trace["name"] for trace in modes][:3] == ["float32", "bfloat16", "as stored (gguf)"]
-    table = page.dataframe[0].value
+    table = page.table[0].value
     assert table.iloc[0]["top-1 agreement with float32"] == "100.0%"  # float32 against itself
     sentence = next(m.value for m in page.markdown if "closest to float32" in m.value)
     closest = re.search(r"the mode closest to float32 is \*\*([^*]+)\*\*", sentence).group(1)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from inference import ContinuousBatcher, Engine, ModelConfig, SamplingParams, ServeConfig, run_continuous, run_static
-from inference.generation.sampling import sample
+from inference.generation.sampling import generator_for, sample
 from inference.model.transformer import Transformer
 from inference.serving.padding import left_pad
 from inference.serving.scheduler import Scheduler, Sequence, SequenceStatus
@@ -61,11 +61,10 @@ def solo(engine: Engine, prompt: list[int], params: SamplingParams) -> tuple[lis
     tokens, logits = [], []
     ids = list(prompt)
     cache = engine.new_cache(len(ids) + params.max_new_tokens)
-    generator = params.make_generator()
     step_logits = engine.prefill(ids, cache)
     for index in range(params.max_new_tokens):
         logits.append(step_logits)
-        token = sample(step_logits, params, generator, previous_ids=ids).token_id
+        token = sample(step_logits, params, generator_for(params, index), previous_ids=ids).token_id
         tokens.append(token)
         ids.append(token)
         if (params.stop_on_eos and token in engine.eos_ids) or index + 1 == params.max_new_tokens:

@@ -5,7 +5,7 @@ and a shared link opened in a fresh browser context showing the same chart numbe
 
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
-takes Streamlit's legacy ``pages/`` path (see ``ui.navigation.redirect_legacy_run``); the next server
+takes Streamlit's legacy ``pages/`` path (see ``ui.shell.navigation.redirect_legacy_run``); the next server
 starts while a test runs (``_ServerPool``).
 Presenter mode is checked as a projector shows it, at 1280×720 and 1920×1080 (one server, one
 browser): no label, button text or chart title is cut, Copy link is there, Generation shows only its
@@ -353,6 +353,119 @@ def test_hostile_link_in_a_real_browser(fresh_server, browser):
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator("main img[src='x'], main b:text('x')").count() == 0
     assert dialogs == []
+    page.close()
+
+
+def _chart_by_title(page, start: str, timeout: float = RENDER_S) -> list[dict]:
+    """The data of the drawn Plotly chart whose title starts with ``start`` (name, x and y of each trace), once
+    it is drawn (a chart below the fold is drawn when the page gets to it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = page.evaluate("""(start) => {
+            const plot = [...document.querySelectorAll('.js-plotly-plot')]
+                .find(el => el.layout && ((el.layout.title || {}).text || '').replace(/<[^>]+>/g, '').startsWith(start));
+            return plot ? plot.data.map(t => ({name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || [])}))
+                        : null;
+        }""", start)
+        if found is not None or time.monotonic() > deadline:
+            assert found is not None, f"no chart titled {start!r}"
+            return found
+        page.mouse.wheel(0, 400)  # bring the next charts into view
+        time.sleep(0.5)
+
+
+def test_overview_picture_is_the_prompts_and_opens_its_pages(shared_server, browser, tmp_path):
+    """The Overview opens with a picture of one prediction computed for the link's prompt; clicking its logits
+    part opens the Logits page in the same session, whose softmax at T = 1 is the picture's top 5."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    requested = _record_requests(page)
+    page.goto(f"{shared_server}/?present=1&prompt=" + urllib.parse.quote("Bank is closed on Sunday because it"))
+    with _screenshot_kept(page, "overview_picture", tmp_path):
+        page.wait_for_selector(".ov-svg", timeout=RENDER_S * 1000)
+        _wait_for_run_to_finish(page)
+        chips = page.locator(".ov-part[data-part=tokens] text").all_text_contents()
+        assert "·Sunday" in chips and "·it" in chips, chips
+        assert page.locator(".ov-part[data-page]").count() == 10  # 7 cards, the block's attention and MLP, the loop
+        top5 = page.locator(".ov-part[data-part=logits] text").all_text_contents()
+        shares = [float(t.rstrip("%")) for t in top5 if t.endswith("%")]
+        assert len(shares) == 5 and shares == sorted(shares, reverse=True)
+        if os.environ.get("BROWSER_SCREENSHOTS"):
+            page.screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / "overview.png"))
+        page.locator(".ov-part[data-part=logits]").click()
+        page.wait_for_selector(".tp-root", timeout=RENDER_S * 1000)
+        _wait_for_run_to_finish(page)
+        assert urllib.parse.urlsplit(page.url).path.endswith("/logits") and "prompt=Bank" in page.url
+        overlay = _chart_by_title(page, "Probabilities after softmax")
+        at_one = next(trace for trace in overlay if trace["name"] == "T = 1")
+        assert [round(100 * p, 1) for p in at_one["y"][:5]] == shares  # the same numbers, one forward apart
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert not _outside(requested, shared_server), _outside(requested, shared_server)
+    page.close()
+
+
+FRAME_MS = 50  # the goal: every frame of a drag drawn within this long
+
+
+def test_temperature_playground_moves_while_you_drag(shared_server, browser, tmp_path):
+    """Drag the Logits page's in-browser temperature control across every step: each frame is drawn without a
+    server round trip, within FRAME_MS of its input event, with the server's own numbers (the page's temperature
+    sweep, computed by another function, at the same T); the release sets the app's temperature, its link and its
+    charts."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requested = _record_requests(page)
+    page.goto(f"{shared_server}/logits?prompt=" + urllib.parse.quote("The cat sat on the"))
+    with _screenshot_kept(page, "temperature_playground", tmp_path):
+        page.wait_for_selector(".tp-root input[type=range]", timeout=RENDER_S * 1000)
+        _charts_drawn(page)
+        _wait_for_run_to_finish(page)
+        sweep = _chart_by_title(page, "Temperature: entropy")
+        page.mouse.wheel(0, -10_000)
+        entropy_at = dict(zip((round(t, 2) for t in sweep[0]["x"]), sweep[0]["y"]))
+        top_at = dict(zip((round(t, 2) for t in sweep[1]["x"]), sweep[1]["y"]))
+        root = page.locator(".tp-root")
+        handle = root.locator("input[type=range]")
+        handle.scroll_into_view_if_needed()
+        steps = int(handle.get_attribute("max")) + 1
+        box = handle.bounding_box()
+        y = box["y"] + box["height"] / 2
+        requests_before = len(requested)
+        page.mouse.move(box["x"] + 1, y)
+        page.mouse.down()
+        frames = {}
+        for i in range(steps * 2):  # two moves per step: every step is reached
+            page.mouse.move(box["x"] + 1 + (box["width"] - 2) * i / (steps * 2 - 1), y)
+            state = root.evaluate("""el => ({t: Number(el.dataset.temperature), entropy: Number(el.dataset.entropy),
+                top: Number(el.dataset.top), bars: [...el.querySelectorAll('.tp-bar')].map(b => Number(b.dataset.p))})""")
+            frames[round(state["t"], 2)] = state
+        assert len(requested) == requests_before  # dragging asked the server for nothing
+        assert len(frames) == steps, sorted(frames)
+        for t, frame in frames.items():
+            if t in entropy_at:  # the sweep's T = 0.1 ... 2.0 (the playground adds 0 and 0.05)
+                assert abs(frame["entropy"] - entropy_at[t]) <= 1e-9 * max(1.0, entropy_at[t]), (t, frame, entropy_at[t])
+                assert abs(frame["top"] - top_at[t]) <= 1e-12, (t, frame["top"], top_at[t])
+            assert abs(max(frame["bars"]) - frame["top"]) <= 1e-12 and sum(frame["bars"]) <= 1 + 1e-9
+        timing = page.evaluate("() => window.__temperaturePlayground")
+        assert len(timing["frameMs"]) >= steps
+        assert max(timing["drawMs"]) < FRAME_MS, timing["drawMs"]
+        slow = [ms for ms in timing["frameMs"] if ms >= FRAME_MS]
+        assert not slow, f"{len(slow)} of {len(timing['frameMs'])} frames took {FRAME_MS} ms or more: {slow}"
+        page.mouse.up()  # the release: the app's temperature becomes the last frame's
+        deadline = time.monotonic() + 60
+        while "temperature=2" not in page.url and time.monotonic() < deadline:
+            time.sleep(0.25)
+        _wait_for_run_to_finish(page)
+        assert "temperature=2" in page.url, page.url
+        slider = page.locator('[data-testid="stSlider"]').filter(has_text="Temperature T").locator("input[type=range]")
+        assert slider.first.get_attribute("aria-valuetext") in ("2.00", "2"), slider.first.get_attribute("aria-valuetext")
+        overlay = _chart_by_title(page, "Probabilities after softmax")
+        yours = next(trace for trace in overlay if trace["name"] == "T = 2 (yours)")
+        assert all(abs(a - b) <= 1e-12 for a, b in zip(yours["y"], frames[2.0]["bars"]))  # the server's bars at T = 2
+        assert root.get_attribute("data-temperature") == "2"
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert not _outside(requested, shared_server), _outside(requested, shared_server)
+        print(f"playground: {len(timing['frameMs'])} frames, input to frame median "
+              f"{sorted(timing['frameMs'])[len(timing['frameMs']) // 2]:.1f} ms, max {max(timing['frameMs']):.1f} ms; "
+              f"drawing max {max(timing['drawMs']):.2f} ms")
     page.close()
 
 

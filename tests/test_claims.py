@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import streamlit as st
 
+from ui.claims import generating, predicting, reading
 from ui.compute import attention as att
 from ui.compute import embeddings as emb
 from ui.compute import logits
 from ui.compute import tokens as tok
-from ui.claims import generating, predicting, reading
 from ui.figures.tokens import visible
 
 pytestmark = pytest.mark.real_model
@@ -37,13 +37,12 @@ PROMPTS = {
 def real(engine):
     """Every UI helper's model lookup pointed at the session's engine; one cache for the module's tests
     (each prompt's traced forward runs once)."""
-    from ui.compute import generation as compute_generation
+    from ui.shell import resources
 
     st.cache_data.clear()
     st.cache_resource.clear()
     with pytest.MonkeyPatch.context() as patch:
-        for module in (tok, emb, att, logits, compute_generation):
-            patch.setattr(module, "engine_for", lambda model: engine)
+        patch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on it
         yield engine
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -100,11 +99,17 @@ def test_the_default_prompt_no_longer_claims_the_answer_settles_at_the_last_laye
     assert guesses[-2] != guesses[-1] and "other guesses lead" in text
 
 
-def test_the_paris_suggestion_holds_for_this_model(real):
-    """The lens page suggests finding where " Paris" takes over: the model must answer " Paris"."""
-    lens = logits.traced_prompt(MODEL, "The capital of France is", False).lens
-    assert lens.top_strings[-1][-1][0] == " Paris"
-    assert lens.top_strings[1][-1][0] != " Paris"  # not already the first block's guess: it does take over
+def test_the_lens_suggestion_holds_for_this_model(real):
+    """The lens page suggests a prompt and promises its answer takes over: the model must answer it so, and the
+    embeddings alone must not already say it."""
+    from ui.compute.examples import lens_example
+
+    example = lens_example(MODEL)
+    assert example is not None and example.prompt == "The capital of France is" and example.answer == " Paris"
+    lens = logits.traced_prompt(MODEL, example.prompt, False).lens
+    assert lens.top_strings[-1][-1][0] == example.answer and lens.top_strings[0][-1][0] != example.answer
+    text = predicting.lens_suggestion(example.prompt, example.answer, PROMPTS["default"])
+    assert "“The capital of France is”" in text and "**·Paris**" in text
 
 
 # -- Attention --------------------------------------------------------------------------------------
@@ -128,11 +133,14 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
     key = att.find_token(pieces[:query], "cat") or 0
     best = att.top_heads(maps, query, key)
     line = reading.top_heads_sentence(pieces[query], pieces[key], best)
-    quoted = [(int(l), int(h), int(p)) for l, h, p in re.findall(r"layer (\d+) head (\d+) \((\d+)%\)", line)]
+    quoted = [(int(l), int(h), p) for l, h, p in re.findall(r"layer (\d+) head (\d+) \(([<>]?\d+)%\)", line)]
     weights = maps.probs[:, :, query, key]
     assert [(l, h) for l, h, _ in quoted] == [tuple(np.unravel_index(i, weights.shape))
                                              for i in np.argsort(weights, axis=None)[::-1][:5]]
-    assert all(p == round(100 * weights[l, h]) for l, h, p in quoted)
+    def written(p: str, w: float) -> bool:  # the one rule: never "0%" for a weight that is not 0, nor "100%" below 1
+        return {"<1": 0 < w < 0.005, ">99": 0.995 <= w < 1}.get(p, p.isdigit() and int(p) == round(100 * w))
+
+    assert len(quoted) == len(best) and all(written(p, weights[l, h]) for l, h, p in quoted)
 
     previous = att.previous_token_heads(maps)
     sentence = reading.previous_token_sentence(previous, maps.n_tokens)
@@ -159,9 +167,10 @@ def test_the_causal_suggestion_is_what_the_model_does(real):
     words = att.word_positions(pieces)
     later = next(i for i in reversed(words) if i > query)
     earlier = att.find_token(pieces[:query], "cat")
-    text = reading.causal_suggestion(pieces, query, later, earlier)
-    assert f"{visible(pieces[later])}` (position {later}) cannot move any head" in text
-    assert f"{visible(pieces[earlier])}` (position {earlier}), which comes before" in text
+    text = reading.causal_suggestion(pieces[query], query, (pieces[later].strip(), later, later),
+                                     (pieces[earlier].strip(), earlier, earlier))
+    assert f"{visible(pieces[later].strip())}` (position {later}) cannot move any head" in text
+    assert f"{visible(pieces[earlier].strip())}` (position {earlier}), which comes before" in text
 
     other = real.tokenizer.encode(" dirty", special_tokens=False)
     assert len(other) == 1
@@ -183,7 +192,7 @@ def test_the_filter_suggestion_counts_what_the_sampler_keeps(real, name):
     from inference import SamplingParams
 
     params = SamplingParams(temperature=0.8)
-    kept_top_p, kept_min_p = logits.kept_by(MODEL, PROMPTS[name], False, logits.params_key(params), 0.5, 0.1)
+    kept_top_p, kept_min_p = logits.kept_by(MODEL, PROMPTS[name], False, params.canonical(), 0.5, 0.1)
     cached = logits.prompt_logits(MODEL, PROMPTS[name], False)
     probs = logits.softmax_at(cached.logits, 0.8)
     ordered = np.sort(probs)[::-1]

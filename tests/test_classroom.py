@@ -1,5 +1,5 @@
 """A class on one server, in one process: the room's counting rules, and two AppTest sessions, a teacher
-and a student, sharing ``ui.classroom.room()`` (a ``st.cache_resource``, so every session of the process
+and a student, sharing ``ui.classroom.broadcast.room()`` (a ``st.cache_resource``, so every session of the process
 gets the same one, as on a real server).
 
 - the follower tracks the teacher's page and settings, steps off and back on;
@@ -18,9 +18,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean
-from ui import classroom, room as room_module
-from ui.compute_class import DRAWS_PER_PRESS
-from ui.room import Experiment, Room, RoomError
+from inference import settings
+from ui.classroom import broadcast, room as room_module
+from ui.classroom.room import Experiment, Room, RoomError
+from ui.compute.classroom import DRAWS_PER_PRESS
+from ui.session import state
 
 KEY = "correct horse battery staple"
 TIMEOUT = 120
@@ -29,10 +31,10 @@ TIMEOUT = 120
 @pytest.fixture
 def class_server(monkeypatch):
     """A teacher key set by the operator, and an empty room."""
-    monkeypatch.setenv(classroom.TEACHER_KEY_ENV, KEY)
-    classroom.room.clear()
+    monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, KEY)
+    broadcast.room.clear()
     yield
-    classroom.room.clear()
+    broadcast.room.clear()
 
 
 def session(query: dict[str, str] | None = None) -> AppTest:
@@ -57,7 +59,7 @@ def teacher_on_class_page(prompt: str | None = None) -> AppTest:
     if prompt is not None:
         teacher.text_area(key="_w_prompt").input(prompt)
         teacher.run()
-    teacher.switch_page("pages/95_class.py")
+    teacher.switch_page("pages/class.py")
     teacher.run()
     return teacher
 
@@ -123,7 +125,7 @@ def test_the_broadcast_version_grows_only_on_a_change():
 def test_the_follower_tracks_the_teachers_page_and_settings(class_server):
     teacher, student = session(), session()
     unlock(teacher, KEY)
-    assert teacher.session_state[classroom.TEACHER] is True
+    assert teacher.session_state[state.CLASS_TEACHER] is True
     teacher.text_area(key="_w_prompt").input("The dog slept by the door")
     teacher.run()
     teacher.switch_page("pages/logits.py")
@@ -169,13 +171,13 @@ def test_a_follower_whose_page_switch_was_lost_switches_again(class_server, monk
 
     def switch_then_lose(script: str) -> None:  # the run ends as at a switch; the next run is on the old page
         lost.append(script)
-        classroom.st.stop()
+        broadcast.st.stop()
 
-    monkeypatch.setattr(classroom.st, "switch_page", switch_then_lose)
+    monkeypatch.setattr(broadcast.st, "switch_page", switch_then_lose)
     student.run()
     assert lost == ["pages/logits.py"] and student.session_state["_page"] != "logits"
     monkeypatch.undo()
-    monkeypatch.setenv(classroom.TEACHER_KEY_ENV, KEY)
+    monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, KEY)
     student.run()  # the next run (the follower's poll saw the version still not applied)
     assert_clean(student)
     assert student.session_state["_page"] == "logits"
@@ -186,13 +188,13 @@ def test_a_follower_whose_page_switch_was_lost_switches_again(class_server, monk
 def test_a_student_cannot_broadcast(class_server):
     teacher, student = session(), session()
     unlock(teacher, KEY)
-    version = classroom.room().current().version
+    version = broadcast.room().current().version
     unlock(student, "guess")  # a wrong key
     assert "not the teacher key" in " ".join(e.value for e in student.error)
-    assert classroom.TEACHER not in student.session_state or not student.session_state[classroom.TEACHER]
+    assert state.CLASS_TEACHER not in student.session_state or not student.session_state[state.CLASS_TEACHER]
     student.text_area(key="_w_prompt").input("The student's own prompt")
     student.run()
-    assert classroom.room().current().version == version  # nothing reached the room
+    assert broadcast.room().current().version == version  # nothing reached the room
     linked = session({"teacher": "also wrong"})  # the teacher-only link with a wrong key
     assert "not the teacher key" in " ".join(e.value for e in linked.error)
     scripts = [el.proto.srcdoc for el in linked.sidebar.get("iframe")]
@@ -201,8 +203,8 @@ def test_a_student_cannot_broadcast(class_server):
     assert not any("also wrong" in script for script in scripts)
     linked.run()  # AppTest runs no script: a run that still carries the key drops it from the address bar
     assert "teacher" not in linked.query_params
-    assert linked.session_state[classroom.TRIES] == 1  # the link's key was checked once, not once per run
-    assert classroom.room().current().version == version
+    assert linked.session_state[state.CLASS_TRIES] == 1  # the link's key was checked once, not once per run
+    assert broadcast.room().current().version == version
 
 
 @pytest.mark.real_model
@@ -210,12 +212,12 @@ def test_an_empty_key_is_not_a_wrong_try(class_server):
     """A press with nothing typed (or an unlock click delivered twice, the box cleared by the first) says so and
     costs none of the tries: the right key still works after more empty presses than ``MAX_KEY_TRIES``."""
     student = session()
-    for _ in range(classroom.MAX_KEY_TRIES + 1):
+    for _ in range(broadcast.MAX_KEY_TRIES + 1):
         unlock(student, "")
     assert "Type the teacher key first." in " ".join(e.value for e in student.info)
-    assert classroom.TRIES not in student.session_state or student.session_state[classroom.TRIES] == 0
+    assert state.CLASS_TRIES not in student.session_state or student.session_state[state.CLASS_TRIES] == 0
     unlock(student, KEY)
-    assert student.session_state[classroom.TEACHER]
+    assert student.session_state[state.CLASS_TEACHER]
 
 
 @pytest.mark.real_model
@@ -223,7 +225,7 @@ def test_a_forged_broadcast_is_parsed_like_a_link(class_server):
     student = session()
     prompt = student.session_state["prompt"]
     student.session_state["temperature"] = 1.5
-    classroom.room().broadcast("logits", {"temperature": "nan", "model": "../../etc/passwd", "top_k": "-5",
+    broadcast.room().broadcast("logits", {"temperature": "nan", "model": "../../etc/passwd", "top_k": "-5",
                                           "prompt": prompt})
     student.run()
     assert_clean(student)
@@ -233,10 +235,11 @@ def test_a_forged_broadcast_is_parsed_like_a_link(class_server):
 
 
 def test_without_a_key_nobody_is_the_teacher(monkeypatch):
-    monkeypatch.delenv(classroom.TEACHER_KEY_ENV, raising=False)
-    assert classroom.teacher_key() is None and not classroom.key_matches("")
-    monkeypatch.setenv(classroom.TEACHER_KEY_ENV, "   ")  # blank is no key
-    assert classroom.teacher_key() is None
+    monkeypatch.delenv(broadcast.TEACHER_KEY_ENV, raising=False)
+    assert broadcast.teacher_key() is None and not broadcast.key_matches("")
+    monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, "   ")  # blank is no key
+    settings.reload()  # a running app reads its settings once, at start
+    assert broadcast.teacher_key() is None
 
 
 # ---- the class experiments ------------------------------------------------------------------------------
@@ -244,7 +247,7 @@ def student_session(student: str | None = None) -> AppTest:
     """A student's tab; ``student`` is its browser's id as the cookie gives it back after a reload."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     if student is not None:
-        at.session_state[classroom.STUDENT] = student
+        at.session_state[state.CLASS_STUDENT] = student
     at.run()
     assert_clean(at)
     return at
@@ -252,14 +255,14 @@ def student_session(student: str | None = None) -> AppTest:
 
 @pytest.mark.real_model
 def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_double_count(class_server):
-    from ui.compute_class import student_draws
+    from ui.compute.classroom import student_draws
 
     teacher = teacher_on_class_page()
     teacher.button(key="class_new_draws").click()
     teacher.run()
     assert_clean(teacher)
     first, second = student_session(), student_session()  # both follow the teacher onto the Class page
-    first_id, second_id = (at.session_state[classroom.STUDENT] for at in (first, second))
+    first_id, second_id = (at.session_state[state.CLASS_STUDENT] for at in (first, second))
     for at, presses in ((first, 2), (second, 1)):
         for _ in range(presses):
             at.button(key="class_draw").click()
@@ -270,7 +273,7 @@ def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_dou
     reloaded.run()
     assert_clean(reloaded)
 
-    rnd = classroom.room().draw_round()
+    rnd = broadcast.room().draw_round()
     assert {s: len(t) for s, t in rnd.draws.items()} == {first_id: 3 * DRAWS_PER_PRESS, second_id: DRAWS_PER_PRESS}
     for sid, tokens in rnd.draws.items():  # each student's draws are its own seeded stream, draw 0, 1, 2, … once
         assert tokens == student_draws(rnd.experiment, rnd.round_id, sid, 0, len(tokens))
@@ -294,22 +297,22 @@ def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
     teacher.button(key="class_new_guesses").click()
     teacher.run()
     assert not any(key.startswith("_w_class_guess") for key in (w.key for w in teacher.text_input))  # no box
-    round_id = classroom.room().guess_round().round_id
+    round_id = broadcast.room().guess_round().round_id
     student = student_session()
     for guess in ("floor", "mat"):  # a second guess replaces the first (the form's button; Enter sends the form)
         guess_box(student, round_id).input(guess)
         student.button(key="class_guess").click()
         student.run()
         assert_clean(student)
-    assert list(classroom.room().guess_round().guesses.values()) == ["mat"]
+    assert list(broadcast.room().guess_round().guesses.values()) == ["mat"]
     assert "class_guesses" not in " ".join(c.proto.id for c in student.get("plotly_chart"))  # not before the reveal
     teacher.button(key="class_reveal").click()
     teacher.run()
     assert_clean(teacher)
     sentence = next(m.value for m in teacher.markdown if m.value.startswith("The model's most probable next token"))
-    from ui.compute_class import guess_view
+    from ui.compute.classroom import guess_view
 
-    view = guess_view(classroom.room().guess_round().experiment, ["mat"])
+    view = guess_view(broadcast.room().guess_round().experiment, ["mat"])
     hits = view.top_guessed
     assert f"{hits} student{'s' * (hits != 1)} of 1 guessed it" in sentence  # the sentence holds for the numbers
     assert "· is a space" in sentence  # the labels' notation, explained where it is shown
@@ -326,7 +329,7 @@ def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
 @pytest.mark.real_model
 def test_a_new_round_redraws_an_open_page_and_a_late_press_counts_in_it(class_server):
     """A student's open Class page drew round A; the teacher starts round B at another temperature. The tab's
-    heartbeat sees rounds other than those its page drew (``classroom._rounds_changed``) and reruns the page,
+    heartbeat sees rounds other than those its page drew (``broadcast._rounds_changed``) and reruns the page,
     which then describes B; a press sent from the page of round A, just before that, counts in round B."""
     teacher = teacher_on_class_page("The cat sat on the")
     teacher.button(key="class_new_draws").click()
@@ -334,33 +337,33 @@ def test_a_new_round_redraws_an_open_page_and_a_late_press_counts_in_it(class_se
     assert "class_draw" not in [b.key for b in teacher.button]  # the teacher does not draw (said on the page)
     assert any("You do not draw or guess yourself" in c.value for c in teacher.caption)
     student = student_session()
-    student_id = student.session_state[classroom.STUDENT]
-    first_round = classroom.room().draw_round().round_id
+    student_id = student.session_state[state.CLASS_STUDENT]
+    first_round = broadcast.room().draw_round().round_id
     assert "T = 0.8" in " ".join(m.value for m in student.markdown if m.value.startswith("**Draw round"))
 
     teacher.switch_page("pages/logits.py")
     teacher.run()
     teacher.slider(key="_w_temperature").set_value(0.3)
     teacher.run()
-    teacher.switch_page("pages/95_class.py")
+    teacher.switch_page("pages/class.py")
     teacher.run()
     teacher.button(key="class_new_draws").click()  # round B, at T = 0.3, while the student's page shows round A
     teacher.run()
-    second_round = classroom.room().draw_round().round_id
+    second_round = broadcast.room().draw_round().round_id
     assert second_round != first_round
-    shown = student.session_state[classroom.ROUNDS_SHOWN]
+    shown = student.session_state[state.CLASS_ROUNDS_SHOWN]
     assert shown["draw_id"] == first_round  # what the student's page drew; the heartbeat compares it:
-    assert classroom.room().rounds().draw_id != shown["draw_id"]
+    assert broadcast.room().rounds().draw_id != shown["draw_id"]
 
     student.button(key="class_draw").click()  # pressed on round A's page: counts in round B, and says so
     student.run()
     assert_clean(student)
-    rnd = classroom.room().draw_round()
+    rnd = broadcast.room().draw_round()
     assert rnd.round_id == second_round and len(rnd.draws[student_id]) == DRAWS_PER_PRESS
     assert any("counts in it" in i.value for i in student.info)
     text = " ".join(m.value for m in student.markdown if m.value.startswith("**Draw round"))
     assert "T = 0.3" in text and "T = 0.8" not in text  # the text above the chart is round B's
-    assert student.session_state[classroom.ROUNDS_SHOWN]["draw_id"] == second_round
+    assert student.session_state[state.CLASS_ROUNDS_SHOWN]["draw_id"] == second_round
 
 
 @pytest.mark.real_model
@@ -368,7 +371,7 @@ def test_a_guess_sent_from_an_old_rounds_page_is_refused_and_a_reset_clears_it(c
     teacher = teacher_on_class_page()
     teacher.button(key="class_new_guesses").click()
     teacher.run()
-    first = classroom.room().guess_round().round_id
+    first = broadcast.room().guess_round().round_id
     student = student_session()
     guess_box(student, first).input("mat")
     student.button(key="class_guess").click()
@@ -380,10 +383,10 @@ def test_a_guess_sent_from_an_old_rounds_page_is_refused_and_a_reset_clears_it(c
     student.button(key="class_guess").click()
     student.run()
     assert_clean(student)
-    assert classroom.room().guess_round().guesses == {}  # not counted in the new round
+    assert broadcast.room().guess_round().guesses == {}  # not counted in the new round
     assert any("new guess round" in w.value for w in student.warning)
     assert not any("Your guess" in c.value for c in student.caption)  # the old round's guess is gone from the page
-    second = classroom.room().guess_round().round_id
+    second = broadcast.room().guess_round().round_id
     assert guess_box(student, second).value == ""  # a fresh box for the new round
 
 
@@ -395,9 +398,9 @@ def test_broadcast_off_tells_followers_and_moves_nobody(class_server):
     teacher.run()
     student.run()
     assert student.session_state["_page"] == "logits"
-    teacher.toggle(key=f"_w_{classroom.BROADCASTING}").set_value(False)
+    teacher.toggle(key=state.widget_key(state.CLASS_BROADCASTING)).set_value(False)
     teacher.run()
-    assert not classroom.room().current().live
+    assert not broadcast.room().current().live
     teacher.switch_page("pages/tokenization.py")
     teacher.run()
     student.run()
@@ -405,7 +408,7 @@ def test_broadcast_off_tells_followers_and_moves_nobody(class_server):
     assert student.session_state["_page"] == "logits"  # not moved
     captions = " ".join(c.value for c in student.sidebar.get("caption"))
     assert "not broadcasting" in captions and "Following the teacher:" not in captions
-    teacher.toggle(key=f"_w_{classroom.BROADCASTING}").set_value(True)
+    teacher.toggle(key=state.widget_key(state.CLASS_BROADCASTING)).set_value(True)
     teacher.run()
     student.run()
     assert student.session_state["_page"] == "tokenization"  # on again: the teacher's view at once
@@ -424,8 +427,8 @@ def test_the_bin_plan_is_the_chi_square_tests_own():
     """The sentence's bins (``bin_plan``) are the ones ``chi_square_gof`` tests, for every kind of case."""
     import numpy as np
 
-    from ui.compute_class import bin_plan
-    from ui.compute_sampling import chi_square_gof
+    from ui.compute.classroom import bin_plan
+    from ui.compute.sampling import chi_square_gof
 
     rng = np.random.default_rng(0)
     for n_tokens, n_draws in [(2, 10), (11, 120), (50, 40), (5, 3), (49_152, 120), (3, 1000), (8, 12)]:
@@ -437,8 +440,8 @@ def test_the_bin_plan_is_the_chi_square_tests_own():
 
 def test_class_sentences_say_what_their_numbers_say():
     from ui.claims import classroom as claims
-    from ui.class_views import prompt_end
-    from ui.compute_class import BinPlan
+    from ui.classroom.rounds import prompt_end
+    from ui.compute.classroom import BinPlan
 
     assert claims.bins_sentence(11, BinPlan(3, 49_149, True)) == (
         "The χ² test needs every bin expected at least 5 times: it keeps the 3 tokens expected that often as bins "
@@ -460,10 +463,10 @@ ODD_PROMPTS = [("The cat sat on the", False), ("def add(a, b):\n    return", Fal
 
 @pytest.fixture
 def both_models(gemma_engine, monkeypatch):
-    """The app's two models through ``ui.resources`` (Gemma's engine shared with the session's fixture)."""
+    """The app's two models through ``ui.shell.resources`` (Gemma's engine shared with the session's fixture)."""
     import streamlit as st
 
-    from ui import models, resources
+    from ui.shell import models, resources
 
     real = resources.load_engine
     monkeypatch.setattr(resources, "load_engine",
@@ -479,15 +482,15 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
     guesses; the question quotes the prompt's real end; a guess is read as the token the model would write next."""
     from inference import SamplingParams
     from ui.claims import classroom as claims
-    from ui.class_views import next_token_phrase, prompt_end
-    from ui.compute_class import guess_token, guess_view, pooled_bins, pooled_histogram, student_draws
-    from ui.compute_logits import params_key, prompt_logits, token_texts
+    from ui.classroom.rounds import next_token_phrase, prompt_end
+    from ui.compute.classroom import guess_token, guess_view, pooled_bins, pooled_histogram, student_draws
+    from ui.compute.logits import prompt_logits, token_texts
 
     for model in both_models:
         for prompt, chat in ODD_PROMPTS:
             if chat and model == "gemma-3-270m":
                 continue  # a base model: no chat template (the sidebar's toggle is off for it)
-            experiment = Experiment(model, prompt, chat, params_key(SamplingParams(temperature=1.0, seed=0)))
+            experiment = Experiment(model, prompt, chat, SamplingParams(temperature=1.0, seed=0).canonical())
             room = Room()
             round_id = room.new_draw_round(experiment)
             for student in ("a", "b"):
@@ -515,7 +518,7 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
             text = claims.guesses_sentence(view.n_guesses, view.top_token, view.top_prob, view.top_guessed,
                                            view.most_guessed, view.most_guessed_count, view.most_guessed_prob,
                                            view.several_tokens)
-            assert f"(p = {view.top_prob:.3f})" in text and f"of 4 guessed it" in text
+            assert f"(p = {view.top_prob:.3f})" in text and "of 4 guessed it" in text
             several = claims._plural(view.several_tokens, "guess", "guesses") + " of more than one token"
             assert (several in text) == bool(view.several_tokens)
             last = prompt_logits(model, prompt, chat).token_strings[-1]
@@ -532,19 +535,19 @@ def test_a_draw_press_delivered_twice_counts_once(class_server):
     import streamlit as st
 
     from inference import SamplingParams
-    from ui import class_views, models
-    from ui.compute_logits import params_key
+    from ui.classroom import rounds
+    from ui.shell import models
 
-    st.session_state[classroom.STUDENT] = "b" * 32
-    room = classroom.room()
+    st.session_state[state.CLASS_STUDENT] = "b" * 32
+    room = broadcast.room()
     round_id = room.new_draw_round(Experiment(models.default_name(), "The cat sat on the", False,
-                                              params_key(SamplingParams())))
-    class_views._draw(round_id, 0)
-    class_views._draw(round_id, 0)  # the same press, delivered again
+                                              SamplingParams().canonical()))
+    rounds._draw(round_id, 0)
+    rounds._draw(round_id, 0)  # the same press, delivered again
     assert len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS
-    class_views._draw(round_id, DRAWS_PER_PRESS)  # the next press
+    rounds._draw(round_id, DRAWS_PER_PRESS)  # the next press
     assert len(room.draw_round().draws["b" * 32]) == 2 * DRAWS_PER_PRESS
     newer = room.new_draw_round(room.draw_round().experiment)  # the teacher starts a round before the next press
-    class_views._draw(round_id, 2 * DRAWS_PER_PRESS)  # pressed on the old round's page: counts in the new one
-    class_views._draw(round_id, 2 * DRAWS_PER_PRESS)  # the same press, delivered again: the new round has it already
+    rounds._draw(round_id, 2 * DRAWS_PER_PRESS)  # pressed on the old round's page: counts in the new one
+    rounds._draw(round_id, 2 * DRAWS_PER_PRESS)  # the same press, delivered again: the new round has it already
     assert room.draw_round().round_id == newer and len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS

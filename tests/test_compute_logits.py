@@ -1,4 +1,4 @@
-"""The logits helpers (ui.compute_logits) on the real model: sampler stages, temperature sweep, logit lens."""
+"""The logits helpers (ui.compute.logits) on the real model: sampler stages, temperature sweep, logit lens."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +20,7 @@ def real(ui_engine_and_server):
 
 
 def _key(**changes) -> tuple:
-    return compute_logits.params_key(dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes))
+    return dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes).canonical()
 
 
 @pytest.mark.real_model

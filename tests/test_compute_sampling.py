@@ -1,4 +1,4 @@
-"""The sampling helpers (ui.compute_sampling): the chi-square fit, and draws and continuations on the real model."""
+"""The sampling helpers (ui.compute.sampling): the chi-square fit, and draws and continuations on the real model."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from inference import SamplingParams, sample
-from ui.compute import logits as compute_logits, sampling as compute_sampling
+from inference.generation.sampling import generator_for
+from ui.compute import sampling as compute_sampling
 from ui.compute.sampling import chi2_survival, chi_square_gof, first_divergence
+from ui.shell import resources
 
 PROMPT = "The cat sat"
 MODEL = "SmolLM2-135M-Instruct"  # the name every engine-backed helper is asked about
@@ -23,7 +25,7 @@ def real(ui_engine_and_server):
 
 
 def _key(**changes) -> tuple:
-    return compute_logits.params_key(dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes))
+    return dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes).canonical()
 
 
 def test_chi2_survival_matches_tables():
@@ -74,13 +76,12 @@ def test_histogram_agrees_with_the_probabilities(real):
 
 @pytest.mark.real_model
 def test_draws_are_the_samplers_own(real):
-    """Draw k (one at a time, and inside the 1,000) equals sample() after k earlier draws of the seeded stream."""
+    """Draw k (one at a time, and inside the 1,000) equals sample() with draw k's generator of the seeded stream."""
     params = SamplingParams(temperature=0.9, top_k=20, seed=5)
-    key = compute_logits.params_key(params)
+    key = params.canonical()
     ids = real.encode_prompt(PROMPT)
     logits = real.recompute_last(ids)  # what the cached prompt logits are
-    generator = params.make_generator()
-    expected = [sample(logits, params, generator, previous_ids=ids) for _ in range(25)]
+    expected = [sample(logits, params, generator_for(params, k), previous_ids=ids) for k in range(25)]
     drawn, _, _ = compute_sampling.draw_token_ids(MODEL, PROMPT, False, key, 25)
     assert drawn == [r.token_id for r in expected]
     for k in (0, 1, 7, 24):
@@ -103,18 +104,18 @@ def test_greedy_continuation_starts_with_on(real):
 def test_sampled_continuation_comes_from_the_shared_server_and_equals_generate(real):
     key = _key(temperature=1.2, top_p=0.95)
     run = compute_sampling.continuation(MODEL, PROMPT, False, key, 6)
-    params = dataclasses.replace(compute_logits.params_from_key(key), max_new_tokens=6)
+    params = dataclasses.replace(key, max_new_tokens=6)
     steps = list(real.generate(PROMPT, params))
     assert run.token_ids == [s.token_id for s in steps]
     assert run.probabilities == pytest.approx([s.probability for s in steps], abs=1e-6)
-    assert compute_sampling.server_for(MODEL).recent_steps, "the request went through the server's batcher"
+    assert resources.server_for(MODEL).recent_steps, "the request went through the server's batcher"
 
 
 @pytest.mark.real_model
 def test_sessions_asking_for_the_same_continuations_at_once_share_one_request_each(real, monkeypatch):
     """A class following the teacher onto the Sampling page asks for the same four at once: each continuation
     is generated once (the others wait for it), and every session gets the tokens ``generate`` gives."""
-    server = compute_sampling.server_for(MODEL)
+    server = resources.server_for(MODEL)
     submitted: list[object] = []
     release = threading.Event()
     real_submit = server.submit
@@ -145,7 +146,7 @@ def test_sessions_asking_for_the_same_continuations_at_once_share_one_request_ea
     assert errors == []
     assert len(submitted) == len(keys)  # one request per continuation, not one per session
     for key, got in zip(keys, results[0]):
-        params = dataclasses.replace(compute_logits.params_from_key(key), max_new_tokens=5)
+        params = dataclasses.replace(key, max_new_tokens=5)
         assert got.token_ids == [s.token_id for s in real.generate("A class of six", params)]
     assert all(r == results[0] for r in results)
 

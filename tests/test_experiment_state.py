@@ -1,4 +1,4 @@
-"""The experiment's link forms (``ui/experiment_state.py``) and their parsing in ``ui/url_state.py``: hostile values
+"""The experiment's link forms (``ui/session/experiment.py``) and their parsing in ``ui/session/links.py``: hostile values
 are left out or ignored with a note, good ones round-trip, and ``Settings`` builds the engine's spec."""
 from __future__ import annotations
 

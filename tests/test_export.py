@@ -1,5 +1,5 @@
 """Chart export: ``figure_csv`` writes exactly the numbers a figure draws, and every chart on a page
-gets a PNG file name and a CSV download (``ui.charts.show``).
+gets a PNG file name and a CSV download (``ui.shell.charts.show``).
 
 Unit tests build figures by hand and with the real ``ui/figures`` builders (small inputs, as in
 ``test_figures_*``) and read the CSV back; the AppTest part opens real pages and reaches each CSV
@@ -18,7 +18,6 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 
 from tests import apptest_utils
 from tests.apptest_utils import assert_clean, chart, plotly_array
-from ui.shell import charts
 from ui.figures import attention as att_figs
 from ui.figures import batching as batch_figs
 from ui.figures import embeddings as emb_figs
@@ -28,6 +27,7 @@ from ui.figures import sampling as sampling_figs
 from ui.figures.export import decode_array, figure_csv
 from ui.figures.tokens import make_token_id_chart
 from ui.session.state import PRESENTER
+from ui.shell import charts
 
 PIECES = ["The", " cat", " sat", "."]
 
@@ -255,7 +255,7 @@ def test_every_builder_csv_equals_its_traces(name):
             assert np.allclose(floats(mine, "x"), np.asarray(trace.x, dtype=float), equal_nan=True), (name, index)
 
 
-# -- ui.charts: file names, config, presenter copy ---------------------------------------------
+# -- ui.shell.charts: file names, config, presenter copy ---------------------------------------------
 def test_chart_config_and_file_stem():
     config = charts.chart_config("llm-explorer_logits_logits_bar")
     assert config == {"toImageButtonOptions": {"format": "png", "filename": "llm-explorer_logits_logits_bar",

@@ -17,3 +17,22 @@ def test_block_figures():
     lens = make_logit_lens(["embed", "layer 0", "layer 1"], ["x", "y"], np.full((3, 2, 3), 0.3), strings)
     assert np.asarray(lens.data[0].z).shape == (3, 2)
     assert make_answer_formation(["embed", "layer 0"], [0.1, 0.9], " on").data[0].y == (0.1, 0.9)
+
+
+def test_every_stage_label_fits_its_box_on_a_projector():
+    """Gemma's nine stages (the longest names: "RMSNorm (pre-attention)") at presenter size, in the plot width a
+    1280-px wide page gives a full-width chart (~800 px): no label runs out of its box."""
+    import re
+
+    from ui.compute.logits import FOUR_NORM_STAGES
+    from ui.figures import block
+    from ui.figures.conventions import CHAR_PX
+    from ui.shell.charts import FONT_SCALE
+
+    diagram = make_block_diagram(FOUR_NORM_STAGES, (128, 640), [1234.5] * 9, "block 17")
+    labels = [a for a in diagram.layout.annotations if a.text]
+    assert len(labels) == 9
+    box_px = block.BOX_WIDTH * 800
+    for label in labels:
+        chars = len(re.sub(r"<[^>]+>", "", label.text))
+        assert chars * CHAR_PX * label.font.size * FONT_SCALE * 1.05 < box_px, label.text  # bold: ~5% wider

@@ -22,7 +22,7 @@ def test_vector_neighbour_projection_and_position_figures():
     points = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]])
     fig = emb_figs.make_projection_scatter(points, ["a", "b", "c"], ["prompt", "word set", "word set"], (0.5, 0.2))
     assert [len(trace.x) for trace in fig.data] == [1, 2]
-    assert "50%" in fig.layout.xaxis.title.text
+    assert "50.0%" in fig.layout.xaxis.title.text and "20.0%" in fig.layout.yaxis.title.text  # one decimal
     angles = np.outer(np.arange(5), [1.0, 0.1])
     rotation = emb_figs.make_rope_rotation(angles, [0, 1], np.array([6.28, 62.8]))
     assert len(rotation.data) == 2 * (1 + 5)  # a circle and one arrow per position, per pair
@@ -34,8 +34,14 @@ def test_vector_neighbour_projection_and_position_figures():
 def test_pca_labels_never_overlap_and_the_rest_go_to_the_hover():
     import numpy as np
 
-    from ui.figures.embeddings import MAP_LABEL_PX, MAP_PLOT_PX, label_places, make_projection_scatter, map_ranges
-    from ui.figures.embeddings import unlabelled_points
+    from ui.figures.embeddings import (
+        MAP_LABEL_PX,
+        MAP_PLOT_PX,
+        label_places,
+        make_projection_scatter,
+        map_ranges,
+        unlabelled_points,
+    )
 
     rng = np.random.default_rng(0)
     points = np.concatenate([rng.normal(0, 0.05, (6, 2)), rng.normal(0, 1, (14, 2))])  # a tight cluster, and the rest

@@ -9,17 +9,20 @@ from ui.figures import experiments as figs
 def test_before_after_bars_and_their_differences():
     fig = figs.make_before_after([" cat", " dog"], np.array([0.6, 0.1]), np.array([0.2, 0.3]), "t")
     assert [trace.name for trace in fig.data] == ["before", "after"]
-    assert list(fig.data[1].customdata) == [-0.4, 0.2] or np.allclose(fig.data[1].customdata, [-0.4, 0.2])
+    assert list(fig.data[1].customdata) == ["0.2000 (Δp -0.4000)", "0.3000 (Δp +0.2000)"]
     assert list(fig.data[0].x) == ["·cat", "·dog"]
 
 
-def test_lens_region_is_shaded_and_changed_cells_outlined():
+def test_lens_region_is_outlined_the_rest_dimmed_and_changed_cells_marked():
     probs = np.full((3, 2, 3), 0.4)
     strings = [[["a", "b", "c"]] * 2] * 3
     changed = np.array([[False, False], [False, True], [True, True]])
     fig = figs.make_lens_with_region(["embed", "layer 0", "layer 1"], ["x", "y"], probs, strings, (1, 1), changed)
-    shape = fig.layout.shapes[0]
-    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (0.5, 1.5, 0.5, 2.5)
+    veils = [s for s in fig.layout.shapes if s.fillcolor == figs.DIM_COLOR]
+    outline = next(s for s in fig.layout.shapes if s.fillcolor != figs.DIM_COLOR)
+    assert (outline.x0, outline.x1, outline.y0, outline.y1) == (0.5, 1.5, 0.5, 2.5)
+    # what it cannot reach is dimmed: the readout below the block (every position), and the position before it
+    assert sorted((s.x0, s.x1, s.y0, s.y1) for s in veils) == [(-0.5, 0.5, 0.5, 2.5), (-0.5, 1.5, -0.5, 0.5)]
     assert list(fig.data[-1].x) == [1, 0, 1] and list(fig.data[-1].y) == ["layer 0", "layer 1", "layer 1"]
     assert not figs.make_lens_with_region(["embed"], ["x"], probs[:1, :1], strings, None, changed[:1, :1]).layout.shapes
 

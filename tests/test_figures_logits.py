@@ -5,7 +5,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ui.figures.logits import (
-    GREEDY_COLOR, make_logits_bar, make_probability_overlay, make_stage_figure, make_temperature_sweep, visible_token,
+    GREEDY_COLOR,
+    make_logits_bar,
+    make_probability_overlay,
+    make_stage_figure,
+    make_temperature_sweep,
+    visible_token,
 )
 
 TOKENS = [" on", " at", " atop"]

@@ -237,7 +237,7 @@ def test_the_server_runs_each_request_with_its_own_spec(tiny):
 @pytest.mark.parametrize("build, message", [
     (lambda: Interventions(heads=(HeadEdit(2, 0),)), "layer 2 is out of range"),
     (lambda: Interventions(heads=(HeadEdit(0, 4),)), "head 4 is out of range"),
-    (lambda: Interventions(heads=(HeadEdit(0, 1), HeadEdit(0, 1, "scale", 2))), "head 0.1 is listed twice"),
+    (lambda: Interventions(heads=(HeadEdit(0, 1), HeadEdit(0, 1, "scale", 2))), "head L0 H1 is listed twice"),
     (lambda: Interventions(heads=(HeadEdit(0, 1, "loud"),)), "head mode must be one of"),
     (lambda: Interventions(heads=(HeadEdit(0, -1),)), "must be >= 0"),
     (lambda: Interventions(heads=(HeadEdit(0, 1.5),)), "whole number"),

@@ -7,13 +7,15 @@ cycle cannot hide behind a deferred import.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # inference's packages in dependency order: each may import only those before it (and the top-level helpers).
-LAYERS = ["inference.model", "inference.generation", "inference.serving", "inference.bench"]
+LAYERS = ["inference.model", "inference.generation", "inference.inspection", "inference.serving", "inference.bench"]
+HELPERS = ("inference.threads", "inference.settings")  # top-level modules every layer may use (they import no layer)
 
 
 def module_name(path: Path) -> str:
@@ -109,7 +111,7 @@ def test_inference_packages_only_import_the_layers_below():
             if package_of(dep) in LAYERS:
                 assert LAYERS.index(package_of(dep)) <= rank, f"{name} imports {dep}, a layer above it"
             else:
-                assert dep in ("inference.threads",), f"{name} imports {dep}: only the layers below and inference.threads"
+                assert dep in HELPERS, f"{name} imports {dep}: only the layers below and {', '.join(HELPERS)}"
 
 
 def test_inference_never_imports_the_ui():
@@ -137,7 +139,7 @@ def test_no_module_outside_the_tokenizer_touches_the_wrapped_tokenizer():
 
 
 def test_every_page_hands_a_legacy_run_over_to_the_app_first():
-    """The deep-link fix (``ui.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
+    """The deep-link fix (``ui.shell.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
     for path in sorted((ROOT / "pages").glob("*.py")):
         body = [node for node in ast.parse(path.read_text()).body
                 if not isinstance(node, (ast.Import, ast.ImportFrom))
@@ -150,16 +152,12 @@ def test_every_page_hands_a_legacy_run_over_to_the_app_first():
         assert not imports_after, f"{path.name} imports after the redirect"
 
 
-# The UI's parts, one sub-package each. The class files (issue 27's lane) and the old names they import stay at
-# ui/'s top until that lane has landed; then they move into ``ui/classroom/`` and this set empties.
-UI_PARTS = {"shell", "session", "controls", "compute", "figures", "claims"}
-NOT_YET_MOVED = {"room", "classroom", "class_views", "compute_class",  # the class files
-                 "compute_generation", "navigation", "url_state", "charts", "models", "sampling_controls", "state",
-                 "compute_logits", "compute_sampling", "resources"}  # old names of moved modules, for them
+# The UI's parts, one sub-package each.
+UI_PARTS = {"shell", "session", "controls", "compute", "figures", "claims", "classroom"}
 
 
 def test_the_ui_is_made_of_its_parts():
-    loose = {path.stem for path in (ROOT / "ui").glob("*.py")} - {"__init__"} - NOT_YET_MOVED
+    loose = {path.stem for path in (ROOT / "ui").glob("*.py")} - {"__init__"}
     assert not loose, f"modules outside ui's parts: {sorted(loose)}"
     parts = {path.name for path in (ROOT / "ui").iterdir() if path.is_dir() and (path / "__init__.py").exists()}
     assert parts == UI_PARTS, parts
@@ -170,7 +168,80 @@ def test_page_files_are_named_by_their_deep_link():
     from ui.shell.navigation import PAGES
 
     for spec in PAGES:
-        if spec.url_path == "class":  # the class lane's page keeps its name until that lane lands
-            continue
         assert Path(spec.script).stem == spec.url_path, spec.script
     assert {path.name for path in (ROOT / "pages").glob("*.py")} == {Path(spec.script).name for spec in PAGES}
+
+
+def _imports_of(path: Path) -> list[str]:
+    """Every module ``path`` imports by name (``from x import y``: x), deferred imports included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append(node.module or "")
+    return found
+
+
+def _ui_files() -> list[Path]:
+    return sorted((ROOT / "ui").rglob("*.py")) + sorted((ROOT / "pages").glob("*.py")) + [ROOT / "app.py"]
+
+
+def test_the_ui_never_imports_torch_nor_the_models_insides():
+    """The UI reads an engine through ``inference``'s public API and one ``EngineClient`` per model: numpy and
+    plain dataclasses, never a tensor, never ``inference.model.*`` (whose modules are the engine's own)."""
+    offenders = []
+    for path in _ui_files():
+        for module in _imports_of(path):
+            if module.split(".")[0] == "torch" or module.startswith("inference.model"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not offenders, offenders
+
+
+def _attribute_chains(path: Path) -> set[str]:
+    """Every dotted name ``a.b.c`` the file reads (``engine.model.embed`` -> "engine.model.embed")."""
+    chains = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute):
+            parts, value = [node.attr], node.value
+            while isinstance(value, ast.Attribute):
+                parts.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name):
+                chains.add(".".join([value.id, *reversed(parts)]))
+            elif isinstance(value, ast.Call):
+                chains.add(".".join(["()", *reversed(parts)]))
+    return chains
+
+
+def _reaches(chains: set[str]) -> list[str]:
+    """The names that reach into an engine: its model (``engine.model``, ``engine_for(m).model.embed``), a walk's
+    engine (``stepper.engine``), a model's own methods (``.rope_for``)."""
+    return sorted(c for c in chains
+                  if (".model" in c and c.split(".")[0] in ("engine", "()")) or c.startswith("stepper.engine")
+                  or c.endswith(".rope_for"))
+
+
+def test_only_the_resources_hold_an_engine_and_nothing_touches_its_model():
+    """``ui/shell/resources.py`` loads engines and wraps each in its client; every other module reads through
+    ``client_for``: no ``engine.model``, no ``stepper.engine``, no ``engine_for``."""
+    offenders = []
+    for path in _ui_files():
+        name = str(path.relative_to(ROOT))
+        touched = _reaches(_attribute_chains(path))
+        if name != "ui/shell/resources.py":
+            touched += [f"{module} (engine_for / load_engine)" for module in _imports_of(path)
+                        if module == "ui.shell.resources" and re.search(r"\b(engine_for|load_engine)\b", path.read_text())]
+        offenders += [f"{name}: {chain}" for chain in touched]
+    assert not offenders, offenders
+
+
+def test_the_check_can_see_a_reach_into_the_model(tmp_path):
+    """Positive control for the two rules above."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("import torch\nfrom inference.model.quant import QuantEmbedding\n"
+                       "def f(model):\n    return engine_for(model).model.embed.weight.shape, stepper.engine\n")
+    assert {"torch", "inference.model.quant"} <= set(_imports_of(planted))
+    reached = _reaches(_attribute_chains(planted))
+    assert "().model.embed.weight.shape" in reached and "stepper.engine" in reached
+    assert _reaches({"client.info.embedding_shape", "models.current", "st.session_state"}) == []

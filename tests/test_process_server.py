@@ -1,33 +1,53 @@
 """The engine server in a child process: the same tokens as a solo run, bounded, cancellable, and a child that
-dies fails its requests with a clear error and is replaced."""
+dies fails its requests with a clear error and is replaced; other reads of its engine by name, with plain
+arguments only (no function ever travels)."""
 from __future__ import annotations
 
-import functools
 import gc
+import io
 import os
+import pickle
 import signal
 import threading
 
 import numpy as np
 import pytest
 
-from inference import BusyError, ProcessServer, PromptError, SamplingParams, ServeConfig, load_engine
-from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
-from ui.compute.engine_work import attention_arrays, last_logits
+from inference import (
+    BusyError,
+    EngineClient,
+    HeadEdit,
+    Interventions,
+    ProcessServer,
+    PromptError,
+    SamplingParams,
+    ServeConfig,
+    load_engine,
+)
+from inference.serving.process import _PlainUnpickler, check_plain
+from tests.test_batching import PROMPTS, greedy, solo
 from tests.test_server import check_stream_equals_solo, wait_until
+from tests.tiny_models import save_folder, tiny_llama
 
 WAIT = 120.0  # a child's start (torch's import) on a busy machine; never a performance assertion
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    return tiny_engine("llama")
+def tiny_load(tmp_path_factory, tokenizer_folder) -> dict:
+    """``load_engine``'s plain arguments for a tiny random Llama written as a folder: the caller and the child
+    load the same model from them."""
+    folder = save_folder(tiny_llama(), tmp_path_factory.mktemp("tiny") / "llama", tokenizer_folder)
+    return {"model": str(folder), "device": "cpu", "dtype": "float32"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_load):
+    return load_engine(**tiny_load)
 
 
 @pytest.fixture
-def server(tiny):
-    # the child builds the same seeded model as the caller's ``tiny``
-    with ProcessServer(tiny, functools.partial(tiny_engine, "llama"), ServeConfig(n_slots=3, max_waiting=8)) as running:
+def server(tiny, tiny_load):
+    with ProcessServer(tiny, tiny_load, ServeConfig(n_slots=3, max_waiting=8)) as running:
         yield running
 
 
@@ -56,9 +76,9 @@ def test_threads_submitting_at_once_each_get_their_own_tokens(tiny, server):
     assert max(len(step.request_ids) for step in steps) > 1, "the child batched the requests"
 
 
-def test_the_bound_and_bad_prompts_are_checked_here(tiny):
+def test_the_bound_and_bad_prompts_are_checked_here(tiny, tiny_load):
     config = ServeConfig(n_slots=1, max_waiting=1, slot_capacity=64)
-    with ProcessServer(tiny, functools.partial(tiny_engine, "llama"), config) as server:
+    with ProcessServer(tiny, tiny_load, config) as server:
         long = greedy(60, stop_on_eos=False)
         handles = [server.submit(PROMPTS[0], long), server.submit(PROMPTS[1], long)]
         with pytest.raises(BusyError, match="limit 2"):
@@ -95,15 +115,15 @@ def test_a_child_that_dies_fails_its_requests_and_the_next_request_starts_a_new_
 
 
 def test_a_child_that_cannot_load_says_why(tiny):
-    with ProcessServer(tiny, functools.partial(load_engine, model="/no/such/model.gguf")) as server:
+    with ProcessServer(tiny, {"model": "/no/such/model.gguf"}) as server:
         handle = server.submit(PROMPTS[0], greedy(3))
         with pytest.raises(RuntimeError, match="could not start: .*/no/such/model.gguf"):
             handle.result(timeout=WAIT)
         assert server.in_flight == 0
 
 
-def test_closing_stops_the_child(tiny):
-    server = ProcessServer(tiny, functools.partial(tiny_engine, "llama"))
+def test_closing_stops_the_child(tiny, tiny_load):
+    server = ProcessServer(tiny, tiny_load)
     assert server.submit(PROMPTS[0], greedy(2)).result(timeout=WAIT).ok
     server.close()
     assert server._child.proc.poll() is not None
@@ -111,8 +131,8 @@ def test_closing_stops_the_child(tiny):
         server.submit(PROMPTS[0], greedy(2))
 
 
-def test_a_server_dropped_without_closing_leaves_no_child(tiny):
-    server = ProcessServer(tiny, functools.partial(tiny_engine, "llama"))
+def test_a_server_dropped_without_closing_leaves_no_child(tiny, tiny_load):
+    server = ProcessServer(tiny, tiny_load)
     assert server.submit(PROMPTS[0], greedy(2)).result(timeout=WAIT).ok
     proc = server._child.proc
     del server
@@ -121,18 +141,31 @@ def test_a_server_dropped_without_closing_leaves_no_child(tiny):
 
 
 
-def _here_only(engine, ids):  # pytest imports this file under a name the child does not know
-    return ids
-
-
-def test_run_does_other_work_on_the_childs_engine_and_raises_what_it_raised(tiny, server):
+def test_call_runs_a_named_method_on_the_childs_engine_and_raises_what_it_raised(tiny, server):
     ids = [5, 9, 3, 7]
-    assert np.array_equal(server.run(last_logits, ids), last_logits(tiny, ids))  # the same model, exactly
+    here = EngineClient(tiny)
+    assert np.array_equal(server.call("last_logits", ids), here.last_logits(ids))  # the same model, exactly
     with pytest.raises(PromptError, match="context holds"):  # the child's exception, of its own type
-        server.run(attention_arrays, ids * tiny.config.max_seq_len)
-    with pytest.raises(ModuleNotFoundError):  # a function the child cannot import: its error, in the caller
-        server.run(_here_only, ids)
-    with pytest.raises(Exception, match="pickle"):  # one that cannot travel at all fails before it leaves
-        server.run(lambda engine: None)
-    raw, probs, queries, keys = server.run(attention_arrays, ids)  # still serving
-    assert np.array_equal(probs, attention_arrays(tiny, ids)[1])
+        server.call("attention", ids * tiny.config.max_seq_len)
+    with pytest.raises(ValueError, match="not a call the engine's child runs"):  # named methods only
+        server.call("stepper", ids, SamplingParams(), 4)
+    with pytest.raises(TypeError, match="not a plain value"):  # a function never travels: refused here
+        server.call("last_logits", lambda: ids)
+    arrays = server.call("attention", ids)  # still serving
+    assert np.array_equal(arrays.probs, here.attention(ids).probs)
+    spec = Interventions(heads=(HeadEdit(1, 2),))  # a spec and arrays travel as plain values
+    assert np.array_equal(server.call("next_token_probs", ids, spec), here.next_token_probs(ids, spec))
+    traced = server.call("trace", ids, max_positions=3)
+    assert np.array_equal(traced.lens.top_ids, here.trace(ids, 3).lens.top_ids)
+
+
+def test_only_plain_values_cross_and_the_child_builds_no_function():
+    check_plain(({"model": "x.gguf", "quant": None}, [1, 2], np.zeros(3), SamplingParams(), ServeConfig()))
+    for bad in (print, lambda: 0, np.array([object()]), threading.Lock(), io.BytesIO()):
+        with pytest.raises(TypeError, match="not a plain value|does not travel"):
+            check_plain(("call", bad))
+    plain = pickle.dumps(("call", 1, "last_logits", ([1, 2], np.arange(3.0), SamplingParams(seed=3)), {}))
+    assert _PlainUnpickler(io.BytesIO(plain)).load()[3][2] == SamplingParams(seed=3)
+    for hostile in (os.system, print, pickle.loads, load_engine):  # a function's global, of any module
+        with pytest.raises(pickle.UnpicklingError, match="not a plain value"):
+            _PlainUnpickler(io.BytesIO(pickle.dumps(("call", 1, "last_logits", (hostile,), {})))).load()

@@ -182,7 +182,7 @@ ROWS: list[Row] = [
         restore=(Set("text_input", "_w_emb_words", "cat, dog"),)),
 
     # Attention
-    Row("attention-one-character", "attention", (Prompt("a"),), "this prompt has no word “it”"),
+    Row("attention-one-character", "attention", (Prompt("a"),), "This prompt has no pronoun"),
     Row("attention-10k-prompt", "attention", (Prompt(TEN_K),), "attention is computed and drawn for the first 128"),
     Row("chat-template-empty-prompt", "attention", (Set("toggle", "_w_chat", True), Prompt("")),
         "the prompt is empty", restore=(Set("toggle", "_w_chat", False), Prompt(DEFAULT_PROMPT))),
@@ -199,7 +199,7 @@ ROWS: list[Row] = [
         restore=(Set("slider", "_w_temperature", 0.8),)),
     Row("top-p-zero", "logits", (Set("slider", "_w_top_p", 0.0),), "top-p must be above 0",
         restore=(Set("slider", "_w_top_p", 1.0),)),
-    Row("min-p-one", "logits", (Set("slider", "_w_min_p", 1.0),), "one token survives",
+    Row("min-p-one", "logits", (Set("slider", "_w_min_p", 1.0),), "one token can be drawn",
         restore=(Set("slider", "_w_min_p", 0.0),)),
     Row("top-k-negative", "logits", (State("top_k", -5),), "top-k = -5 is outside the control's range (≥ 0): using 0",
         restore=(State("top_k", 0),)),

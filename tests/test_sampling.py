@@ -1,13 +1,14 @@
 """The sampler on hand-made distributions: stage sets, ranges, seeds, and a frequency test."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from inference import SamplingError, SamplingParams, sample
-from inference.generation.sampling import min_p_mask, top_k_mask, top_p_mask
+from inference.generation.sampling import generator_for, min_p_mask, top_k_mask, top_p_mask
 
 PROBS = torch.tensor([0.05, 0.4, 0.1, 0.3, 0.15])  # sorted: 1 (0.4), 3 (0.3), 4 (0.15), 2 (0.1), 0 (0.05)
 LOGITS = PROBS.log()
@@ -62,8 +63,7 @@ def test_same_seed_same_tokens_different_seed_differs():
     logits = torch.randn(1000, generator=torch.Generator().manual_seed(0))
     def draws(seed):
         params = SamplingParams(temperature=1.0, seed=seed)
-        generator = params.make_generator()
-        return [sample(logits, params, generator).token_id for _ in range(50)]
+        return [sample(logits, params, generator_for(params, index)).token_id for index in range(50)]
     assert draws(1) == draws(1)
     assert draws(1) != draws(2)
 
@@ -86,10 +86,9 @@ def test_frequencies_follow_softmax_of_logits_over_t(temperature):
     not at all) gives a chi-square in the hundreds; the 99.9% critical value for 4 dof is 18.5."""
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
     params = SamplingParams(temperature=temperature, seed=11)
-    generator = params.make_generator()
     counts = torch.zeros(5)
-    for _ in range(4000):
-        counts[sample(logits, params, generator).token_id] += 1
+    for index in range(4000):  # 4,000 draws of one seeded stream, each from its own (seed, index) generator
+        counts[sample(logits, params, generator_for(params, index)).token_id] += 1
     assert chi_square(counts, (logits / temperature).softmax(-1)) < 18.5
     wrong = logits.softmax(-1) if temperature != 1.0 else (logits / 2).softmax(-1)
     assert chi_square(counts, wrong) > 18.5  # the test can tell a wrong temperature apart
@@ -132,9 +131,45 @@ def test_sample_many_equals_repeated_sample():
 
     logits = torch.randn(300, generator=torch.Generator().manual_seed(4))
     params = SamplingParams(temperature=0.9, top_k=50, top_p=0.95, seed=8)
-    one_by_one_generator = params.make_generator()
-    one_by_one = [sample(logits, params, one_by_one_generator, previous_ids=[1, 2]) for _ in range(40)]
-    many = sample_many(logits, params, 40, params.make_generator(), previous_ids=[1, 2])
+    one_by_one = [sample(logits, params, generator_for(params, index), previous_ids=[1, 2]) for index in range(40)]
+    many = sample_many(logits, params, 40, previous_ids=[1, 2])
     assert [r.token_id for r in many] == [r.token_id for r in one_by_one]
     assert [r.u for r in many] == [r.u for r in one_by_one]
+    later = sample_many(logits, params, 5, previous_ids=[1, 2], first=35)  # draw N is computed, not replayed
+    assert [r.u for r in later] == [r.u for r in one_by_one[35:]]
     assert [r.token_id for r in sample_many(logits, SamplingParams(temperature=0), 3)] == [int(logits.argmax())] * 3
+
+
+# -- one seed rule, and cache keys that are the settings themselves ------------------------------------
+def test_draw_n_comes_from_seed_and_index_alone():
+    """``generator_for(params, n)`` is draw n's own stream: the draws made before it change nothing."""
+    params = SamplingParams(seed=11)
+    first = torch.rand(3, generator=generator_for(params, 7))
+    for index in range(7):
+        torch.rand(5, generator=generator_for(params, index))  # draws 0..6, each taking more numbers than one
+    assert torch.equal(torch.rand(3, generator=generator_for(params, 7)), first)
+    starts = {float(torch.rand(1, generator=generator_for(SamplingParams(seed=seed), index)))
+              for seed in range(4) for index in range(50)}
+    assert len(starts) == 200  # no two (seed, index) pairs here share a stream
+    torch.rand(1, generator=generator_for(SamplingParams(seed=2**63 - 1), 10**6))  # the largest seed is a valid one
+
+
+def test_a_cache_key_is_the_settings_themselves_so_every_field_counts():
+    """The caches are keyed by ``SamplingParams.canonical()``: a field added later is in every key by itself."""
+    base = SamplingParams(temperature=0.8, top_k=5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, max_new_tokens=8,
+                          seed=3)
+    changes = {"temperature": 0.9, "top_k": 6, "top_p": 0.8, "min_p": 0.1, "repetition_penalty": 1.2,
+               "max_new_tokens": 9, "seed": 4, "stop_on_eos": False}
+    assert set(changes) == {field.name for field in dataclasses.fields(SamplingParams)}  # a new field: add it here
+    for name, value in changes.items():
+        keys = {base.canonical(): "base", dataclasses.replace(base, **{name: value}).canonical(): name}
+        assert len(keys) == 2, name
+
+
+def test_greedy_settings_differing_only_in_what_greedy_ignores_share_one_key_and_one_result():
+    logits = torch.randn(50, generator=torch.Generator().manual_seed(2))
+    fussy, plain = SamplingParams(temperature=0, top_k=3, top_p=0.5, min_p=0.2, seed=7), SamplingParams(temperature=0)
+    assert fussy.canonical() == plain.canonical()
+    assert sample(logits, fussy).token_id == sample(logits, plain).token_id == int(logits.argmax())
+    assert SamplingParams(temperature=0, max_new_tokens=5).canonical() != plain.canonical()  # the length still counts
+    assert SamplingParams(temperature=0.5, seed=1).canonical() != SamplingParams(temperature=0.5, seed=2).canonical()

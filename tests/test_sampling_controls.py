@@ -1,4 +1,4 @@
-"""The sampling controls (ui.sampling_controls): clamps, messages and seed parsing."""
+"""The sampling controls (ui.controls.sampling): clamps, messages and seed parsing."""
 from __future__ import annotations
 
 import pytest

@@ -7,8 +7,16 @@ import time
 
 import pytest
 
-from inference import (BusyError, EngineServer, PromptError, SamplingParams, ServeConfig, TokenEvent, run_continuous,
-                       run_static)
+from inference import (
+    BusyError,
+    EngineServer,
+    PromptError,
+    SamplingParams,
+    ServeConfig,
+    TokenEvent,
+    run_continuous,
+    run_static,
+)
 from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
 
 WAIT = 60.0  # generous upper bound for a wait on a busy machine; never a performance assertion

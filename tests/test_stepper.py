@@ -69,3 +69,38 @@ def test_step_limit(engine, prompt_ids):
     assert stepper.done
     with pytest.raises(StepperError, match="finished"):
         stepper.step()
+
+
+def test_the_walk_ends_by_the_rule_every_runner_uses(engine, prompt_ids):
+    """``finish_reason`` with the walk's step budget: end of text (sampled or forced) when the settings stop on it,
+    past it when they do not; the budget; the context. An ended walk refuses a forced token too; a rewind reopens it."""
+    eos = min(engine.eos_ids)
+    stops = Stepper(engine, prompt_ids, SamplingParams(temperature=0), max_steps=8)
+    stops.step(forced_token=eos)
+    assert stops.done and stops.finish_reason == "eos"
+    with pytest.raises(StepperError, match="finished"):
+        stops.step(forced_token=engine.tokenizer.encode(" on")[0])
+    stops.rewind(0)
+    assert not stops.done and stops.finish_reason is None
+
+    walks_on = Stepper(engine, prompt_ids, SamplingParams(temperature=0, stop_on_eos=False), max_steps=3)
+    walks_on.step(forced_token=eos)
+    assert walks_on.finish_reason is None  # a learner can see what the model writes after its own end
+    walks_on.step()
+    walks_on.step()
+    assert walks_on.finish_reason == "length" and len(walks_on.chosen) == 3
+
+    limit = engine.config.max_seq_len
+    near_the_end = Stepper(engine, [prompt_ids[0]] * (limit - 2), SamplingParams(temperature=0), max_steps=128)
+    assert near_the_end.max_steps == 2
+    near_the_end.step()
+    near_the_end.step()
+    assert near_the_end.finish_reason in ("context", "eos") and near_the_end.done
+
+
+def test_a_sampled_walk_draws_what_generate_draws(engine, prompt_ids):
+    """One seed rule: step i of the walk is draw i of the request's seeded stream, as in ``generate``."""
+    params = SamplingParams(temperature=1.1, top_k=40, seed=7, max_new_tokens=6, stop_on_eos=False)
+    stepper = Stepper(engine, prompt_ids, params)
+    walked = [stepper.step().token_id for _ in range(6)]
+    assert walked == engine.complete(prompt_ids, params).token_ids

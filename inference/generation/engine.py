@@ -1,9 +1,11 @@
 """The engine: one loaded model plus tokenizer, and the generation loop around them.
 
-Owns ``load_engine``, prompt checks, ``prefill`` / ``decode_step`` (one forward each,
-through an explicit per-request ``KVCache``), the step-by-step ``generate`` generator,
-and the traced forward the explorer reads. It holds weights only: every request
-brings its own cache, its own random generator and (optionally) its own
+Owns ``load_engine``, prompt checks, the step functions every runner calls (``prefill`` /
+``decode_step`` for one request, ``prefill_batch`` / ``decode_batch`` for a batch's rows: one
+forward each, through an explicit ``KVCache``; the only callers of the model's forward, with
+the full-recompute and traced forwards below), the step-by-step ``generate`` generator, and
+the traced forward the explorer reads. It holds weights only: every request
+brings its own cache, its own seeded draws and (optionally) its own
 interventions (``inference.model.interventions``), so many users can share one
 engine. Sampling rules live in ``sampling.py``; text handling in the model's
 tokenizer; batching many requests in ``inference.serving``.
@@ -20,7 +22,7 @@ import torch
 from ..model.attribution import LogitAttribution, attribute_logit
 from ..model.config import ModelConfig
 from ..model.decode_step import StepStatus
-from ..model.interventions import Interventions, head_means
+from ..model.interventions import Interventions, Spec, head_means
 from ..model.kv_cache import KVCache
 from ..model.loader import load_model
 from ..model.quant import count_parameters
@@ -28,7 +30,7 @@ from ..model.tokenizer import StreamDecoder, Tokenizer, TokenizerError
 from ..model.trace import ForwardTrace
 from ..model.transformer import Transformer
 from ..threads import set_threads
-from .sampling import SampleResult, SamplingParams, finish_reason, sample
+from .sampling import SampleResult, SamplingParams, finish_reason, generator_for, sample
 
 
 class PromptError(ValueError):
@@ -197,6 +199,24 @@ class Engine:
         return self.model(self._ids_tensor([token_id]), kv_cache=kv_cache, trace=trace,
                           interventions=interventions)[0, -1].float().cpu()
 
+    def prefill_batch(self, ids: torch.Tensor, kv_cache: KVCache | None = None, positions: torch.Tensor | None = None,
+                      padding_mask: torch.Tensor | None = None, interventions: Spec = None) -> torch.Tensor:
+        """One forward of a batch's new positions ``ids`` (B, T) (left-padded under ``padding_mask``, at
+        ``positions``; through ``kv_cache`` when given, else the whole sequences); logits (B, V) of each row's
+        last position. ``interventions``: one spec per row, or one for all."""
+        return self.model(ids.to(self.device), kv_cache=kv_cache,
+                          positions=None if positions is None else positions.to(self.device),
+                          padding_mask=None if padding_mask is None else padding_mask.to(self.device),
+                          last_only=True, interventions=interventions)[:, -1].float().cpu()
+
+    def decode_batch(self, token_ids: torch.Tensor, kv_cache: KVCache, positions: torch.Tensor | None = None,
+                     interventions: Spec = None) -> torch.Tensor:
+        """Feed each row one new token ``token_ids`` (B, 1) at ``positions`` (default: after its cached ones),
+        appending its K/V to ``kv_cache``; logits (B, V) for each row's next token."""
+        return self.model(token_ids.to(self.device), kv_cache=kv_cache,
+                          positions=None if positions is None else positions.to(self.device),
+                          interventions=interventions)[:, -1].float().cpu()
+
     def recompute_last(self, ids: list[int], interventions: Interventions | None = None) -> torch.Tensor:
         """The no-cache path: the whole sequence again, logits (V,) of the last position."""
         return self.model(self._ids_tensor(ids), last_only=True, interventions=interventions)[0, -1].float().cpu()
@@ -219,7 +239,6 @@ class Engine:
         params = params or SamplingParams()
         ids = self.encode_prompt(prompt, chat=chat)
         spec = self.prepare_interventions(interventions, ids)
-        generator = params.make_generator()
         decoder = StreamDecoder(self.tokenizer)
         capacity = min(len(ids) + params.max_new_tokens, self.config.max_seq_len)
         kv_cache = self.new_cache(capacity) if use_cache else None
@@ -235,8 +254,8 @@ class Engine:
                 logits = self.prefill(ids, kv_cache, interventions=spec)
             else:
                 logits = self.decode_step(next_input, kv_cache, interventions=spec)
-            # 2. sample the next token with this request's own generator
-            choice = sample(logits, params, generator, previous_ids=ids, record=record_sampling)
+            # 2. sample the next token: draw ``index`` of this request's seeded stream
+            choice = sample(logits, params, generator_for(params, index), previous_ids=ids, record=record_sampling)
             seconds = time.perf_counter() - started
             ids.append(choice.token_id)
             generated.append(choice.token_id)
@@ -259,7 +278,7 @@ class Engine:
         values, indices = probs.topk(min(n, probs.numel()))
         return [Candidate(int(i), self.tokenizer.decode([int(i)]), float(p)) for p, i in zip(values, indices)]
 
-    def complete(self, prompt: str | list[int], params: SamplingParams | None = None, **kwargs) -> "Completion":
+    def complete(self, prompt: str | list[int], params: SamplingParams | None = None, **kwargs) -> Completion:
         """Run ``generate`` to the end and gather the result."""
         steps = list(self.generate(prompt, params, **kwargs))
         return Completion(steps)

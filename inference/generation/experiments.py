@@ -13,8 +13,8 @@ time so a caller can show progress (and cache each):
   logit(corrupted answer) at the last position: 0 = no better than the corrupted run,
   1 = as good as the clean one.
 
-Every forward here is the plain batched forward with a spec per row (``interventions.py``);
-nothing is stored on the engine.
+Every forward here is the engine's batched prefill (``Engine.prefill_batch``) with a spec per
+row (``interventions.py``); nothing is stored on the engine.
 """
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def ablate_layer_heads(engine: Engine, ids: list[int], layer: int, target_id: in
     specs = [Interventions(heads=(HeadEdit(layer, head, mode, factor,
                                            mean=means[layer, head] if mode == "mean" else None),))
              for head in range(config.n_heads)]
-    batch = torch.tensor([ids], dtype=torch.long, device=engine.device).expand(config.n_heads, -1)  # (H, T)
-    logits = engine.model(batch, last_only=True, interventions=specs)[:, -1].float().cpu()  # (H, V)
+    batch = torch.tensor([ids], dtype=torch.long).expand(config.n_heads, -1)  # (H, T)
+    logits = engine.prefill_batch(batch, interventions=specs)  # (H, V)
     return logits.log_softmax(-1)[:, target_id]  # (H,)
 
 
@@ -108,8 +108,8 @@ def patch_position(engine: Engine, corrupt_ids: list[int], clean_streams: torch.
         cache.length = position  # those positions are committed, exactly as a prefill of the prefix leaves them
     specs = [Interventions(patches=(ResidualPatch(layer, position, clean_streams[layer, position]),))
              for layer in range(n_layers)]
-    rest = torch.tensor([corrupt_ids[position:]], dtype=torch.long, device=engine.device).expand(n_layers, -1)
-    logits = engine.model(rest, kv_cache=cache, last_only=True, interventions=specs)[:, -1].float().cpu()  # (L, V)
+    rest = torch.tensor([corrupt_ids[position:]], dtype=torch.long).expand(n_layers, -1)  # (L, T - position)
+    logits = engine.prefill_batch(rest, cache, interventions=specs)  # (L, V)
     return answer_gap(logits, clean_answer, corrupt_answer)
 
 

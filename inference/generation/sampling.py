@@ -1,9 +1,10 @@
 """Choosing the next token from logits: the sampler, its per-request settings, and the stop rule.
 
-Owns ``SamplingParams`` (validated on construction), ``sample`` and ``finish_reason``
-(when a sequence stops: the one rule every runner uses). The stages are
-always applied in this order, everywhere (the same order as transformers'
-``generate``):
+Owns ``SamplingParams`` (validated on construction), ``sample``, ``generator_for`` (the one
+seed rule: draw i of a request comes from a generator seeded from (seed, i), in every runner
+and on the Sampling page) and ``finish_reason`` (when a sequence stops: the one rule every
+runner uses). The stages are always applied in this order, everywhere (the same order as
+transformers' ``generate``):
 
 1. repetition penalty on tokens already in the sequence (divide positive logits,
    multiply negative ones);
@@ -13,8 +14,8 @@ always applied in this order, everywhere (the same order as transformers'
    (the token that crosses p is kept);
 5. min-p: drop tokens whose probability is below min_p × p_max;
 6. renormalise, lay the survivors end to end on [0, 1) in descending order of
-   probability (the cumulative ranges), draw u ~ U[0, 1) from the request's own
-   seeded ``torch.Generator``, and take the token whose range holds u.
+   probability (the cumulative ranges), draw u ~ U[0, 1) from the draw's own seeded
+   ``torch.Generator`` (``generator_for``), and take the token whose range holds u.
 
 With ``record=True`` the result carries the probability vector after each stage,
 the ranges, u and the choice: the exact numbers used, for the explorer to show.
@@ -22,7 +23,7 @@ the ranges, u and the choice: the exact numbers used, for the explorer to show.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -63,14 +64,34 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
-    def make_generator(self) -> torch.Generator:
-        """The request's own random stream; draws happen on the CPU so every device agrees."""
-        generator = torch.Generator(device="cpu")
-        if self.seed is None:
-            generator.seed()
-        else:
-            generator.manual_seed(self.seed)
-        return generator
+    def canonical(self) -> SamplingParams:
+        """These settings with every field that cannot change a result reset: greedy (T = 0) takes the argmax,
+        whatever top-k, top-p, min-p and the seed say. Equal canonical params give equal results, so a cache
+        keyed by them (every field, a new one included) reuses a greedy result when only those moved."""
+        if not self.greedy:
+            return self
+        return replace(self, top_k=0, top_p=1.0, min_p=0.0, seed=0)
+
+
+SEED_STRIDE = 1_000_003  # a prime: seeds (s, i) and (s', i') collide only when s*STRIDE + i = s'*STRIDE + i' (mod 2**64)
+
+
+def generator_for(params: SamplingParams, index: int) -> torch.Generator:
+    """The generator of draw ``index`` of a request: its ``index``-th generated token, in every runner (generate,
+    the stepper, both batchers, the server), or the Sampling page's draw number ``index``.
+
+    Seeded from (seed, index), so any draw is computed on its own, never by replaying the draws before it:
+    a rewound step draws the same u again, batch mates and the order of requests change nothing, and a
+    change to how many numbers one draw takes cannot shift the draws after it. Draws happen on the CPU so
+    every device agrees. ``seed=None``: a fresh random seed for each draw.
+    """
+    generator = torch.Generator(device="cpu")
+    if params.seed is None:
+        generator.seed()
+    else:
+        # modulo 2**64: torch takes seeds up to 2**64 - 1, and any seed < 2**63 is a valid setting
+        generator.manual_seed((params.seed * SEED_STRIDE + index) % 2**64)
+    return generator
 
 
 def _is_int(value) -> bool:
@@ -147,7 +168,7 @@ class Ranges:
     ends: torch.Tensor  # (K,) the last is exactly 1.0
 
     @classmethod
-    def from_probs(cls, probs: torch.Tensor) -> "Ranges":
+    def from_probs(cls, probs: torch.Tensor) -> Ranges:
         survivors = int((probs > 0).sum())
         sorted_probs, order = probs.sort(descending=True, stable=True)
         sorted_probs, order = sorted_probs[:survivors], order[:survivors]  # (K,)
@@ -205,7 +226,7 @@ def sample(
         token = int(probs.argmax())
         return SampleResult(token_id=token, probability=1.0, stage_probs=stages)
     ranges = Ranges.from_probs(probs)
-    token, probability, u = ranges.draw(generator if generator is not None else params.make_generator())
+    token, probability, u = ranges.draw(generator if generator is not None else generator_for(params, 0))
     result = SampleResult(token_id=token, probability=probability, u=u, stage_probs=stages)
     if record:
         result.range_token_ids, result.range_starts, result.range_ends = ranges.token_ids, ranges.starts, ranges.ends
@@ -216,19 +237,19 @@ def sample_many(
     logits: torch.Tensor,
     params: SamplingParams,
     n: int,
-    generator: torch.Generator | None = None,
     previous_ids: list[int] | None = None,
+    first: int = 0,
 ) -> list[SampleResult]:
-    """``n`` draws from the same logits: exactly what ``n`` calls of ``sample`` with this generator
-    would return, with the stages and ranges computed once instead of ``n`` times."""
+    """Draws ``first`` … ``first + n - 1`` from the same logits: exactly what ``sample`` with
+    ``generator_for(params, i)`` returns for each, with the stages and ranges computed once instead of ``n`` times."""
     if n < 0:
         raise SamplingError(f"n must be >= 0, got {n}")
     probs, _ = _stages(logits, params, previous_ids, record=False)
     if params.greedy:
         return [SampleResult(token_id=int(probs.argmax()), probability=1.0) for _ in range(n)]
     ranges = Ranges.from_probs(probs)
-    generator = generator if generator is not None else params.make_generator()
-    return [SampleResult(token, probability, u) for token, probability, u in (ranges.draw(generator) for _ in range(n))]
+    draws = (ranges.draw(generator_for(params, index)) for index in range(first, first + n))
+    return [SampleResult(token, probability, u) for token, probability, u in draws]
 
 
 def finish_reason(params: SamplingParams, eos_ids: frozenset[int], outputs: list[int], total_ids: int,

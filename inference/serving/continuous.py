@@ -7,8 +7,8 @@ forward). Its ``step()`` is the nano-vllm loop, one forward per call:
 1. schedule: the scheduler picks a prefill of newly admitted requests, or a decode
    of every running one (pure bookkeeping, no tensors);
 2. run: one forward over those rows, each reading and writing only its own slot;
-3. postprocess: sample each row with its own settings and seeded generator, hand
-   the token ids back to the scheduler, which retires the finished requests and
+3. postprocess: sample each row with its own settings and seeded stream (draw i of a
+   request from (seed, i): ``generator_for``), hand the token ids back to the scheduler, which retires the finished requests and
    frees their slots for the next step's admissions.
 
 Each step returns a ``BatchStep`` record (rows, tokens fed per request, padding,
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..generation.sampling import SamplingParams, sample
+from ..generation.sampling import SamplingParams, generator_for, sample
 from ..model.interventions import Interventions
 from .config import ServeConfig
 from .padding import left_pad
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 class ContinuousBatcher:
-    def __init__(self, engine: "Engine", config: ServeConfig | None = None, keep_logits: bool = False) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig | None = None, keep_logits: bool = False) -> None:
         config = config or ServeConfig()
         self.engine = engine
         self.cache = SlotKVCache(engine.config, config.n_slots, config.slot_capacity, engine.device, engine.dtype)
@@ -54,7 +54,7 @@ class ContinuousBatcher:
             request_id: int | None = None, interventions: Interventions | None = None) -> Sequence:
         """Queue an encoded prompt (with its own interventions, if any); it joins at the next step with a free slot."""
         params = params or SamplingParams()
-        seq = Sequence(list(prompt_ids), params, params.make_generator())
+        seq = Sequence(list(prompt_ids), params)
         seq.interventions = self.engine.prepare_interventions(interventions, seq.prompt_ids)
         if request_id is not None:
             seq.request_id = request_id
@@ -98,8 +98,10 @@ class ContinuousBatcher:
         rows = [SlotWrite(seq.slot, seq.cached, len(p)) for seq, p in zip(computed, pending)]
         positions = self.cache.begin_step(rows)  # (R, T)
         specs = row_specs([seq.interventions for seq in computed])
-        logits = self.engine.model(ids, kv_cache=self.cache, positions=positions, last_only=True, interventions=specs)
-        logits = logits[:, -1].float().cpu()  # (R, V)
+        if scheduled.phase == "prefill":
+            logits = self.engine.prefill_batch(ids, self.cache, positions, interventions=specs)  # (R, V)
+        else:
+            logits = self.engine.decode_batch(ids, self.cache, positions, interventions=specs)  # (R, V)
         if not scheduled.twins:
             return logits
         for twin, primary in scheduled.twins.items():
@@ -110,7 +112,7 @@ class ContinuousBatcher:
     def _sample(self, seq: Sequence, logits: torch.Tensor) -> int:
         if self.keep_logits:
             self.logits.setdefault(seq.request_id, []).append(logits.clone())
-        choice = sample(logits, seq.params, seq.generator, previous_ids=seq.all_ids)
+        choice = sample(logits, seq.params, generator_for(seq.params, len(seq.output_ids)), previous_ids=seq.all_ids)
         seq.output_probs.append(choice.probability)
         return choice.token_id
 
@@ -145,7 +147,7 @@ class ContinuousBatcher:
 
 
 def run_continuous(
-    engine: "Engine",
+    engine: Engine,
     prompts: list[str | list[int]],
     params_list: list[SamplingParams | None] | None = None,
     n_slots: int | None = None,

@@ -86,7 +86,7 @@ def check_batch_inputs(
     return [params or SamplingParams() for params in params_list]
 
 
-def encode_each(engine: "Engine", prompts: list[str | list[int]], chat: bool = False) -> list[BatchResult]:
+def encode_each(engine: Engine, prompts: list[str | list[int]], chat: bool = False) -> list[BatchResult]:
     """Encode every prompt; a bad one gets its own error and the others go on."""
     results = []
     for index, prompt in enumerate(prompts):
@@ -97,7 +97,7 @@ def encode_each(engine: "Engine", prompts: list[str | list[int]], chat: bool = F
     return results
 
 
-def prepare_each(engine: "Engine", results: list[BatchResult],
+def prepare_each(engine: Engine, results: list[BatchResult],
                  interventions_list: list[Interventions | None] | None) -> dict[int, Interventions | None]:
     """Each request's own interventions, checked and prepared against its prompt; a bad one fails only its request."""
     if interventions_list is None:

@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING
 from ..generation.sampling import finish_reason
 
 if TYPE_CHECKING:
-    import torch
-
     from ..generation.sampling import SamplingParams
     from ..model.interventions import Interventions
 
@@ -57,8 +55,7 @@ def new_request_id() -> int:
 @dataclass(eq=False)
 class Sequence:
     prompt_ids: list[int]
-    params: "SamplingParams"
-    generator: "torch.Generator | None" = None  # the request's own random stream
+    params: SamplingParams
     request_id: int = field(default_factory=new_request_id)
     status: SequenceStatus = SequenceStatus.WAITING
     output_ids: list[int] = field(default_factory=list)
@@ -70,7 +67,7 @@ class Sequence:
     first_token_at: float | None = None
     finished_at: float | None = None
     max_batch_size: int = 0  # the most sequences that shared one forward with this one (itself included)
-    interventions: "Interventions | None" = None  # this request's own edits; its slot's K/V are written under them
+    interventions: Interventions | None = None  # this request's own edits; its slot's K/V are written under them
 
     @property
     def all_ids(self) -> list[int]:

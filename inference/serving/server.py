@@ -6,7 +6,7 @@ its own tokens, ``result()``, ``cancel()``). Only the worker thread touches the 
 and the cache; callers talk to it through thread-safe queues.
 
 - No cross-talk: every request has its own id, its own output queue, its own cache
-  slot and its own seeded generator; a caller can only read its own queue.
+  slot and its own seeded draws; a caller can only read its own queue.
 - Bounded: at most ``n_slots`` requests run and ``max_waiting`` more wait (``ServeConfig``); one more
   ``submit`` raises ``BusyError`` at once instead of growing memory.
 - Cancellation: ``handle.cancel()``, or the handle being garbage-collected (the
@@ -62,12 +62,13 @@ class _Submission:
     outbox: queue.SimpleQueue  # TokenEvent..., then the final BatchResult (or an Exception)
     submitted_at: float = field(default_factory=time.perf_counter)
     interventions: Interventions | None = None  # prepared against the prompt
+    given_interventions: Interventions | None = None  # as the caller gave them (what a process server sends on)
 
 
 class RequestHandle:
     """One caller's view of its request: iterate for tokens as they come, or wait for ``result()``."""
 
-    def __init__(self, server: "EngineServer", request_id: int, outbox: queue.SimpleQueue) -> None:
+    def __init__(self, server: EngineServer, request_id: int, outbox: queue.SimpleQueue) -> None:
         self.request_id = request_id
         self._outbox = outbox
         self._result: BatchResult | None = None
@@ -115,7 +116,7 @@ class _ServerFront:
     to wherever its worker runs; its worker answers through ``_step_done`` and ``_end``.
     """
 
-    def __init__(self, engine: "Engine", config: ServeConfig | None = None) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig | None = None) -> None:
         self.engine = engine
         self.config = config = config or ServeConfig()
         self.max_in_flight = config.n_slots + config.max_waiting
@@ -145,7 +146,7 @@ class _ServerFront:
         request_id = new_request_id()
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         handle = RequestHandle(self, request_id, outbox)
-        self._send(_Submission(request_id, ids, params, outbox, interventions=spec))
+        self._send(_Submission(request_id, ids, params, outbox, interventions=spec, given_interventions=interventions))
         return handle
 
     @property
@@ -185,7 +186,7 @@ class _ServerFront:
 
 
 class EngineServer(_ServerFront):
-    def __init__(self, engine: "Engine", config: ServeConfig | None = None) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig | None = None) -> None:
         """Start the worker; ``config`` (default ``ServeConfig()``) bounds slots, queue and the worker's threads."""
         super().__init__(engine, config)
         self.batcher = ContinuousBatcher(engine, self.config)

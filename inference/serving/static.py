@@ -6,8 +6,8 @@ Static batching, step by step:
    real tokens and each row's positions start at 0, exactly as if it ran alone;
 2. one prefill forward through a batch ``KVCache`` gives every row its first token;
 3. decode: feed each row its last token at its own next position, sample with the
-   row's own settings and its own seeded generator, so batch mates never change a
-   request's tokens. A row that has finished keeps its place until the whole batch
+   row's own settings and its own seeded stream (``generator_for``: draw i from (seed, i)),
+   so batch mates never change a request's tokens. A row that has finished keeps its place until the whole batch
    is done (that is static batching's waste, reported in each ``BatchStep``).
 
 Each request may bring its own interventions (``interventions_list``): every forward
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..generation.sampling import SamplingParams, finish_reason, sample
+from ..generation.sampling import SamplingParams, finish_reason, generator_for, sample
 from ..model.interventions import Interventions
 from .padding import left_pad
 from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each, prepare_each, row_specs
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def run_static(
-    engine: "Engine",
+    engine: Engine,
     prompts: list[str | list[int]],
     params_list: list[SamplingParams | None] | None = None,
     chat: bool = False,
@@ -56,13 +56,12 @@ def run_static(
 
 
 class _StaticBatch:
-    """The state of one static batch: its cache, its rows' generators, and where each row is."""
+    """The state of one static batch: its cache, its rows' settings, and where each row is."""
 
-    def __init__(self, engine: "Engine", results: list[BatchResult], params: list[SamplingParams],
+    def __init__(self, engine: Engine, results: list[BatchResult], params: list[SamplingParams],
                  keep_logits: bool, started: float) -> None:
         self.engine, self.results, self.params, self.started = engine, results, params, started
         self.interventions: list[Interventions | None] | None = None  # one spec per row, or None for none
-        self.generators = [p.make_generator() for p in params]
         self.lengths = [len(r.prompt_ids) for r in results]  # real tokens per row (prompt + outputs)
         self.done = [False] * len(results)
         self.first_token_at: list[float | None] = [None] * len(results)
@@ -96,10 +95,10 @@ class _StaticBatch:
         engine, tick = self.engine, time.perf_counter()
         active_rows = [row for row, done in enumerate(self.done) if not done]
         active = [self.results[row] for row in active_rows]
-        logits = engine.model(ids.to(engine.device), kv_cache=self.cache, positions=positions.to(engine.device),
-                              padding_mask=None if mask is None else mask.to(engine.device), last_only=True,
-                              interventions=self.interventions)
-        logits = logits[:, -1].float().cpu()  # (B, V)
+        if mask is not None:
+            logits = engine.prefill_batch(ids, self.cache, positions, mask, self.interventions)  # (B, V)
+        else:
+            logits = engine.decode_batch(ids, self.cache, positions, self.interventions)  # (B, V)
         now = time.perf_counter()
         fed = {r.index: (len(r.prompt_ids) if mask is not None else 1) for r in active}
         sampled = {self.results[row].index: self._take(row, self.results[row], logits[row], now)
@@ -116,9 +115,10 @@ class _StaticBatch:
         )
 
     def _take(self, row: int, result: BatchResult, logits: torch.Tensor, now: float) -> int:
-        """Sample row's next token with its own settings and generator; note whether it is done."""
+        """Sample row's next token with its own settings and seeded stream; note whether it is done."""
         params = self.params[row]
-        choice = sample(logits, params, self.generators[row], previous_ids=result.prompt_ids + result.token_ids)
+        choice = sample(logits, params, generator_for(params, len(result.token_ids)),
+                        previous_ids=result.prompt_ids + result.token_ids)
         result.token_ids.append(choice.token_id)
         result.probabilities.append(choice.probability)
         if result.logits is not None:

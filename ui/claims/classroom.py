@@ -1,4 +1,4 @@
-"""Sentences of the class view (``pages/95_class.py``): what the pooled draws and the guesses show.
+"""Sentences of the class view (``pages/class.py``): what the pooled draws and the guesses show.
 
 Each helper takes the numbers its chart draws and returns the sentence that holds for them.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ui.claims.predicting import _bold, _plural
-from ui.compute_class import MIN_EXPECTED, BinPlan
+from ui.compute.classroom import MIN_EXPECTED, BinPlan
 from ui.figures.tokens import visible
 
 OTHER_PREFIX = "other ("  # the histogram's last bar, "other (49,142 tokens)": a label, not a token

@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from ui.figures import format as fmt
 from ui.figures.tokens import visible
 
 
@@ -15,8 +16,7 @@ def _quoted(piece: str) -> str:
     return "“" + piece + "”"
 
 
-def _ms(value: float) -> str:
-    return f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
+_ms = fmt.ms
 
 
 def _range_ms(values: Sequence[float]) -> str:
@@ -40,14 +40,32 @@ def example_sentence(prompt: str, continuation: Sequence[str]) -> str:
     return (f"(*autoregressive* generation; this model, greedy, continues {_quoted(prompt)} → {steps} → …)")
 
 
+def generation_suggestions(temperature: float) -> list[str]:
+    """The Generation page's "what to try next", each true for the settings in force."""
+    greedy = ("- Your temperature is 0: every step takes the top token, which is the **Logits** page's greedy pick "
+              "for the prompt. Set T above 0 and the steps start drawing from the probabilities." if temperature == 0
+              else "- Set temperature 0 and compare the first step with the **Logits** page's greedy pick.")
+    return ["- Run a few tokens, rewind to step 1 and **force** a different token: the branch reuses the cache up to "
+            "there and the story changes.", greedy,
+            "- Measure with 64 tokens: how fast does each curve climb as the sequence grows?",
+            "- Next: **Batching** — many requests through one model at once."]
+
+
 def finished_sentence(ended_by_eos: bool, max_steps: int) -> str:
     return "Generation finished: " + ("the model produced its end-of-text token." if ended_by_eos else
                                       f"the {max_steps}-token limit was reached.")
 
 
-def _quarter_medians(values: Sequence[float]) -> tuple[float, float]:
+def quarters(values: Sequence[float]) -> tuple[fmt.Summary, fmt.Summary]:
+    """The statistics of a run's first and last quarter of measurements (at least one value each): the page's
+    metrics and ``timing_sentence`` quote these same numbers."""
     quarter = max(1, len(values) // 4)
-    return statistics.median(values[:quarter]), statistics.median(values[-quarter:])
+    return fmt.summary(values[:quarter]), fmt.summary(values[-quarter:])
+
+
+def _quarter_medians(values: Sequence[float]) -> tuple[float, float]:
+    first, last = quarters(values)
+    return first.median, last.median
 
 
 def timing_sentence(context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]) -> str:
@@ -88,9 +106,29 @@ def phase_sentence(prompt_tokens: int, prefill_ms: float, decode_ms: Sequence[fl
 
 
 # -- Batching -----------------------------------------------------------------------------------
+def mask_caption(n_pad: int, n_columns: int) -> str:
+    """What one request's mask shows: its padded query rows see only themselves (the blue diagonal), why, and that
+    no real query sees a pad key."""
+    if n_pad == 0:
+        return (f"This request is the longest of the batch: no padding, so its mask is the plain causal one over all "
+                f"{n_columns} columns.")
+    rows = "row 0" if n_pad == 1 else f"rows 0–{n_pad - 1}"
+    return (f"{rows.capitalize()} {'is a pad query' if n_pad == 1 else 'are pad queries'}: each may attend only to "
+            "itself (the blue diagonal there), because a row that sees no key would make softmax divide by zero; "
+            f"their outputs are never used. No real query attends to a pad key (columns 0–{n_pad - 1} stay empty "
+            "below the pads).")
+
+
+def curve_caption(prompt: str, largest: int, decode_steps: int, seconds: float | None) -> str:
+    """What the throughput curve measured, with the time it took when it ran (no promise of a duration)."""
+    took = f", in {seconds:.1f} s" if seconds is not None else ""
+    return (f"What was measured: static batches of “{prompt}” in 1–{largest} rows, greedy, the median of "
+            f"{decode_steps} decode steps each (forward + sampling), on this server now{took}.")
+
+
 def mode_caption(n_steps: int, computed: int, wasted: int, ttft_ms: Sequence[float]) -> str:
     share = wasted / max(computed, 1)
-    return (f"{n_steps} steps, {computed:,} positions computed, {wasted:,} wasted ({share:.0%}) on padding and finished "
+    return (f"{n_steps} steps, {computed:,} positions computed, {wasted:,} wasted ({fmt.pct(share)}) on padding and finished "
             f"rows; time to first token {_range_ms(ttft_ms)}.")
 
 
@@ -173,7 +211,7 @@ def shared_start_sentence(reused: dict[int, int], prompt_positions: int, labels:
     each = ", ".join(f"request {labels[i]}: {n}" for i, n in sorted(reused.items()))
     return (f"**Shared prompt starts:** {total:,} of the {prompt_positions:,} prompt positions "
             f"{'was' if total == 1 else 'were'} copied from a slot holding the same opening tokens instead of "
-            f"computed ({total / max(prompt_positions, 1):.0%}; {each}).")
+            f"computed ({fmt.pct(total / max(prompt_positions, 1))}; {each}).")
 
 
 def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mode: str) -> str:
@@ -183,4 +221,4 @@ def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mo
         return f"{mode}: no cache was reserved."
     return (f"{mode}: up to {max(reserved_bytes) / 2**20:,.2f} MiB reserved for the rows or slots in use, up to "
             f"{max(used_bytes) / 2**20:,.2f} MiB holding real tokens; step by step, real tokens filled "
-            f"{min(shares):.0%}–{max(shares):.0%} of what was reserved (mean {sum(shares) / len(shares):.0%}).")
+            f"{fmt.pct(min(shares))}–{fmt.pct(max(shares))} of what was reserved (mean {fmt.pct(sum(shares) / len(shares))}).")

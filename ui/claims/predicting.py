@@ -75,6 +75,19 @@ def answer_formation_sentence(layer_labels: Sequence[str], top_guesses: Sequence
             f"{final_probabilities[-1]:.2f} at the output{sure}.")
 
 
+def lens_suggestion(prompt: str | None, answer: str | None, current_prompt: str) -> str:
+    """The "find where the answer takes over" suggestion, for an example checked on this model (``prompt`` None:
+    no candidate holds, and the suggestion asks for a prompt whose answer the user knows instead)."""
+    if prompt is None:
+        return ("- Type a prompt whose next word you know (a capital, a weekday after three others) and find the layer "
+                "where that word takes over.")
+    if prompt == current_prompt:
+        return (f"- This model answers {_bold(answer)} here: find the layer where it takes over in the chart above, "
+                "and how sure the readouts are before it.")
+    return (f"- Change the prompt to “{prompt}”: this model answers it with {_bold(answer)}. Find the layer where "
+            f"{_bold(answer)} takes over.")
+
+
 # -- Logits & temperature ---------------------------------------------------------------------
 STAGE_ORDER_CAPTION = ("Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty "
                        "→ logits ÷ T → softmax → top-k → top-p → min-p → renormalise. The first row is the softmax at "
@@ -89,12 +102,48 @@ def greedy_sentence(top_logit_token: str, greedy_token: str, same: bool) -> str:
             f"already in the prompt, so it takes {_bold(greedy_token)}.")
 
 
-def survivors_sentence(final_left: int, only_token: str | None) -> str:
-    """How many tokens the sampler keeps after every stage."""
+FILTER_STAGES = ("top_k", "top_p", "min_p")  # the stages that remove tokens; softmax and temperature remove none
+
+
+def stage_counts(stage_names: Sequence[str], nonzero: dict[str, int], vocab_size: int) -> list[str]:
+    """What each of the sampler's stages did, for its row label: softmax and temperature remove nothing (a token
+    whose probability is too small for float32 rounds to exactly 0 there, which is said as such); top-k, top-p and
+    min-p remove tokens (counted against the stage before); the final row counts the tokens that can be drawn.
+
+    ``nonzero[name]`` is the number of tokens with probability > 0 after stage ``name``, over the whole vocabulary.
+    """
+    out, before = [], vocab_size
+    for name in stage_names:
+        left = nonzero[name]
+        if name == "final":
+            out.append(f"{left:,} can be drawn")
+        elif name in FILTER_STAGES:
+            out.append(f"{left:,} left, {before - left:,} removed")
+        else:  # softmax (T = 1 reference) or temperature: nothing removed
+            zeros = vocab_size - left
+            out.append("nothing removed" + (f", {zeros:,} round to 0" if zeros else ""))
+        if name != "softmax":  # the T = 1 row is a reference beside the chain, not a step of it
+            before = left
+    return out
+
+
+def survivors_sentence(final_left: int, only_token: str | None, removed: int = 0, rounded_to_zero: int = 0) -> str:
+    """How many tokens can be drawn after every stage, and why the others cannot: ``removed`` by the filters, or
+    ``rounded_to_zero`` by float32 at this temperature (softmax itself removes nothing)."""
     if final_left == 1 and only_token is not None:
-        return (f"Only **one token survives** every stage: {_bold(only_token)}, so every draw picks it — the same as "
-                "greedy.")
-    return f"**{final_left:,} tokens survive** every stage and share the final, renormalised probability."
+        text = (f"Only **one token can be drawn** after every stage: {_bold(only_token)}, so every draw picks it — the "
+                "same as greedy.")
+    else:
+        text = f"**{final_left:,} tokens can be drawn** and share the final, renormalised probability."
+    zeros = (f"{rounded_to_zero:,} token{'s' * (rounded_to_zero != 1)} round{'s' * (rounded_to_zero == 1)} to exactly 0 "
+             "in float32 at this temperature (too small to represent), so never drawn")
+    if removed and rounded_to_zero:
+        text += f" The filters removed {removed:,}; {zeros}."
+    elif removed:
+        text += f" The filters removed {removed:,}."
+    elif rounded_to_zero:
+        text += f" No filter removed any; {zeros}."
+    return text
 
 
 def filter_suggestion(temperature: float, top_probability: float, kept_top_p: int, kept_min_p: int,
@@ -133,6 +182,18 @@ def greedy_vs_sampled_sentence(temperature: float, identical: bool) -> str:
             else "")
     return ("Greedy always takes the top token (the sampler gives it all the mass, p = 1); sampling follows the "
             "seed's u values." + same)
+
+
+def sampling_suggestions(temperature: float) -> list[str]:
+    """The Sampling page's "what to try next", each true for the settings in force (at T = 0 no u is drawn)."""
+    first = ("- Set T above 0 first: at T = 0 every draw is the top token and no u is drawn. Then press **Draw again** "
+             "a few times, change the seed in the sidebar and start over: the same seed always replays the same draws."
+             if temperature == 0 else
+             "- Press **Draw again** a few times, then change the seed in the sidebar and start over: the same seed "
+             "always replays the same draws.")
+    return [first, "- Draw 1,000 times at T = 0.3 and at T = 1.5: does the histogram still follow the probabilities? "
+                   "The χ² verdict says so either way.",
+            "- Next: **Generation & KV cache** — repeat the draw, token after token."]
 
 
 def two_settings_sentence(t_a: float, t_b: float, split: int | None) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ui.figures import format as fmt
 from ui.figures.tokens import visible
 
 
@@ -30,8 +31,49 @@ def word_level_caption(vocabulary_words: int, n_tokens: int, n_unknown: int) -> 
             f"{n_tokens} tokens, {lost}")
 
 
+def prompt_tokens_caption(n_own: int, n_total: int, specials: Sequence[str], chat: bool) -> str | None:
+    """What the model reads besides the user's own tokens (None when nothing): the special tokens the tokenizer
+    adds (Gemma's ``<bos>``) and, with the chat template, the template's markers and words. ``specials`` are the
+    special tokens' texts; the counts above the chips count the text's own tokens only."""
+    others = n_total - n_own
+    if others <= 0:
+        return None
+    named = ", ".join(_code(s) for s in dict.fromkeys(specials))
+    if chat:
+        plain = others - len(specials)
+        return (f"The model reads {fmt.count(n_total, 'token')} in all: your text's {n_own:,} and "
+                f"{fmt.count(others, 'token')} of the chat template around it ({len(specials):,} special "
+                f"marker{'s' * (len(specials) != 1)}: {named}; {plain:,} ordinary tokens of the template's own words). "
+                "The counts above are your text's tokens only.")
+    return (f"The model reads {fmt.count(n_total, 'token')}: your text's {n_own:,} and "
+            f"{fmt.count(others, 'special token')} the tokenizer adds ({named}), which is not text. The counts above "
+            "are your text's tokens only.")
+
+
+def rare_character_sentence(character: str, stored: Sequence[str], shown: Sequence[str], byte_level: bool) -> str:
+    """How the tokenizer writes one rare character, in the display notation of the chips (``<0xNN>`` for a piece of
+    a character), with the entries as stored beside it when they differ (byte-level BPE's printable stand-ins)."""
+    utf8 = character.encode("utf-8")
+    pieces = ", ".join(_code(piece) for piece in shown)
+    line = (f"The rare character {character} (U+{ord(character):04X}, {len(utf8)} UTF-8 bytes: "
+            f"{' '.join(f'{b:02X}' for b in utf8)}) becomes {fmt.count(len(shown), 'token')}: {pieces}")
+    if byte_level and list(stored) != list(shown):
+        kept = ", ".join(f"`{raw}`" for raw in stored)
+        line += (f" (stored in the vocabulary as {kept}: byte-level BPE writes every byte as a printable stand-in "
+                 "character)")
+    return line + "."
+
+
+def bpe_caption(vocab_size: int, n_text_tokens: int, specials: Sequence[str]) -> str:
+    """The model's BPE column: its vocabulary and the text's own tokens (a start token it adds named apart)."""
+    added = (f" (plus {', '.join(_code(s) for s in specials)}, which the tokenizer adds: not text)" if specials else "")
+    return (f"Vocabulary: {vocab_size:,} subwords. {fmt.count(n_text_tokens, 'token')}{added}, nothing unknown: rare "
+            "words are spelled from pieces.")
+
+
 def raw_bytes_caption(n_bytes: int, n_bpe_tokens: int) -> str:
-    """The byte tokenizer's caption, compared with the model's BPE on the same text."""
+    """The byte tokenizer's caption, compared with the model's BPE on the same text (``n_bpe_tokens``: the text's
+    own tokens, without a start token the tokenizer adds)."""
     if n_bpe_tokens and n_bytes > n_bpe_tokens:
         longer = f"{_times(n_bytes / n_bpe_tokens)} as many as the model's BPE needs ({n_bpe_tokens})"
     else:
@@ -72,6 +114,20 @@ def merge_replay_caption(n_merges: int, n_symbols: int, n_parts: int, same_as_to
     return text + ": the tokenizer's own split differs (it applies more rules than these merges)."
 
 
+def tokenization_suggestions(has_template: bool, chat_on: bool) -> list[str]:
+    """The page's "what to try next", each one possible in the app as it is now (no "turn on" for a switch already on,
+    nor for a model without a chat template)."""
+    lines = ["- Type a word the model has surely never seen (your name backwards) and watch it break into pieces.",
+             "- Add an emoji or Hebrew text to the prompt: one character can be several byte tokens."]
+    if has_template and chat_on:
+        lines.append("- Turn **Chat template** off in the sidebar: the template's markers and words disappear, and the "
+                     "counts above stay the same, since they count only your text's tokens.")
+    elif has_template:
+        lines.append("- Turn on **Chat template** in the sidebar: the special tokens around your prompt are tokens too.")
+    lines.append("- Then open **Embeddings**: each id selects one row of a big matrix, and that is where meaning begins.")
+    return lines
+
+
 # -- Embeddings -----------------------------------------------------------------------------
 def closeness_sentence(word: str, near: str, far: str, cosine_near: float, cosine_far: float) -> str:
     """Which of two words a word's embedding row points nearer to, with the two cosines."""
@@ -83,14 +139,15 @@ def closeness_sentence(word: str, near: str, far: str, cosine_near: float, cosin
 
 
 def pca_caption(n_vectors: int, explained: tuple[float, float], n_unlabelled: int) -> str:
-    """The PCA map's caption: how much of the spread two axes keep, and which labels moved to the hover."""
-    kept = explained[0] + explained[1]
-    guide = ("so distances on the map are only a rough guide" if kept < 0.8 else
+    """The PCA map's caption: how much of the spread two axes keep (the sum of the axes' own shown shares), and
+    which labels moved to the hover."""
+    _, kept = fmt.parts_pct(explained)
+    guide = ("so distances on the map are only a rough guide" if sum(explained) < 0.8 else
              "so the map keeps most of their spread")
     hidden = (f" {n_unlabelled} label{'s' * (n_unlabelled != 1)} would overlap another and "
               f"{'are' if n_unlabelled != 1 else 'is'} left to the hover (every point has one)." if n_unlabelled else "")
     return (f"PCA keeps the two directions along which these {n_vectors} vectors vary most; together they hold "
-            f"{kept:.0%} of the variance, {guide}.{hidden} Words are taken with a leading space, as they appear "
+            f"{kept} of the variance, {guide}.{hidden} Words are taken with a leading space, as they appear "
             "inside a sentence.")
 
 
@@ -129,15 +186,26 @@ def repeated_token_sentence(pieces: Sequence[str], ids: Sequence[int], rows: np.
 
 
 def rope_pair_sentence(query_piece: str, key_piece: str, layer: int, head: int, weight: float, distance: int,
-                       layer_kind: str = "") -> str:
-    """The real query/key pair of the RoPE distance chart (``layer_kind``: e.g. "a local layer: RoPE base 10,000")."""
+                       layer_kind: str = "", scores: Sequence[float] = ()) -> str:
+    """The real query/key pair of the RoPE distance chart (``layer_kind``: e.g. "a local layer: RoPE base 10,000"),
+    and, from ``scores`` (the pair scored at every distance drawn), how much distance changes it."""
     pair = (f"the query and the key of {_code(query_piece)} itself" if distance == 0 else
             f"the query of {_code(query_piece)} and the key of {_code(key_piece)}")
     kind = f" ({layer_kind})" if layer_kind else ""
-    return (f"A real pair: {pair} in layer {layer}{kind}, head {head}, the head that puts the most weight from one on the "
-            f"other ({weight:.0%}). Undo their rotations, rotate them again as if they were *d* positions apart, and "
-            f"score them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; "
-            "the line shows how the same two vectors would score nearer or farther.")
+    text = (f"A real pair: {pair} in layer {layer}{kind}, head {head}, which puts {fmt.pct(weight)} of the weight from "
+            f"one on the other. Undo their rotations, rotate them again as if they were *d* positions apart, and score "
+            f"them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; the line "
+            "shows how the same two vectors would score nearer or farther.")
+    if len(scores):
+        low, high = float(np.min(scores)), float(np.max(scores))
+        size = max(abs(low), abs(high)) or 1.0
+        span = f"from {fmt.fixed(low, 2)} to {fmt.fixed(high, 2)}"
+        if (high - low) < 0.01 * size:
+            text += (f" For this pair distance barely matters: over distances 0–{len(scores) - 1} the score only goes "
+                     f"{span} ({fmt.pct((high - low) / size, 1)} of its size), so the axis is zoomed in.")
+        else:
+            text += f" Over distances 0–{len(scores) - 1} the score goes {span}: where the key sits changes it."
+    return text
 
 
 # -- Attention ------------------------------------------------------------------------------
@@ -148,38 +216,98 @@ def sink_sentence(weights: np.ndarray, pieces: Sequence[str], query: int) -> str
     if query == 0:
         return f"The first token can only look at itself: all of its weight, in every head, stays on {_code(pieces[0])}."
     if top == 0:
-        return (f"Averaged over heads and layers, {mean[0]:.0%} of the weight of {_code(pieces[query])} goes to the "
-                f"**first token** {_code(pieces[0])}, more than to any other: models use it as a resting place (an "
-                "*attention sink*) when a head has nothing to fetch. The interesting work happens in single heads:")
-    return (f"Averaged over heads and layers, the most weight of {_code(pieces[query])} ({mean[top]:.0%}) goes to "
-            f"{_code(pieces[top])} at position {top}; the first token gets {mean[0]:.0%}. Single heads differ:")
+        return (f"Averaged over heads and layers, {fmt.pct(mean[0])} of the weight of {_code(pieces[query])} goes to "
+                f"the **first token** {_code(pieces[0])}, more than to any other: models use it as a resting place (an "
+                "*attention sink*) when a head has nothing to fetch. The average hides what single heads do.")
+    return (f"Averaged over heads and layers, the most weight of {_code(pieces[query])} ({fmt.pct(mean[top])}) goes "
+            f"to {_code(pieces[top])} at position {top}; the first token gets {fmt.pct(mean[0])}. Single heads differ "
+            "from this average.")
+
+
+def _heads(best: Sequence[tuple[int, int, float]]) -> str:
+    return ", ".join(f"{fmt.head(layer, head)} {fmt.pct(weight)}" for layer, head, weight in best)
+
+
+def no_pronoun_sentence(example: str) -> str:
+    """The section's sentence for a prompt with no pronoun of the kinds the page reads."""
+    return ("This prompt has no pronoun (it, he, she, they, …; er, sie, es; il, elle) whose heads could be read "
+            f"here. Put one after two nouns, as in “{example}”, to see which heads send it to each noun.")
+
+
+def pronoun_sentence(pronoun: str, antecedents: Sequence[tuple[str, int, Sequence[tuple[int, int, float]], bool]],
+                     n_heads: int, min_share: float) -> str:
+    """Which earlier content words a pronoun's heads send it to, counted over every head.
+
+    ``antecedents`` holds (word, heads that send the pronoun to it, its strongest heads as (layer, head, share),
+    whether the word is the first token alone); a head sends the pronoun to the word that gets the most of its
+    row among the earlier words (the first token left out), when that is at least ``min_share``.
+    """
+    p = _code(pronoun)
+    if not antecedents:
+        return (f"No content word comes before {p}, so there is nothing for its heads to resolve here. Put one or two "
+                "nouns before it.")
+    sink = [word for word, _, _, first in antecedents if first]
+    counted = [(word, n, best) for word, n, best, first in antecedents if not first]
+    note = (f" {', '.join(_code(w) for w in sink)} is the first token, where heads park weight they do not need, so "
+            "no head is counted for it." if sink else "")
+    total = sum(n for _, n, _ in counted)
+    listed = ", ".join(_code(w) for w, _, _ in counted)
+    if not counted:
+        return f"The only content word before {p} is the first token.{note}"
+    if total == 0:
+        return (f"No head puts {fmt.pct(min_share)} or more of the weight of {p} on an earlier content word "
+                f"({listed}) ahead of every other earlier word: here its heads look elsewhere.{note}")
+    parts = [f"{_code(word)} in {n}" + (f" (strongest {_heads(best)})" if best and n else "")
+             for word, n, best in sorted(counted, key=lambda item: -item[1])]
+    text = (f"Leaving out the first token, {total} of the {n_heads} heads send {p} mostly to one content word before "
+            f"it (at least {fmt.pct(min_share)} of their weight, more than any other earlier word): "
+            + "; ".join(parts) + ".")
+    ranked = sorted(counted, key=lambda item: -item[1])
+    if len(counted) > 1 and ranked[0][1] > ranked[1][1]:
+        text += (f" Of the {len(counted)} content words before {p}, more heads pick {_code(ranked[0][0])} than any "
+                 f"other: in this model {p} leans to *{ranked[0][0]}*.")
+    elif len(counted) > 1:
+        tied = [w for w, n, _ in ranked if n == ranked[0][1]]
+        text += (f" Of the {len(counted)} content words before {p}, as many heads pick "
+                 + " as ".join(_code(w) for w in tied) + ": the heads do not settle it.")
+    return text + note
 
 
 def top_heads_sentence(query_piece: str, key_piece: str, best: Sequence[tuple[int, int, float]]) -> str:
     """The heads that put the most weight from one query on one key, strongest first."""
-    listed = ", ".join(f"layer {layer} head {head} ({weight:.0%})" for layer, head, weight in best)
+    listed = ", ".join(f"layer {layer} head {head} ({fmt.pct(weight)})" for layer, head, weight in best)
     return f"- Heads that send {_code(query_piece)} most to {_code(key_piece)}: {listed}."
 
 
-def causal_suggestion(pieces: Sequence[str], query: int, later: int | None, earlier: int | None) -> str:
+def _where(first: int, last: int) -> str:
+    return f"position {first}" if first == last else f"positions {first}–{last}"
+
+
+def causal_suggestion(query_piece: str, query: int, later: tuple[str, int, int] | None,
+                      earlier: tuple[str, int, int] | None) -> str:
     """What an edit of the prompt can and cannot change in the heads from ``query``: the causal mask's lesson.
 
-    ``later`` is a word after the query (an edit there changes none of its weights), ``earlier``
-    a word before it (an edit there can).
+    ``later`` and ``earlier`` are words of the user's own text, (text, first position, last position): one after the
+    query (an edit there changes none of its weights) and one before it (an edit there can). Only words the user
+    typed are offered (never a chat template's).
     """
-    q = _code(pieces[query])
-    if query == 0 and later is None and earlier is None:
-        return (f"- This prompt is one token: {q} can only attend to itself, so every weight is 1. Add words after "
-                "it and watch the later tokens spread their weight over the earlier ones.")
+    q = _code(query_piece)
+    if later is None and earlier is None:
+        if query == 0:
+            return (f"- This prompt is one token: {q} can only attend to itself, so every weight is 1. Add words after "
+                    "it and watch the later tokens spread their weight over the earlier ones.")
+        return ""
     parts = []
     if later is not None:
-        parts.append(f"Changing {_code(pieces[later])} (position {later}) cannot move any head of {q} (position "
-                     f"{query}): it comes later, and the causal mask hides later tokens, so every weight from {q} "
-                     f"stays exactly the same. Only queries at or after position {later} can see it.")
+        word, first, last = later
+        parts.append(f"Changing {_code(word)} ({_where(first, last)}) cannot move any head of {q} (position {query}): "
+                     f"it comes later, and the causal mask hides later tokens, so every weight from {q} stays exactly "
+                     f"the same. Only queries at or after position {first} can see it.")
     if earlier is not None:
-        parts.append(f"Changing {_code(pieces[earlier])} (position {earlier}), which comes before {q}, can: try another "
-                     f"word there and watch the row of {q} in the heatmaps change.")
-    return "- " + " ".join(parts) if parts else ""
+        word, first, last = earlier
+        parts.append(f"Changing {_code(word)} ({_where(first, last)}), which comes before {q}, can: try another word "
+                     f"there and watch the row of {q} in the heatmaps change.")
+    return "- " + " ".join(parts)
 
 
 def previous_token_sentence(previous_heads: np.ndarray, n_tokens: int) -> str | None:

@@ -1,7 +1,7 @@
 """Cached attention results for the Attention page, read from one traced forward pass.
 
-Owns: running ``engine.traced_forward`` once per prompt (capped at ``MAX_TOKENS``,
-exact for those positions because attention is causal), keeping the recorded raw
+Owns: asking the model's client for one traced forward's attention once per prompt (capped at
+``MAX_TOKENS``, exact for those positions because attention is causal), keeping the recorded raw
 scores and attention probabilities of every layer and head as numpy, and small pure
 helpers that slice them (the score → scale → mask → softmax steps for one query,
 a query's attention over layers, grouped-query head groups), and, for a model with
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from ui.compute.engine_work import attention_arrays, run_on_engine
-from ui.shell.resources import engine_for, release_freed_memory
+from inference.inspection import WindowView
+from ui.shell.resources import client_for
 
 MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earlier rows (causal mask)
 
@@ -62,11 +62,12 @@ class AttentionMaps:
 @st.cache_data(max_entries=16, show_spinner="Running the model and recording attention…")  # ≤ 18 MB each (128 tokens)
 def attention_maps(model: str, ids: list[int]) -> AttentionMaps:
     """Every layer's and head's attention in ``model`` for the first ``MAX_TOKENS`` tokens of ``ids``."""
-    engine = engine_for(model)
-    raw, probs, queries, keys = run_on_engine(model, engine, attention_arrays, ids[:MAX_TOKENS])
-    config = engine.config
-    return AttentionMaps(raw, probs, queries, keys, config.head_dim, config.n_kv_heads, len(ids),
-                         config.score_scale_dim, config.sliding_window, config.local_layers)
+    client = client_for(model)
+    arrays = client.attention(ids[:MAX_TOKENS])  # in the engine's child on a process server
+    config = client.config
+    return AttentionMaps(arrays.raw_scores, arrays.probs, arrays.queries, arrays.keys, config.head_dim,
+                         config.n_kv_heads, len(ids), config.score_scale_dim, config.sliding_window,
+                         config.local_layers)
 
 
 def attention_kind(n_heads: int, n_kv_heads: int) -> str:
@@ -162,8 +163,8 @@ def scores_by_distance(model: str, maps: AttentionMaps, layer: int, head: int, q
     With RoPE the score depends only on how far apart the two tokens are, so it can be
     recomputed for any distance by rotating the query to position ``d`` and the key to 0.
     """
-    rope = engine_for(model).model.rope_for(layer)  # Gemma's local layers rotate with their own base
-    cos, sin = (table.cpu().numpy() for table in rope.tables(max(query, key, max_distance) + 1))  # (P, hd)
+    # (P, hd) each; Gemma's local layers rotate with their own base
+    cos, sin = client_for(model).rope_tables(layer, max(query, key, max_distance) + 1)
     q = maps.queries[layer, head, query]
     k = maps.keys[layer, maps.kv_group(head), key]
     q_plain = _rotate(q, cos[query], -sin[query])  # rotating by -angle undoes the rotation
@@ -180,57 +181,19 @@ WINDOW_EXTRA = 128  # tokens traced past the window (a traced forward keeps (H, 
 POOLED_CELLS = 160  # the maps are max-pooled to at most this many rows and columns for drawing
 
 
-@dataclass(frozen=True)
-class WindowView:
-    """One traced forward past the window: per layer, head-averaged maps pooled for drawing, and measurements."""
-
-    pooled: np.ndarray  # (L, R, R) max over each block of positions of the head-averaged weights
-    block: int  # positions per pooled cell
-    n_tokens: int  # positions traced
-    window: int
-    local_layers: tuple[int, ...]
-    outside_max: np.ndarray  # (L,) largest weight any query puts on a key outside its window
-    outside_share: np.ndarray  # (L,) mean share of weight that queries past the window put outside it
-    outside_cells: int  # (query, key) pairs outside the window, per head and layer
-
-
 def long_prompt_for_window(model: str, sentence: str) -> str:
     """``sentence`` repeated until the prompt fills what ``window_view`` traces (the window + ``WINDOW_EXTRA``)."""
-    engine = engine_for(model)
-    target = engine.config.sliding_window + WINDOW_EXTRA
-    per_copy = len(engine.tokenizer.encode(" " + sentence, special_tokens=False))
+    client = client_for(model)
+    target = client.config.sliding_window + WINDOW_EXTRA
+    per_copy = len(client.tokenizer.encode(" " + sentence, special_tokens=False))
     return " ".join([sentence] * (target // max(per_copy, 1) + 1))
 
 
 @st.cache_data(max_entries=2, show_spinner="Tracing the long prompt through every layer…")  # ~2 MB each
 def window_view(model: str, ids: list[int]) -> WindowView:
     """The window's effect, measured on the first ``window + WINDOW_EXTRA`` tokens of ``ids``."""
-    engine = engine_for(model)
-    config = engine.config
-    window = int(config.sliding_window)
-    ids = ids[: window + WINDOW_EXTRA]
-    _, trace = engine.traced_forward(ids, last_only=True)
-    n = len(ids)
-    query, key = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    outside = key <= query - window  # (T, T) keys more than window - 1 positions back
-    late = np.arange(n) >= window  # queries that have keys outside their window
-    block = int(np.ceil(n / POOLED_CELLS))
-    cells = int(np.ceil(n / block))
-    pooled, outside_max, outside_share = [], [], []
-    for layer in trace.layers:
-        probs = layer.attention_probs[0].numpy()  # (H, T, T)
-        outside_max.append(float(probs[:, outside].max()))
-        outside_share.append(float((probs * outside).sum(-1)[:, late].mean()))
-        mean = probs.mean(axis=0)  # (T, T)
-        padded = np.zeros((cells * block, cells * block), dtype=np.float32)
-        padded[:n, :n] = mean
-        pooled.append(padded.reshape(cells, block, cells, block).max(axis=(1, 3)))  # (R, R)
-        del probs
-    view = WindowView(np.stack(pooled), block, n, window, config.local_layers, np.array(outside_max),
-                      np.array(outside_share), int(outside.sum()))
-    del trace
-    release_freed_memory()  # the trace held ~350 MB of (H, T, T) maps
-    return view
+    client = client_for(model)
+    return client.window(ids[: int(client.config.sliding_window) + WINDOW_EXTRA], POOLED_CELLS)
 
 
 @dataclass(frozen=True)
@@ -242,5 +205,5 @@ class LayerLayout:
 
 def layer_layout(model: str) -> LayerLayout:
     """Which of ``model``'s layers are local (sliding window) and how wide the window is."""
-    config = engine_for(model).config
+    config = client_for(model).config
     return LayerLayout(config.n_layers, config.local_layers, config.sliding_window)

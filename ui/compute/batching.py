@@ -4,7 +4,8 @@ Owns turning the page's editable request list into prompts and settings (a bad r
 gets its own message, the others go on), the left-padded batch as plain arrays (the
 engine's own ``left_pad`` and mask), and one comparison run: static batching,
 continuous batching and every request alone, all on the shared engine, returned as
-plain data for the figures in ``ui/figures/batching.py``.
+plain data for the figures in ``ui/figures/batching.py``. The editor's rows as the
+session keeps them are ``ui/session/requests.py``.
 """
 from __future__ import annotations
 
@@ -14,12 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
-from inference import BatchRun, PromptError, SamplingParams, run_continuous, run_static
-from inference.model.kv_cache import causal_padding_mask
-from inference.serving.padding import left_pad
-from ui.figures.batching import EMPTY, IDLE, PAUSED
-from ui.shell.resources import engine_for
+from inference import BatchRun, PromptError, SamplingParams
 from ui.compute.token_text import token_texts
+from ui.figures.batching import EMPTY, IDLE, PAUSED
+from ui.shell.resources import client_for
 
 MAX_REQUESTS = 8
 MAX_PROMPT_TOKENS = 64
@@ -38,28 +37,6 @@ DEFAULT_REQUESTS = [
 ]
 
 
-EDITOR_KEY = "batch_requests"  # the data editor's widget key (its state: the edits since it was created)
-_ORIGIN_KEY, _LATEST_KEY = "_batch_rows_origin", "_batch_rows_latest"
-
-
-def editor_data() -> list[dict]:
-    """The rows to give the request editor, so that edits survive a page switch and are applied once.
-
-    While the editor's widget state lives, it holds edits relative to the rows it was created with,
-    so those rows must be passed unchanged (feeding its output back in would re-apply every edit
-    and lose the next keystroke). When Streamlit has dropped that state (the user visited another
-    page), the editor starts again from the rows as the user left them.
-    """
-    if EDITOR_KEY not in st.session_state or _ORIGIN_KEY not in st.session_state:
-        st.session_state[_ORIGIN_KEY] = [dict(row) for row in st.session_state.get(_LATEST_KEY, DEFAULT_REQUESTS)]
-    return st.session_state[_ORIGIN_KEY]
-
-
-def remember_rows(rows: list[dict]) -> None:
-    """Keep the editor's current rows for the next time the page is opened."""
-    st.session_state[_LATEST_KEY] = [dict(row) for row in rows]
-
-
 @dataclass(frozen=True)
 class Requests:
     prompts: list[str]  # the valid ones, in order
@@ -70,14 +47,14 @@ class Requests:
 
 def parse_requests(model: str, rows: list[dict]) -> Requests:
     """Valid (prompt, max new tokens) pairs from the editor; every other row explained."""
-    engine = engine_for(model)
+    client = client_for(model)
     prompts, budgets, kept, problems = [], [], [], []
     if len(rows) > MAX_REQUESTS:
         problems.append(f"{len(rows)} requests: only the first {MAX_REQUESTS} are run.")
     for index, row in enumerate(rows[:MAX_REQUESTS]):
         prompt = str(row.get("prompt") or "")
         try:
-            ids = engine.encode_prompt(prompt)
+            ids = client.encode_prompt(prompt)
         except PromptError as error:
             problems.append(f"Request {index} is left out: {error}.")
             continue
@@ -114,13 +91,11 @@ class PaddedBatch:
 @st.cache_data(max_entries=16, show_spinner=False)
 def padded_batch(model: str, prompts: tuple[str, ...]) -> PaddedBatch:
     """The prompts left-padded exactly as static batching pads them (the engine's ``left_pad``)."""
-    engine = engine_for(model)
-    rows = [engine.encode_prompt(p) for p in prompts]
-    ids, mask, positions = left_pad(rows)  # each (B, T)
-    texts = [[text if real else None for text, real in zip(token_texts(engine.tokenizer, row_ids), row_mask)]
+    client = client_for(model)
+    ids, mask, positions, masks = client.padded_batch([client.encode_prompt(p) for p in prompts])  # (B, T), (B, T, T)
+    texts = [[text if real else None for text, real in zip(token_texts(client.tokenizer, row_ids), row_mask)]
              for row_ids, row_mask in zip(ids.tolist(), mask.tolist())]
-    masks = causal_padding_mask(mask, 0)[:, 0]  # (B, T, T)
-    return PaddedBatch(texts, positions.numpy(), mask.numpy(), masks.numpy(), float(1 - mask.float().mean()))
+    return PaddedBatch(texts, positions, mask, masks, float(1 - mask.astype(np.float32).mean()))
 
 
 @dataclass
@@ -210,23 +185,23 @@ def compare(model: str, prompts: list[str], budgets: list[int], temperature: flo
             progress: Callable[[float, str], None] | None = None, share_prefixes: bool = False) -> Comparison:
     """Static, continuous (``n_slots`` cache slots; ``share_prefixes``: a prompt reuses the start a slot holds)
     and solo runs of the same requests and settings."""
-    engine = engine_for(model)
+    client = client_for(model)
     params = [SamplingParams(temperature=temperature, max_new_tokens=b, seed=seed + i, stop_on_eos=True)
               for i, b in enumerate(budgets)]
     report = progress or (lambda share, text: None)
-    position_bytes = engine.config.kv_cache_bytes(1, engine.dtype.itemsize)  # K and V, every layer
+    position_bytes = client.config.kv_cache_bytes(1, client.info.dtype_bytes)  # K and V, every layer
     report(0.05, "static batching: one left-padded batch")
-    static_run = run_static(engine, prompts, params)
+    static_run = client.run_static(prompts, params)
     static_reserved = static_run.steps[0].cache_positions_reserved if static_run.steps else 0
     static = _mode_run(static_run, len(prompts), position_bytes, static_reserved)
     report(0.35, f"continuous batching: {n_slots} cache slots")
-    continuous_run = run_continuous(engine, prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)
-    slot_capacity = min(engine.config.max_seq_len, max(len(engine.encode_prompt(p)) + b for p, b in zip(prompts, budgets)))
+    continuous_run = client.run_continuous(prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)
+    slot_capacity = min(client.config.max_seq_len, max(len(client.encode_prompt(p)) + b for p, b in zip(prompts, budgets)))
     continuous = _mode_run(continuous_run, n_slots, position_bytes, n_slots * slot_capacity)
     solo, solo_texts = [], []
     for i, (prompt, p) in enumerate(zip(prompts, params)):
         report(0.65 + 0.35 * i / len(prompts), f"request {i} alone")
-        done = engine.complete(prompt, p)
+        done = client.complete(prompt, p)
         solo.append(done.token_ids)
         solo_texts.append(done.text)
     report(1.0, "done")
@@ -253,14 +228,14 @@ def throughput_curve(model: str, sizes: tuple[int, ...] | None = None, decode_st
                      progress: Callable[[float, str], None] | None = None) -> ThroughputCurve:
     """Static batches of ``CURVE_PROMPT`` at each size (default ``CURVE_SIZES``), greedy: the median of their
     ``decode_steps`` (default ``CURVE_STEPS``) decode steps' times."""
-    engine = engine_for(model)
+    client = client_for(model)
     sizes, decode_steps = sizes or CURVE_SIZES, decode_steps or CURVE_STEPS
     report = progress or (lambda share, text: None)
     medians = []
     for i, size in enumerate(sizes):
         report(i / len(sizes), f"batch of {size}")
         params = [SamplingParams(temperature=0.0, max_new_tokens=decode_steps + 1, stop_on_eos=False)] * size
-        run = run_static(engine, [CURVE_PROMPT] * size, params)
+        run = client.run_static([CURVE_PROMPT] * size, params)
         medians.append(1000 * float(np.median([s.seconds for s in run.steps if s.phase == "decode"])))
     report(1.0, "done")
     return ThroughputCurve(list(sizes), medians, [1000 * b / ms for b, ms in zip(sizes, medians)], CURVE_PROMPT,

@@ -13,9 +13,8 @@ import numpy as np
 import streamlit as st
 
 from inference import SamplingParams
-
 from ui.compute.logits import prompt_logits, token_texts
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 CONTINUATION_TOKENS = 24
 TOP_N = 10
@@ -40,16 +39,15 @@ class ModelCard:
 
 
 def model_card(model: str) -> ModelCard:
-    engine = engine_for(model)
-    config = engine.config
-    element = next(engine.model.parameters()).element_size()
+    client = client_for(model)
+    config, info = client.config, client.info
     return ModelCard(
-        name=config.name, family=config.family, parameters=engine.parameter_count,
+        name=config.name, family=config.family, parameters=info.parameter_count,
         n_layers=config.n_layers, d_model=config.d_model, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
         head_dim=config.head_dim, vocab_size=config.vocab_size,
-        kv_bytes_per_token=config.kv_cache_bytes(1, element), dtype=str(engine.dtype).removeprefix("torch."),
+        kv_bytes_per_token=config.kv_cache_bytes(1, info.dtype_bytes), dtype=info.dtype,
         local_layers=len(config.local_layers), window=config.sliding_window,
-        tokenizer_scheme=engine.tokenizer.scheme,
+        tokenizer_scheme=client.tokenizer.scheme,
     )
 
 
@@ -81,8 +79,7 @@ class Continuation:
 @st.cache_data(max_entries=16, show_spinner="Generating greedy continuations…")
 def greedy_continuation(model: str, prompt: str, n_tokens: int = CONTINUATION_TOKENS) -> Continuation:
     """Greedy tokens after the prompt from ``model``'s own engine, timed step by step."""
-    engine = engine_for(model)
-    steps = list(engine.generate(prompt, SamplingParams(temperature=0, max_new_tokens=n_tokens)))
+    steps = client_for(model).generate(prompt, SamplingParams(temperature=0, max_new_tokens=n_tokens))
     decode = steps[1:]
     return Continuation(
         pieces=[step.text for step in steps], text="".join(step.text for step in steps),

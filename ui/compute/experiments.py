@@ -1,7 +1,8 @@
 """Cached results for the Experiments page (and the Attention page's "Switch off this head"): the model under an intervention.
 
-Owns the link from an ``experiment_state.Settings`` to the engine's interventions and
-every number the experiment pages draw: the next-token distribution before and after
+Owns the link from an ``ui.session.experiment.Settings`` to the engine's interventions (a
+checked ``Interventions`` spec, and each head's mean output where a spec needs it, computed
+once per prompt) and every number the experiment pages draw, read through the model's client: the next-token distribution before and after
 (Δp, KL, top-1), the logit lens before and after with the region the edit can reach,
 the greedy continuation, the head-importance sweep and the activation-patching sweep
 (one cached forward per layer, so a caller can show progress and a rerun is instant),
@@ -15,16 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
-import torch
 
-from inference import SamplingParams
-from inference.generation import experiments
-from inference.model.interventions import InterventionError, Interventions, head_means
-
-from ui.compute.logits import LogitLens, entropy_bits, logit_lens, top_indices
-from ui.session.experiment import Settings
-from ui.shell.resources import engine_for
+from inference import InterventionError, Interventions
+from inference.inspection import PatchLogits
+from ui.compute.logits import LogitLens, entropy_bits, lens_view, top_indices
 from ui.compute.token_text import token_texts
+from ui.session.experiment import Settings
+from ui.shell.resources import client_for
 
 MAX_TOKENS = 128  # the traced forwards (lens, attribution) keep every layer's T x T attention
 MAX_PATCH_TOKENS = 32  # patching runs T forwards over a batch of L rows of up to T tokens: ~L·T²/2 positions
@@ -41,23 +39,24 @@ class ExperimentError(ValueError):
 @st.cache_data(max_entries=16, show_spinner=False)  # (L, H, hd) floats: ~0.3 MB for SmolLM2
 def mean_outputs(model: str, ids: tuple[int, ...]) -> np.ndarray:
     """Each head's output averaged over the prompt's positions (for mean ablation)."""
-    _, trace = engine_for(model).traced_forward(list(ids))
-    return head_means(trace).numpy()
+    return client_for(model).head_means(list(ids))
 
 
 def prepared_spec(model: str, ids: tuple[int, ...], settings: Settings) -> Interventions | None:
     """The engine's spec for ``settings`` on this prompt, checked; ``ExperimentError`` says what does not fit."""
     if settings.empty:
         return None
-    engine = engine_for(model)
     try:
         spec = settings.spec()
-        spec.check(engine.config, n_positions=len(ids))
+        spec.check(client_for(model).config, n_positions=len(ids))
     except InterventionError as error:
         raise ExperimentError(str(error)) from None
-    if spec.needs_means:
-        spec = spec.with_means(torch.from_numpy(mean_outputs(model, ids)))
     return spec
+
+
+def _means_for(model: str, ids: tuple[int, ...], spec: Interventions | None) -> np.ndarray | None:
+    """The prompt's head means when ``spec`` replaces heads by them (computed once per prompt), else None."""
+    return mean_outputs(model, ids) if spec is not None and spec.needs_means else None
 
 
 def check_prompt(ids: list[int], limit: int = MAX_TOKENS, what: str = "The prompt") -> None:
@@ -70,9 +69,8 @@ def check_prompt(ids: list[int], limit: int = MAX_TOKENS, what: str = "The promp
 @st.cache_data(max_entries=64, show_spinner=False)  # one (V,) row each
 def next_token_probs(model: str, ids: tuple[int, ...], settings: Settings) -> np.ndarray:
     """softmax of the last position's logits, float64 (V,), under ``settings``."""
-    engine = engine_for(model)
-    logits = engine.forward_logits(list(ids), prepared_spec(model, ids, settings))[-1]
-    return logits.double().softmax(-1).numpy()
+    spec = prepared_spec(model, ids, settings)
+    return client_for(model).next_token_probs(list(ids), spec, _means_for(model, ids, spec))
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,7 @@ def before_after(model: str, ids: tuple[int, ...], settings: Settings, top_n: in
     after = next_token_probs(model, ids, settings)
     chosen = list(dict.fromkeys([*top_indices(before, top_n).tolist(), *top_indices(after, top_n).tolist()]))
     chosen.sort(key=lambda i: -before[i])
-    tokenizer = engine_for(model).tokenizer
+    tokenizer = client_for(model).tokenizer
     top_b, top_a = int(np.argmax(before)), int(np.argmax(after))
     spec = prepared_spec(model, ids, settings)
     return BeforeAfter(
@@ -146,14 +144,13 @@ class LensPair:
 @st.cache_data(max_entries=32, show_spinner="Running the logit lens with and without the intervention…")
 def lens_pair(model: str, ids: tuple[int, ...], settings: Settings) -> LensPair:
     """The logit lens (last ``LENS_POSITIONS`` positions) of the plain and the intervened run."""
-    engine = engine_for(model)
+    client = client_for(model)
     keep_from = max(0, len(ids) - LENS_POSITIONS)
     spec = prepared_spec(model, ids, settings)
     lenses = []
     for run_spec in (None, spec) if spec is not None else (None,):  # no edit: one run is both
-        logits, trace = engine.traced_forward(list(ids), run_spec)
-        streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
-        lenses.append(logit_lens(engine, streams, list(ids), keep_from, int(logits[-1].argmax())))
+        lens = client.lens(list(ids), keep_from, run_spec, _means_for(model, ids, run_spec))
+        lenses.append(lens_view(model, lens, list(ids)))
     before, after = lenses[0], lenses[-1]
     region = None
     if spec is not None:
@@ -166,10 +163,8 @@ def lens_pair(model: str, ids: tuple[int, ...], settings: Settings) -> LensPair:
 @st.cache_data(max_entries=64, show_spinner="Generating a greedy continuation…")
 def continuation(model: str, ids: tuple[int, ...], settings: Settings, n: int = CONTINUATION_TOKENS) -> str:
     """The greedy continuation with the intervention on at every step."""
-    engine = engine_for(model)
-    params = SamplingParams(temperature=0.0, max_new_tokens=n)
-    steps = engine.generate(list(ids), params, interventions=prepared_spec(model, ids, settings))
-    return "".join(step.text for step in steps)
+    spec = prepared_spec(model, ids, settings)
+    return client_for(model).greedy_text(list(ids), n, spec, _means_for(model, ids, spec))
 
 
 # -- the target token -------------------------------------------------------------------------
@@ -177,7 +172,7 @@ def target_token(model: str, text: str, fallback: int) -> int:
     """The one token ``text`` encodes to ("" = ``fallback``, the model's top guess); ``ExperimentError`` otherwise."""
     if text == "":
         return fallback
-    ids = engine_for(model).tokenizer.encode(text)
+    ids = client_for(model).tokenizer.encode(text)
     if len(ids) != 1:
         raise ExperimentError(f"{text!r} is {len(ids)} tokens for this model; the target must be exactly one "
                               "(mind the leading space: “ cat” is one token, “cat” may be another)")
@@ -189,9 +184,8 @@ def target_token(model: str, text: str, fallback: int) -> int:
 def head_importance_layer(model: str, ids: tuple[int, ...], target: int, mode: str, factor: float,
                           layer: int) -> np.ndarray:
     """log p(target) with each head of ``layer`` changed alone: (H,), one forward over a batch of H rows."""
-    engine = engine_for(model)
-    means = torch.from_numpy(mean_outputs(model, ids)) if mode == "mean" else None
-    return experiments.ablate_layer_heads(engine, list(ids), layer, target, mode, factor, means).numpy()
+    means = mean_outputs(model, ids) if mode == "mean" else None
+    return client_for(model).head_importance_layer(list(ids), target, mode, factor, layer, means)
 
 
 @dataclass(frozen=True)
@@ -208,8 +202,7 @@ class HeadImportance:
 def head_importance(model: str, ids: tuple[int, ...], target: int, mode: str, factor: float,
                     on_progress: Callable[[int, int], None] | None = None) -> HeadImportance:
     """Every head changed in turn, a layer per forward; ``on_progress(done, total)`` after each layer."""
-    engine = engine_for(model)
-    n_layers = engine.config.n_layers
+    n_layers = client_for(model).config.n_layers
     rows = []
     for layer in range(n_layers):
         rows.append(head_importance_layer(model, ids, target, mode, factor, layer))
@@ -238,40 +231,38 @@ class PatchSetup:
 @st.cache_data(max_entries=16, show_spinner="Running the clean and the corrupted prompt…")
 def patch_setup(model: str, clean: str, corrupt: str) -> PatchSetup:
     """Both prompts' tokens and answers; ``ExperimentError`` (or ``PromptError``) when they cannot be compared."""
-    engine = engine_for(model)
-    clean_ids, corrupt_ids = engine.encode_prompt(clean), engine.encode_prompt(corrupt)
+    client = client_for(model)
+    clean_ids, corrupt_ids = client.encode_prompt(clean), client.encode_prompt(corrupt)
     check_prompt(clean_ids, MAX_PATCH_TOKENS, "The clean prompt")
     try:
-        first = experiments.check_patch_prompts(clean_ids, corrupt_ids)
+        logits = client.patch_logits(clean_ids, corrupt_ids)
     except InterventionError as error:
         raise ExperimentError(str(error)) from None
-    clean_logits, corrupt_logits = engine.recompute_last(clean_ids), engine.recompute_last(corrupt_ids)
-    clean_answer, corrupt_answer = int(clean_logits.argmax()), int(corrupt_logits.argmax())
-    if clean_answer == corrupt_answer:
-        raise ExperimentError(f"both prompts' most likely next token is {token_texts(engine.tokenizer, [clean_answer])[0]!r}: "
+    tokenizer = client.tokenizer
+    if logits.clean_answer == logits.corrupt_answer:
+        raise ExperimentError(f"both prompts' most likely next token is {token_texts(tokenizer, [logits.clean_answer])[0]!r}: "
                               "patching measures how much of the clean answer comes back, so the corrupted prompt "
                               "must answer something else")
-    tokenizer = engine.tokenizer
     return PatchSetup(
         tuple(clean_ids), tuple(corrupt_ids), token_texts(tokenizer, clean_ids), token_texts(tokenizer, corrupt_ids),
-        first, clean_answer, corrupt_answer, token_texts(tokenizer, [clean_answer])[0], token_texts(tokenizer, [corrupt_answer])[0],
-        float(experiments.answer_gap(clean_logits, clean_answer, corrupt_answer)),
-        float(experiments.answer_gap(corrupt_logits, clean_answer, corrupt_answer)),
+        logits.first_difference, logits.clean_answer, logits.corrupt_answer,
+        token_texts(tokenizer, [logits.clean_answer])[0], token_texts(tokenizer, [logits.corrupt_answer])[0],
+        logits.clean_gap, logits.corrupt_gap,
     )
 
 
 @st.cache_data(max_entries=4, show_spinner=False)  # (L, T, D) floats: ~0.9 MB for 13 tokens on SmolLM2
 def clean_streams(model: str, clean_ids: tuple[int, ...]) -> np.ndarray:
-    return experiments.clean_run(engine_for(model), list(clean_ids)).streams.numpy()
+    return client_for(model).clean_streams(list(clean_ids))
 
 
 @st.cache_data(max_entries=1024, show_spinner=False)  # L floats each
 def patch_position_column(model: str, setup: PatchSetup, position: int) -> np.ndarray:
     """Share of the clean answer restored by patching ``position`` after each block: (L,), one batched forward."""
-    streams = torch.from_numpy(clean_streams(model, setup.clean_ids))
-    gaps = experiments.patch_position(engine_for(model), list(setup.corrupt_ids), streams, position,
-                                      setup.clean_answer, setup.corrupt_answer)
-    return experiments.restored_share(gaps, setup.clean_gap, setup.corrupt_gap).numpy()
+    logits = PatchLogits(setup.first_difference, setup.clean_answer, setup.corrupt_answer, setup.clean_gap,
+                         setup.corrupt_gap)
+    return client_for(model).patch_column(list(setup.corrupt_ids), clean_streams(model, setup.clean_ids), position,
+                                          logits)
 
 
 def patching(model: str, setup: PatchSetup, on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -280,7 +271,7 @@ def patching(model: str, setup: PatchSetup, on_progress: Callable[[int, int], No
     Positions before the first difference hold the same stream in both runs: a patch there
     changes nothing, so they are 0 without a forward.
     """
-    n_layers, steps = engine_for(model).config.n_layers, len(setup.clean_ids)
+    n_layers, steps = client_for(model).config.n_layers, len(setup.clean_ids)
     restored = np.zeros((n_layers, steps))
     todo = range(setup.first_difference, steps)
     for done, position in enumerate(todo, start=1):
@@ -307,23 +298,11 @@ class Attribution:
 
 @st.cache_data(max_entries=32, show_spinner="Splitting the logit into its sources…")
 def attribution(model: str, ids: tuple[int, ...], target: int, settings: Settings) -> Attribution:
-    engine = engine_for(model)
-    split = engine.logit_attribution(list(ids), target, prepared_spec(model, ids, settings))
-    heads, mlps = split.heads.numpy(), split.mlps.numpy()
-    n_layers, n_heads = heads.shape
-    labels = ["embeddings"] + [f"L{l} H{h}" for l in range(n_layers) for h in range(n_heads)]
-    values = [split.embedding, *heads.flatten().tolist()]
-    labels += [f"MLP {l}" for l in range(n_layers)]
-    values += mlps.tolist()
-    if bool(split.attention_bias.abs().sum() > 0):
-        labels += [f"L{l} attn bias" for l in range(n_layers)]
-        values += split.attention_bias.tolist()
-    for label, value in (("patches", split.patches), ("final norm bias", split.final_bias)):
-        if value != 0:
-            labels.append(label)
-            values.append(value)
-    return Attribution(token_texts(engine.tokenizer, [target])[0], split.logit, split.total, split.residual, split.bound,
-                       split.magnitude, labels, np.array(values), heads, mlps)
+    client = client_for(model)
+    spec = prepared_spec(model, ids, settings)
+    split = client.attribution(list(ids), target, spec, _means_for(model, ids, spec))
+    return Attribution(token_texts(client.tokenizer, [target])[0], split.logit, split.total, split.residual, split.bound,
+                       split.magnitude, split.labels, split.values, split.heads, split.mlps)
 
 
 # -- the Attention page: heads that send one token to another ----------------------------------

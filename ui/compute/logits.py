@@ -1,12 +1,13 @@
 """Cached model results for the logit pages: next-token logits, the sampler's stages, the logit lens, one block.
 
 Owns the part-2 pages' link to the engine for everything before a token is drawn.
-The forward pass for a prompt runs once and its logits are cached as numpy; moving a
-temperature or top-p control reruns only the sampler's stage bookkeeping on those
-cached logits (``sampling_stages``), never the model. Every probability shown comes
-from the engine's own ``sample(record=True)`` except the temperature sweep, which is
-the plain softmax formula over the same cached logits. Drawing tokens lives in
-``compute_sampling.py``; figures live in ``ui/figures/``.
+The forward pass for a prompt runs once (the model's client: in the engine's child on a
+process server) and its logits are cached as numpy; moving a temperature or top-p control
+reruns only the sampler's stage bookkeeping on those cached logits (``sampling_stages``),
+never the model. Every probability shown comes from the engine's own ``sample(record=True)``
+(``inference.inspection.recorded_draw``) except the temperature sweep, which is the plain
+softmax formula over the same cached logits. Drawing tokens lives in ``ui/compute/sampling.py``;
+figures live in ``ui/figures/``.
 """
 from __future__ import annotations
 
@@ -15,14 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
-import torch
 
-from inference import PromptError, SamplingParams, TokenizerError, sample
-from ui.session import state
-from ui.shell import models
+from inference import SamplingParams
+from inference.inspection import BlockWalk, Lens, RecordedDraw, recorded_draw
 from ui.compute import token_text
-from ui.compute.engine_work import last_logits, run_on_engine
-from ui.shell.resources import engine_for
+from ui.shell.resources import client_for
 
 STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T = 1 reference row
     "softmax": "softmax at T = 1 (after repetition penalty)",
@@ -32,17 +30,6 @@ STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T =
     "min_p": "min-p",
     "final": "final (renormalised)",
 }
-# One pre-norm block (SmolLM2 / Llama), in order; the RMSNorm before attention sits inside "attention".
-BLOCK_STAGES: tuple[str, ...] = (
-    "block input", "attention output", "residual add 1", "RMSNorm", "feed-forward output", "residual add 2",
-)
-# A block with four norms (Gemma 3): each sub-layer is normalised before and after.
-FOUR_NORM_STAGES: tuple[str, ...] = (
-    "block input", "RMSNorm (pre-attention)", "attention output", "RMSNorm (post-attention)", "residual add 1",
-    "RMSNorm (pre-MLP)", "feed-forward output", "RMSNorm (post-MLP)", "residual add 2",
-)
-
-
 # -- the forward pass, once per prompt ---------------------------------------------------
 @dataclass(frozen=True)
 class PromptLogits:
@@ -56,15 +43,15 @@ class PromptLogits:
 @st.cache_data(max_entries=64, show_spinner="Running the model on the prompt…")  # ~0.2 MB each (one logit row)
 def prompt_logits(model: str, prompt: str, chat: bool) -> PromptLogits:
     """Encode the prompt and run one forward; raises ``PromptError`` for an empty or too long prompt."""
-    engine = engine_for(model)
-    ids = engine.encode_prompt(prompt, chat=chat)
-    logits = run_on_engine(model, engine, last_logits, ids)  # (V,): the last position only (T rows could be GBs)
-    return PromptLogits(ids, token_text.token_texts(engine.tokenizer, ids), logits)
+    client = client_for(model)
+    ids = client.encode_prompt(prompt, chat=chat)
+    logits = client.last_logits(ids)  # (V,): the last position only (T rows could be GBs)
+    return PromptLogits(ids, token_text.token_texts(client.tokenizer, ids), logits)
 
 
 def token_texts(model: str, token_ids: list[int]) -> list[str]:
     """Each id's own display text (``ui.token_text``: pieces of a character as <0xNN>)."""
-    return token_text.token_texts(engine_for(model).tokenizer, token_ids)
+    return token_text.token_texts(client_for(model).tokenizer, token_ids)
 
 
 # -- softmax and temperature (plain formulas on cached logits) ----------------------------
@@ -129,37 +116,20 @@ class StageView:
     entropy_bits: float  # of the distribution after temperature (0 for greedy)
 
 
-def params_key(params: SamplingParams) -> tuple:
-    """A hashable, cache-friendly key holding every field of ``params`` that can change a result.
-
-    Greedy (T = 0) ignores top-k, top-p, min-p and the seed, so they are reset in its key:
-    moving top-p while greedy reuses the cached greedy continuation.
-    """
-    if params.greedy:
-        params = dataclasses.replace(params, top_k=0, top_p=1.0, min_p=0.0, seed=0)
-    return (params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty,
-            params.max_new_tokens, params.seed, params.stop_on_eos)
-
-
-def params_from_key(key: tuple) -> SamplingParams:
-    names = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "seed", "stop_on_eos")
-    return SamplingParams(**dict(zip(names, key)))
-
-
-def recorded_sample(model: str, prompt: str, chat: bool, params: SamplingParams,
-                    generator: torch.Generator | None = None):
-    """One call of the engine's ``sample(record=True)`` on the prompt's cached logits."""
+def recorded_sample(model: str, prompt: str, chat: bool, params: SamplingParams, draw_index: int = 0) -> RecordedDraw:
+    """Draw ``draw_index`` of the engine's ``sample(record=True)`` on the prompt's cached logits."""
     cached = prompt_logits(model, prompt, chat)
-    generator = generator if generator is not None else params.make_generator()
-    return sample(torch.from_numpy(cached.logits), params, generator, previous_ids=cached.token_ids, record=True)
+    return recorded_draw(cached.logits, params, cached.token_ids, draw_index)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def sampling_stages(model: str, prompt: str, chat: bool, key: tuple, top_n: int = 12) -> StageView:
-    """The probability of the top-N tokens after each stage of the engine's sampler (no model rerun)."""
-    params = params_from_key(key)
+def sampling_stages(model: str, prompt: str, chat: bool, params: SamplingParams, top_n: int = 12) -> StageView:
+    """The probability of the top-N tokens after each stage of the engine's sampler (no model rerun).
+
+    ``params`` is the cache key: pass ``params.canonical()``, so greedy settings that differ only in what
+    greedy ignores share one entry."""
     result = recorded_sample(model, prompt, chat, params)
-    stage_probs = {name: probs.numpy() for name, probs in result.stage_probs.items()}  # (V,) each
+    stage_probs = result.stage_probs  # (V,) each
     names = [name for name in STAGE_LABELS if name in stage_probs]
     softmax = stage_probs["softmax"]
     top_ids = top_indices(softmax, top_n)  # (N,)
@@ -177,15 +147,14 @@ def sampling_stages(model: str, prompt: str, chat: bool, key: tuple, top_n: int 
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def kept_by(model: str, prompt: str, chat: bool, key: tuple, top_p: float, min_p: float) -> tuple[int, int]:
+def kept_by(model: str, prompt: str, chat: bool, params: SamplingParams, top_p: float, min_p: float) -> tuple[int, int]:
     """How many tokens top-p ``top_p`` alone and min-p ``min_p`` alone keep at these settings (the engine's sampler)."""
-    params = params_from_key(key)
     if params.greedy:
         return 1, 1
     counts = []
     for change in ({"top_k": 0, "top_p": top_p, "min_p": 0.0}, {"top_k": 0, "top_p": 1.0, "min_p": min_p}):
         result = recorded_sample(model, prompt, chat, dataclasses.replace(params, **change))
-        counts.append(int(np.count_nonzero(result.stage_probs["final"].numpy())))
+        counts.append(int(np.count_nonzero(result.stage_probs["final"])))
     return counts[0], counts[1]
 
 
@@ -203,16 +172,6 @@ class LogitLens:
 
 
 @dataclass(frozen=True)
-class BlockWalk:
-    """The residual stream through every block: norms for all positions, vectors at the last one."""
-
-    stage_names: tuple[str, ...]
-    shape: tuple[int, int]  # (T, D): every stage keeps this size
-    norms: np.ndarray  # (L, S, T) L2 norm of each stage's vector at each position
-    last_vectors: np.ndarray  # (L, S, D) each stage's vector at the last position
-
-
-@dataclass(frozen=True)
 class TracedPrompt:
     lens: LogitLens
     walk: BlockWalk
@@ -226,63 +185,23 @@ MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three
 @st.cache_data(max_entries=32, show_spinner="Running a traced forward (every layer recorded)…")
 def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) -> TracedPrompt:
     """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens of) the prompt, as the lens and the walk."""
-    engine = engine_for(model)
-    all_ids = engine.encode_prompt(prompt, chat=chat)
+    client = client_for(model)
+    all_ids = client.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
-    logits, trace = engine.traced_forward(ids, last_only=True)  # (1, V): only the last position's answer is read
-    keep_from = max(0, len(ids) - max_positions)  # the lens shows at most the last max_positions tokens
-    streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
-    lens = logit_lens(engine, streams, ids, keep_from, int(logits[-1].argmax()))
-    return TracedPrompt(lens=lens, walk=_block_walk(trace), prompt_tokens=len(all_ids), traced_tokens=len(ids))
+    traced = client.trace(ids, max_positions)
+    return TracedPrompt(lens=lens_view(model, traced.lens, ids), walk=traced.walk, prompt_tokens=len(all_ids),
+                        traced_tokens=len(ids))
 
 
-def logit_lens(engine, streams: list[torch.Tensor], ids: list[int], keep_from: int, final_id: int) -> LogitLens:
-    """The top-3 guesses of each stream (1, T, D) from position ``keep_from`` on (also read by the Experiments page)."""
-    top_ids, top_probs, final_p = [], [], []
-    for stream in streams:  # one layer at a time: (T, V) logits never pile up to (L, T, V)
-        probs = engine.unembed(stream[0, keep_from:]).softmax(-1)  # (T', V)
-        values, indices = probs.topk(3, dim=-1)  # (T', 3)
-        top_ids.append(indices.numpy())
-        top_probs.append(values.numpy())
-        final_p.append(float(probs[-1, final_id]))
-    top_ids_np = np.stack(top_ids)  # (L+1, T', 3)
-    vocab = engine.tokenizer
-    strings = [[token_text.token_texts(vocab, row.tolist()) for row in layer] for layer in top_ids_np]
+def lens_view(model: str, lens: Lens, ids: list[int]) -> LogitLens:
+    """The engine's lens of ``ids`` with every token written in the one display notation (also for Experiments)."""
+    tokenizer = client_for(model).tokenizer
+    strings = [[token_text.token_texts(tokenizer, row.tolist()) for row in layer] for layer in lens.top_ids]
     return LogitLens(
-        layer_labels=["embed"] + [f"layer {i}" for i in range(len(streams) - 1)],
-        position_tokens=token_text.token_texts(vocab, ids[keep_from:]),
-        top_ids=top_ids_np,
-        top_probs=np.stack(top_probs).astype(np.float64),
+        layer_labels=["embed"] + [f"layer {i}" for i in range(len(lens.top_ids) - 1)],
+        position_tokens=token_text.token_texts(tokenizer, ids[lens.keep_from:]),
+        top_ids=lens.top_ids,
+        top_probs=lens.top_probs,
         top_strings=strings,
-        final_token_probability=np.array(final_p),
+        final_token_probability=lens.final_token_probability,
     )
-
-
-def _block_walk(trace) -> BlockWalk:
-    norms, vectors = [], []
-    four_norms = trace.layers[0].attn_before_norm is not None
-    for layer in trace.layers:
-        if four_norms:  # the sub-layers' raw outputs, then what their post-norms make of them
-            stages = [layer.block_input, layer.attn_input, layer.attn_before_norm, layer.attn_output,
-                      layer.after_attn, layer.mlp_input, layer.mlp_before_norm, layer.mlp_output,
-                      layer.block_output]  # each (1, T, D)
-        else:
-            stages = [layer.block_input, layer.attn_output, layer.after_attn, layer.mlp_input,
-                      layer.mlp_output, layer.block_output]  # each (1, T, D)
-        stacked = torch.stack([s[0] for s in stages])  # (S, T, D)
-        norms.append(stacked.norm(dim=-1).numpy())  # (S, T)
-        vectors.append(stacked[:, -1].numpy())  # (S, D)
-    _, t, d = trace.layers[0].block_input.shape
-    names = FOUR_NORM_STAGES if four_norms else BLOCK_STAGES
-    return BlockWalk(names, (t, d), np.stack(norms).astype(np.float64), np.stack(vectors).astype(np.float64))
-
-
-# -- the shared prompt, for the pages -----------------------------------------------------
-def current_prompt_logits() -> tuple[str, bool, PromptLogits] | None:
-    """The sidebar's prompt and chat flag with their cached logits, or None after an ``st.error`` saying why."""
-    prompt, chat = str(state.get(state.PROMPT) or ""), bool(state.get(state.CHAT))
-    try:
-        return prompt, chat, prompt_logits(models.current(), prompt, chat)
-    except (PromptError, TokenizerError) as error:
-        st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon=":material/block:")
-        return None

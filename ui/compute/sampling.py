@@ -1,12 +1,13 @@
 """Cached draws for the Sampling page: one draw by index, a thousand draws, continuations, goodness of fit.
 
 Owns the seed's random stream as the page sees it. Draw number ``k`` is the engine's
-``sample(record=True)`` called with the request's seeded generator after ``k`` earlier
-draws, so "Draw again" steps the same stream a generation would use and every draw is
-reproducible from (prompt, settings, seed, k). The thousand draws reuse the sampler's
-recorded cumulative ranges and the same stream of u values, so draw ``k`` of the
-histogram is exactly draw ``k`` of "Draw again" (a test checks this against ``sample``
-itself). Continuations come from ``engine.generate``. Results are plain numpy/Python.
+``sample(record=True)`` with draw ``k``'s own generator, seeded from (seed, k) as every
+runner seeds its ``k``-th token (``inference.generation.sampling.generator_for``), so "Draw
+again" computes draw ``k`` directly and every draw is reproducible from (prompt, settings,
+seed, k). The thousand draws reuse the sampler's recorded cumulative ranges with the same
+per-draw u values, so draw ``k`` of the histogram is exactly draw ``k`` of "Draw again" (a
+test checks this against ``sample`` itself). Continuations come from the model's shared generation server (the same
+tokens as ``Engine.generate``). Results are plain numpy/Python.
 """
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
-import torch
 
-from inference import SamplingParams, sample_many
+from inference import SamplingParams
+from inference.inspection import chi2_survival, draw_ids
 from ui.compute import token_text
-from ui.compute.logits import params_from_key, prompt_logits, recorded_sample, token_texts
-from ui.shell.resources import engine_for, server_for
+from ui.compute.logits import prompt_logits, recorded_sample, token_texts
+from ui.shell.resources import client_for
 
 
 # -- one draw -----------------------------------------------------------------------------
@@ -47,19 +48,11 @@ class Draw:
     range_ends: np.ndarray  # (N,)
 
 
-def stepped_generator(params: SamplingParams, steps: int) -> torch.Generator:
-    """The request's seeded generator after ``steps`` draws (the sampler takes one scalar u per draw)."""
-    generator = params.make_generator()
-    for _ in range(steps):
-        torch.rand((), generator=generator)  # the very call sample() makes
-    return generator
-
-
 @st.cache_data(max_entries=64, show_spinner=False)
-def draw(model: str, prompt: str, chat: bool, key: tuple, draw_index: int, top_n: int = 10) -> Draw:
-    """Draw number ``draw_index`` of the seeded stream, with the sampler's own recorded numbers."""
-    params = params_from_key(key)
-    result = recorded_sample(model, prompt, chat, params, stepped_generator(params, draw_index))
+def draw(model: str, prompt: str, chat: bool, params: SamplingParams, draw_index: int, top_n: int = 10) -> Draw:
+    """Draw number ``draw_index`` of the seeded stream, with the sampler's own recorded numbers (``params``: the
+    canonical settings, ``SamplingParams.canonical``)."""
+    result = recorded_sample(model, prompt, chat, params, draw_index)
     if params.greedy:  # the sampler records no ranges: the argmax owns all of [0, 1)
         ids, starts, ends = [result.token_id], np.array([0.0]), np.array([1.0])
         rank, survivors, chosen = 0, 1, (0.0, 1.0)
@@ -67,8 +60,8 @@ def draw(model: str, prompt: str, chat: bool, key: tuple, draw_index: int, top_n
         order = result.range_token_ids.tolist()
         rank, survivors = order.index(result.token_id), len(order)
         ids = order[:top_n]
-        starts = result.range_starts[:top_n].double().numpy()
-        ends = result.range_ends[:top_n].double().numpy()
+        starts = result.range_starts[:top_n]
+        ends = result.range_ends[:top_n]
         chosen = (float(result.range_starts[rank]), float(result.range_ends[rank]))
     return Draw(
         draw_index=draw_index, greedy=params.greedy, u=result.u, token_id=result.token_id,
@@ -87,16 +80,6 @@ class GoodnessOfFit:
     dof: int
     p_value: float
     n_bins: int  # categories after pooling the rare ones into one "other" bin
-
-
-def chi2_survival(statistic: float, dof: int) -> float:
-    """P(X >= statistic) for X ~ chi-square(dof): the regularised upper incomplete gamma Q(dof/2, x/2)."""
-    if dof <= 0:
-        return 1.0
-    if not np.isfinite(statistic):
-        return 0.0
-    a = torch.tensor(dof / 2, dtype=torch.float64)
-    return float(torch.special.gammaincc(a, torch.tensor(statistic / 2, dtype=torch.float64)))
 
 
 def chi_square_gof(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> GoodnessOfFit:
@@ -143,36 +126,37 @@ class Histogram:
     drawn_ids: list[int]  # every draw, in order (draw k = "Draw again" number k)
 
 
-def draw_token_ids(model: str, prompt: str, chat: bool, key: tuple, n: int) -> tuple[list[int], list[int], np.ndarray]:
+def draw_token_ids(model: str, prompt: str, chat: bool, params: SamplingParams, n: int
+                   ) -> tuple[list[int], list[int], np.ndarray]:
     """Draws 0..n-1 of the seeded stream: (drawn ids, the sampler's range order, its final probs in that order).
 
     The draws come from the engine's ``sample_many``: exactly ``n`` calls of ``sample``
-    with the request's generator, with the stages and ranges computed once.
+    with draw k's own seeded generator, with the stages and ranges computed once.
     """
-    params = params_from_key(key)
     result = recorded_sample(model, prompt, chat, params)
     if params.greedy:
         return [result.token_id] * n, [result.token_id], np.array([1.0])
     cached = prompt_logits(model, prompt, chat)
-    drawn = sample_many(torch.from_numpy(cached.logits), params, n, params.make_generator(),
-                        previous_ids=cached.token_ids)
+    drawn = draw_ids(cached.logits, params, n, cached.token_ids)
     order = result.range_token_ids  # (K,)
-    probs = result.stage_probs["final"][order].double().numpy()
-    return [d.token_id for d in drawn], order.tolist(), probs
+    probs = result.stage_probs["final"][order].astype(np.float64)
+    return drawn, order.tolist(), probs
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def draw_history(model: str, prompt: str, chat: bool, key: tuple, upto: int, last: int = 12) -> list[tuple[int, str]]:
+def draw_history(model: str, prompt: str, chat: bool, params: SamplingParams, upto: int, last: int = 12
+                 ) -> list[tuple[int, str]]:
     """(draw number, token text) of the last ``last`` draws among draws 0..upto of the seeded stream."""
-    drawn, _, _ = draw_token_ids(model, prompt, chat, key, upto + 1)
+    drawn, _, _ = draw_token_ids(model, prompt, chat, params, upto + 1)
     first = max(0, upto + 1 - last)
     return list(zip(range(first, upto + 1), token_texts(model, drawn[first:])))
 
 
 @st.cache_data(max_entries=64, show_spinner="Drawing…")
-def draw_many(model: str, prompt: str, chat: bool, key: tuple, n: int = 1000, top_n: int = 10) -> Histogram:
+def draw_many(model: str, prompt: str, chat: bool, params: SamplingParams, n: int = 1000, top_n: int = 10
+              ) -> Histogram:
     """Draw ``n`` tokens with the page's settings and compare their frequencies with the exact probabilities."""
-    drawn, order, probs = draw_token_ids(model, prompt, chat, key, n)
+    drawn, order, probs = draw_token_ids(model, prompt, chat, params, n)
     slot_of = {token: slot for slot, token in enumerate(order)}
     counts = np.bincount([slot_of[t] for t in drawn], minlength=len(order)).astype(np.float64)  # (K,)
     shown = min(top_n, len(order))
@@ -261,8 +245,10 @@ def continuation_store(model: str) -> ContinuationStore:
     return ContinuationStore()
 
 
-def continuations(model: str, prompt: str, chat: bool, keys: list[tuple], n_tokens: int = 10) -> list[Continuation]:
-    """``n_tokens`` tokens for each settings key, from the shared server (the same tokens as ``Engine.generate``).
+def continuations(model: str, prompt: str, chat: bool, keys: list[SamplingParams], n_tokens: int = 10
+                  ) -> list[Continuation]:
+    """``n_tokens`` tokens for each of the settings ``keys`` (each ``SamplingParams.canonical``), from the shared
+    server (the same tokens as ``Engine.generate``).
 
     The ones neither stored nor being generated for another session are submitted together, so they
     share the server's forwards with each other and with other sessions' requests, instead of queueing
@@ -295,11 +281,13 @@ def continuations(model: str, prompt: str, chat: bool, keys: list[tuple], n_toke
     return [found[key] for key in keys]
 
 
-def _generate(model: str, prompt: str, chat: bool, keys: list[tuple], n_tokens: int) -> dict[tuple, Continuation]:
+def _generate(model: str, prompt: str, chat: bool, keys: list[SamplingParams], n_tokens: int
+              ) -> dict[SamplingParams, Continuation]:
     """The continuations for ``keys``, submitted together to the shared server."""
-    handles = [(key, server_for(model).submit(
-        prompt, dataclasses.replace(params_from_key(key), max_new_tokens=n_tokens), chat=chat)) for key in keys]
-    tokenizer = engine_for(model).tokenizer
+    client = client_for(model)
+    handles = [(key, client.submit(prompt, dataclasses.replace(key, max_new_tokens=n_tokens), chat=chat))
+               for key in keys]
+    tokenizer = client.tokenizer
     found = {}
     for key, handle in handles:
         result = handle.result(timeout=300)
@@ -312,7 +300,7 @@ def _generate(model: str, prompt: str, chat: bool, keys: list[tuple], n_tokens: 
     return found
 
 
-def continuation(model: str, prompt: str, chat: bool, key: tuple, n_tokens: int = 10) -> Continuation:
+def continuation(model: str, prompt: str, chat: bool, key: SamplingParams, n_tokens: int = 10) -> Continuation:
     """One continuation (see ``continuations``)."""
     return continuations(model, prompt, chat, [key], n_tokens)[0]
 
@@ -326,4 +314,4 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
 
 
 __all__ = ["Draw", "draw", "draw_history", "Histogram", "draw_many", "draw_token_ids", "GoodnessOfFit", "chi_square_gof",
-           "chi2_survival", "Continuation", "ContinuationStore", "continuation", "continuations", "first_divergence", "stepped_generator"]
+           "chi2_survival", "Continuation", "ContinuationStore", "continuation", "continuations", "first_divergence"]

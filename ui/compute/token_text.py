@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import codecs
 
-from inference.model.tokenizer import Tokenizer
+from inference import Tokenizer
 
 _HANDLER = "llm_explorer_hex_bytes"
 

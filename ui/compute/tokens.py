@@ -1,4 +1,4 @@
-"""Cached tokenization results for the Tokenization page, computed from the engine's real tokenizer.
+"""Cached tokenization results for the Tokenization page, computed from the model's real tokenizer.
 
 Owns: the prompt's tokens (ids, byte-exact display text, character spans, special
 flags), the facts that tell tokenizers apart (byte-level 'Ġ' against SentencePiece '▁',
@@ -18,10 +18,9 @@ import streamlit as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
-from inference.model.tokenizer import Tokenizer, parse_merges
-
-from ui.shell.resources import engine_for
+from inference import Tokenizer, parse_merges
 from ui.compute.token_text import entry_text, token_texts
+from ui.shell.resources import client_for
 
 UNK = "<unk>"
 
@@ -53,13 +52,13 @@ def piece_text(raw_token: str, is_special: bool, tokenizer: Tokenizer | None = N
 @st.cache_data(max_entries=128, show_spinner=False)
 def tokenize(model: str, prompt: str, chat: bool) -> TokenView:
     """The prompt as ``model`` sees it. Raises ``inference.PromptError`` for empty or too-long text."""
-    engine = engine_for(model)
-    ids = engine.encode_prompt(prompt, chat=chat)
-    text = engine.tokenizer.apply_chat(prompt) if chat else prompt
-    raw = engine.tokenizer.raw_tokens(ids)
-    specials = engine.tokenizer.special_ids
+    client = client_for(model)
+    ids = client.encode_prompt(prompt, chat=chat)
+    text = client.tokenizer.apply_chat(prompt) if chat else prompt
+    raw = client.tokenizer.raw_tokens(ids)
+    specials = client.tokenizer.special_ids
     special = [i in specials for i in ids]
-    pieces = [piece_text(r, s, engine.tokenizer) for r, s in zip(raw, special)]
+    pieces = [piece_text(r, s, client.tokenizer) for r, s in zip(raw, special)]
     return TokenView(text, ids, pieces, raw, special, len(text), len(text.encode("utf-8")))
 
 
@@ -81,7 +80,7 @@ RARE_CHARACTER = "𓀀"  # U+13000, an Egyptian hieroglyph: four UTF-8 bytes, in
 @st.cache_data(max_entries=8, show_spinner=False)
 def tokenizer_facts(model: str) -> TokenizerFacts:
     """What sets ``model``'s tokenizer apart, read off the tokenizer itself."""
-    tokenizer = engine_for(model).tokenizer
+    tokenizer = client_for(model).tokenizer
     rare = tokenizer.encode(RARE_CHARACTER, special_tokens=False)
     return TokenizerFacts(tokenizer.scheme, tokenizer.space_symbol, tokenizer.vocab_size, tokenizer.byte_fallback,
                           tokenizer.bos_token, RARE_CHARACTER, tokenizer.raw_tokens(rare), rare)
@@ -89,16 +88,16 @@ def tokenizer_facts(model: str) -> TokenizerFacts:
 
 def symbol_unit(model: str) -> str:
     """What BPE starts from for ``model``: bytes (byte-level) or characters (SentencePiece)."""
-    return "bytes" if engine_for(model).tokenizer.scheme == "byte-level" else "characters"
+    return "bytes" if client_for(model).tokenizer.scheme == "byte-level" else "characters"
 
 
 def model_piece_text(model: str, raw_token: str) -> str:
     """A piece in ``model``'s alphabet (a vocabulary entry, or a part of one in a merge) as text."""
-    return piece_text(raw_token, False, engine_for(model).tokenizer)
+    return piece_text(raw_token, False, client_for(model).tokenizer)
 
 
 def model_piece_bytes(model: str, raw_token: str) -> bytes:
-    return engine_for(model).tokenizer.piece_bytes(raw_token)
+    return client_for(model).tokenizer.piece_bytes(raw_token)
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ class MergeStep:
 
 def pre_tokens(model: str, text: str) -> list[str]:
     """How ``model``'s pre-tokenizer splits text before BPE (merges never cross these borders)."""
-    return engine_for(model).tokenizer.pre_tokens(text)
+    return client_for(model).tokenizer.pre_tokens(text)
 
 
 MAX_BPE_BYTES = 64  # a longer word is replayed on its first 64 symbols (the page draws one row per merge)
@@ -122,7 +121,7 @@ def bpe_steps(model: str, word: str) -> list[MergeStep]:
     start from bytes (byte-level) or characters (SentencePiece), merge the best-ranked pair. The cap
     keeps a pasted page from costing seconds (the replay is quadratic) and thousands of rows."""
     pieces = pre_tokens(model, word)
-    tokenizer = engine_for(model).tokenizer
+    tokenizer = client_for(model).tokenizer
     parts = tokenizer.bpe_symbols(pieces[0][:MAX_BPE_BYTES]) if pieces else []
     ranks = tokenizer.merge_ranks
     steps = [MergeStep(parts[:], None, None)]
@@ -178,7 +177,7 @@ def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
 def _merge_rank_of_entry(model: str) -> dict[str, int]:
     """Vocabulary entry -> rank of the (first) merge that makes it; bytes and special tokens have none."""
     made: dict[str, int] = {}
-    for (left, right), rank in engine_for(model).tokenizer.merge_ranks.items():
+    for (left, right), rank in client_for(model).tokenizer.merge_ranks.items():
         made.setdefault(left + right, rank)
     return made
 
@@ -193,18 +192,18 @@ class IdNeighbours:
 @st.cache_data(max_entries=32, show_spinner=False)
 def id_neighbours(model: str, word: str, spread: int = 3) -> IdNeighbours | None:
     """The vocabulary entries whose ids sit right next to ``word``'s first token id (None: no token)."""
-    engine = engine_for(model)
-    ids = engine.tokenizer.encode(word, special_tokens=False)  # the word's own first token, not a BOS
+    client = client_for(model)
+    ids = client.tokenizer.encode(word, special_tokens=False)  # the word's own first token, not a BOS
     if not ids:
         return None
     centre = ids[0]
-    around = [i for i in range(centre - spread, centre + spread + 1) if 0 <= i < engine.config.vocab_size]
-    raw = engine.tokenizer.raw_tokens(around)
+    around = [i for i in range(centre - spread, centre + spread + 1) if 0 <= i < client.config.vocab_size]
+    raw = client.tokenizer.raw_tokens(around)
     made = _merge_rank_of_entry(model)
-    specials = engine.tokenizer.special_ids
-    rows = [(i, piece_text(r, i in specials, engine.tokenizer), None if i in specials else made.get(r))
+    specials = client.tokenizer.special_ids
+    rows = [(i, piece_text(r, i in specials, client.tokenizer), None if i in specials else made.get(r))
             for i, r in zip(around, raw)]
-    return IdNeighbours(token_texts(engine.tokenizer, ids), centre, rows)
+    return IdNeighbours(token_texts(client.tokenizer, ids), centre, rows)
 
 
 def tokenizer_split(model: str, word: str) -> list[str]:
@@ -212,7 +211,7 @@ def tokenizer_split(model: str, word: str) -> list[str]:
     pieces = pre_tokens(model, word)
     if not pieces:
         return []
-    tokenizer = engine_for(model).tokenizer
+    tokenizer = client_for(model).tokenizer
     text = tokenizer.piece_bytes(pieces[0]).decode("utf-8", "replace")  # a pre-token holds whole characters
     return tokenizer.raw_tokens(tokenizer.encode(text, special_tokens=False))
 
@@ -220,15 +219,15 @@ def tokenizer_split(model: str, word: str) -> list[str]:
 @st.cache_data(max_entries=32, show_spinner=False)
 def model_bpe(model: str, text: str) -> tuple[list[int], list[str], list[bool]]:
     """``text`` through the model's own tokenizer: ids, byte-exact pieces and special flags (a BOS it adds)."""
-    tokenizer = engine_for(model).tokenizer
+    tokenizer = client_for(model).tokenizer
     ids = tokenizer.encode(text)
     special = [i in tokenizer.special_ids for i in ids]
     return ids, [piece_text(r, s, tokenizer) for r, s in zip(tokenizer.raw_tokens(ids), special)], special
 
 
 def chat_template(model: str) -> str:
-    return engine_for(model).tokenizer.chat_template or "(this model has no chat template)"
+    return client_for(model).tokenizer.chat_template or "(this model has no chat template)"
 
 
 def vocab_size(model: str) -> int:
-    return engine_for(model).config.vocab_size
+    return client_for(model).config.vocab_size

@@ -11,20 +11,19 @@ import streamlit as st
 from ui.session import state
 
 EXAMPLE_PROMPT = "The cat sat"  # the model continues it with " on" (tests/test_compute_logits.py checks it)
-PREVIOUS_KEY = "_example_previous"  # session key: (prompt, chat) from before the example was put in
 
 
 def use_example() -> None:
     """Button callback: remember the current prompt and chat flag, then put the example in."""
     current = (state.get(state.PROMPT), bool(state.get(state.CHAT)))
     if current != (EXAMPLE_PROMPT, False):
-        st.session_state[PREVIOUS_KEY] = current
+        st.session_state[state.EXAMPLE_PREVIOUS] = current
     state.set_values({state.PROMPT: EXAMPLE_PROMPT, state.CHAT: False})
 
 
 def restore_previous() -> None:
     """Button callback: put back the prompt (and chat flag) the example replaced."""
-    previous = st.session_state.pop(PREVIOUS_KEY, None)
+    previous = st.session_state.pop(state.EXAMPLE_PREVIOUS, None)
     if previous is not None:
         state.set_values({state.PROMPT: previous[0], state.CHAT: previous[1]})
 
@@ -36,10 +35,10 @@ def _short(text: str, limit: int = 40) -> str:
 
 def render(page: str) -> None:
     """The button for ``page`` (its key: ``use_example_prompt_<page>``, or ``restore_prompt_<page>`` to undo)."""
-    previous = st.session_state.get(PREVIOUS_KEY)
+    previous = st.session_state.get(state.EXAMPLE_PREVIOUS)
     showing_example = (state.get(state.PROMPT), bool(state.get(state.CHAT))) == (EXAMPLE_PROMPT, False)
     if showing_example and previous is not None:
-        st.button(f"Back to your prompt: “{_short(previous[0])}”", key=f"restore_prompt_{page}",
+        st.button(f"Back to your prompt: “{_short(previous[0])}”", key=state.restore_prompt_button(page),
                   icon=":material/undo:", on_click=restore_previous)
     else:
-        st.button(f"Use the example: “{EXAMPLE_PROMPT}”", key=f"use_example_prompt_{page}", on_click=use_example)
+        st.button(f"Use the example: “{EXAMPLE_PROMPT}”", key=state.use_example_button(page), on_click=use_example)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.figures import format as fmt
+from ui.figures.tokens import visible
 from ui.session import experiment as exp
 from ui.session import state
-from ui.figures.tokens import visible
-
-CUT_QUERY, CUT_KEY = "exp_cut_query", "exp_cut_key"  # the edge being chosen (not part of the experiment yet)
 
 
 def _keep_valid(key: str, options: list) -> str | None:
@@ -28,9 +27,9 @@ def _keep_valid(key: str, options: list) -> str | None:
 
 
 def _add_cut(pieces: list[str]) -> None:
-    query, key = st.session_state.get(CUT_QUERY), st.session_state.get(CUT_KEY)
+    query, key = st.session_state.get(state.EXP_CUT_QUERY), st.session_state.get(state.EXP_CUT_KEY)
     if query is None or key is None or not key < query < len(pieces):
-        st.session_state["_exp_cut_error"] = "Choose a key token that comes before the query token."
+        st.session_state[state.EXP_CUT_ERROR] = True
         return
     st.session_state[exp.EDGES] = tuple(sorted(set(st.session_state.get(exp.EDGES, ())) | {(query, key)}))
 
@@ -50,7 +49,7 @@ def render_editor(n_layers: int, n_heads: int, pieces: list[str]) -> list[str]:
                                _keep_valid(exp.MLPS, list(range(n_layers)))) if note]
     heads_col, mlps_col = st.columns(2)
     with heads_col:
-        st.multiselect("Attention heads to change (layer.head)", head_options, format_func=lambda p: f"{p[0]}.{p[1]}",
+        st.multiselect("Attention heads to change (layer L, head H)", head_options, format_func=lambda p: fmt.head(*p),
                        placeholder="none", help="Each head's output, before the output projection mixes the heads.",
                        **state.bind(exp.HEADS))
         mode = st.radio("How", list(exp.HEAD_MODES), format_func=exp.HEAD_MODES.get, horizontal=True,
@@ -68,14 +67,14 @@ def render_editor(n_layers: int, n_heads: int, pieces: list[str]) -> list[str]:
     queries = list(range(1, len(pieces)))
     if queries:
         query = query_col.selectbox("Query token", queries, format_func=lambda i: f"{i}: {visible(pieces[i])}",
-                                    key=CUT_QUERY, index=len(queries) - 1)
+                                    key=state.EXP_CUT_QUERY, index=len(queries) - 1)
         key_col.selectbox("may not look at key token", list(range(query)),
-                          format_func=lambda i: f"{i}: {visible(pieces[i])}", key=CUT_KEY)
-        button_col.button("Cut this edge", key="exp_cut_add", on_click=_add_cut, args=(pieces,))
-    if st.session_state.pop("_exp_cut_error", None):
+                          format_func=lambda i: f"{i}: {visible(pieces[i])}", key=state.EXP_CUT_KEY)
+        button_col.button("Cut this edge", key=state.EXP_CUT_ADD, on_click=_add_cut, args=(pieces,))
+    if st.session_state.pop(state.EXP_CUT_ERROR, None):
         st.error("That edge cannot be cut: the key must come before the query (a token never sees later ones).")
     st.multiselect("Edges cut (query → key)", list(st.session_state.get(exp.EDGES, ())), placeholder="none",
                    format_func=lambda e: f"{e[0]} {visible(pieces[e[0]])} → {e[1]} {visible(pieces[e[1]])}",
                    **state.bind(exp.EDGES))
-    st.button("Clear every intervention", key="exp_clear", on_click=clear_all)
+    st.button("Clear every intervention", key=state.EXP_CLEAR, on_click=clear_all)
     return notes

@@ -3,7 +3,8 @@
 Pages call ``prompt_tokens()``: it shows a clear ``st.error`` for a prompt the model
 cannot run (empty, too long) and notes for text worth knowing about (emoji,
 right-to-left scripts, control characters, typed special tokens), then returns the
-tokens or ``None``.
+tokens or ``None``; the part-2 pages call ``current_prompt_logits()``, the same check
+with the prompt's next-token logits.
 """
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import unicodedata
 import streamlit as st
 
 from inference import PromptError, TokenizerError
-
-from ui.shell import models
-from ui.session import state
+from ui.compute.logits import PromptLogits, prompt_logits
 from ui.compute.tokens import TokenView, tokenize
-from ui.shell.resources import engine_for
+from ui.session import state
+from ui.shell import models
+from ui.shell.resources import client_for
 
 
 def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -49,6 +50,16 @@ def prompt_tokens() -> TokenView | None:
     except (PromptError, TokenizerError) as err:
         st.error(f"Cannot run this prompt: {err}. Edit the prompt in the sidebar.")
         return None
-    for note in prompt_notes(prompt, engine_for(model).tokenizer.added_texts):
+    for note in prompt_notes(prompt, client_for(model).tokenizer.added_texts):
         st.info(note)
     return view
+
+
+def current_prompt_logits() -> tuple[str, bool, PromptLogits] | None:
+    """The sidebar's prompt and chat flag with their cached logits, or None after an ``st.error`` saying why."""
+    prompt, chat = str(state.get(state.PROMPT) or ""), bool(state.get(state.CHAT))
+    try:
+        return prompt, chat, prompt_logits(models.current(), prompt, chat)
+    except (PromptError, TokenizerError) as error:
+        st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon=":material/block:")
+        return None

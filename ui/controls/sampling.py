@@ -20,11 +20,12 @@ import streamlit as st
 from inference import SamplingError, SamplingParams
 from ui.session import state
 
-TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = "temperature", "top_k", "top_p", "min_p", "repetition_penalty"
+TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = (  # their session keys
+    state.TEMPERATURE, state.TOP_K, state.TOP_P, state.MIN_P, state.REPETITION_PENALTY)
 DEFAULTS: dict[str, Any] = {TEMPERATURE: 0.8, TOP_K: 0, TOP_P: 1.0, MIN_P: 0.0, REPETITION_PENALTY: 1.0}
 SMALLEST_TOP_P = 0.001
 # What each control can show: (lowest, highest or None for no upper end), and the sliders' steps.
-# The widgets, ``fit_to_controls`` and the shared links (``ui.url_state``) all read these.
+# The widgets, ``fit_to_controls`` and the shared links (``ui.session.links``) all read these.
 RANGES: dict[str, tuple[float, float | None]] = {
     TEMPERATURE: (0.0, 2.0), TOP_K: (0, None), TOP_P: (0.0, 1.0), MIN_P: (0.0, 1.0), REPETITION_PENALTY: (0.5, 2.0),
 }

@@ -10,6 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import format as fmt
+from .conventions import shared_colour_top
 from .tokens import visible
 
 MASKED_COLOUR = "#d9d9d9"  # cells a query may not see (future keys) are left empty on this background
@@ -37,10 +39,12 @@ def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str, win
     labels = _labels(pieces)
     fig = make_subplots(rows=1, cols=2, column_widths=[0.88, 0.12], horizontal_spacing=0.02, shared_yaxes=True,
                         subplot_titles=["", "row sum"])
+    shown = _causal(probs, window)
+    weights = [[fmt.prob(w, 4) if np.isfinite(w) else "masked" for w in row] for row in shown]
     fig.add_trace(go.Heatmap(
-        z=_causal(probs, window), x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues",
+        z=shown, x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues", customdata=weights,
         colorbar=dict(title="weight", x=1.02),
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata}<extra></extra>",
     ), row=1, col=1)
     sums = probs.sum(axis=-1)
     fig.add_trace(go.Bar(x=sums, y=labels, orientation="h", marker_color="#9ecae1", text=[f"{s:.3f}" for s in sums],
@@ -76,12 +80,15 @@ def make_heads_grid(probs: np.ndarray, pieces: list[str], kv_groups: list[int], 
         mosaic[r * step: r * step + t, c * step: c * step + t] = _causal(probs[h], window)
         for q in range(t if detailed_hover else 0):
             for k in range(t):
-                info[r * step + q, c * step + k] = f"head {h}<br>query {q}: {labels[q]}<br>key {k}: {labels[k]}"
+                weight = probs[h, q, k]
+                info[r * step + q, c * step + k] = (f"head {h}<br>query {q}: {labels[q]}<br>key {k}: {labels[k]}<br>"
+                                                    f"weight {fmt.prob(weight) if k <= q else 'masked'}")
         annotations.append(dict(x=c * step + (t - 1) / 2, y=r * step - 0.5, yanchor="bottom", showarrow=False,
                                 text=f"head {h} · K/V head {kv_groups[h]}", font=dict(size=12)))
     fig = go.Figure(go.Heatmap(z=mosaic, customdata=info if detailed_hover else None, zmin=0, zmax=1,
                                colorscale="Blues", colorbar=dict(title="weight"),
-                               hovertemplate=("%{customdata}<br>" if detailed_hover else "") + "weight %{z:.3f}<extra></extra>"))
+                               hovertemplate=("%{customdata}<extra></extra>" if detailed_hover
+                                              else "weight %{z:.3~g}<extra></extra>")))
     fig.update_xaxes(visible=False, constrain="domain")
     fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
     fig.update_layout(title=f"Layer {layer}: every head (blank upper triangles = future keys, masked)", annotations=annotations,
@@ -117,7 +124,8 @@ def make_query_over_layers(weights: np.ndarray, pieces: list[str], query: int) -
     labels = _labels(pieces)
     fig = go.Figure(go.Heatmap(
         z=weights, x=labels, y=[f"layer {i}" for i in range(weights.shape[0])], zmin=0, zmax=1, colorscale="Blues",
-        colorbar=dict(title="mean weight"), hovertemplate="%{y}<br>key %{x}<br>%{z:.3f}<extra></extra>",
+        customdata=[[fmt.prob(w) for w in row] for row in weights],
+        colorbar=dict(title="mean weight"), hovertemplate="%{y}<br>key %{x}<br>%{customdata}<extra></extra>",
     ))
     fig.update_layout(title=f"Where {labels[query]} looks, layer by layer (mean over heads)",
                       xaxis=dict(type="category", tickangle=-60), yaxis=dict(autorange="reversed"),
@@ -147,23 +155,36 @@ def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
     return fig
 
 
-def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: int, title: str,
-                        local: bool) -> go.Figure:
-    """A long prompt's head-averaged attention, max-pooled into ``block`` x ``block`` cells, with the
-    sliding window drawn: left of the dashed line, keys are ``window`` or more positions behind their
-    query; in a ``local`` layer those cells are masked (grey, like the future). The colour scale stops
-    at the 99th percentile of the drawn weights, so the first token's large share does not wash out the rest."""
+def _window_shown(pooled: np.ndarray, block: int, window: int, local: bool) -> np.ndarray:
+    """The pooled map as drawn: the future, and in a ``local`` layer the cells wholly behind the window, NaN."""
     cells = pooled.shape[-1]
-    centres = (np.arange(cells) + 0.5) * block  # position at the middle of each pooled cell
     rows, cols = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
     shown = pooled.astype(float).copy()
     shown[cols > rows] = np.nan  # the future
     if local:  # cells whose every key is outside every one of their queries' windows
         shown[(cols + 1) * block - 1 <= rows * block - window] = np.nan
-    finite = shown[np.isfinite(shown)]
-    top = float(np.percentile(finite, 99)) if finite.size else 1.0
+    return shown
+
+
+def window_colour_top(maps: list[tuple[np.ndarray, int, int, bool]]) -> float:
+    """One colour-scale top for window maps drawn side by side (a local and a global layer), so equal weights get
+    equal colours: the highest 99th percentile of what each map draws. ``maps``: (pooled, block, window, local)."""
+    return shared_colour_top(*(_window_shown(*m) for m in maps))
+
+
+def make_window_heatmap(pooled: np.ndarray, block: int, n_tokens: int, window: int, title: str,
+                        local: bool, colour_top: float | None = None) -> go.Figure:
+    """A long prompt's head-averaged attention, max-pooled into ``block`` x ``block`` cells, with the
+    sliding window drawn: left of the dashed line, keys are ``window`` or more positions behind their
+    query; in a ``local`` layer those cells are masked (grey, like the future). The colour scale stops
+    at ``colour_top`` (shared with the map beside it: ``window_colour_top``), by default this map's 99th
+    percentile, so the first token's large share does not wash out the rest."""
+    cells = pooled.shape[-1]
+    centres = (np.arange(cells) + 0.5) * block  # position at the middle of each pooled cell
+    shown = _window_shown(pooled, block, window, local)
+    top = colour_top if colour_top is not None else shared_colour_top(shown)
     fig = go.Figure(go.Heatmap(
-        z=shown, x=centres, y=centres, zmin=0, zmax=top or 1.0, colorscale="Blues",
+        z=shown, x=centres, y=centres, zmin=0, zmax=top, colorscale="Blues",
         colorbar=dict(title="max weight"),
         hovertemplate=f"queries %{{y:.0f}}±{block // 2}<br>keys %{{x:.0f}}±{block // 2}<br>max weight %{{z:.4f}}<extra></extra>",
     ))

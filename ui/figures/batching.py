@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .conventions import fit_cells
 from .tokens import visible
 
 PAD, IDLE, EMPTY, PAUSED = -1, -2, -3, -4  # timeline cell codes besides request numbers
@@ -42,13 +43,15 @@ def make_padded_batch(rows: Sequence[Sequence[str | None]], title: str = "The le
     n_rows, width = len(rows), max((len(r) for r in rows), default=0)
     names = _names(n_rows, labels)
     z = np.array([[0 if cell is None else 1 + (i % len(REQUEST_COLORS)) for cell in row] for i, row in enumerate(rows)])
-    text = [["pad" if cell is None else visible(cell) for cell in row] for row in rows]
+    size, drawn = fit_cells(["pad"] + [visible(cell) for row in rows for cell in row if cell is not None], width, 12)
+    text = [["pad" if cell is None else drawn[visible(cell)] for cell in row] for row in rows]
+    hover = [["pad" if cell is None else visible(cell) for cell in row] for row in rows]
     colors = ["#e9ecef"] + REQUEST_COLORS
     fig = go.Figure(go.Heatmap(
-        z=z, text=text, texttemplate="%{text}", textfont=dict(size=12), x=list(range(width)),
+        z=z, text=text, texttemplate="%{text}", textfont=dict(size=size), x=list(range(width)), customdata=hover,
         y=[f"request {names[i]}" for i in range(n_rows)], zmin=-0.5, zmax=len(colors) - 0.5,
         colorscale=_discrete_scale(colors), showscale=False, xgap=2, ygap=2,
-        hovertemplate="%{y}, column %{x}: %{text}<extra></extra>",
+        hovertemplate="%{y}, column %{x}: %{customdata}<extra></extra>",
     ))
     fig.update_layout(title=title, height=80 + 36 * n_rows, margin=dict(l=10, r=10, t=50, b=30),
                       yaxis=dict(autorange="reversed"), xaxis=dict(title="column of the batch tensor", dtick=1))
@@ -82,10 +85,11 @@ def make_positions_heatmap(positions: np.ndarray, real: np.ndarray, labels: Sequ
 
 
 def make_batch_timeline(grid: np.ndarray, phases: Sequence[str], title: str, slot_name: str,
-                        labels: Sequence[int] | None = None) -> go.Figure:
+                        labels: Sequence[int] | None = None, n_columns: int | None = None) -> go.Figure:
     """Rows (batch rows or cache slots) x steps: which request is there (its colour and number),
     ``IDLE`` = a finished request still holding its row, ``PAUSED`` = a request waiting out another's
-    prefill in its slot, ``EMPTY`` = a free slot."""
+    prefill in its slot, ``EMPTY`` = a free slot. ``n_columns``: the step axis's length, shared with the other
+    mode's timeline drawn above or below this one (so a run that took more steps is drawn longer)."""
     n_slots, n_steps = grid.shape
     names = _names(int(grid.max(initial=-1)) + 1, labels)
     colors = ["#ffffff", "#adb5bd", "#fff3bf"] + REQUEST_COLORS  # EMPTY, IDLE, PAUSED, then requests 0..7
@@ -100,8 +104,11 @@ def make_batch_timeline(grid: np.ndarray, phases: Sequence[str], title: str, slo
         y=[f"{slot_name} {s}" for s in range(n_slots)],
         hovertemplate="step %{x}, %{y}: request %{text}<extra></extra>",
     ))
+    xaxis = dict(title="step (P = prefill)", type="category")
+    if n_columns is not None:
+        xaxis["range"] = [-0.5, max(n_columns, n_steps) - 0.5]
     fig.update_layout(title=title, height=90 + 34 * n_slots, margin=dict(l=10, r=10, t=50, b=40),
-                      yaxis=dict(autorange="reversed"), xaxis=dict(title="step (P = prefill)", type="category"))
+                      yaxis=dict(autorange="reversed"), xaxis=xaxis)
     return fig
 
 

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.figures import format as fmt
+from ui.figures.conventions import fit_cells, fit_label
 from ui.figures.logits import GREEDY_COLOR, visible_token
 
 _ADD_FILL, _SUBLAYER_FILL, _PLAIN_FILL = "#fff2cc", "#dae8fc", "#f5f5f5"
@@ -26,26 +28,37 @@ def _fill(stage: str) -> str:
     return _PLAIN_FILL if stage == "block input" else _SUBLAYER_FILL
 
 
+BOX_WIDTH = 0.84  # share of the plot's width a stage's box takes (its one-line label must fit: tests check it)
+DIAGRAM_FONT_PX = 13
+ROW_PX = 44  # height per stage
+
+
+def block_label(stage: str, shape: tuple[int, int], norm: float) -> str:
+    """A stage's one-line label: its name, the tensor's shape and the vector's length at one position."""
+    return f"<b>{stage}</b> · {shape[0]} × {shape[1]} · ‖x‖ = {norm:.1f}"
+
+
 def make_block_diagram(stage_names: Sequence[str], shape: tuple[int, int], norms: Sequence[float],
                        title: str) -> go.Figure:
-    """One block as a left-to-right chain of boxes: stage name, tensor shape (T × D) and ‖x‖ at one position."""
+    """One block drawn as architecture diagrams draw it: the stages stacked top to bottom, an arrow between each,
+    every box one line wide enough for its label (stage name, tensor shape T × D, ‖x‖ at one position), so a
+    block with four norms (Gemma's nine stages) fits as well as a pre-norm one."""
     fig = go.Figure()
-    box_w, gap = 1.0, 0.35
-    narrow = len(stage_names) > 6  # a block with four norms: names on two lines, to fit their boxes
+    n = len(stage_names)
+    left, right = (1 - BOX_WIDTH) / 2, (1 + BOX_WIDTH) / 2
     for i, (stage, norm) in enumerate(zip(stage_names, norms)):
-        x0 = i * (box_w + gap)
-        fig.add_shape(type="rect", x0=x0, x1=x0 + box_w, y0=0, y1=1, fillcolor=_fill(stage),
+        top = n - i  # the first stage at the top
+        fig.add_shape(type="rect", x0=left, x1=right, y0=top - 0.78, y1=top, fillcolor=_fill(stage),
                       line={"color": "#555", "width": 1.5}, layer="below")
-        name = stage.replace(" ", "<br>", 1) if narrow else stage
-        fig.add_annotation(x=x0 + box_w / 2, y=0.5, showarrow=False, align="center", font={"color": "#222"},
-                           text=f"<b>{name}</b><br>{shape[0]} × {shape[1]}<br>‖x‖ = {norm:.1f}")
+        fig.add_annotation(x=0.5, y=top - 0.39, showarrow=False, align="center", font={"color": "#222",
+                                                                                         "size": DIAGRAM_FONT_PX},
+                           text=block_label(stage, shape, norm))
         if i:
-            fig.add_annotation(x=x0, y=0.5, ax=x0 - gap, ay=0.5, xref="x", yref="y", axref="x", ayref="y",
+            fig.add_annotation(x=0.5, y=top, ax=0.5, ay=top + 0.22, xref="x", yref="y", axref="x", ayref="y",
                                showarrow=True, arrowhead=2, arrowwidth=1.5, text="")
-    total = len(stage_names) * (box_w + gap) - gap
-    fig.update_xaxes(visible=False, range=[-0.05, total + 0.05])
-    fig.update_yaxes(visible=False, range=[-0.1, 1.1])
-    fig.update_layout(title=title, height=210, margin={"t": 50, "b": 10, "l": 10, "r": 10},
+    fig.update_xaxes(visible=False, range=[0, 1], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[0.1, n + 0.1], fixedrange=True)
+    fig.update_layout(title=title, height=70 + ROW_PX * n, margin={"t": 50, "b": 10, "l": 10, "r": 10},
                       plot_bgcolor="white", showlegend=False)
     return fig
 
@@ -74,12 +87,14 @@ def make_logit_lens(layer_labels: Sequence[str], position_tokens: Sequence[str],
     """
     probs = np.asarray(top_probs, dtype=np.float64)
     n_layers, n_pos = probs.shape[:2]
-    text = [[cell_text(visible_token(top_strings[l][t][0])) for t in range(n_pos)] for l in range(n_layers)]
-    hover = [["<br>".join(f"{visible_token(s)}: {p:.3f}" for s, p in zip(top_strings[l][t], probs[l, t]))
+    guesses = [[cell_text(visible_token(top_strings[l][t][0])) for t in range(n_pos)] for l in range(n_layers)]
+    size, drawn = fit_cells([g for row in guesses for g in row], n_pos, 12)  # no cell overflows, on a projector too
+    text = [[drawn[g] for g in row] for row in guesses]
+    hover = [["<br>".join(f"{visible_token(s)}: {fmt.prob(p)}" for s, p in zip(top_strings[l][t], probs[l, t]))
               for t in range(n_pos)] for l in range(n_layers)]
     fig = go.Figure(go.Heatmap(
         z=probs[:, :, 0], x=list(range(n_pos)), y=list(layer_labels), text=text, customdata=hover,
-        texttemplate="%{text}", textfont={"size": 12}, colorscale="Viridis", zmin=0, zmax=1, xgap=1, ygap=1,
+        texttemplate="%{text}", textfont={"size": size}, colorscale="Viridis", zmin=0, zmax=1, xgap=1, ygap=1,
         colorbar={"title": "p(top-1)"}, hovertemplate="%{y}, after %{x}<br>%{customdata}<extra></extra>",
     ))
     fig.update_xaxes(tickmode="array", tickvals=list(range(n_pos)),
@@ -90,17 +105,18 @@ def make_logit_lens(layer_labels: Sequence[str], position_tokens: Sequence[str],
     return fig
 
 
-CELL_CHARS = 7  # a longer guess is cut in its cell (the hover and the CSV have it whole), so cells never overlap
+CELL_CHARS = 7  # at most this many characters of a guess in its cell (the hover and the CSV have it whole)
 
 
 def cell_text(text: str, limit: int = CELL_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return fit_label(text, limit)
 
 
 def make_answer_formation(layer_labels: Sequence[str], probabilities: Sequence[float], token: str) -> go.Figure:
     """The probability the final answer ``token`` gets when each layer's stream is read out (last position)."""
     fig = go.Figure(go.Scatter(x=list(layer_labels), y=list(probabilities), mode="lines+markers",
-                               line={"color": GREEDY_COLOR}, hovertemplate="%{x}: %{y:.3f}<extra></extra>"))
+                               line={"color": GREEDY_COLOR}, customdata=[fmt.prob(p) for p in probabilities],
+                               hovertemplate="%{x}: %{customdata}<extra></extra>"))
     fig.update_layout(title=f"How the final answer {visible_token(token)!r} forms, layer by layer",
                       yaxis={"title": "probability", "range": [0, 1.05]}, height=300, margin={"t": 50, "b": 40})
     return fig

@@ -12,6 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import format as fmt
+from .conventions import flat_note, spread_out
 from .tokens import visible
 
 # The PCA map's label placement assumes a plot area at least this large (px) and labels this tall:
@@ -127,10 +129,11 @@ def make_projection_scatter(points: np.ndarray, labels: list[str], groups: list[
                 customdata=[visible(labels[i]) for i in idx],
                 hovertemplate="%{customdata}<br>(%{x:.3f}, %{y:.3f})<extra></extra>",
             ))
+    (first, second), _ = fmt.parts_pct(explained)  # the caption's total is their sum
     fig.update_layout(
         title="Embedding rows projected to 2-D (PCA of the rows shown)",
-        xaxis=dict(title=f"PC1 ({explained[0]:.0%} of the variance)", range=list(ranges[0])),
-        yaxis=dict(title=f"PC2 ({explained[1]:.0%})", range=list(ranges[1])),
+        xaxis=dict(title=f"PC1 ({first} of the variance)", range=list(ranges[0])),
+        yaxis=dict(title=f"PC2 ({second})", range=list(ranges[1])),
         height=480, margin=dict(l=40, r=10, t=50, b=40),
     )
     return fig
@@ -146,24 +149,30 @@ def projection_table(points: np.ndarray, labels: list[str], groups: list[str]) -
                          "pc1": np.asarray(points)[:, 0], "pc2": np.asarray(points)[:, 1]})
 
 
+LABEL_GAP_RAD = 0.45  # labels of arrows closer than this (radians) on a circle would overlap: the later one goes
+
+
 def make_rope_rotation(angles: np.ndarray, pairs: list[int], wavelengths: np.ndarray) -> go.Figure:
     """For a few frequency pairs, where the unit vector (1, 0) ends up at each position: arrows on a circle."""
     fig = make_subplots(rows=1, cols=len(pairs), subplot_titles=[
         f"pair {p}: a turn every<br>{wavelengths[p]:,.0f} positions" for p in pairs])
     circle = np.linspace(0, 2 * np.pi, 100)
     for col, pair in enumerate(pairs, start=1):
+        labelled = spread_out(angles[:, pair].tolist(), LABEL_GAP_RAD, period=2 * np.pi)  # no pile of labels
         fig.add_trace(go.Scatter(x=np.cos(circle), y=np.sin(circle), mode="lines", line=dict(color="#ddd"),
                                  showlegend=False, hoverinfo="skip"), row=1, col=col)
         for pos in range(angles.shape[0]):
             x, y = float(np.cos(angles[pos, pair])), float(np.sin(angles[pos, pair]))
             shade = f"rgba(76,120,168,{0.25 + 0.75 * (1 - pos / max(angles.shape[0] - 1, 1))})"
-            fig.add_trace(go.Scatter(x=[0, x], y=[0, y], mode="lines+markers+text", text=["", str(pos)],
+            fig.add_trace(go.Scatter(x=[0, x], y=[0, y], mode="lines+markers+text",
+                                     text=["", str(pos) if labelled[pos] else ""],
                                      textposition="top center", line=dict(color=shade), marker=dict(size=[0, 6]),
                                      showlegend=False, hovertemplate=f"position {pos}<br>angle {angles[pos, pair]:.3f} rad<extra></extra>"),
                           row=1, col=col)
         fig.update_xaxes(range=[-1.25, 1.25], scaleanchor=f"y{col if col > 1 else ''}", showticklabels=False, row=1, col=col)
         fig.update_yaxes(range=[-1.25, 1.25], showticklabels=False, row=1, col=col)
-    fig.update_layout(title="RoPE: the same query/key pair rotated by its position (labels = position)",
+    fig.update_layout(title="RoPE: the same query/key pair rotated by its position (labels = position; where "
+                            "arrows crowd, the hover has the rest)",
                       height=400, margin=dict(l=10, r=10, t=100, b=10))
     return fig
 
@@ -179,7 +188,8 @@ def make_position_heatmap(values: np.ndarray, title: str, x_title: str, colorbar
 
 def make_distance_scores(distances: np.ndarray, scores: np.ndarray, actual: int, recorded: float,
                          query_label: str, key_label: str) -> go.Figure:
-    """Score of one real query/key pair as a function of how far apart RoPE places them."""
+    """Score of one real query/key pair as a function of how far apart RoPE places them. A line that barely moves
+    (``conventions.flat_note``) says so on the chart: its axis is zoomed in."""
     fig = go.Figure(go.Scatter(x=distances, y=scores, mode="lines+markers", name="same vectors, other distance",
                                marker=dict(size=4), hovertemplate="distance %{x}<br>score %{y:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=[actual], y=[recorded], mode="markers", name="recorded in the forward pass",
@@ -190,6 +200,11 @@ def make_distance_scores(distances: np.ndarray, scores: np.ndarray, actual: int,
         xaxis_title="distance d (positions)", yaxis_title="scaled score", height=340,
         margin=dict(l=40, r=10, t=50, b=40), legend=dict(orientation="h", y=-0.25),
     )
+    note = flat_note(list(scores) + [recorded], "the score")
+    if note:
+        fig.add_annotation(x=0.5, y=1.0, xref="paper", yref="paper", yanchor="bottom", showarrow=False,
+                           text=note, font={"color": "#b35900"})
+        fig.update_layout(margin=dict(l=40, r=10, t=80, b=40))
     return fig
 
 

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.figures import format as fmt
 from ui.figures.block import lens_table, make_logit_lens
 from ui.figures.logits import visible_token
 
 BEFORE_COLOR, AFTER_COLOR = "#9ecae1", "#e6550d"
-REGION_COLOR = "rgba(230, 85, 13, 0.14)"
+DIM_COLOR = "rgba(255, 255, 255, 0.6)"  # drawn over the cells an edit cannot reach
 
 
 def make_before_after(token_strings: Sequence[str], before: np.ndarray, after: np.ndarray, title: str) -> go.Figure:
@@ -26,10 +27,11 @@ def make_before_after(token_strings: Sequence[str], before: np.ndarray, after: n
     labels = [visible_token(t) for t in token_strings]
     before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     fig = go.Figure([
-        go.Bar(x=labels, y=before, name="before", marker_color=BEFORE_COLOR,
-               hovertemplate="%{x}: p = %{y:.4f} before<extra></extra>"),
+        go.Bar(x=labels, y=before, name="before", marker_color=BEFORE_COLOR, customdata=[fmt.prob(p, 4) for p in before],
+               hovertemplate="%{x}: p = %{customdata} before<extra></extra>"),
         go.Bar(x=labels, y=after, name="after", marker_color=AFTER_COLOR,
-               customdata=after - before, hovertemplate="%{x}: p = %{y:.4f} after (Δp %{customdata:+.4f})<extra></extra>"),
+               customdata=[f"{fmt.prob(a, 4)} (Δp {fmt.signed(a - b, 4)})" for a, b in zip(after, before)],
+               hovertemplate="%{x}: p = %{customdata} after<extra></extra>"),
     ])
     fig.update_layout(title=title, barmode="group", yaxis_title="probability", xaxis_title="next token",
                       xaxis={"type": "category"}, height=360, margin={"t": 60, "b": 40},
@@ -39,7 +41,8 @@ def make_before_after(token_strings: Sequence[str], before: np.ndarray, after: n
 
 def make_lens_with_region(layer_labels: Sequence[str], position_tokens: Sequence[str], top_probs: np.ndarray,
                           top_strings, region: tuple[int, int] | None, changed: np.ndarray) -> go.Figure:
-    """The logit lens after the intervention; the rows/columns it can reach shaded, changed top guesses outlined.
+    """The logit lens after the intervention: the cells it cannot reach dimmed (a white veil over them), the block
+    it can reach outlined, changed top guesses marked with a square.
 
     ``region`` is (first row, first column) of the reachable block (rows: embeddings, then
     each block's output); ``changed`` (rows, columns) marks cells whose top-1 differs from before.
@@ -47,16 +50,22 @@ def make_lens_with_region(layer_labels: Sequence[str], position_tokens: Sequence
     fig = make_logit_lens(layer_labels, position_tokens, top_probs, top_strings)
     n_rows, n_cols = np.asarray(top_probs).shape[:2]
     if region is not None and region[0] < n_rows and region[1] < n_cols:
-        fig.add_shape(type="rect", x0=region[1] - 0.5, x1=n_cols - 0.5, y0=region[0] - 0.5, y1=n_rows - 0.5,
-                      xref="x", yref="y", fillcolor=REGION_COLOR, line={"color": AFTER_COLOR, "width": 2})
+        row, col = region
+        veils = [(-0.5, n_cols - 0.5, -0.5, row - 0.5), (-0.5, col - 0.5, row - 0.5, n_rows - 0.5)]
+        for x0, x1, y0, y1 in veils:  # below the reachable rows, and left of its columns
+            if x1 > x0 and y1 > y0:
+                fig.add_shape(type="rect", x0=x0, x1=x1, y0=y0, y1=y1, xref="x", yref="y", fillcolor=DIM_COLOR,
+                              line={"width": 0})
+        fig.add_shape(type="rect", x0=col - 0.5, x1=n_cols - 0.5, y0=row - 0.5, y1=n_rows - 0.5,
+                      xref="x", yref="y", line={"color": AFTER_COLOR, "width": 3})
     rows, cols = np.nonzero(np.asarray(changed, dtype=bool))
     fig.add_trace(go.Scatter(
         x=cols.tolist(), y=[layer_labels[r] for r in rows], mode="markers", name="top guess changed",
         marker={"symbol": "square-open", "size": 22, "color": AFTER_COLOR, "line": {"width": 2}},
         hovertemplate="%{y}, after %{x}: top guess changed<extra></extra>",
     ))
-    fig.update_layout(title="Logit lens with the intervention: shaded = what it can reach, outlined = top guess "
-                            "changed", showlegend=False)
+    fig.update_layout(title="Logit lens with the intervention: it can reach only the outlined block (the rest is "
+                            "dimmed); a square = top guess changed", showlegend=False)
     return fig
 
 

@@ -14,6 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import format as fmt
+from .conventions import shared_range
 from .tokens import chip_html, chips_html, visible
 
 PROMPT_COLOR, SAMPLED_COLOR, FORCED_COLOR = "#e9ecef", "#cfe2ff", "#ffd8a8"
@@ -29,16 +31,20 @@ def sequence_html(prompt_pieces: Sequence[str], chosen_pieces: Sequence[str], fo
     return chips_html(chips, line_height=2.4)
 
 
-def make_alternatives_bar(tokens: Sequence[str], probs: Sequence[float], chosen: str, title: str) -> go.Figure:
-    """The model's top candidates at one step (softmax at T = 1), the chosen token outlined."""
+def make_alternatives_bar(tokens: Sequence[str], probs: Sequence[float], chosen: str, title: str,
+                          value_range: Sequence[float] | None = None) -> go.Figure:
+    """The model's top candidates at one step (softmax at T = 1), the chosen token outlined, bars from zero.
+
+    ``value_range``: the probability axis, shared with a chart drawn beside this one (``shared_range``)."""
     labels = [visible(t) or "∅" for t in tokens]
     colors = [SAMPLED_COLOR if t == chosen else "#dee2e6" for t in tokens]
     fig = go.Figure(go.Bar(x=list(probs), y=labels, orientation="h", marker_color=colors,
                            marker_line_color=["#0d6efd" if t == chosen else "#adb5bd" for t in tokens],
-                           marker_line_width=2, text=[f"{p:.1%}" for p in probs], textposition="outside",
-                           cliponaxis=False))
+                           marker_line_width=2, text=[fmt.pct(p, 1) for p in probs], textposition="outside",
+                           cliponaxis=False, hovertemplate="%{y}: p = %{customdata}<extra></extra>",
+                           customdata=[fmt.prob(p, 4) for p in probs]))
     fig.update_layout(title=title, height=80 + 32 * len(tokens), margin=dict(l=10, r=40, t=60, b=10),
-                      xaxis=dict(title="probability", range=[0, 1.15 * max(max(probs, default=0), 0.01)]),
+                      xaxis=dict(title="probability", range=list(value_range or shared_range(probs))),
                       yaxis=dict(autorange="reversed", type="category"))
     return fig
 

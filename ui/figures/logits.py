@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from . import format as fmt
 from .tokens import visible
 
 GREEDY_COLOR = "#d62728"
@@ -59,10 +60,10 @@ def make_probability_overlay(tokens: Sequence[str], probs_a: Sequence[float], pr
     x = list(range(len(tokens)))
     fig = go.Figure([
         go.Bar(x=x, y=list(probs_a), name=label_a, marker_color=BAR_COLOR, opacity=0.55,
-               hovertemplate="%{y:.4f}<extra>" + label_a + "</extra>"),
+               customdata=[fmt.prob(p, 4) for p in probs_a], hovertemplate="%{customdata}<extra>" + label_a + "</extra>"),
         go.Bar(x=x, y=list(probs_b), name=label_b, marker_color=SECOND_COLOR,
-               text=[f"{p:.2f}" for p in probs_b], textposition="outside", cliponaxis=False,
-               hovertemplate="%{y:.4f}<extra>" + label_b + "</extra>"),
+               text=[fmt.prob(p, 2, 2) for p in probs_b], textposition="outside", cliponaxis=False,
+               customdata=[fmt.prob(p, 4) for p in probs_b], hovertemplate="%{customdata}<extra>" + label_b + "</extra>"),
     ])
     top = max([*probs_a, *probs_b, 0.05])
     if 0 <= greedy_index < len(tokens):
@@ -82,7 +83,8 @@ def make_temperature_sweep(temperatures: Sequence[float], entropy_bits: Sequence
     """Entropy (bits) and the top token's probability as T varies; T < 1 sharpens, T > 1 flattens.
 
     Marks T = 1 and ``current`` with vertical lines and shades the two regimes (shapes are
-    written into the layout directly: ``add_vline``/``add_vrect`` cost ~100 ms per figure).
+    written into the layout directly: ``add_vline``/``add_vrect`` validate the whole figure on every call,
+    which made them most of this builder's time; docs/pages-predicting.md has the measurement).
     """
     low, high = min(temperatures), max(temperatures)
     shapes = [
@@ -129,16 +131,19 @@ def _label(x: float, text: str, color: str, side: str, y: float) -> dict:
 
 
 def make_stage_figure(tokens: Sequence[str], stage_labels: Sequence[str], stage_probs: np.ndarray,
-                      survivors: Sequence[int]) -> go.Figure:
+                      survivors: Sequence[int | str]) -> go.Figure:
     """Heatmap of the sampler's stages (rows, in order) × tokens: probability in each cell, cut tokens grey.
 
-    ``stage_probs`` is (S, N); a 0 means the token did not survive that stage. Row labels
-    carry the number of survivors over the whole vocabulary.
+    ``stage_probs`` is (S, N); a 0 means the token did not survive that stage. Row labels carry
+    what each stage did over the whole vocabulary: a count of tokens left, or the stage's own
+    words (``ui.claims.predicting.stage_counts``: "nothing removed, 121 round to 0"). Cells are
+    written by the one probability rule (``format.prob``: never "0.000" for a token still there).
     """
     probs = np.asarray(stage_probs, dtype=np.float64)
     shown = np.where(probs > 0, probs, np.nan)  # NaN cells are left blank, on a grey background
-    text = np.where(probs > 0, np.char.mod("%.3f", probs), "cut")
-    rows = [f"{label} · {count:,} left" for label, count in zip(stage_labels, survivors)]
+    text = np.array([[fmt.prob(p, 3, 2) if p > 0 else "cut" for p in row] for row in probs], dtype=object)
+    rows = [f"{label} · {count:,} left" if isinstance(count, int) else f"{label} · {count}"
+            for label, count in zip(stage_labels, survivors)]
     fig = go.Figure(go.Heatmap(
         z=shown, x=list(range(len(tokens))), y=rows, text=text, texttemplate="%{text}", textfont={"size": 13},
         colorscale="Blues", zmin=0, zmax=1, colorbar={"title": "p"}, xgap=2, ygap=2,

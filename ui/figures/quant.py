@@ -12,9 +12,64 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from . import format as fmt
 from .logits import visible_token
 
 CODE_COLOR, VALUE_COLOR, HELD_COLOR = "#6f42c1", "#1f77b4", "#ff7f0e"
+GROUP_COLORS = ("#6f42c1", "#b07cd8")  # neighbouring scale groups of a K type's super-block, told apart
+
+
+def make_block_layout(codes: Sequence[int], decoded: np.ndarray, group_size: int, code_range: tuple[int, int],
+                      held: np.ndarray | None, title: str, zero_code: float | None = None) -> go.Figure:
+    """Top: the stored integer codes (bars from zero, the axis spanning every value a code can take), neighbouring
+    scale groups in two shades, and the code that stands for a weight of 0 (``zero_code``, e.g. 16 for Q5_0)
+    dashed. Bottom: the weights they decode to (and what the 4-bit kernel holds)."""
+    n = len(decoded)
+    groups = n // group_size
+    zero_drawn = zero_code is not None and code_range[0] <= zero_code <= code_range[1]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=(f"stored codes (integers {code_range[0]}…{code_range[1]})"
+                                        + (f", {groups} groups of {group_size} with their own scale" if groups > 1 else "")
+                                        + (f"; dashed: q = {zero_code:.3g}, which decodes to w = 0" if zero_drawn else ""),
+                                        "the weights they stand for"))
+    index = list(range(n))
+    colours = [GROUP_COLORS[(i // group_size) % 2] for i in index]
+    fig.add_trace(go.Bar(x=index, y=list(codes), marker_color=colours, name="code q",
+                         customdata=[i // group_size for i in index],
+                         hovertemplate="weight %{x} (group %{customdata}): code %{y}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=index, y=np.asarray(decoded).tolist(), mode="markers+lines", marker_color=VALUE_COLOR,
+                             marker_size=4 if n > 64 else 6, name="decoded (as the file means it)",
+                             hovertemplate="weight %{x}: %{y:.6f}<extra></extra>"), row=2, col=1)
+    if held is not None:
+        fig.add_trace(go.Scatter(x=index, y=np.asarray(held).tolist(), mode="markers",
+                                 marker=dict(color=HELD_COLOR, symbol="x", size=5 if n > 64 else 7),
+                                 name="what the 4-bit kernel holds (bf16 scale and zero)",
+                                 hovertemplate="weight %{x}: %{y:.6f}<extra></extra>"), row=2, col=1)
+    if zero_drawn:  # named in the subplot's title: a label on the line would sit on the bars
+        fig.add_shape(type="line", xref="x", yref="y", x0=-0.5, x1=n - 0.5, y0=zero_code, y1=zero_code,
+                      line=dict(color="#444", dash="dash", width=1.5))
+    low, high = min(code_range[0], 0), max(code_range[1], 0)
+    fig.update_yaxes(title_text="code", range=[low - 0.04 * (high - low), high * 1.04], row=1, col=1)
+    fig.update_yaxes(title_text="weight", row=2, col=1)
+    fig.update_xaxes(title_text=f"position in the block ({n} weights)", row=2, col=1)
+    fig.update_layout(title=title, height=470, margin=dict(l=50, r=20, t=80, b=40), bargap=0.1 if n > 64 else 0.2,
+                      legend=dict(orientation="h", y=-0.18))
+    return fig
+
+
+def block_layout_table(codes: Sequence[int], decoded: np.ndarray, group_size: int, scales: Sequence[float],
+                       offsets: Sequence[float], reference: np.ndarray, held: np.ndarray | None) -> pd.DataFrame:
+    """One row per weight of the block: its group, code, the group's scale and offset, the weight, gguf's own."""
+    n = len(decoded)
+    group = np.arange(n) // group_size
+    table = pd.DataFrame({"position_in_block": range(n), "group": group, "code": list(codes),
+                          "group_scale": np.asarray(scales, dtype=float)[group],
+                          "group_offset": np.asarray(offsets, dtype=float)[group],
+                          "weight": np.asarray(decoded, dtype=float),
+                          "weight_by_gguf_package": np.asarray(reference, dtype=float)})
+    if held is not None:
+        table["weight_as_kernel_holds_it"] = np.asarray(held, dtype=float)
+    return table
 
 
 def make_block_figure(codes: Sequence[int], decoded: np.ndarray, held: np.ndarray | None, title: str) -> go.Figure:
@@ -61,7 +116,8 @@ def make_mode_probabilities(tokens: Sequence[str], labels: Sequence[str], probs:
     fig = go.Figure()
     for label, row in zip(labels, probs):
         fig.add_trace(go.Bar(x=list(range(len(tokens))), y=row.tolist(), name=label,
-                             hovertemplate=f"{label}: %{{y:.4f}}<extra></extra>"))
+                             customdata=[fmt.prob(p, 4) for p in row],
+                             hovertemplate=f"{label}: %{{customdata}}<extra></extra>"))
     fig.update_xaxes(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[visible_token(t) for t in tokens],
                      title_text="the next token (float32's most probable first)")
     fig.update_yaxes(rangemode="tozero", title_text="probability")

@@ -2,7 +2,7 @@
 
 Every function takes plain lists/numbers and returns a ``go.Figure`` (the ``*_table``
 builders: the same numbers under named columns, for the chart's CSV); the numbers come
-from the engine's sampler (see ``ui/compute_sampling.py``), never from here.
+from the engine's sampler (see ``ui/compute/sampling.py``), never from here.
 """
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.figures import format as fmt
+from ui.figures.conventions import fit_cells
 from ui.figures.logits import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
 
 _PALETTE = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
@@ -51,7 +53,7 @@ def make_cumulative_ranges(labels: Sequence[str], starts: Sequence[float], ends:
             x=[width], base=[start], y=[""], orientation="h", name=label, marker_color=color,
             marker_line={"color": GREEDY_COLOR if chosen else "white", "width": 4 if chosen else 1},
             text=[inside], textposition="inside", insidetextanchor="middle", showlegend=False,
-            hovertemplate=f"{name}: [{start:.4f}, {end:.4f}) · p = {width:.4f}<extra></extra>",
+            hovertemplate=f"{name}: [{start:.4f}, {end:.4f}) · p = {fmt.prob(width, 4)}<extra></extra>",
         ))
     if u is not None:  # written into the layout directly: add_vline is slow
         fig.layout.shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": u, "x1": u, "y0": -0.1, "y1": 1.1,
@@ -70,7 +72,8 @@ def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expect
     x = list(range(len(labels)))
     fig = go.Figure([
         go.Bar(x=x, y=list(expected), name="exact probability (the sampler's)", marker_color=BAR_COLOR,
-               opacity=0.55, hovertemplate="p = %{y:.4f}<extra></extra>"),
+               opacity=0.55, customdata=[fmt.prob(p, 4) for p in expected],
+               hovertemplate="p = %{customdata}<extra></extra>"),
         go.Bar(x=x, y=list(observed), name=f"observed frequency in {n_draws:,} draws", marker_color=SECOND_COLOR,
                text=[f"{v:.3f}" for v in observed], textposition="outside", cliponaxis=False,
                hovertemplate="%{y:.4f}<extra></extra>"),
@@ -80,7 +83,7 @@ def make_draw_histogram(labels: Sequence[str], observed: Sequence[float], expect
     verdict = f"χ² = {statistic:.2f}, dof = {dof}, p = {p_value:.3g}" if dof else "one token only: nothing to test"
     if not n_draws:
         verdict = "no draws yet"
-    elif not dof and len(labels) > 1:  # every token expected < 5 times: pooled into one bin (ui.compute_sampling)
+    elif not dof and len(labels) > 1:  # every token expected < 5 times: pooled into one bin (ui.compute.sampling)
         verdict = "too few draws for a χ² test yet"
     fig.update_layout(barmode="group", title=f"{who}{n_draws:,} draws vs the exact probabilities · {verdict}",
                       yaxis={"title": "probability / frequency", "rangemode": "tozero"}, height=380,
@@ -96,13 +99,17 @@ def make_token_strips(rows: Sequence[Sequence[str]], row_labels: Sequence[str],
     width = max((len(r) for r in rows), default=0)
     z = np.full((len(rows), width), np.nan)
     text = np.full((len(rows), width), "", dtype=object)
+    hover = np.full((len(rows), width), "", dtype=object)
+    # a token such as <0xE3><0x83> gets a smaller font, or is cut, in its cell; the hover has it whole
+    size, drawn = fit_cells([visible_token(t) for tokens in rows for t in tokens], width, 13)
     for r, (tokens, probs) in enumerate(zip(rows, probabilities)):
         z[r, :len(probs)] = probs
-        text[r, :len(tokens)] = [visible_token(t) for t in tokens]
+        text[r, :len(tokens)] = [drawn[visible_token(t)] for t in tokens]
+        hover[r, :len(tokens)] = [f"{visible_token(t)}<br>p = {fmt.prob(p)}" for t, p in zip(tokens, probs)]
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(width)), y=list(row_labels), text=text, texttemplate="%{text}", textfont={"size": 13},
-        colorscale="YlGnBu", zmin=0, zmax=1, xgap=3, ygap=3, colorbar={"title": "p"},
-        hovertemplate="position %{x}: %{text}<br>p = %{z:.3f}<extra>%{y}</extra>",
+        z=z, x=list(range(width)), y=list(row_labels), text=text, texttemplate="%{text}", textfont={"size": size},
+        colorscale="YlGnBu", zmin=0, zmax=1, xgap=3, ygap=3, colorbar={"title": "p"}, customdata=hover,
+        hovertemplate="position %{x}: %{customdata}<extra>%{y}</extra>",
     ))
     if diverge_index is not None and diverge_index < width:
         fig.add_shape(type="rect", x0=diverge_index - 0.5, x1=diverge_index + 0.5, y0=-0.5, y1=len(rows) - 0.5,

@@ -12,19 +12,13 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from inference.model.interventions import EdgeCut, HeadEdit, Interventions, MLPEdit
+from inference import EdgeCut, HeadEdit, Interventions, MLPEdit
+from ui.session import state
 
-HEADS = "exp_heads"  # tuple[(layer, head), ...]: the heads changed
-HEAD_MODE = "exp_head_mode"  # "zero", "mean" or "scale"
-HEAD_FACTOR = "exp_head_factor"  # the scale for "scale"
-EDGES = "exp_edges"  # tuple[(query, key), ...]: attention edges cut in every layer and head
-MLPS = "exp_mlps"  # tuple[layer, ...]: MLPs changed
-MLP_FACTOR = "exp_mlp_factor"  # 0 = off
-TARGET = "exp_target"  # text of the token the sweeps and the attribution follow ("" = the model's top guess)
-CLEAN = "exp_clean"  # activation patching: the clean prompt
-CORRUPT = "exp_corrupt"  # ... and the corrupted one
-SWEEP = "exp_sweep"  # bool: the head-importance sweep was asked for
-PATCHING = "exp_patching"  # bool: the patching sweep was asked for
+# The experiment's session keys (``ui.session.state``), by the names this module's users know them by
+HEADS, HEAD_MODE, HEAD_FACTOR = state.EXP_HEADS, state.EXP_HEAD_MODE, state.EXP_HEAD_FACTOR
+EDGES, MLPS, MLP_FACTOR, TARGET = state.EXP_EDGES, state.EXP_MLPS, state.EXP_MLP_FACTOR, state.EXP_TARGET
+CLEAN, CORRUPT, SWEEP, PATCHING = state.EXP_CLEAN, state.EXP_CORRUPT, state.EXP_SWEEP, state.EXP_PATCHING
 
 HEAD_MODES = {"zero": "switch off (output = 0)", "mean": "replace by its mean over the prompt",
               "scale": "scale by a factor"}
@@ -63,7 +57,7 @@ class Settings:
             mlps=tuple(MLPEdit(layer, self.mlp_factor) for layer in self.mlps),
         )
 
-    def heads_only(self) -> "Settings":
+    def heads_only(self) -> Settings:
         """Just the switched-off heads, zeroed (what the Attention page shows)."""
         return Settings(heads=self.heads)
 

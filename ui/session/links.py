@@ -9,7 +9,7 @@ and the two directions:
 - ``restore()`` runs once per browser session, before anything is drawn: every query
   parameter is parsed against its allowlist or range. Unknown names, unparsable values
   and values over ``MAX_VALUE_CHARS`` are ignored; numbers out of range are clamped;
-  a model must be one of ``ui.models.allowlist()`` (a name, never a path). Each such
+  a model must be one of ``ui.shell.models.allowlist()`` (a name, never a path). Each such
   decision becomes a plain-text note for the page to show.
 - ``publish()`` runs after every page run (and fragment run): the URL's query string is
   replaced by the current state, leaving out values at their defaults.
@@ -26,21 +26,18 @@ from typing import Any
 import streamlit as st
 
 from inference import PromptError, TokenizerError
-
 from ui.compute import generation
-from ui.session import experiment as exp
-from ui.shell import models
-from ui.controls import sampling as sampling_controls
-from ui.session import state
 from ui.compute.attention import default_query
 from ui.compute.tokens import tokenize
-from ui.shell.resources import engine_for
+from ui.controls import sampling as sampling_controls
+from ui.session import experiment as exp
+from ui.session import state, walk
+from ui.shell import models
+from ui.shell.resources import client_for
 
 MAX_VALUE_CHARS = 64  # any value but the prompt; longer ones are ignored
 MAX_PROMPT_CHARS = 4000  # a longer prompt in a link is cut (the sidebar accepts more, typed)
 MAX_NOTES = 8
-RESTORED_KEY = "_url_restored"
-NOTES_KEY = "_url_notes"
 _TRUE, _FALSE = {"1", "true", "on", "yes"}, {"0", "false", "off", "no", ""}
 
 
@@ -91,11 +88,11 @@ PARAMS: list[Param] = [
     _sampling(sampling_controls.TOP_P),
     _sampling(sampling_controls.MIN_P),
     _sampling(sampling_controls.REPETITION_PENALTY),
-    Param("layer", "att_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
-    Param("head", "att_head", "int", 0, 0, lambda lim: lim.n_heads - 1),
-    Param("query", "att_query", "int", None, 0, lambda lim: lim.n_tokens - 1),  # default: the page's, per prompt
-    Param("block", "block_layer", "int", 0, 0, lambda lim: lim.n_layers - 1),
-    Param("step", generation.REPLAY_KEY, "int", 0, 0, generation.MAX_STEPS),
+    Param("layer", state.ATT_LAYER, "int", 0, 0, lambda lim: lim.n_layers - 1),
+    Param("head", state.ATT_HEAD, "int", 0, 0, lambda lim: lim.n_heads - 1),
+    Param("query", state.ATT_QUERY, "int", None, 0, lambda lim: lim.n_tokens - 1),  # default: the page's, per prompt
+    Param("block", state.BLOCK_LAYER, "int", 0, 0, lambda lim: lim.n_layers - 1),
+    Param("step", state.GEN_REPLAY_STEPS, "int", 0, 0, generation.MAX_STEPS),
     Param("present", state.PRESENTER, "bool", False),
     # the experiment (pages/experiments.py; "off" is also the Attention page's switched-off heads)
     Param("off", exp.HEADS, "heads", ()),
@@ -112,7 +109,7 @@ PARAMS: list[Param] = [
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
-# In the URL but not part of the view: the teacher-only link's key (``ui.classroom`` reads and removes it).
+# In the URL but not part of the view: the teacher-only link's key (``ui.classroom.broadcast`` reads and removes it).
 NOT_STATE = frozenset({"teacher"})
 
 
@@ -204,22 +201,22 @@ def _number(value: float) -> str:
 
 def _limits() -> Limits:
     model = models.current()
-    engine = engine_for(model)
+    config = client_for(model).config
     try:
         n_tokens = len(tokenize(model, state.get(state.PROMPT), state.get(state.CHAT)).ids)
     except (PromptError, TokenizerError):
         n_tokens = 1  # the pages explain the prompt's problem themselves
-    return Limits(engine.config.n_layers, engine.config.n_heads, engine.config.vocab_size, max(1, n_tokens))
+    return Limits(config.n_layers, config.n_heads, config.vocab_size, max(1, n_tokens))
 
 
 def restore() -> None:
     """Once per session: apply the URL's query parameters to the session state, noting every decision."""
-    if st.session_state.get(RESTORED_KEY):
+    if st.session_state.get(state.LINK_RESTORED):
         return
-    st.session_state[RESTORED_KEY] = True
+    st.session_state[state.LINK_RESTORED] = True
     query = {name: st.query_params[name] for name in st.query_params if name not in NOT_STATE}
     notes = apply_query(query)
-    st.session_state[NOTES_KEY] = notes[:MAX_NOTES] + (
+    st.session_state[state.LINK_NOTES] = notes[:MAX_NOTES] + (
         [f"…and {len(notes) - MAX_NOTES} more."] if len(notes) > MAX_NOTES else [])
 
 
@@ -253,18 +250,18 @@ def apply_query(query: dict[str, str], reset_missing: bool = False, skip: frozen
         st.session_state[param.key] = value
         if note:
             notes.append(note)
-    if st.session_state.get(generation.REPLAY_KEY):
-        forced, note = generation.parse_forced(query.get(FORCED, ""), st.session_state[generation.REPLAY_KEY])
-        st.session_state[generation.REPLAY_FORCED_KEY] = forced
-        st.session_state[generation.REPLAY_PROMPT_KEY] = (state.get(state.PROMPT), state.get(state.CHAT))
+    if st.session_state.get(state.GEN_REPLAY_STEPS):
+        forced, note = generation.parse_forced(query.get(FORCED, ""), st.session_state[state.GEN_REPLAY_STEPS])
+        st.session_state[state.GEN_REPLAY_FORCED] = forced
+        st.session_state[state.GEN_REPLAY_PROMPT] = (state.get(state.PROMPT), state.get(state.CHAT))
         if note:
             notes.append(note)
     return notes
 
 
 def _reset(param: Param) -> None:
-    """Put one setting back to its default (the walk's length is the follower's stepper's, see ``ui.classroom``)."""
-    if param.key == generation.REPLAY_KEY:
+    """Put one setting back to its default (the walk's length is the follower's stepper's, see ``ui.classroom.broadcast``)."""
+    if param.key == state.GEN_REPLAY_STEPS:
         return
     if param.kind == "model":
         st.session_state[param.key] = models.default_name()
@@ -278,11 +275,11 @@ def current_query() -> dict[str, str]:
     """The query parameters for the current state (defaults left out)."""
     query: dict[str, str] = {}
     for param in PARAMS:
-        if param.key == generation.REPLAY_KEY:
-            query.update(generation.walk_query())
+        if param.key == state.GEN_REPLAY_STEPS:
+            query.update(walk.walk_query())
             continue
         value = st.session_state.get(param.key)
-        if value is None or value == param.default or (param.key == "att_query" and value == _prompt_default_query()):
+        if value is None or value == param.default or (param.key == state.ATT_QUERY and value == _prompt_default_query()):
             continue
         if param.kind == "bool":
             query[param.name] = "1" if value else "0"
@@ -318,9 +315,9 @@ def publish() -> None:
 
 def show_notes() -> None:
     """The notes from restoring this session's link, if any, with a button to dismiss them."""
-    notes = st.session_state.get(NOTES_KEY)
+    notes = st.session_state.get(state.LINK_NOTES)
     if not notes:
         return
     st.warning("**Some of this link's settings were not used as given:**\n\n" +
                "\n".join(f"- {note}" for note in notes), icon=":material/link:")
-    st.button("Dismiss", key="url_notes_dismiss", on_click=st.session_state.pop, args=(NOTES_KEY, None))
+    st.button("Dismiss", key=state.LINK_NOTES_DISMISS, on_click=st.session_state.pop, args=(state.LINK_NOTES, None))

@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ui.figures.export import figure_csv
+from ui.session import state
 from ui.shell.navigation import current_url_path
 from ui.shell.presenter import is_on as presenting
 
@@ -50,7 +51,7 @@ def show(fig: go.Figure, key: str, name: str | None = None, data: TableSource = 
     st.plotly_chart(shown, key=key, config=chart_config(stem))
     st.download_button(
         "Download CSV", data=lambda: table_csv(data, fig), file_name=f"{stem}.csv", mime="text/csv",
-        key=f"{key}_csv", type="tertiary", icon=":material/download:", on_click="ignore",
+        key=state.csv_button(key), type="tertiary", icon=":material/download:", on_click="ignore",
         help="The numbers behind this chart, one row each, with named columns",
     )
 
@@ -132,5 +133,5 @@ def shared(builder: Callable[..., go.Figure], max_entries: int = 16) -> Callable
     on the teacher's view draws the same charts, and building a Plotly figure is most of a page run's Python.
     The figure is shared and never changed after it is built (``show`` copies it for presenter mode, and
     ``st.plotly_chart`` reads it). ``max_entries`` per builder bounds the memory (a figure is ~0.1-1 MB); a class
-    on one view needs a handful (measured: a broadcast to 20 followers p95 2.23 -> 1.53 s, docs/classroom.md)."""
+    on one view needs a handful (docs/classroom.md measures what it saves a broadcast to a class)."""
     return st.cache_resource(max_entries=max_entries, show_spinner=False)(builder)

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
+from ui.session import state
+
 ROOT_TITLE = "LLM inference explorer"
 FAVICON = "🔎"
-CURRENT_PAGE_KEY = "_page"  # session key: url path of the page being run (see ``current_url_path``)
 
 # True while app.py runs a page; False when Streamlit ran a page script on its own.
 _in_app: ContextVar[bool] = ContextVar("in_app", default=False)
@@ -49,7 +50,7 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/quantization.py", "Quantization", "quantization", ":material/compress:"),
     PageSpec("pages/batching.py", "Batching", "batching", ":material/stacks:"),
     PageSpec("pages/compare.py", "Two models side by side", "compare", ":material/compare_arrows:"),
-    PageSpec("pages/95_class.py", "The class, together", "class", ":material/groups:",
+    PageSpec("pages/class.py", "The class, together", "class", ":material/groups:",
              opens_with_chart=False),  # charts appear once the teacher starts a round
 ]
 
@@ -72,7 +73,7 @@ def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:
     ``after`` runs once the page is done, also when the page stopped early (``st.stop``).
     """
     token = _in_app.set(True)
-    st.session_state[CURRENT_PAGE_KEY] = spec_of(page).url_path  # also read by fragment reruns
+    st.session_state[state.PAGE] = spec_of(page).url_path  # also read by fragment reruns
     try:
         page.run()
     finally:
@@ -83,7 +84,12 @@ def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:
 
 def current_url_path() -> str:
     """The url path of the page being run ("attention"; "overview" for "/"), or "" outside ``run``."""
-    return st.session_state.get(CURRENT_PAGE_KEY, "")
+    return st.session_state.get(state.PAGE, "")
+
+
+def script_of(url_path: str) -> str:
+    """The script of the page at ``url_path`` (for ``st.page_link``)."""
+    return next(spec.script for spec in PAGES if spec.url_path == url_path)
 
 
 def spec_of(page: StreamlitPage) -> PageSpec:

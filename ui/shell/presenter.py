@@ -2,7 +2,7 @@
 
 Owns what changes in that mode: bigger text (a fixed style sheet, no user data in it),
 secondary sidebar controls left out (see ``ui.sidebar``), chart fonts enlarged (see
-``ui.charts``), and a Previous / Next bar that walks the pages in the story's order.
+``ui.shell.charts``), and a Previous / Next bar that walks the pages in the story's order.
 The prompt and every other setting live in the session, so they carry across.
 """
 from __future__ import annotations

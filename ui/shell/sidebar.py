@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference import Engine
-
-from ui.shell import models
+from inference import EngineClient
 from ui.session import state
+from ui.shell import models
 
-# A button that copies the address bar (kept current by ``ui.url_state.publish``, fragments included).
+# A button that copies the address bar (kept current by ``ui.session.links.publish``, fragments included).
 # Clipboard API where the page is a secure context (localhost, https), the older copy command elsewhere
 # (a class server reached over plain http on the school network). System fonts only: nothing is fetched.
 COPY_LINK_HTML = """<div style="font-family: system-ui, sans-serif; font-size: 14px;">
@@ -32,10 +31,10 @@ document.getElementById("copy").addEventListener("click", async () => {
 </script>"""
 
 
-def model_facts(engine: Engine) -> dict[str, str]:
+def model_facts(client: EngineClient) -> dict[str, str]:
     """Name, family, device, dtype and parameter count of the loaded model, as display strings."""
-    n_params = engine.parameter_count
-    config = engine.config
+    n_params = client.info.parameter_count
+    config = client.config
     local = len(config.local_layers)
     return {
         "Model": config.name,
@@ -44,14 +43,14 @@ def model_facts(engine: Engine) -> dict[str, str]:
                       f"{'s' * (config.n_kv_heads > 1)}"
                       + (f"; {local} local layers (window {config.sliding_window}), {config.n_layers - local} global"
                          if local else "")),
-        "Device": str(engine.device),
-        "Weights": engine.weights_description,
+        "Device": client.info.device,
+        "Weights": client.info.weights_description,
         "Parameters": f"{n_params / 1e6:.1f} M ({n_params:,})",
-        **({"Decode step": step.line} if (step := engine.step_status) is not None else {}),
+        **({"Decode step": step.line} if (step := client.step_status()) is not None else {}),
     }
 
 
-def render(engine: Engine) -> None:
+def render(client: EngineClient) -> None:
     """Draw the shared controls in the sidebar; presenter mode keeps the prompt, the toggle and the copy button."""
     presenting = bool(state.get(state.PRESENTER))
     with st.sidebar:
@@ -75,13 +74,13 @@ def render(engine: Engine) -> None:
                          **state.bind(models.MODEL, models.default_name(), options=offered))
         for name, hint in models.missing().items():
             st.caption(f"**{name}** is not installed on this server: {hint}.")
-        has_template = engine.tokenizer.chat_template is not None
+        has_template = client.tokenizer.chat_template is not None
         if not has_template and state.get(state.CHAT):
             state.set_values({state.CHAT: False})  # this model (a base model) has no template to apply
         st.toggle(
             "Chat template", disabled=not has_template,
             help="Wrap the prompt as a user turn in the model's chat template." if has_template
-            else f"{engine.config.name} has no chat template (a base model): the prompt is read as plain text.",
+            else f"{client.config.name} has no chat template (a base model): the prompt is read as plain text.",
             **state.bind(state.CHAT),
         )
         st.number_input(
@@ -89,5 +88,5 @@ def render(engine: Engine) -> None:
             help="Seed for anything random (sampling, random projections).",
             **state.bind(state.SEED),
         )
-        facts = model_facts(engine)
+        facts = model_facts(client)
         st.caption("  \n".join(f"**{name}:** {value}" for name, value in facts.items()))

@@ -1,13 +1,13 @@
 """The class experiments on screen: the teacher's round controls, "Draw for the class", "Guess the next token",
 and the live class views.
 
-Used by the Class page (``pages/95_class.py``) and the Sampling page's "Draw for the class". The numbers
-come from ``ui.compute_class``; a student acts only on its own draws and its own guess (``classroom.student_id``),
+Used by the Class page (``pages/class.py``) and the Sampling page's "Draw for the class". The numbers
+come from ``ui.compute.classroom``; a student acts only on its own draws and its own guess (``broadcast.student_id``),
 and only the teacher's session starts a round or reveals the answer.
 
 A page draws one round's text, controls and chart together, and tells the tab's heartbeat which rounds it drew
-(``classroom.show_rounds``): when the teacher starts a round or reveals the answer, every open page reruns within
-``classroom.POLL_S`` seconds and draws the new state whole. The counts in between come from small fragments that
+(``broadcast.show_rounds``): when the teacher starts a round or reveals the answer, every open page reruns within
+``broadcast.POLL_S`` seconds and draws the new state whole. The counts in between come from small fragments that
 reread the room every ``REFRESH_S`` seconds; such a fragment that finds another round than its page drew reruns
 the page instead of drawing it under the old text.
 
@@ -21,19 +21,21 @@ import re
 import streamlit as st
 
 from inference import PromptError, TokenizerError
-from ui import charts, classroom, models, sampling_controls, state
 from ui.claims import classroom as claims
 from ui.claims.predicting import histogram_sentence
-from ui.compute_class import DRAWS_PER_PRESS, guess_view, pooled_bins, pooled_histogram, student_draws
-from ui.compute_logits import params_from_key, params_key, prompt_logits
+from ui.classroom import broadcast
+from ui.classroom.room import Experiment, RoomError
+from ui.compute.classroom import DRAWS_PER_PRESS, guess_view, pooled_bins, pooled_histogram, student_draws
+from ui.compute.logits import prompt_logits
+from ui.controls import sampling as sampling_controls
 from ui.figures import classroom as figs
 from ui.figures import sampling as sampling_figs
-from ui.resources import engine_for
-from ui.room import Experiment, RoomError
+from ui.session import state
+from ui.shell import charts, models
+from ui.shell.resources import client_for
 
 REFRESH_S = 2.0  # the live counts reread the room this often (each reread is one small fragment run)
 PROMPT_END_CHARS = 40  # the sentences quote the prompt's end, at most this long
-DRAW_MESSAGE, GUESS_MESSAGE, TEACHER_MESSAGE = "_class_draw_message", "_class_guess_message", "_class_teacher_message"
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
 
@@ -45,10 +47,10 @@ def current_experiment() -> Experiment | str:
         prompt_logits(model, prompt, chat)
     except (PromptError, TokenizerError) as error:
         return f"this prompt cannot run: {error}"
-    settings = sampling_controls.stored_settings(engine_for(model).config.vocab_size)
+    settings = sampling_controls.stored_settings(client_for(model).config.vocab_size)
     if settings.params is None:
         return settings.error or "the sampling settings are not valid"
-    return Experiment(model, prompt, chat, params_key(settings.params))
+    return Experiment(model, prompt, chat, settings.params.canonical())
 
 
 def prompt_end(prompt: str, limit: int = PROMPT_END_CHARS) -> str:
@@ -69,7 +71,7 @@ def next_token_phrase(experiment: Experiment) -> str:
 
 def describe(experiment: Experiment) -> str:
     """The round's question with its model and sampling settings (the seed is each student's own)."""
-    settings = sampling_controls.summary(params_from_key(experiment.key)).rsplit(", seed", 1)[0]
+    settings = sampling_controls.summary(experiment.params).rsplit(", seed", 1)[0]
     return f"{next_token_phrase(experiment)} ({experiment.model}, {settings})"
 
 
@@ -77,13 +79,13 @@ def describe(experiment: Experiment) -> str:
 def _start(kind: str, shown: str | None) -> None:
     """The teacher's press: a new round of ``kind`` replacing ``shown``, the round the page showed (a press that
     Streamlit delivers twice, under load, then starts one round, not two)."""
-    if not classroom.is_teacher():  # only a teacher session draws this button; checked again here
+    if not broadcast.is_teacher():  # only a teacher session draws this button; checked again here
         return
     experiment = current_experiment()
     if isinstance(experiment, str):
-        st.session_state[TEACHER_MESSAGE] = f"No round started: {experiment}."
+        st.session_state[state.CLASS_TEACHER_MESSAGE] = f"No round started: {experiment}."
         return
-    room = classroom.room()
+    room = broadcast.room()
     if kind == "draw":
         room.new_draw_round(experiment, replacing=shown)
     else:
@@ -91,37 +93,37 @@ def _start(kind: str, shown: str | None) -> None:
 
 
 def _reveal() -> None:
-    rnd = classroom.room().guess_round()
-    if classroom.is_teacher() and rnd is not None:
-        classroom.room().reveal(rnd.round_id)
+    rnd = broadcast.room().guess_round()
+    if broadcast.is_teacher() and rnd is not None:
+        broadcast.room().reveal(rnd.round_id)
 
 
 def watch(kinds: tuple[str, ...]) -> None:
     """Every tab on a page that shows these kinds of round: its heartbeat reruns the page when the room's differ
     from these. Recorded before anything is drawn, so a page run cut short still watches every kind it shows
     (the panels record what they drew again, which can only be newer)."""
-    now = classroom.room().rounds()
+    now = broadcast.room().rounds()
     fields = (("draw_id",) if "draw" in kinds else ()) + (("guess_id", "revealed") if "guess" in kinds else ())
-    classroom.show_rounds(**{name: getattr(now, name) for name in fields})
+    broadcast.show_rounds(**{name: getattr(now, name) for name in fields})
 
 
 def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
     """The head of a page with class rounds: every tab watches the rounds of ``kinds`` (``watch``); the teacher
     also gets the buttons, a new round on the teacher's own prompt and settings (the old one is reset)."""
     watch(kinds)
-    if not classroom.is_teacher():
+    if not broadcast.is_teacher():
         return
-    now = classroom.room().rounds()
+    now = broadcast.room().rounds()
     row = st.container(horizontal=True)
     if "draw" in kinds:
-        row.button("New draw round on my prompt and settings", key="class_new_draws", on_click=_start,
+        row.button("New draw round on my prompt and settings", key=state.CLASS_NEW_DRAWS, on_click=_start,
                    args=("draw", now.draw_id), type="primary",
                    help="Starts afresh: the current draw round's draws are dropped.")
     if "guess" in kinds:
-        row.button("New guess round on my prompt", key="class_new_guesses", on_click=_start, args=("guess", now.guess_id),
+        row.button("New guess round on my prompt", key=state.CLASS_NEW_GUESSES, on_click=_start, args=("guess", now.guess_id),
                    help="Starts afresh: the current guess round's guesses are dropped and the box opens again.")
-        rnd = classroom.room().guess_round()
-        row.button("Reveal the model's answer", key="class_reveal", on_click=_reveal,
+        rnd = broadcast.room().guess_round()
+        row.button("Reveal the model's answer", key=state.CLASS_REVEAL, on_click=_reveal,
                    disabled=rnd is None or rnd.revealed)
     experiment = current_experiment()
     if isinstance(experiment, str):
@@ -129,7 +131,7 @@ def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
     else:
         st.caption(f"A new round asks the class for {describe(experiment)}: your prompt and settings now. "
                    "You do not draw or guess yourself: the bars and the guesses are the students' only.")
-    message = st.session_state.pop(TEACHER_MESSAGE, None)
+    message = st.session_state.pop(state.CLASS_TEACHER_MESSAGE, None)
     if message:
         st.error(message)
 
@@ -139,9 +141,9 @@ def _draw(shown_round: str, shown_mine: int) -> None:
     """A student's press: ten more draws of its own seed, in the round the room holds now. ``shown_mine`` is the
     student's count the page showed: a press delivered twice (a double click, or Streamlit replaying a click
     under load) finds more by now and adds nothing."""
-    if classroom.is_teacher():
+    if broadcast.is_teacher():
         return
-    room, student = classroom.room(), classroom.student_id()
+    room, student = broadcast.room(), broadcast.student_id()
     rnd = room.draw_round()
     if rnd is None:
         return
@@ -149,19 +151,19 @@ def _draw(shown_round: str, shown_mine: int) -> None:
     if first != (shown_mine if rnd.round_id == shown_round else 0):
         return  # this press was counted already (in a round started after the page was drawn: it had none there)
     if rnd.round_id != shown_round:  # the teacher started a round just before this press: it counts in that one
-        st.session_state[DRAW_MESSAGE] = ("info", "The teacher had just started a new draw round: your press counts "
+        st.session_state[state.CLASS_DRAW_MESSAGE] = ("info", "The teacher had just started a new draw round: your press counts "
                                                   "in it (the text above now describes it).")
     try:
         room.add_draws(rnd.round_id, student, first,
                        student_draws(rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS))
     except RoomError as error:
-        st.session_state[DRAW_MESSAGE] = ("warning", str(error))
+        st.session_state[state.CLASS_DRAW_MESSAGE] = ("warning", str(error))
 
 
 def draw_panel() -> None:
     """The round's question, the student's button and the live pooled histogram."""
-    rnd = classroom.room().draw_round()
-    classroom.show_rounds(draw_id=rnd.round_id if rnd else None)
+    rnd = broadcast.room().draw_round()
+    broadcast.show_rounds(draw_id=rnd.round_id if rnd else None)
     if rnd is None:
         st.info("No class draw yet: the teacher starts one on their prompt and settings.", icon=":material/groups:")
         return
@@ -171,17 +173,17 @@ def draw_panel() -> None:
 
 @st.fragment(run_every=REFRESH_S)
 def _live_draws(round_id: str) -> None:
-    rnd = classroom.room().draw_round()
+    rnd = broadcast.room().draw_round()
     if rnd is None or rnd.round_id != round_id:
         st.rerun()  # the page's text describes another round: redraw the page
-    teacher = classroom.is_teacher()
-    mine = len(rnd.draws.get(classroom.student_id(), ()))
+    teacher = broadcast.is_teacher()
+    mine = len(rnd.draws.get(broadcast.student_id(), ()))
     if teacher:
         st.caption(f"Your students press **Draw {DRAWS_PER_PRESS} for the class** on their own laptops.")
     else:
-        st.button(f"Draw {DRAWS_PER_PRESS} for the class", key="class_draw", on_click=_draw, args=(round_id, mine),
+        st.button(f"Draw {DRAWS_PER_PRESS} for the class", key=state.CLASS_DRAW, on_click=_draw, args=(round_id, mine),
                   type="primary")
-    message = st.session_state.pop(DRAW_MESSAGE, None)
+    message = st.session_state.pop(state.CLASS_DRAW_MESSAGE, None)
     if message:
         getattr(st, message[0])(message[1])
     pooled = pooled_histogram(rnd.experiment, rnd.counts())
@@ -208,29 +210,25 @@ def _live_draws(round_id: str) -> None:
 
 
 # -- guess the next token -------------------------------------------------------------------------
-def _guess_key(round_id: str) -> str:
-    return f"_w_class_guess_{round_id}"  # one box per round: a new round starts with an empty one
-
-
 def _guess(shown_round: str) -> None:
-    if classroom.is_teacher():
+    if broadcast.is_teacher():
         return
-    text = st.session_state.get(_guess_key(shown_round), "")
-    rnd = classroom.room().guess_round()
+    text = st.session_state.get(state.class_guess_box(shown_round), "")
+    rnd = broadcast.room().guess_round()
     if rnd is None or rnd.round_id != shown_round:
-        st.session_state[GUESS_MESSAGE] = ("The teacher started a new guess round just before you sent your guess: "
+        st.session_state[state.CLASS_GUESS_MESSAGE] = ("The teacher started a new guess round just before you sent your guess: "
                                            "read its prompt below and guess again.")
         return
     try:
-        classroom.room().guess(shown_round, classroom.student_id(), text)
+        broadcast.room().guess(shown_round, broadcast.student_id(), text)
     except RoomError as error:
-        st.session_state[GUESS_MESSAGE] = str(error).capitalize() + "."
+        st.session_state[state.CLASS_GUESS_MESSAGE] = str(error).capitalize() + "."
 
 
 def guess_panel() -> None:
     """The round's question, the student's guess box (closed at the reveal) and the live class view."""
-    rnd = classroom.room().guess_round()
-    classroom.show_rounds(guess_id=rnd.round_id if rnd else None, revealed=bool(rnd and rnd.revealed))
+    rnd = broadcast.room().guess_round()
+    broadcast.show_rounds(guess_id=rnd.round_id if rnd else None, revealed=bool(rnd and rnd.revealed))
     if rnd is None:
         st.info("No guess round yet: the teacher starts one on their prompt.", icon=":material/groups:")
         return
@@ -238,25 +236,25 @@ def guess_panel() -> None:
                 f"{rnd.experiment.model}? The prompt (its end) is below; " +
                 ("the teacher has revealed the answer." if rnd.revealed else "guess before the teacher reveals it."))
     # The prompt as plain text, never Markdown; st.text, not st.code: a code block loads the syntax highlighter's
-    # scripts the first time a tab shows one (measured: 1-2.5 s on a busy 2-core machine, of a round's 3 s).
+    # scripts the first time a tab shows one, which delays the round reaching it (docs/classroom.md measures it).
     st.container(border=True).text(rnd.experiment.prompt[-300:])
-    mine = rnd.guesses.get(classroom.student_id())
-    if classroom.is_teacher():
+    mine = rnd.guesses.get(broadcast.student_id())
+    if broadcast.is_teacher():
         st.caption("Your students type their guesses on their own laptops; you reveal the answer when the room "
                    "is ready.")
     elif rnd.revealed:
         st.text_input("Your guess (closed: the answer is out)", value=mine or "", disabled=True,
-                      key=f"_class_guess_closed_{rnd.round_id}",
+                      key=state.class_guess_closed(rnd.round_id),
                       placeholder="you sent no guess in this round")
     else:
-        with st.form("class_guess_form", border=False, enter_to_submit=True):
+        with st.form(state.CLASS_GUESS_FORM, border=False, enter_to_submit=True):
             row = st.container(horizontal=True, vertical_alignment="bottom")
-            row.text_input("Your guess (one word; Enter sends it)", key=_guess_key(rnd.round_id), max_chars=40)
-            row.form_submit_button("Send my guess", key="class_guess", on_click=_guess, args=(rnd.round_id,))
-    message = st.session_state.pop(GUESS_MESSAGE, None)
+            row.text_input("Your guess (one word; Enter sends it)", key=state.class_guess_box(rnd.round_id), max_chars=40)
+            row.form_submit_button("Send my guess", key=state.CLASS_GUESS, on_click=_guess, args=(rnd.round_id,))
+    message = st.session_state.pop(state.CLASS_GUESS_MESSAGE, None)
     if message:
         st.warning(message)
-    if mine is not None and not classroom.is_teacher():
+    if mine is not None and not broadcast.is_teacher():
         st.caption(f"Your guess: `{mine!r}`" + (" (guessing is closed)." if rnd.revealed else
                                                 " (send another to change it, until the reveal)."))
     _live_guesses(rnd.round_id, rnd.revealed)
@@ -264,7 +262,7 @@ def guess_panel() -> None:
 
 @st.fragment(run_every=REFRESH_S)
 def _live_guesses(round_id: str, revealed: bool) -> None:
-    rnd = classroom.room().guess_round()
+    rnd = broadcast.room().guess_round()
     if rnd is None or rnd.round_id != round_id or rnd.revealed != revealed:
         st.rerun()  # a new round or the reveal: redraw the page (the box closes, the question changes)
     if not revealed:

@@ -1,11 +1,11 @@
 """The class experiments' numbers: each student's own seeded draws, the pooled histogram with χ², the guesses.
 
-Owns the arithmetic behind ``pages/95_class.py`` and the Sampling page's "Draw for the class":
+Owns the arithmetic behind ``pages/class.py`` and the Sampling page's "Draw for the class":
 
 - a student's draws in a round come from its own seed (``student_seed``: the round id and the
   student's id hashed, so two students never share a stream and a new round draws new numbers),
   through the same ``draw_token_ids`` the thousand draws use, on the experiment the teacher fixed
-  when starting the round (``ui.room.Experiment``): draw k of a student is always the same token;
+  when starting the round (``ui.classroom.room.Experiment``): draw k of a student is always the same token;
 - the pooled histogram puts every counted draw of the room against the sampler's exact final
   probabilities, and tests the fit with the same Pearson χ² as the thousand draws; ``pooled_bins`` says
   which tokens that test counts on their own and which it pools (for the sentence under the chart);
@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from ui.compute_logits import params_from_key, params_key, prompt_logits, softmax_at, token_texts
-from ui.compute_sampling import Histogram, chi_square_gof, draw_token_ids
-from ui.resources import engine_for
-from ui.room import Experiment
+from inference import SamplingParams
+from ui.classroom.room import Experiment
+from ui.compute.logits import prompt_logits, softmax_at, token_texts
+from ui.compute.sampling import Histogram, chi_square_gof, draw_token_ids
+from ui.shell.resources import client_for
 
 DRAWS_PER_PRESS = 10  # one press of "Draw for the class"
 MIN_EXPECTED = 5.0  # chi_square_gof's rule: a bin must be expected this often (tests check the two agree)
@@ -42,21 +43,21 @@ def student_seed(round_id: str, student: str) -> int:
 
 def student_draws(experiment: Experiment, round_id: str, student: str, first: int, count: int) -> list[int]:
     """Token ids of ``student``'s draws ``first`` … ``first + count − 1`` in the round (its own seeded stream)."""
-    params = dataclasses.replace(params_from_key(experiment.key), seed=student_seed(round_id, student))
-    drawn, _, _ = draw_token_ids(experiment.model, experiment.prompt, experiment.chat, params_key(params), first + count)
+    params = dataclasses.replace(experiment.params, seed=student_seed(round_id, student)).canonical()
+    drawn, _, _ = draw_token_ids(experiment.model, experiment.prompt, experiment.chat, params, first + count)
     return drawn[first:]
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _distribution(model: str, prompt: str, chat: bool, key: tuple) -> tuple[list[int], np.ndarray]:
+def _distribution(model: str, prompt: str, chat: bool, params: SamplingParams) -> tuple[list[int], np.ndarray]:
     """The sampler's range order and final probabilities (the same for every seed)."""
-    _, order, probs = draw_token_ids(model, prompt, chat, key, 0)
+    _, order, probs = draw_token_ids(model, prompt, chat, params, 0)
     return order, probs
 
 
 def pooled_histogram(experiment: Experiment, counts: Counter, top_n: int = 10) -> Histogram:
     """Every counted draw of the class against the exact probabilities, with Pearson's χ²."""
-    order, probs = _distribution(experiment.model, experiment.prompt, experiment.chat, experiment.key)
+    order, probs = _distribution(experiment.model, experiment.prompt, experiment.chat, experiment.params)
     slot_of = {token: slot for slot, token in enumerate(order)}
     vector = np.zeros(len(order))  # (K,) draws per survivor
     for token, count in counts.items():
@@ -96,7 +97,7 @@ def bin_plan(n_draws: int, probs: np.ndarray, min_expected: float = MIN_EXPECTED
 
 def pooled_bins(experiment: Experiment, n_draws: int) -> BinPlan:
     """``bin_plan`` of the round's exact distribution: the bins behind the pooled histogram's χ²."""
-    _, probs = _distribution(experiment.model, experiment.prompt, experiment.chat, experiment.key)
+    _, probs = _distribution(experiment.model, experiment.prompt, experiment.chat, experiment.params)
     return bin_plan(n_draws, probs)
 
 
@@ -107,7 +108,7 @@ def guess_token(model: str, prompt: str, text: str, chat: bool = False) -> tuple
     The word gets a leading space when the prompt as the model reads it (its last token; with ``chat`` the
     template's reply header) does not end in whitespace: after "sat on the" the next word is " mat".
     """
-    tokenizer = engine_for(model).tokenizer
+    tokenizer = client_for(model).tokenizer
     word = text.strip()
     last = prompt_logits(model, prompt, chat).token_strings[-1] if prompt else ""
     spaced = word if (not last or last[-1].isspace()) else " " + word

@@ -1,6 +1,6 @@
 """A class on one server: the teacher key, broadcasting the teacher's view, following it, and who is who.
 
-Owns the session side of ``ui.room.Room`` (one per server process, ``room()``):
+Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``room()``):
 
 - **The teacher key** is set by the operator (``LLM_EXPLORER_TEACHER_KEY``); with none, broadcasting is
   off (the Class page says so). A session becomes the teacher's by entering the key once in the sidebar
@@ -9,14 +9,14 @@ Owns the session side of ``ui.room.Room`` (one per server process, ``room()``):
   it again). Keys are compared with ``hmac.compare_digest``; a wrong key gets a clear message and
   changes nothing, and after ``MAX_KEY_TRIES`` wrong keys a session is not asked again.
 - **Broadcast**: after every run of the teacher's session (``publish``), the room gets its page and the
-  link parameters its view publishes (``ui.url_state.current_query``, presenter mode left out), or, with
+  link parameters its view publishes (``ui.session.links.current_query``, presenter mode left out), or, with
   "Broadcast my view" off, a pause (followers keep their own view). Only a teacher session ever calls
   ``Room.broadcast`` or ``Room.pause``.
 - **The heartbeat**: every tab of a class server runs one small fragment every ``POLL_S`` seconds
   (``_heartbeat``). A follower's reruns the app when the broadcast's version changed, and ``follow``
-  applies it through the same validated parser a shared link goes through (``url_state.apply_query``),
+  applies it through the same validated parser a shared link goes through (``links.apply_query``),
   so a forged value would be refused exactly as in a link, then switches to the teacher's page. On a
-  page that shows class rounds (``show_rounds``, ``ui.class_views``) it reruns the app when a round
+  page that shows class rounds (``show_rounds``, ``ui.classroom.rounds``) it reruns the app when a round
   started or was revealed, so the page redraws the round the room holds. The teacher's shows the
   follower count. Stepping off is a toggle; stepping back on applies the teacher's current view at once.
 - **Who a student is**: a random id per browser, kept in a cookie (``STUDENT_COOKIE``, written by a
@@ -28,34 +28,21 @@ Owns the session side of ``ui.room.Room`` (one per server process, ``room()``):
 from __future__ import annotations
 
 import hmac
-import os
 import re
 import secrets
 import time
 
 import streamlit as st
 
-from . import compute_generation as generation
-from . import navigation, url_state
-from .room import Broadcast, Room, Rounds
+from inference import settings
+from ui.classroom.room import Broadcast, Room, Rounds
+from ui.session import links, state
+from ui.session.walk import walk_query
+from ui.shell import navigation
 
-TEACHER_KEY_ENV = "LLM_EXPLORER_TEACHER_KEY"
-TEACHER = "_class_teacher"  # session: True once the key was proved
-BROADCASTING = "class_broadcast"  # session: the teacher's "Broadcast my view" toggle
-FOLLOW = "class_follow"  # session: the student's "Follow the teacher" toggle
-APPLIED = "_class_applied"  # session: the broadcast version this follower last applied (on its page)
-ARRIVING = "_class_arriving"  # session: the broadcast version whose settings were applied (page maybe not yet)
-MESSAGE = "_class_message"  # session: (kind, text) shown once in the class panel
-KEY_MESSAGE = "_class_key_message"  # session: a wrong key's message, shown once beside the key box
-TRIES = "_class_key_tries"
-STUDENT = "_class_student"
+TEACHER_KEY_ENV = settings.PREFIX + "TEACHER_KEY"  # its name, for the pages to show
 STUDENT_COOKIE = "llmx_student"
 TEACHER_COOKIE = "llmx_teacher"  # a room-issued token (not the key): a teacher's reload stays the teacher's
-TOKEN = "_class_teacher_token"  # session: the token this teacher session holds
-LINK_KEY = "_class_link_key"  # session: the teacher-only link's key as read (so it is checked once)
-FORGET_LINK = "_class_forget_link"  # session: True until the script replacing the link's history entry was drawn
-ROUNDS_SHOWN = "_class_rounds_shown"  # session: the rounds this page run drew ({Rounds field: value})
-TEACHER_PANEL = "class_teacher_panel"  # the "I am the teacher" expander (keyed: a wrong key keeps it open)
 HEX_ID = re.compile(r"[0-9a-f]{32}")  # a student id or a teacher token
 MAX_KEY_TRIES = 5
 POLL_S = 0.5  # every tab's heartbeat: a follower or an open class page sees a change within this, plus a page run
@@ -71,8 +58,7 @@ def room() -> Room:
 
 def teacher_key() -> str | None:
     """The operator's teacher key, or None when none is set (then nobody can broadcast)."""
-    key = os.environ.get(TEACHER_KEY_ENV, "").strip()
-    return key or None
+    return settings.current().teacher_key  # read once, at start, with every other setting
 
 
 def key_matches(given: str) -> bool:
@@ -82,15 +68,15 @@ def key_matches(given: str) -> bool:
 
 
 def is_teacher() -> bool:
-    return bool(st.session_state.get(TEACHER)) and teacher_key() is not None
+    return bool(st.session_state.get(state.CLASS_TEACHER)) and teacher_key() is not None
 
 
 def student_id() -> str:
     """This browser's id: from its cookie when it has one, else a new random one (the cookie is written)."""
-    if STUDENT not in st.session_state:
+    if state.CLASS_STUDENT not in st.session_state:
         cookie = _cookies().get(STUDENT_COOKIE, "")
-        st.session_state[STUDENT] = cookie if HEX_ID.fullmatch(cookie) else secrets.token_hex(16)
-    return st.session_state[STUDENT]
+        st.session_state[state.CLASS_STUDENT] = cookie if HEX_ID.fullmatch(cookie) else secrets.token_hex(16)
+    return st.session_state[state.CLASS_STUDENT]
 
 
 def _cookies() -> dict[str, str]:
@@ -102,20 +88,20 @@ def _cookies() -> dict[str, str]:
 
 def _prove(given: str) -> bool:
     """Check a key the user gave; say what happened either way."""
-    tries = st.session_state.get(TRIES, 0)
+    tries = st.session_state.get(state.CLASS_TRIES, 0)
     if tries >= MAX_KEY_TRIES:
-        st.session_state[MESSAGE] = ("error", f"{MAX_KEY_TRIES} wrong keys: this session does not ask again. "
+        st.session_state[state.CLASS_MESSAGE] = ("error", f"{MAX_KEY_TRIES} wrong keys: this session does not ask again. "
                                               "Open a new tab to try once more.")
         return False
     if key_matches(given):
-        st.session_state[TEACHER] = True
-        st.session_state[TOKEN] = room().issue_teacher_token()
-        st.session_state.setdefault(BROADCASTING, True)
-        st.session_state[FOLLOW] = False
-        st.session_state[MESSAGE] = ("success", "Teacher mode: students who follow see your page and settings.")
+        st.session_state[state.CLASS_TEACHER] = True
+        st.session_state[state.CLASS_TOKEN] = room().issue_teacher_token()
+        st.session_state.setdefault(state.CLASS_BROADCASTING, True)
+        st.session_state[state.CLASS_FOLLOW] = False
+        st.session_state[state.CLASS_MESSAGE] = ("success", "Teacher mode: students who follow see your page and settings.")
         return True
-    st.session_state[TRIES] = tries + 1
-    st.session_state[MESSAGE] = ("error", "That is not the teacher key: nothing changed. Students can follow "
+    st.session_state[state.CLASS_TRIES] = tries + 1
+    st.session_state[state.CLASS_MESSAGE] = ("error", "That is not the teacher key: nothing changed. Students can follow "
                                           "but not broadcast.")
     return False
 
@@ -129,26 +115,26 @@ def read_link() -> None:
     stays in the server's copy for this run, nothing writes the address bar (``publish`` waits while it is
     there), and ``_FORGET_LINK_JS`` replaces the entry in the browser and tells Streamlit, as Back and
     Forward do, so the next run comes without it. Should that script not run, the next run that still
-    carries the key (already checked: ``LINK_KEY``) drops it from the address bar the usual way.
+    carries the key (already checked: ``state.CLASS_LINK_KEY``) drops it from the address bar the usual way.
     """
-    if TOKEN not in st.session_state:
+    if state.CLASS_TOKEN not in st.session_state:
         token = _cookies().get(TEACHER_COOKIE, "")
-        st.session_state[TOKEN] = None
+        st.session_state[state.CLASS_TOKEN] = None
         if teacher_key() is not None and HEX_ID.fullmatch(token) and room().is_teacher_token(token):
-            st.session_state[TOKEN] = token
-            st.session_state[TEACHER] = True
-            st.session_state[FOLLOW] = False
+            st.session_state[state.CLASS_TOKEN] = token
+            st.session_state[state.CLASS_TEACHER] = True
+            st.session_state[state.CLASS_FOLLOW] = False
     if "teacher" not in st.query_params:
         return
     given = st.query_params["teacher"][:256]
-    if st.session_state.get(LINK_KEY) == given:  # checked in an earlier run
-        if not st.session_state.get(FORGET_LINK):  # the script was drawn and the browser still sent the key
+    if st.session_state.get(state.CLASS_LINK_KEY) == given:  # checked in an earlier run
+        if not st.session_state.get(state.CLASS_FORGET_LINK):  # the script was drawn and the browser still sent the key
             del st.query_params["teacher"]
         return
-    st.session_state[LINK_KEY] = given
-    st.session_state[FORGET_LINK] = True
+    st.session_state[state.CLASS_LINK_KEY] = given
+    st.session_state[state.CLASS_FORGET_LINK] = True
     if teacher_key() is None:
-        st.session_state[MESSAGE] = ("error", "This server has no teacher key, so the link's key was ignored.")
+        st.session_state[state.CLASS_MESSAGE] = ("error", "This server has no teacher key, so the link's key was ignored.")
     else:
         _prove(given)
 
@@ -174,11 +160,11 @@ def publish() -> None:
     """After every run: the address bar follows the state, and a broadcasting teacher's view goes to the room
     (a teacher who is not broadcasting pauses it: followers are told, and keep their own view)."""
     if not link_key_pending():  # writing the address bar now would push the link's entry into the history
-        url_state.publish()
+        links.publish()
     if not is_teacher():
         return
-    if st.session_state.get(BROADCASTING, True):
-        query = {k: v for k, v in url_state.current_query().items() if k not in NOT_FOLLOWED}
+    if st.session_state.get(state.CLASS_BROADCASTING, True):
+        query = {k: v for k, v in links.current_query().items() if k not in NOT_FOLLOWED}
         room().broadcast(navigation.current_url_path(), query)
     else:
         room().pause()
@@ -186,62 +172,62 @@ def publish() -> None:
 
 # -- the student's side -------------------------------------------------------------------------------
 def following() -> bool:
-    return teacher_key() is not None and not is_teacher() and bool(st.session_state.get(FOLLOW, True))
+    return teacher_key() is not None and not is_teacher() and bool(st.session_state.get(state.CLASS_FOLLOW, True))
 
 
 def follow(page_url_path: str) -> None:
     """Apply the teacher's view if it changed since this follower last applied it (may switch the page).
 
-    A version counts as applied (``APPLIED``) only in a run that is on the teacher's page. A switch can be
+    A version counts as applied (``state.CLASS_APPLIED``) only in a run that is on the teacher's page. A switch can be
     lost: Streamlit folds a rerun that arrives while ``st.switch_page``'s is pending into one, and keeps the
     page of the later request, so a fragment timer firing in that moment reruns the old page. Marking the
     version applied before the switch left such a follower on the old page for good (its polls saw nothing
-    new); now the next run switches again. The view itself is applied once per version (``ARRIVING``), so
+    new); now the next run switches again. The view itself is applied once per version (``state.CLASS_ARRIVING``), so
     a repeated switch does not replay the walk twice.
     """
     if not following() or link_key_pending():  # a switch now would push the link's key into the history
         return
     broadcast = room().current()
-    if broadcast.version == 0 or broadcast.version == st.session_state.get(APPLIED):
+    if broadcast.version == 0 or broadcast.version == st.session_state.get(state.CLASS_APPLIED):
         return
     if not broadcast.live:  # paused: nothing to apply (counted as seen, so the heartbeat does not ask again)
-        st.session_state[APPLIED] = st.session_state[ARRIVING] = broadcast.version
+        st.session_state[state.CLASS_APPLIED] = st.session_state[state.CLASS_ARRIVING] = broadcast.version
         return
-    if st.session_state.get(ARRIVING) != broadcast.version:
-        st.session_state[ARRIVING] = broadcast.version
+    if st.session_state.get(state.CLASS_ARRIVING) != broadcast.version:
+        st.session_state[state.CLASS_ARRIVING] = broadcast.version
         _apply(broadcast)
     target = next((spec for spec in navigation.PAGES if spec.url_path == broadcast.page), None)
     if target is not None and target.url_path != page_url_path:
         st.switch_page(target.script)
-    st.session_state[APPLIED] = broadcast.version
+    st.session_state[state.CLASS_APPLIED] = broadcast.version
 
 
 def _apply(broadcast: Broadcast) -> None:
     """The teacher's link parameters, through the link parser; the Generation walk kept or replayed."""
-    own_walk = generation.walk_query()
-    url_state.apply_query(broadcast.query, reset_missing=True, skip=NOT_FOLLOWED)
+    own_walk = walk_query()
+    links.apply_query(broadcast.query, reset_missing=True, skip=NOT_FOLLOWED)
     teacher_walk = {name: broadcast.query[name] for name in ("step", "forced") if name in broadcast.query}
     if teacher_walk != own_walk:  # a new stepper replays the teacher's walk (apply_query queued it)
-        st.session_state.pop(generation.STEPPER_KEY, None)
+        st.session_state.pop(state.GEN_STEPPER, None)
     else:  # the same walk: keep this stepper (and its cache), drop the queued replay
-        for key in (generation.REPLAY_KEY, generation.REPLAY_FORCED_KEY, generation.REPLAY_PROMPT_KEY):
+        for key in (state.GEN_REPLAY_STEPS, state.GEN_REPLAY_FORCED, state.GEN_REPLAY_PROMPT):
             st.session_state.pop(key, None)
 
 
 def _step_on() -> None:
-    st.session_state[FOLLOW] = st.session_state[f"_w_{FOLLOW}"]
-    st.session_state.pop(APPLIED, None)  # back on: apply the teacher's current view at once
-    st.session_state.pop(ARRIVING, None)
+    st.session_state[state.CLASS_FOLLOW] = st.session_state[state.widget_key(state.CLASS_FOLLOW)]
+    st.session_state.pop(state.CLASS_APPLIED, None)  # back on: apply the teacher's current view at once
+    st.session_state.pop(state.CLASS_ARRIVING, None)
 
 
 def show_rounds(**drawn: object) -> None:
     """A class page drew these rounds (``Rounds`` fields: ``draw_id``, ``guess_id``, ``revealed``): the heartbeat
     reruns the app when the room's differ, so the page never shows one round's text over another's chart."""
-    st.session_state.setdefault(ROUNDS_SHOWN, {}).update(drawn)
+    st.session_state.setdefault(state.CLASS_ROUNDS_SHOWN, {}).update(drawn)
 
 
 def _rounds_changed(now: Rounds) -> bool:
-    return any(getattr(now, field) != value for field, value in st.session_state.get(ROUNDS_SHOWN, {}).items())
+    return any(getattr(now, field) != value for field, value in st.session_state.get(state.CLASS_ROUNDS_SHOWN, {}).items())
 
 
 @st.fragment(run_every=POLL_S)
@@ -254,7 +240,7 @@ def _heartbeat() -> None:
         st.rerun()
     if is_teacher():
         n = the_room.followers(SEEN_S)
-        broadcasting = st.session_state.get(BROADCASTING, True)
+        broadcasting = st.session_state.get(state.CLASS_BROADCASTING, True)
         st.caption(f"You are the teacher. {n} student{'s' * (n != 1)} following now"
                    + ("." if broadcasting else " (your view is not broadcast: they keep their own)."))
         return
@@ -262,7 +248,7 @@ def _heartbeat() -> None:
         return
     broadcast = the_room.current()
     the_room.seen(student_id())
-    if broadcast.version and broadcast.version != st.session_state.get(APPLIED) and not pending:
+    if broadcast.version and broadcast.version != st.session_state.get(state.CLASS_APPLIED) and not pending:
         st.rerun()
     if not broadcast.version:
         st.caption("Following the teacher: waiting for the teacher's first page.")
@@ -285,31 +271,31 @@ def _follow_help() -> str:
 
 
 def _unlock() -> None:
-    given = st.session_state.get("_w_class_key", "")
-    st.session_state["_w_class_key"] = ""  # the key is not kept in the widget
+    given = st.session_state.get(state.CLASS_KEY_BOX, "")
+    st.session_state[state.CLASS_KEY_BOX] = ""  # the key is not kept in the widget
     if not given.strip():  # nothing typed (or a click delivered twice, the box already cleared): not a try
         if not is_teacher():
-            st.session_state[TEACHER_PANEL] = True
-            st.session_state[KEY_MESSAGE] = ("info", "Type the teacher key first.")
+            st.session_state[state.CLASS_TEACHER_PANEL] = True
+            st.session_state[state.CLASS_KEY_MESSAGE] = ("info", "Type the teacher key first.")
         return
     if not _prove(given):
-        st.session_state[TEACHER_PANEL] = True  # keep the panel open beside its message
-        st.session_state[KEY_MESSAGE] = st.session_state.pop(MESSAGE)
+        st.session_state[state.CLASS_TEACHER_PANEL] = True  # keep the panel open beside its message
+        st.session_state[state.CLASS_KEY_MESSAGE] = st.session_state.pop(state.CLASS_MESSAGE)
 
 
 def _store_broadcasting() -> None:
-    st.session_state[BROADCASTING] = st.session_state[f"_w_{BROADCASTING}"]
-    if not st.session_state[BROADCASTING] and is_teacher():
+    st.session_state[state.CLASS_BROADCASTING] = st.session_state[state.widget_key(state.CLASS_BROADCASTING)]
+    if not st.session_state[state.CLASS_BROADCASTING] and is_teacher():
         room().pause()  # at once, not only after this run
 
 
 def _leave() -> None:
-    st.session_state[TEACHER] = False
-    if st.session_state.get(TOKEN):
-        room().revoke_teacher_token(st.session_state[TOKEN])
-    st.session_state[TOKEN] = None
+    st.session_state[state.CLASS_TEACHER] = False
+    if st.session_state.get(state.CLASS_TOKEN):
+        room().revoke_teacher_token(st.session_state[state.CLASS_TOKEN])
+    st.session_state[state.CLASS_TOKEN] = None
     room().pause()
-    st.session_state[MESSAGE] = ("info", "You left teacher mode: your view is no longer broadcast.")
+    st.session_state[state.CLASS_MESSAGE] = ("info", "You left teacher mode: your view is no longer broadcast.")
 
 
 def render_sidebar() -> None:
@@ -317,10 +303,10 @@ def render_sidebar() -> None:
     follower count, or the student's follow toggle and "I am the teacher"; nothing when class mode is off
     (the Class page says how to turn it on). Also every tab's heartbeat, and the scripts that keep this
     browser's ids in its cookies and take a teacher-only link's key out of its history."""
-    st.session_state.pop(ROUNDS_SHOWN, None)  # the page of this run says which rounds it draws
+    st.session_state.pop(state.CLASS_ROUNDS_SHOWN, None)  # the page of this run says which rounds it draws
     with st.sidebar:
         scripts = _forget_link_script()
-        message = st.session_state.pop(MESSAGE, None)
+        message = st.session_state.pop(state.CLASS_MESSAGE, None)
         if teacher_key() is None:
             _scripts(scripts)
             if message:
@@ -330,37 +316,37 @@ def render_sidebar() -> None:
         if message:
             getattr(st, message[0])(message[1])
         if is_teacher():
-            st.session_state.setdefault(BROADCASTING, True)
-            st.session_state[f"_w_{BROADCASTING}"] = st.session_state[BROADCASTING]
-            st.toggle("Broadcast my view", key=f"_w_{BROADCASTING}", on_change=_store_broadcasting,
+            st.session_state.setdefault(state.CLASS_BROADCASTING, True)
+            st.session_state[state.widget_key(state.CLASS_BROADCASTING)] = st.session_state[state.CLASS_BROADCASTING]
+            st.toggle("Broadcast my view", key=state.widget_key(state.CLASS_BROADCASTING), on_change=_store_broadcasting,
                       help=f"Students who follow get your page, prompt, model and settings: their tabs ask every "
                            f"{POLL_S:g} s, then rerun on your view. Off: they keep their own view and are told so.")
             _heartbeat()  # the follower count, live
-            st.button("Leave teacher mode", key="class_leave", on_click=_leave, type="tertiary")
+            st.button("Leave teacher mode", key=state.CLASS_LEAVE, on_click=_leave, type="tertiary")
             return
-        st.session_state[f"_w_{FOLLOW}"] = bool(st.session_state.get(FOLLOW, True))
-        st.toggle("Follow the teacher", key=f"_w_{FOLLOW}", on_change=_step_on, help=_follow_help())
+        st.session_state[state.widget_key(state.CLASS_FOLLOW)] = bool(st.session_state.get(state.CLASS_FOLLOW, True))
+        st.toggle("Follow the teacher", key=state.widget_key(state.CLASS_FOLLOW), on_change=_step_on, help=_follow_help())
         _heartbeat()
-        with st.expander("I am the teacher", key=TEACHER_PANEL, on_change="rerun"):
-            key_message = st.session_state.pop(KEY_MESSAGE, None)
+        with st.expander("I am the teacher", key=state.CLASS_TEACHER_PANEL, on_change="rerun"):
+            key_message = st.session_state.pop(state.CLASS_KEY_MESSAGE, None)
             if key_message:
                 getattr(st, key_message[0])(key_message[1])
-            if st.session_state.get(TRIES, 0) >= MAX_KEY_TRIES:
+            if st.session_state.get(state.CLASS_TRIES, 0) >= MAX_KEY_TRIES:
                 st.caption(f"{MAX_KEY_TRIES} wrong keys: this session does not ask again.")
             else:
-                st.text_input("Teacher key", type="password", key="_w_class_key", max_chars=256)
-                st.button("Unlock teacher mode", key="class_unlock", on_click=_unlock)
+                st.text_input("Teacher key", type="password", key=state.CLASS_KEY_BOX, max_chars=256)
+                st.button("Unlock teacher mode", key=state.CLASS_UNLOCK, on_click=_unlock)
 
 
 def _forget_link_script() -> list[str]:
     """The script that takes a teacher-only link's key out of the browser's history, once (see ``read_link``)."""
-    return [_FORGET_LINK_JS] if st.session_state.pop(FORGET_LINK, False) else []
+    return [_FORGET_LINK_JS] if st.session_state.pop(state.CLASS_FORGET_LINK, False) else []
 
 
 def _cookie_script() -> list[str]:
     """Statements writing this browser's student id (and a teacher's token) into its cookies when they are not
     there yet; values are 32 hex digits or empty (HEX_ID / secrets.token_hex): safe inside the script."""
-    wanted = {STUDENT_COOKIE: student_id(), TEACHER_COOKIE: st.session_state.get(TOKEN) or ""}
+    wanted = {STUDENT_COOKIE: student_id(), TEACHER_COOKIE: st.session_state.get(state.CLASS_TOKEN) or ""}
     have = _cookies()
     changes = {name: value for name, value in wanted.items() if have.get(name, "") != value
                and (value or name in have)}

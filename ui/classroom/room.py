@@ -5,9 +5,9 @@ teacher's view publishes, with a version that grows on every change, and whether
 is broadcasting at all), the class draw round (every student's draws, counted once each) and
 the guess round (one guess per student), and ``rounds()``, the small summary of both rounds that
 every open class page compares with what it drew (a new round, a reveal) to know it must redraw. Nothing here is keyed by anything a browser sends as a setting: the room is
-reached through ``ui.classroom.room()`` (a ``st.cache_resource``), only a session that
+reached through ``ui.classroom.broadcast.room()`` (a ``st.cache_resource``), only a session that
 proved the teacher key calls the teacher's methods, and a student is named by the random
-id of its browser (``ui.classroom.student_id``).
+id of its browser (``ui.classroom.broadcast.student_id``).
 
 Each draw is counted exactly once: a student's draws are numbered 0, 1, 2, … in its own
 seeded stream, and ``add_draws`` keeps only the numbers not yet counted for that student
@@ -22,6 +22,10 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the room holds the settings, never uses them: it stays plain Python
+    from inference import SamplingParams
 
 MAX_QUERY_ITEMS = 40  # link parameters in one broadcast (the app has ~30)
 MAX_QUERY_VALUE = 4096  # characters of one broadcast value (the prompt is cut to 4,000 by the link parser)
@@ -37,7 +41,7 @@ class RoomError(ValueError):
 
 @dataclass(frozen=True)
 class Broadcast:
-    """What the teacher's session shows: its page (url path) and its link parameters (``ui.url_state``)."""
+    """What the teacher's session shows: its page (url path) and its link parameters (``ui.session.links``)."""
 
     version: int
     page: str
@@ -53,7 +57,7 @@ class Experiment:
     model: str
     prompt: str
     chat: bool
-    key: tuple  # ``ui.compute_logits.params_key`` of the teacher's sampling settings
+    params: SamplingParams  # the teacher's sampling settings, canonical (``SamplingParams.canonical``): a cache key
 
 
 @dataclass(frozen=True)

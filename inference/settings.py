@@ -1,0 +1,166 @@
+"""The operator's settings: every ``LLM_EXPLORER_*`` environment variable, read and checked once, in one place.
+
+Owns ``Settings`` (frozen: what the library and the app built on it run with), ``Settings.from_env``
+(reads a mapping of variables, checks each value, and raises ``SettingsError`` naming the variable
+and what it accepts), ``VARIABLES`` (each variable, its default and what it does; the README's table
+is tested against it) and ``current()``: this process's settings, read from the environment the first
+time anything asks and kept (``reload()`` reads them again, for a test that changes the environment).
+Nothing else in the project reads an ``LLM_EXPLORER_*`` variable.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+PREFIX = "LLM_EXPLORER_"
+QUANT_CHOICES = ("gguf", "int8", "int4", "none")
+SERVER_CHOICES = ("thread", "process")
+SWITCHES = {"on": True, "off": False}
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+DTYPE_CHOICES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # ``load_engine``'s names (tested)
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?|mps")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_SLOTS = 256
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    default: str  # as the README writes it
+    meaning: str
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("LLM_EXPLORER_MODEL", "the embedded SmolLM2-135M-Instruct",
+             "the default model's source: a `.gguf` file, a local Hugging Face folder or a hub id"),
+    Variable("LLM_EXPLORER_MODELS", "none", "more allowlisted models, `name=source;name=source`"),
+    Variable("LLM_EXPLORER_DEVICE", "the best there is", "`cpu`, `cuda`, `cuda:N` or `mps`"),
+    Variable("LLM_EXPLORER_DTYPE", "bfloat16 on CUDA, float32 elsewhere", "`float32`, `bfloat16` or `float16`"),
+    Variable("LLM_EXPLORER_QUANT", "none", "the weights: `none` (dense float32, exact), `gguf`, `int8` or `int4`"),
+    Variable("LLM_EXPLORER_COMPILE", "off", "`1`/`on`: the compiled decode step"),
+    Variable("LLM_EXPLORER_THREADS", "every core", "torch threads for the app, set once at start"),
+    Variable("LLM_EXPLORER_SERVER", "thread", "where the generation worker runs: `thread` or `process`"),
+    Variable("LLM_EXPLORER_PREFIX_CACHE", "on", "`on`: reuse the K/V of prompt starts; `off`: every prompt whole"),
+    Variable("LLM_EXPLORER_SLOTS", "16", "requests the generation server runs at once, 1 to 256"),
+    Variable("LLM_EXPLORER_TEACHER_KEY", "none (no class mode)", "the teacher's key: class mode on"),
+    Variable("LLM_EXPLORER_CACHE", "~/.cache/llm-explorer", "where converted models are kept"),
+)
+
+
+class SettingsError(ValueError):
+    """An ``LLM_EXPLORER_*`` variable holds a value the program cannot use (the message names it and the choices)."""
+
+
+class ModelListError(SettingsError):
+    """``LLM_EXPLORER_MODELS`` (or the models it adds) is malformed (the message says which entry)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str | None = None  # the default entry's source; None: the embedded SmolLM2-135M-Instruct
+    models: tuple[tuple[str, str], ...] = ()  # more allowlisted models: (name, source)
+    device: str | None = None  # None: CUDA, then MPS, then the CPU
+    dtype: str | None = None  # None: bfloat16 on CUDA, float32 elsewhere
+    quant: str | None = None  # "gguf", "int8", "int4"; None: dense weights
+    compile: bool = False
+    threads: int | None = None  # None: every core
+    server: str = "thread"  # "thread" or "process"
+    prefix_cache: bool = True
+    slots: int | None = None  # None: ``ServeConfig``'s default
+    teacher_key: str | None = None  # None: no class mode
+    cache: Path = Path.home() / ".cache" / "llm-explorer"  # where converted models are kept
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Every ``LLM_EXPLORER_*`` variable of ``environ`` (default: this process's environment), checked."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str:
+            return env.get(PREFIX + name, "").strip()
+
+        quant = _choice("QUANT", get("QUANT").lower(), QUANT_CHOICES, "none")
+        return cls(
+            model=get("MODEL") or None,
+            models=_model_entries(get("MODELS")),
+            device=_device(get("DEVICE")),
+            dtype=_choice("DTYPE", get("DTYPE").lower(), DTYPE_CHOICES, None),
+            quant=None if quant == "none" else quant,
+            compile=_switch("COMPILE", get("COMPILE").lower()),
+            threads=_whole("THREADS", get("THREADS"), 1, None, "(unset: every core)"),
+            server=_choice("SERVER", get("SERVER").lower(), SERVER_CHOICES, "thread"),
+            prefix_cache=SWITCHES[_choice("PREFIX_CACHE", get("PREFIX_CACHE").lower(), tuple(SWITCHES), "on")],
+            slots=_whole("SLOTS", get("SLOTS"), 1, MAX_SLOTS),
+            teacher_key=get("TEACHER_KEY") or None,
+            cache=Path(get("CACHE")).expanduser() if get("CACHE") else _user_cache(env) / "llm-explorer",
+        )
+
+
+def _user_cache(env: Mapping[str, str]) -> Path:
+    """The user's cache folder: ``XDG_CACHE_HOME``, or ``~/.cache``."""
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...], default: str | None) -> str | None:
+    if not value:
+        return default
+    if value not in choices:
+        raise SettingsError(f"{PREFIX}{name}={value!r}: use one of {', '.join(choices)}")
+    return value
+
+
+def _switch(name: str, value: str) -> bool:
+    if value in TRUE:
+        return True
+    if value in FALSE or not value:
+        return False
+    raise SettingsError(f"{PREFIX}{name}={value!r}: use 1 or 0 (on or off)")
+
+
+def _whole(name: str, value: str, low: int, high: int | None, unset: str = "") -> int | None:
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < low or (high is not None and int(value) > high):
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise SettingsError(f"{PREFIX}{name}={value!r}: use a whole number {span}{' ' + unset if unset else ''}")
+    return int(value)
+
+
+def _device(value: str) -> str | None:
+    if not value:
+        return None
+    if not DEVICE_PATTERN.fullmatch(value.lower()):
+        raise SettingsError(f"{PREFIX}DEVICE={value!r}: use cpu, cuda, cuda:N or mps")
+    return value.lower()
+
+
+def checked_model_name(name: str) -> str:
+    """``name`` if it can name an allowlisted model (it travels in links), else ``ModelListError``."""
+    if not MODEL_NAME.fullmatch(name):
+        raise ModelListError(f"model name {name!r} must be 1-64 letters, digits, '.', '_' or '-'")
+    return name
+
+
+def _model_entries(value: str) -> tuple[tuple[str, str], ...]:
+    entries = []
+    for entry in filter(None, (part.strip() for part in value.split(";"))):
+        name, sep, source = entry.partition("=")
+        if not sep or not source.strip():
+            raise ModelListError(f"{PREFIX}MODELS entry {entry!r} is not name=source")
+        entries.append((checked_model_name(name.strip()), source.strip()))
+    return tuple(entries)
+
+
+@cache
+def current() -> Settings:
+    """This process's settings, read from the environment once (the first call); raises ``SettingsError``."""
+    return Settings.from_env()
+
+
+def reload() -> Settings:
+    """Read the environment again (a test that changes it; a running app keeps what it started with)."""
+    current.cache_clear()
+    return current()

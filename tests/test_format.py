@@ -1,0 +1,60 @@
+"""The one formatting rule for every number on screen (``ui.figures.format``)."""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from ui.figures import format as fmt
+
+
+def test_a_probability_is_zero_only_when_it_is_zero():
+    assert fmt.prob(0.0) == "0" and fmt.prob(1.0) == "1"
+    assert fmt.prob(1.45e-6) == "1.45e-6"  # the forced token of the issue: never "0"
+    assert fmt.prob(0.000999) == "9.99e-4" and fmt.prob(0.001) == "0.001"
+    assert fmt.prob(0.21449) == "0.214" and fmt.prob(0.5, 4) == "0.5000"
+    assert fmt.prob(0.99996) == "1 − 4.0e-5"  # not certain: not written as 1.000
+    for p in np.logspace(-12, -0.0001, 200):
+        assert float(fmt.prob(p).split(" ")[0].replace("−", "-")) != 0 or fmt.prob(p).startswith("1 − ")
+
+
+def test_percentages_never_round_a_share_to_nothing_or_to_everything():
+    assert fmt.pct(0.0) == "0%" and fmt.pct(1.0) == "100%"
+    assert fmt.pct(0.004) == "<1%" and fmt.pct(0.0004, 1) == "<0.1%"
+    assert fmt.pct(0.996) == ">99%" and fmt.pct(0.9996, 1) == ">99.9%"
+    assert fmt.pct(0.215) == "22%" and fmt.pct(0.2154, 1) == "21.5%"
+    assert fmt.pct(-0.0001, 1) == "0.0%"  # no "-0.0%"
+
+
+def test_parts_add_up_to_the_total_shown():
+    parts, total = fmt.parts_pct([0.334, 0.0624])
+    assert parts == ["33.4%", "6.2%"] and total == "39.6%"  # the issue's PCA axes: 33% + 6% beside a 40% caption
+    shares = [0.3334, 0.3333, 0.3333]
+    shown = fmt.whole_pct(shares)
+    assert sum(float(s.rstrip("%")) for s in shown) == pytest.approx(100.0)
+    assert fmt.whole_pct([0.789, 0.2109, 0.0001]) == ["78.9%", "21.1%", "<0.1%"]  # a float sliver is not "0.0%"
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        raw = rng.dirichlet(np.ones(rng.integers(2, 7)))
+        shown = fmt.whole_pct(raw)
+        assert sum(float(s.rstrip("%")) for s in shown if not s.startswith("<")) == pytest.approx(100.0)
+        assert all(not s.startswith("<") or r < 0.0005 for s, r in zip(shown, raw))
+
+
+def test_signs_and_decimals():
+    assert fmt.fixed(-0.0001) == "0.00" and fmt.fixed(-0.01) == "-0.01" and fmt.fixed(1234.5, 1) == "1,234.5"
+    assert fmt.signed(-0.0001) == "0.00" and fmt.signed(0.125) == "+0.12" and fmt.signed(-2.0, 1) == "-2.0"
+    assert fmt.bits(-1e-12) == "0.00 bits"  # the issue's "-0.00 bits" of a one-hot distribution
+    assert fmt.ms(51.24) == "51.2 ms" and fmt.ms(1234.4) == "1,234 ms"
+    assert fmt.count(1, "token") == "1 token" and fmt.count(1234, "token") == "1,234 tokens"
+
+
+def test_one_median_for_the_metric_and_the_sentence():
+    values = [52.7, 40.0, 51.2, 49.7, 60.0, 47.3]
+    stats = fmt.summary(values)
+    assert stats.median == statistics.median(values) == (49.7 + 51.2) / 2  # not the upper middle, 51.2
+    assert stats.p95 == pytest.approx(float(np.percentile(values, 95)))
+    assert (stats.low, stats.high, stats.n) == (40.0, 60.0, 6)
+    with pytest.raises(ValueError):
+        fmt.summary([])

@@ -1,0 +1,130 @@
+"""Which earlier word a pronoun's heads send it to, found from the recorded attention for any prompt.
+
+The example sentence's "it" refers to the cat; a prompt the page was not written for has another
+pronoun, or two nouns "it" could refer to, or no pronoun at all. ``find_pronoun`` finds the first
+pronoun of the user's own text (English, German and French ones), ``candidates`` the content words
+before it (function words left out), and ``resolve`` reads every head's row for the pronoun: a head
+*sends* it to the candidate that gets the most weight among the earlier words, when that is at least
+``MIN_SHARE`` of its row. The first token is left out of every count: heads park weight there when they
+have nothing to fetch (the attention sink), so its weight says nothing about reference. Pure numpy on
+the arrays ``ui.compute.attention.attention_maps`` recorded; no model.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ui.compute.own_text import Word
+
+MIN_SHARE = 0.1  # a head counts for a candidate when the candidate gets at least this share of its row
+PRONOUNS = frozenset({
+    "it", "he", "she", "they", "him", "her", "them", "its", "his", "their",  # English
+    "er", "sie", "es", "ihn", "ihm",  # German
+    "il", "elle", "ils", "elles", "lui",  # French
+})
+FUNCTION_WORDS = frozenset("""
+a an the and or but nor so yet if then than because since while when where why how what which who whom whose that
+this these those there here not no yes very too also just only even still all any some each every both either
+on in at of to for with by from as into onto over under about after before between through during without within
+upon up down out off again once is was were be been being are am do does did done doing have has had having can
+could will would shall should may might must let lets get got one ones such own same other another much many more
+most few less least didn doesn isn wasn weren aren hasn haven hadn won wouldn couldn shouldn don t s
+der die das den dem des ein eine einen einem einer eines und oder aber auf im an am zu zum zur mit von vom für
+weil dass ist war sind waren nicht auch noch schon sehr als wie wenn
+le la les un une des et ou mais sur dans au aux de du pour avec par parce que qu est était ne pas très
+""".split())
+
+
+def _parts(text: str) -> list[str]:
+    """A word's parts around apostrophes, lower case: "didn't" -> ["didn", "t"], "qu'il" -> ["qu", "il"]."""
+    return [part for part in text.strip().lower().replace("’", "'").split("'") if part]
+
+
+def is_pronoun(text: str) -> bool:
+    return any(part in PRONOUNS for part in _parts(text))
+
+
+def is_content_word(text: str) -> bool:
+    """Letters only (apostrophes aside), two or more, its stem neither a function word nor a pronoun."""
+    parts = _parts(text)
+    return (bool(parts) and len(parts[0]) >= 2 and all(part.isalpha() for part in parts)
+            and parts[0] not in FUNCTION_WORDS and not is_pronoun(text))
+
+
+def find_pronoun(words: Sequence[Word]) -> int | None:
+    """Index (in ``words``) of the first word that is (or holds, as "qu'il") a pronoun, or None."""
+    return next((i for i, word in enumerate(words) if is_pronoun(word.text)), None)
+
+
+def candidates(words: Sequence[Word], before: int) -> list[Word]:
+    """The content words among ``words[:before]``."""
+    return [word for word in words[:before] if is_content_word(word.text)]
+
+
+@dataclass(frozen=True)
+class Antecedent:
+    word: Word
+    n_heads: int  # heads that send the pronoun to this word
+    best: list[tuple[int, int, float]]  # of the heads that send it here: (layer, head, share of the row), strongest first
+    only_first_token: bool  # the word is the first token alone: its weight cannot be told from the sink's
+
+
+@dataclass(frozen=True)
+class Reference:
+    pronoun: Word
+    query: int  # the position whose heads are read (the pronoun's last token)
+    antecedents: list[Antecedent]  # every candidate, in prompt order
+    n_heads: int  # all heads (layers × heads)
+
+    @property
+    def counted(self) -> int:
+        return sum(a.n_heads for a in self.antecedents)
+
+
+def _word_weights(row: np.ndarray, words: Sequence[Word], query: int) -> np.ndarray:
+    """(L, H, W): each head's weight from the query on each word (its tokens summed), the first token left out."""
+    weights = row.copy()
+    weights[..., 0] = 0.0  # the sink
+    return np.stack([weights[..., [p for p in word.positions if p < query]].sum(-1) for word in words], axis=-1)
+
+
+def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: int = 3) -> Reference:
+    """Every head's reading of the pronoun ``words[pronoun_index]`` in ``probs`` (L, H, T, T)."""
+    pronoun = words[pronoun_index]
+    query = pronoun.end - 1
+    earlier = [w for w in words[:pronoun_index] if w.start < query]
+    found = candidates(words, pronoun_index)
+    n_layers, n_heads = probs.shape[:2]
+    if not earlier or not found:
+        return Reference(pronoun, query, [Antecedent(w, 0, [], w.start == 0 and w.end == 1) for w in found],
+                         n_layers * n_heads)
+    weights = _word_weights(probs[:, :, query, :], earlier, query)  # (L, H, W)
+    strongest = weights.argmax(-1)  # (L, H) the earlier word each head weighs most
+    strongest_share = weights.max(-1)
+    out = []
+    for word in found:
+        index = earlier.index(word)
+        sends = (strongest == index) & (strongest_share >= MIN_SHARE)  # (L, H)
+        share = np.where(sends, weights[..., index], -1.0)  # only heads that send the pronoun to this word
+        order = np.argsort(share, axis=None)[::-1][: min(top, int(sends.sum()))]
+        best = [(int(i // n_heads), int(i % n_heads), float(share.flat[i])) for i in order]
+        out.append(Antecedent(word, int(sends.sum()), best, word.start == 0 and word.end == 1))
+    return Reference(pronoun, query, out, n_layers * n_heads)
+
+
+def rope_candidates(probs: np.ndarray, words: Sequence[Word], query: int, top: int = 8) -> list[tuple[int, int, int]]:
+    """(layer, head, key) triples for the RoPE distance chart: the ``top`` strongest weights from ``query`` onto a
+    key that is an earlier token of a content word (else of any earlier own word), never the first token (the
+    sink, where a head parks weight whatever the distance) nor the query itself; strongest first. Empty when the
+    query has no such key."""
+    keys = [p for w in candidates(words, len(words)) for p in w.positions if 0 < p < query]
+    if not keys:
+        keys = [p for w in words for p in w.positions if 0 < p < query]
+    if not keys:
+        return []
+    weights = probs[:, :, query, keys]  # (L, H, K)
+    order = np.argsort(weights, axis=None)[::-1][:top]
+    n_heads = probs.shape[1]
+    return [(int(i // (n_heads * len(keys))), int(i // len(keys) % n_heads), keys[int(i % len(keys))]) for i in order]

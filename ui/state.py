@@ -1,6 +1,0 @@
-"""Moved to ``ui.session.state`` (the UI's sub-packages); this name stays for the class files until they move too."""
-import sys
-
-from ui.session import state as _moved
-
-sys.modules[__name__] = _moved
