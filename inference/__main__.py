@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
     parser.add_argument("--quant", default=None, choices=["gguf", "int8", "int4"],
                         help="gguf: keep the GGUF file's own quantized blocks; int8/int4: quantize on load")
-    parser.add_argument("--compile", action="store_true", help="compile the decode step (torch.compile; ~20 s once)")
+    parser.add_argument("--compile", action="store_true",
+                        help="compile the whole decode step as one graph (minutes the first time, seconds from disk after)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         set_threads(args.threads)  # the command line's one setting: every core unless told otherwise
         engine = load_engine(args.model, device=args.device, dtype=args.dtype, quant=args.quant, compile=args.compile)
         prompt_tokens = len(engine.encode_prompt(args.prompt, chat=args.chat))
+        if args.compile:
+            print("[compiling the decode step: minutes the first time, seconds once it is on disk]", file=sys.stderr)
+            print(f"[decode step: {engine.wait_for_step().line}]", file=sys.stderr)
         print(args.prompt, end="", flush=True)
         steps = []
         for step in engine.generate(args.prompt, params, use_cache=not args.no_cache, chat=args.chat):
@@ -64,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     prefill, decode = steps[0].seconds, sum(s.seconds for s in steps[1:])
-    print(f"\n\n[{engine.config.name} on {engine.device}: {engine.weights_description}; "
+    step = f"; decode step: {engine.step_status.line}" if engine.step_status else ""
+    print(f"\n\n[{engine.config.name} on {engine.device}: {engine.weights_description}{step}; "
           f"{'no cache' if args.no_cache else 'KV cache'}] finish: {steps[-1].finish_reason}", file=sys.stderr)
     print(f"prefill: {prompt_tokens} tokens, {prompt_tokens / prefill:.1f} tok/s", file=sys.stderr)
     if len(steps) > 1:

@@ -66,6 +66,8 @@ LEVERS = {
     "prefix": ({"LLM_EXPLORER_PREFIX_CACHE": "off"}, {"LLM_EXPLORER_PREFIX_CACHE": "on"}),
     # the generation server's cache slots: 16 (the default) against 32 (the class server's setting)
     "slots": ({"LLM_EXPLORER_SLOTS": "16"}, {"LLM_EXPLORER_SLOTS": "32"}),
+    # the decode step as one compiled graph (issue 22), in the engine's child too; its package already on disk
+    "compile": ({"LLM_EXPLORER_COMPILE": "off"}, {"LLM_EXPLORER_COMPILE": "on"}),
 }
 
 

@@ -1,40 +1,236 @@
-"""The compiled decode step computes what ``Block.forward`` computes: same logits (derived fp32 bound), same tokens.
+"""The compiled one-graph decode step computes what the eager step computes, falls back and says why, and keeps
+its packages on disk under a key no other model or mode can match.
 
-One tiny random Llama (GQA, so the grouped attention path is exercised) is compiled once (~20 s on
-2 cores; one graph serves every layer and every batch of two or more rows): a left-padded static
-batch of four requests must match each request run alone on the eager engine, logits step by step
-and tokens.
+Every family the graph covers (tiny random Llama with GQA, tiny random Gemma 3 with an 8-key window on
+layer 0, multi-query attention and its own local RoPE base) in every mode (float32, bfloat16, and the
+file's blocks: Q4_1 projections, a Q8_0 embedding and output matrix) is compiled once for this module,
+into a temporary cache folder, by the shipped options (AOTInductor, freezing, max-autotune). Each is
+compared with the same weights run eagerly: alone past the window, in a left-padded static batch and by
+continuous batching (one to four rows over a slot pool). Bounds: float32 by ``tests/tolerances.py``; the
+bfloat16 and quantized paths round their matmul inputs or outputs to bfloat16, so the same model with
+bfloat16's unit roundoff; tokens must agree wherever the eager run's top two logits are further apart.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
+import torch
 
-from inference import run_static
-from inference.model.decode_step import DecodeStep, compiler_problem
-from tests.test_batching import PROMPTS, assert_batched_equals_solo, greedy, solo, tiny_engine
+from inference import run_continuous, run_static
+from inference.model import decode_step as decode_step_module
+from inference.model.decode_step import DecodeStep, artifact_key, compiler_problem
+from inference.model.quant import quantize_model
+from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
+from tests.test_quant import _gguf_weights
+from tests.tolerances import max_abs_diff, model_tolerance, top2_margin
 
-pytestmark = pytest.mark.skipif(compiler_problem() is not None, reason=f"torch.compile unavailable: {compiler_problem()}")
+pytestmark = pytest.mark.skipif(compiler_problem() is not None, reason=f"no compiler: {compiler_problem()}")
+
+MODES = ["float32", "bfloat16", "gguf"]
+FAMILIES = ["llama", "gemma3"]
+
+
+def eager_engine(family: str, mode: str):
+    engine = tiny_engine(family)
+    if mode == "bfloat16":
+        engine.model.to(torch.bfloat16)
+        engine.model.reset_rotary("cpu")
+        engine.dtype = torch.bfloat16
+    if mode == "gguf":
+        engine.model.quantization = quantize_model(engine.model, "gguf", _gguf_weights(engine.model))
+    return engine
 
 
 @pytest.fixture(scope="module")
-def engines():
-    eager = tiny_engine("llama")
-    compiled = copy.deepcopy(eager)
-    compiled.model.decode_step = DecodeStep()
-    return eager, compiled
+def step_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("compiled-steps")
 
 
-def test_compiled_static_batch_with_padding_equals_solo(engines):
+_COMPILED: dict[tuple[str, str], tuple] = {}  # one compile per family and mode for the whole module
+
+
+def compiled_pair(family: str, mode: str, step_cache):
+    """(eager, compiled) engines on the same weights; the compiled one's step compiled before it is returned."""
+    if (family, mode) not in _COMPILED:
+        eager = eager_engine(family, mode)
+        compiled = copy.deepcopy(eager)
+        compiled.model.decode_step = DecodeStep(compiled.model, mode, step_cache, background=False)
+        assert compiled.step_status.state == "ready", compiled.step_status
+        _COMPILED[family, mode] = eager, compiled
+    return _COMPILED[family, mode]
+
+
+@pytest.fixture(scope="module", params=[(f, m) for f in FAMILIES for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
+def engines(request, step_cache):
+    return compiled_pair(*request.param, step_cache)
+
+
+def _tolerance(engine, logits: list[torch.Tensor]) -> float:
+    dtype = torch.float32 if engine.dtype == torch.float32 and engine.model.quantization is None else torch.bfloat16
+    return model_tolerance(engine.config, torch.stack(logits), context=256, dtype=dtype)
+
+
+def assert_same_run(engine, tokens, logits, expected_tokens, expected_logits) -> None:
+    """Logits within the bound at every step; tokens equal wherever the eager choice was not a near-tie."""
+    tolerance = _tolerance(engine, expected_logits)
+    for step, (got, expected) in enumerate(zip(logits, expected_logits)):
+        if tokens[step] != expected_tokens[step]:
+            assert top2_margin(expected) < 2 * tolerance, f"step {step}: a clear choice differs"
+            return  # a near-tie went the other way: the runs may part from here
+        assert max_abs_diff(got, expected) <= tolerance, f"step {step}"
+    assert tokens == expected_tokens
+
+
+def counting(engine):
+    """Count the steps the compiled graph serves (the eager fallback would pass silently otherwise)."""
+    step = engine.model.decode_step
+    calls = []
+    original = step.__call__
+
+    class Counted:
+        applies = staticmethod(step.applies)
+
+        def __call__(self, *args):
+            logits = original(*args)
+            calls.append(logits is not None)
+            return logits
+
+        def __getattr__(self, name):
+            return getattr(step, name)
+
+    engine.model.decode_step = Counted()
+    return calls, lambda: setattr(engine.model, "decode_step", step)
+
+
+def test_compiled_solo_equals_eager_past_the_window(engines):
+    eager, compiled = engines
+    params = greedy(20, stop_on_eos=False)  # 4 + 20 positions: past Gemma's 8-key window
+    calls, restore = counting(compiled)
+    try:
+        tokens, logits = solo(compiled, PROMPTS[1], params)
+    finally:
+        restore()
+    assert calls and all(calls)  # every decode step went through the compiled graph
+    assert_same_run(eager, tokens, logits, *solo(eager, PROMPTS[1], params))
+
+
+def test_the_window_moves_the_logits_by_more_than_the_bound():
+    """The positive control of the Gemma rows: the same tiny Gemma with its 8-key window lifted agrees within the
+    bound up to the window's end and parts from it by far more than the bound after, so a compiled step that
+    ignored or misplaced the window could not pass ``test_compiled_solo_equals_eager_past_the_window``."""
+    windowed = eager_engine("gemma3", "float32")
+    windowless = copy.deepcopy(windowed)
+    windowless.model.config = dataclasses.replace(windowed.config, sliding_window=10_000)
+    tokens, _ = solo(windowed, PROMPTS[1], greedy(20, stop_on_eos=False))
+    ids = PROMPTS[1] + tokens  # 24 positions, 8 keys per local query from position 8 on
+    expected, got = windowed.forward_logits(ids), windowless.forward_logits(ids)  # (T, V) each
+    window = windowed.config.sliding_window
+    tolerance = _tolerance(windowed, list(expected))
+    assert max_abs_diff(got[:window], expected[:window]) <= tolerance  # the window has not cut a key yet
+    assert max_abs_diff(got[window:], expected[window:]) > 100 * tolerance
+
+
+@pytest.mark.parametrize("runner", [run_static, run_continuous], ids=["static-padded", "continuous"])
+def test_compiled_batches_equal_solo(engines, runner):
+    """Static: one left-padded batch of four (prompts of 1, 4, 37 and 90 tokens); continuous: a pool of two
+    slots, so rows join, leave and run one or two at a time."""
     eager, compiled = engines
     params = [greedy(n, stop_on_eos=False) for n in (6, 4, 9, 3)]
-    calls = []
-    step = compiled.model.decode_step
-    compiled.model.decode_step = lambda *args: calls.append(1) or step(*args)  # count the compiled steps
-    run = run_static(compiled, PROMPTS, params, keep_logits=True)
-    compiled.model.decode_step = step
-    assert len(calls) == max(p.max_new_tokens for p in params) - 1  # every decode step went through it
+    calls, restore = counting(compiled)
+    try:
+        kwargs = {"n_slots": 2} if runner is run_continuous else {}
+        run = runner(compiled, PROMPTS, params, keep_logits=True, **kwargs)
+    finally:
+        restore()
+    assert calls and all(calls)
     for prompt, p, result in zip(PROMPTS, params, run.results):
-        tokens, logits = solo(eager, prompt, p)
-        assert_batched_equals_solo(eager, result.token_ids, result.logits, tokens, logits)
+        assert_same_run(eager, result.token_ids, result.logits, *solo(eager, prompt, p))
+
+
+def test_the_package_is_found_on_disk_and_keyed_by_model_and_mode(step_cache):
+    llama = eager_engine("llama", "float32")
+    key, manifest = artifact_key(llama.model, "float32", "any")
+    assert artifact_key(copy.deepcopy(llama.model), "float32", "any")[0] == key  # the same weights: the same key
+    assert artifact_key(llama.model, "bfloat16", "any")[0] != key  # another mode
+    assert artifact_key(llama.model, "float32", "static")[0] != key  # another graph
+    other = copy.deepcopy(llama.model)
+    with torch.no_grad():
+        other.layers[1].mlp.down.weight[0, 0] += 1e-3  # one weight differs: another model of the same shapes
+    assert artifact_key(other, "float32", "any")[0] != key
+    assert manifest["torch"] == torch.__version__ and manifest["mode"] == "float32" and manifest["graph"] == "any"
+    # the float32 Llama compiled for this module left its package: a second step on these weights loads it
+    compiled_pair("llama", "float32", step_cache)
+    assert (step_cache / key / "step.pt2").exists()
+    reloaded = DecodeStep(llama.model, "float32", step_cache, background=False)
+    assert reloaded.status.state == "ready" and "loaded from disk" in reloaded.status.detail
+
+
+def test_background_compile_serves_eagerly_until_ready(step_cache, monkeypatch):
+    engine = eager_engine("llama", "float32")
+    eager_logits = engine.decode_step(5, engine.new_cache(4))
+    started = []
+    monkeypatch.setattr(DecodeStep, "_build", lambda self, graphs: started.append(graphs))  # never finishes
+    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=True)
+    assert engine.step_status.state == "compiling"
+    assert engine.step_status.line == "compiling the fast step… (eager until then)"
+    assert torch.equal(engine.decode_step(5, engine.new_cache(4)), eager_logits)  # eager, unchanged
+
+
+def test_a_compile_failure_falls_back_with_a_message(step_cache, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("C++ compile failed: cc1plus killed")
+
+    monkeypatch.setattr(decode_step_module, "export_graph", broken)
+    engine = eager_engine("llama", "float32")
+    expected = engine.decode_step(5, engine.new_cache(4))
+    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache / "empty", background=False)
+    status = engine.step_status
+    assert status.state == "eager" and "cc1plus killed" in status.detail and "eager step runs" in status.detail
+    assert status.line.startswith("eager step (compiling the decode step failed")
+    assert torch.equal(engine.decode_step(5, engine.new_cache(4)), expected)
+
+
+def test_no_compiler_is_said_at_load(tmp_path, tokenizer_folder, monkeypatch):
+    from inference import load_engine
+    from inference.model import loader
+    from tests.tiny_models import save_folder, tiny_gpt2, tiny_llama
+
+    monkeypatch.setattr(loader, "compiler_problem", lambda: "no C++ compiler (g++) on this machine")
+    engine = load_engine(model=save_folder(tiny_llama(), tmp_path / "llama", tokenizer_folder), compile=True)
+    assert engine.model.decode_step is None and engine.step_status.state == "eager"
+    assert "no C++ compiler" in engine.step_status.line
+    monkeypatch.setattr(loader, "compiler_problem", lambda: None)
+    gpt2 = load_engine(model=save_folder(tiny_gpt2(), tmp_path / "gpt2", tokenizer_folder), compile=True)
+    assert gpt2.model.decode_step is None and "the gpt2 family" in gpt2.step_status.detail
+
+
+def test_the_sidebar_says_what_runs(step_cache, monkeypatch):
+    from inference.model.decode_step import StepStatus
+    from ui.shell.sidebar import model_facts
+
+    engine = eager_engine("gemma3", "float32")
+    assert "Decode step" not in model_facts(engine)  # compile=False: nothing to say
+    monkeypatch.setattr(DecodeStep, "_build", lambda self, graphs: None)
+    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=True)
+    assert model_facts(engine)["Decode step"] == "compiling the fast step… (eager until then)"
+    engine.model.decode_step._status = StepStatus("ready", "any: loaded from disk", ("any",), 1.2)
+    assert model_facts(engine)["Decode step"] == "compiled"
+
+
+def test_a_step_the_package_cannot_run_falls_back_for_good(step_cache):
+    """A failing compiled call (say, a size beyond the package's ranges) gives the eager step's logits and says so."""
+    eager, _ = compiled_pair("llama", "float32", step_cache)  # its package is on disk
+    engine = copy.deepcopy(eager)
+    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=False)  # from disk
+
+    def refuse(*inputs):
+        raise RuntimeError("Error: shape for rows is 5000, outside [1, 4096]")
+
+    engine.model.decode_step._runners["any"] = refuse
+    cache, expected_cache = engine.new_cache(8), eager.new_cache(8)
+    assert torch.equal(engine.prefill([5, 6], cache), eager.prefill([5, 6], expected_cache))
+    assert torch.equal(engine.decode_step(7, cache), eager.decode_step(7, expected_cache))
+    assert engine.step_status.state == "eager" and "outside [1, 4096]" in engine.step_status.detail
+    assert len(cache) == 3 and torch.equal(cache.keys[:, :, :, :3], expected_cache.keys[:, :, :, :3])

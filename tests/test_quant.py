@@ -78,13 +78,31 @@ def test_int4_kernel_multiplies_by_the_gguf_blocks():
 
 
 def test_q8_0_groups_are_kept_exactly():
-    raw = quantize(_random_weights(64, 128, seed=2), GGMLQuantizationType.Q8_0)
+    raw = quantize(_random_weights(97, 128, seed=2), GGMLQuantizationType.Q8_0)  # 97 rows: the kernel pads to 112
     groups = q8_0(raw)
     layer = Int8GroupLinear(groups, None, torch.device("cpu"))
-    held = (groups.codes.float().view(64, -1, 32) * groups.scale.to(BF16).float()[..., None]).view(64, 128)
+    held = (groups.codes.float().view(97, -1, 32) * groups.scale.to(BF16).float()[..., None]).view(97, 128)
     assert torch.equal(layer.dense_weight(), held)
     x = torch.randn(3, 128).to(BF16).float()
-    assert max_abs_diff(layer(x), x @ held.t()) <= _bf16_bound(x, held) * 4  # four groups, each rounded once
+    assert max_abs_diff(layer(x), x @ held.t()) <= _bf16_bound(x, held)  # one call, its output rounded once
+
+
+def test_q8_0_split_into_4_bit_halves_decodes_bit_for_bit():
+    """The output matrix's one 4-bit call: q = 16·hi + lo, [16·d·hi | d·lo] fed [x, x]. The decoded weights of
+    the two halves, with d rounded to bfloat16 as the kernel holds it, add up to q·d exactly; and the kernel,
+    fed one-hot rows, reads each half back exactly (codes times a power of two fit bfloat16's 8 bits)."""
+    from inference.model.quant_formats import Int8Groups, split_int8_groups
+
+    raw = quantize(_random_weights(64, 128, seed=3), GGMLQuantizationType.Q8_0)
+    groups = q8_0(raw)
+    held = Int8Groups(groups.codes, groups.scale.to(BF16).float()).dequantize()  # (64, 128)
+    split = split_int8_groups(groups)
+    assert split.codes.shape == (64, 256) and int(split.codes.max()) <= 15
+    halves = Int4Groups(split.codes, split.scale.to(BF16).float(), split.zero.to(BF16).float()).dequantize()
+    assert torch.equal(halves[:, :128] + halves[:, 128:], held)
+    powers = Int8Groups(groups.codes, torch.full_like(groups.scale, 2.0**-6))  # q·2^-6: exact in bf16
+    layer = Int8GroupLinear(powers, None, torch.device("cpu"))
+    assert torch.equal(layer(torch.eye(128)), powers.dequantize().t())  # the kernel multiplies by q·d exactly
     embedding = QuantEmbedding(groups, torch.device("cpu"))
     exact = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q8_0).astype(np.float32))
     assert torch.equal(embedding(torch.tensor([[3, 0, 63]]))[0], exact[[3, 0, 63]])  # lookups are exact

@@ -1,11 +1,13 @@
 """Engine benchmark: one row per weights mode, against transformers and llama.cpp measured in the same run.
 
-    python -m inference.bench [--modes fp32,bf16,gguf,gguf-compiled,int8,int4] [--new-tokens 64] [--repeats 3]
-                              [--threads N] [--device cpu] [--model PATH.gguf | gemma-3-270m]
+    python -m inference.bench [--modes fp32,fp32-compiled,bf16,bf16-compiled,gguf,gguf-compiled,int8,int4]
+                              [--new-tokens 64] [--repeats 3] [--threads N] [--device cpu]
+                              [--model PATH.gguf | gemma-3-270m]
 
 Rows: ours in float32 and bfloat16 (dense), and each quantized mode (``quant="gguf"``:
-the file's own blocks, also with the decode step compiled; "int8" / "int4": quantized on
-load). For each row:
+the file's own blocks; "int8" / "int4": quantized on load); "-compiled": with the decode step
+as one compiled graph (``compile=True``; the benchmark waits for it, and says whether it was
+compiled or loaded from disk, and in how many seconds). For each row:
 
 - decode tok/s at batch 1 (greedy, after an 11-token prompt; the steps after the first);
 - aggregate decode tok/s at batch 16 (16 requests in one static batch, decode steps only);
@@ -39,9 +41,12 @@ from .references import LlamaCppReference, TransformersReference, llama_cpp_prob
 
 PROMPT = "The cat sat on the mat because it was tired."
 MODES = {  # name -> (dtype of the activations, quant, compiled decode step)
-    "fp32": ("float32", None, False), "bf16": ("bfloat16", None, False), "gguf": ("float32", "gguf", False),
-    "gguf-compiled": ("float32", "gguf", True), "int8": ("float32", "int8", False), "int4": ("float32", "int4", False),
+    "fp32": ("float32", None, False), "fp32-compiled": ("float32", None, True),
+    "bf16": ("bfloat16", None, False), "bf16-compiled": ("bfloat16", None, True),
+    "gguf": ("float32", "gguf", False), "gguf-compiled": ("float32", "gguf", True),
+    "int8": ("float32", "int8", False), "int4": ("float32", "int4", False),
 }
+DEFAULT_MODES = "fp32,fp32-compiled,bf16,bf16-compiled,gguf,gguf-compiled,int8,int4"
 
 
 def read_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5) -> float:
@@ -109,8 +114,14 @@ def ours_prefill(engine: Engine, ids: list[int]) -> float:
 
 
 def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, threads: int, model: str | None) -> dict:
-    engines = {mode: load_engine(model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1],
-                                 compile=MODES[mode][2]) for mode in modes}
+    engines, compiled = {}, {}
+    for mode in modes:  # one at a time: a compile in the background has the cores to itself
+        engines[mode] = load_engine(model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1],
+                                    compile=MODES[mode][2])
+        if MODES[mode][2]:
+            status = engines[mode].wait_for_step()
+            compiled[mode] = {"state": status.state, "detail": status.detail, "seconds": status.seconds}
+            print(f"{mode}: decode step {status.line} ({status.detail})", flush=True)
     first = next(iter(engines.values()))
     short = first.tokenizer.encode(PROMPT)
     long = first.tokenizer.encode(" ".join([PROMPT] * 14))[:128]
@@ -149,6 +160,7 @@ def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, thr
             "bandwidth_share": weight_bytes(engine) * decode / bandwidth,
             "vs_transformers": decode / hf, "transformers_dtype": str(reference_dtype).removeprefix("torch."),
             "runs": {"decode": system.decode, "batch16": system.batch16, "prefill": system.prefill},
+            "compiled_step": compiled.get(mode),
         }
         if llama is not None:
             row["vs_llama_cpp_decode"] = decode / systems["llama.cpp"].median("decode")
@@ -173,10 +185,10 @@ def print_table(report: dict) -> None:
           f"tokens after an 11-token prompt; medians of {report['repeats']} interleaved runs; read bandwidth "
           f"{report['read_bandwidth_bytes_s'] / 1e9:.1f} GB/s")
     has_llama = report["llama_cpp"] == "measured"
-    print(f"{'mode':<6}{'decode':>10}{'batch 16':>10}{'prefill':>10}{'MiB/token':>11}{'BW share':>10}"
+    print(f"{'mode':<14}{'decode':>10}{'batch 16':>10}{'prefill':>10}{'MiB/token':>11}{'BW share':>10}"
           f"{'vs HF':>8}" + (f"{'vs llama.cpp decode':>21}{'prefill':>9}" if has_llama else ""))
     for r in report["rows"]:
-        line = (f"{r['mode']:<6}{r['decode_tok_s']:>8.1f}/s{r['batch16_tok_s']:>8.1f}/s{r['prefill_tok_s']:>8.0f}/s"
+        line = (f"{r['mode']:<14}{r['decode_tok_s']:>8.1f}/s{r['batch16_tok_s']:>8.1f}/s{r['prefill_tok_s']:>8.0f}/s"
                 f"{r['weight_bytes_per_token'] / 2**20:>11.0f}{100 * r['bandwidth_share']:>9.0f}%"
                 f"{r['vs_transformers']:>7.2f}x")
         if has_llama:
@@ -188,12 +200,13 @@ def print_table(report: dict) -> None:
     if not has_llama:
         print(f"  llama.cpp left out: {report['llama_cpp']}")
     for r in report["rows"]:
-        print(f"  {r['mode']}: {r['weights']}")
+        step = r.get("compiled_step")
+        print(f"  {r['mode']}: {r['weights']}" + (f"; decode step {step['state']}: {step['detail']}" if step else ""))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", default="fp32,bf16,gguf,gguf-compiled,int8,int4")
+    parser.add_argument("--modes", default=DEFAULT_MODES)
     parser.add_argument("--device", default=None)
     parser.add_argument("--model", default=None,
                         help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)")

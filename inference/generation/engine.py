@@ -21,6 +21,7 @@ import torch
 
 from ..model.attribution import LogitAttribution, attribute_logit
 from ..model.config import ModelConfig
+from ..model.decode_step import StepStatus
 from ..model.interventions import Interventions, Spec, head_means
 from ..model.kv_cache import KVCache
 from ..model.loader import load_model
@@ -79,13 +80,24 @@ class Engine:
     def weights_description(self) -> str:
         """What the weights are, in words (for the sidebar and the benchmark)."""
         summary = self.model.quantization
-        words = (f"dense {str(self.dtype).removeprefix('torch.')} weights and activations" if summary is None
-                 else summary.describe())
+        return (f"dense {str(self.dtype).removeprefix('torch.')} weights and activations" if summary is None
+                else summary.describe())
+
+    @property
+    def step_status(self) -> StepStatus | None:
+        """What runs the one-token decode step when ``compile=True`` was asked for (None when it was not):
+        "compiling" (the eager step serves until then), "ready" (one compiled graph per step) or "eager" (why)."""
         if self.model.decode_step is not None:
-            words += "; decode step compiled (torch.compile)"
-        elif self.model.compile_note:
-            words += f"; {self.model.compile_note}"
-        return words
+            return self.model.decode_step.status
+        if self.model.compile_note:
+            return StepStatus("eager", self.model.compile_note)
+        return None
+
+    def wait_for_step(self, timeout: float | None = None) -> StepStatus | None:
+        """Block until the compiled decode step is ready or has fallen back (a script or benchmark that wants it)."""
+        if self.model.decode_step is not None:
+            return self.model.decode_step.wait(timeout)
+        return self.step_status
 
     # -- prompts -----------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:

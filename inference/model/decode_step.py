@@ -1,99 +1,255 @@
-"""One decode step (one new token per row) through a Llama-family model, written so torch.compile can fuse it.
+"""The compiled one-token decode step: ``decode_graph.StepGraph`` compiled whole, in the background, kept on disk.
 
-Owns ``DecodeStep``, the fast path for the step that dominates generation: every row feeds one
-token after the positions already in its ``KVCache``. It computes exactly what
-``Block.forward`` computes for that case (RMSNorm, fused QKV, RoPE, grouped-query attention
-over the cache, output projection, SwiGLU, two residual adds; tests compare the two), in a
-form with no Python bookkeeping inside the layer: the cache is written in place at the
-step's column and read back as one slice, and the key mask is a tensor. Compiled, the
-thirty layers share one fused graph (torch.compile with inductor's C++ wrapper). It is used
-only when a model is loaded with ``compile=True`` (and a C++ compiler exists; otherwise the
-loader says so and keeps the eager path, which is as fast as this function run eagerly).
+Owns ``DecodeStep``, what ``load_model(compile=True)`` attaches to a model, and ``StepStatus``, what it
+says about itself. The whole step (embedding, every block, final norm, output matrix) is one graph,
+compiled ahead of time by AOTInductor (``torch.export`` + ``aoti_compile_and_package``, with inductor's
+freezing and max-autotune) into a package on disk, so a step is one call into compiled C++: no Python
+between layers and no guards to check. Every size in the graph is dynamic (rows, the cache's rows
+and capacity, the key length), so the one graph serves every plain decode step: one request of
+``generate`` or the stepper, a left-padded static batch, the slot pool of continuous batching; no
+step ever recompiles.
 
-Only the plain decode step takes this path: prefill, traced forwards, the slot cache of
-continuous batching and other model families go through ``Transformer.forward`` as always.
+Compiling never blocks a caller: it runs in a background thread that starts when the model loads;
+until the graph is ready (or if compiling fails) the step runs eagerly through ``Transformer.forward``,
+and ``status`` says which. The package is kept under ``cache_root()/compiled-steps/<key>``, where the
+key digests the weights themselves, the config, the weights mode, the graph's shapes, the code that
+defines it, torch's version and the CPU's instruction set: a restart loads it in seconds, and another
+model or mode can never pick it up. Two processes loading the same model (a process server's child
+beside the app) share one compile through a file lock.
+
+Prefill, traced forwards, interventions and the GPT-2 family never take this path.
 """
 from __future__ import annotations
 
-import math
+import copy
+import fcntl
+import hashlib
+import json
+import os
 import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from .kv_cache import KVCache
+from .config import ModelConfig
+from .decode_graph import FAMILIES, StepGraph
+from .kv_cache import DecodeView
 
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE on (B, h, 1, hd) with the half-split pairs of ``transformer.rotate_half``."""
-    first, second = x.chunk(2, dim=-1)
-    return x * cos + torch.cat([-second, first], dim=-1) * sin
-
-
-def decode_block(block, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor,
-                 values: torch.Tensor, column: int, key_ok: torch.Tensor) -> torch.Tensor:
-    """One block for one new token per row; writes its K/V into ``keys``/``values`` at ``column``.
-
-    x (B, 1, D); cos, sin (B, 1, 1, hd); keys, values (B, n_kv, capacity, hd), this layer's cache;
-    key_ok (B, 1, 1, column + 1): which cached positions each row may attend to.
-    """
-    attn, config = block.attn, block.attn.config
-    batch, n_heads, n_kv, head_dim = x.shape[0], config.n_heads, config.n_kv_heads, config.head_dim
-    normed = F.rms_norm(x, (x.shape[-1],), block.attn_norm.weight, block.attn_norm.eps)
-    q, k, v = attn.qkv(normed).split([n_heads * head_dim, n_kv * head_dim, n_kv * head_dim], dim=-1)
-    q = _rotate(q.view(batch, n_heads, 1, head_dim), cos, sin)  # (B, H, 1, hd)
-    k = _rotate(k.view(batch, n_kv, 1, head_dim), cos, sin)  # (B, n_kv, 1, hd)
-    keys[:, :, column : column + 1] = k
-    values[:, :, column : column + 1] = v.view(batch, n_kv, 1, head_dim)
-    seen_k, seen_v = keys[:, :, : column + 1], values[:, :, : column + 1]  # (B, n_kv, S, hd)
-    grouped = q.view(batch, n_kv, n_heads // n_kv, head_dim)  # a K/V head's queries side by side
-    scores = (grouped @ seen_k.transpose(-1, -2)) * (1.0 / math.sqrt(head_dim))  # (B, n_kv, group, S)
-    probs = scores.masked_fill(~key_ok, float("-inf")).softmax(dim=-1)
-    attended = (probs @ seen_v).reshape(batch, 1, n_heads * head_dim)  # (B, 1, H*hd)
-    x = x + attn.out(attended)
-    normed = F.rms_norm(x, (x.shape[-1],), block.mlp_norm.weight, block.mlp_norm.eps)
-    gate, up = block.mlp.gate_up(normed).chunk(2, dim=-1)  # each (B, 1, d_ff)
-    return x + block.mlp.down(F.silu(gate) * up)
+INDUCTOR_OPTIONS = {"freezing": True, "max_autotune": True}  # freezing: weights are constants the kernels see
+_SOURCES = ("decode_graph.py", "transformer.py", "quant.py", "quant_formats.py")  # the code a package compiles
+PACKAGE_FORMAT = 2  # bump when ``export_graph`` (the inputs, their sizes) changes: older packages are not used
+GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)
 
 
 def compiler_problem() -> str | None:
-    """Why torch.compile cannot be used here (None when it can)."""
+    """Why the step cannot be compiled here (None when it can)."""
     if shutil.which("g++") is None and shutil.which("c++") is None:
         return "no C++ compiler (g++) on this machine"
     try:
         import torch._inductor  # noqa: F401
+        import torch.export  # noqa: F401
     except ImportError as exc:  # a build without inductor
         return f"torch's compiler is unavailable: {exc}"
     return None
 
 
+@dataclass(frozen=True)
+class StepStatus:
+    """What the decode step runs now, as plain data (the sidebar shows ``line``)."""
+
+    state: str  # "compiling", "ready" or "eager" (not compiled: ``detail`` says why)
+    detail: str  # what happened, in words
+    ready: tuple[str, ...] = ()  # the graphs in use
+    seconds: float | None = None  # how long compiling (or loading from disk) took
+
+    @property
+    def line(self) -> str:
+        if self.state == "compiling":
+            return "compiling the fast step… (eager until then)"
+        if self.state == "ready":
+            return "compiled"
+        return f"eager step ({self.detail})"
+
+
 class DecodeStep:
-    """The compiled decode step of one model: compiled on its first step, then shared by every request."""
+    """The compiled decode step of one loaded model, shared by every request; see the module docstring."""
 
-    def __init__(self) -> None:
-        import torch._dynamo
+    def __init__(self, model, mode: str, cache_dir: Path, background: bool = True,
+                 graphs: tuple[str, ...] = GRAPHS) -> None:
+        self.mode = mode  # "float32", "bfloat16", "gguf", ... (part of the key, and said in the manifest)
+        self.cache_dir = cache_dir
+        self._graph = StepGraph(_sharing_copy(model)).eval()  # export swaps tensors on its modules, not the model's
+        self._cache_dtype = _cache_dtype(model)
+        self._runners: dict[str, object] = {}
+        self._lock = threading.Lock()  # one compiled call at a time (the runners are not re-entrant)
+        self._status = StepStatus("compiling", "compiling the decode step in the background")
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(target=self._build, args=(graphs,), name="compile-decode-step", daemon=True)
+        if background:
+            self._thread.start()
+        else:
+            self._build(graphs)
 
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 16)
-        self._block = torch.compile(decode_block, dynamic=True, options={"cpp_wrapper": True})
+    def __deepcopy__(self, memo) -> None:
+        return None  # a copied model (other weights, perhaps) starts without a compiled step
 
+    # -- status ---------------------------------------------------------------------------------------
+    @property
+    def status(self) -> StepStatus:
+        return self._status
+
+    def wait(self, timeout: float | None = None) -> StepStatus:
+        """Block until every graph is ready or has failed (tests, benchmarks, the command line)."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        return self._status
+
+    # -- the step -------------------------------------------------------------------------------------
     @staticmethod
     def applies(model, kv_cache, steps: int, trace) -> bool:
-        """Whether this forward is a plain decode step of a Llama-family model through a ``KVCache``."""
-        return (steps == 1 and trace is None and type(kv_cache) is KVCache and model.config.family == "llama"
-                and kv_cache.length < kv_cache.capacity)
+        """Whether this forward is a plain one-token step of a family the graph covers, through a cache."""
+        return (steps == 1 and trace is None and kv_cache is not None and hasattr(kv_cache, "decode_view")
+                and model.config.family in FAMILIES)
 
-    def __call__(self, model, input_ids: torch.Tensor, kv_cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
-        """Hidden states (B, 1, D) after the last block; writes this step's K/V and commits it."""
-        column = kv_cache.length
-        batch = input_ids.shape[0]
-        key_ok = torch.ones(batch, 1, 1, column + 1, dtype=torch.bool, device=input_ids.device)
-        if kv_cache.key_padding_mask is not None:  # left-padded rows (static batching); new columns are real
-            key_ok = kv_cache.key_padding_mask[:batch, None, None, : column + 1]  # (B, 1, 1, S)
-        with torch.no_grad():  # not inference mode: compiled graphs write the cache in place
-            x = model.embed(input_ids)  # (B, 1, D)
-            cos, sin = model.rope(positions, x.dtype)  # (B, 1, 1, hd) each
-            for index, block in enumerate(model.layers):
-                x = self._block(block, x, cos, sin, kv_cache.keys[index, :batch], kv_cache.values[index, :batch],
-                                column, key_ok)
-        kv_cache.length += 1
-        return x
+    def __call__(self, input_ids: torch.Tensor, kv_cache, positions: torch.Tensor | None) -> torch.Tensor | None:
+        """Logits (B, 1, V) of one step, its K/V written and committed; None when no compiled graph serves it
+        (not ready yet, or not a plain decode step), so the caller runs the eager forward instead."""
+        runner = self._runners.get("any")
+        if runner is None:
+            return None
+        view = kv_cache.decode_view(input_ids.shape[0])
+        if view is None or not _fits(view, self._cache_dtype):
+            return None
+        if positions is None:
+            positions = view.columns[:, None]  # (B, 1): no padding, so the column is the position
+        inputs = _graph_inputs(input_ids[:, 0], positions[:, 0], view)
+        try:
+            with self._lock:
+                logits, new_keys, new_values = runner(*inputs)  # (B, V), (B, L, n_kv, hd) twice
+        except RuntimeError as exc:  # a size outside the package's ranges: this step (and the next) run eagerly
+            self._runners.pop("any", None)
+            self._status = StepStatus("eager", f"the compiled step failed ({str(exc).splitlines()[0][:200]}); "
+                                      "the eager step runs")
+            return None  # the eager forward computes the step instead
+        view.keys[:, view.slots, :, view.columns] = new_keys  # every layer's new column, one indexed copy each
+        view.values[:, view.slots, :, view.columns] = new_values
+        kv_cache.commit()
+        return logits[:, None]  # (B, 1, V)
+
+    # -- compiling --------------------------------------------------------------------------------------
+    def _build(self, graphs: tuple[str, ...]) -> None:
+        try:
+            notes = []
+            for name in graphs:
+                path, note = self._package(name)
+                runner = torch._inductor.aoti_load_package(str(path))
+                self._runners[name] = runner
+                notes.append(note)
+            seconds = time.perf_counter() - self._started
+            self._status = StepStatus("ready", "; ".join(notes), tuple(self._runners), seconds)
+        except Exception as exc:  # any compiler failure leaves the eager step in place, and says why
+            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            self._status = StepStatus("eager", f"compiling the decode step failed ({type(exc).__name__}: "
+                                      f"{first_line}); the eager step runs", tuple(self._runners))
+
+    def _package(self, name: str) -> tuple[Path, str]:
+        """The package of graph ``name``: found on disk, or compiled now (under a lock other processes share)."""
+        key, manifest = artifact_key(self._graph.model, self.mode, name)
+        folder = self.cache_dir / key
+        path = folder / "step.pt2"
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.cache_dir / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here, then finds the package
+            if path.exists() and (folder / "manifest.json").exists():
+                return path, f"{name}: loaded from disk"
+            started = time.perf_counter()
+            staging = folder.with_name(folder.name + f".tmp{os.getpid()}")
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            exported = export_graph(self._graph, name)
+            torch._inductor.aoti_compile_and_package(exported, package_path=str(staging / "step.pt2"),
+                                                     inductor_configs=dict(INDUCTOR_OPTIONS))
+            seconds = time.perf_counter() - started
+            (staging / "manifest.json").write_text(json.dumps({**manifest, "compile_seconds": seconds}, indent=1))
+            shutil.rmtree(folder, ignore_errors=True)
+            staging.rename(folder)
+            return path, f"{name}: compiled in {seconds:.0f} s"
+
+
+def _fits(view: DecodeView, cache_dtype: torch.dtype) -> bool:
+    """Whether the package can read this cache: it indexes its inputs by the strides and dtype it was built for."""
+    return (view.keys.dtype == cache_dtype and view.values.dtype == cache_dtype and view.keys.is_contiguous()
+            and view.values.is_contiguous())
+
+
+def _sharing_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model``'s module tree that shares every tensor with it (no weight is duplicated)."""
+    memo = {}
+    for module in model.modules():
+        for value in vars(module).values():
+            for item in (value.values() if isinstance(value, dict) else vars(value).values()
+                         if hasattr(value, "__dataclass_fields__") else [value]):
+                if isinstance(item, torch.Tensor):
+                    memo[id(item)] = item
+    return copy.deepcopy(model, memo)
+
+
+def export_graph(graph: StepGraph, name: str = "any"):
+    """``torch.export`` of the step on example inputs, with every size dynamic."""
+    from torch.export import Dim
+
+    config = graph.model.config
+    cache_dtype, device = _cache_dtype(graph.model), next(graph.model.parameters()).device
+    batch, pool, capacity, seen = 3, 5, 64, 9  # example sizes only, all different (export must not equate them)
+    shape = (config.n_layers, pool, config.n_kv_heads, capacity, config.head_dim)
+    rows = torch.arange(batch, device=device)
+    view = DecodeView(rows, torch.full_like(rows, seen - 1), torch.ones(batch, seen, dtype=torch.bool, device=device),
+                      torch.zeros(shape, dtype=cache_dtype, device=device),
+                      torch.zeros(shape, dtype=cache_dtype, device=device))
+    # positions a tensor of their own: export would take two inputs that are one tensor for one input
+    inputs = _graph_inputs(torch.zeros(batch, dtype=torch.long, device=device), view.columns.clone(), view)
+    rows_dim = {0: Dim("rows", min=1, max=4096)}
+    cache = {1: Dim("pool", min=1, max=4096), 3: Dim("cache_len", min=1, max=config.max_seq_len)}
+    dynamic = (rows_dim, rows_dim, rows_dim, rows_dim, {0: rows_dim[0], 1: Dim("key_len", min=1,
+                                                                               max=config.max_seq_len)},
+               cache, cache)
+    with torch.no_grad():
+        return torch.export.export(graph, inputs, dynamic_shapes=dynamic, strict=False)
+
+
+def _cache_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype of the model's activations and KV cache (the engine's rule: its first parameter's)."""
+    return next(model.parameters()).dtype
+
+
+def _graph_inputs(ids: torch.Tensor, positions: torch.Tensor, view: DecodeView) -> tuple:
+    """``StepGraph.forward``'s arguments: contiguous, as the package indexes them by the example's strides."""
+    small = (ids, positions, view.slots, view.columns, view.key_ok)
+    return (*(t.contiguous() for t in small), view.keys, view.values)
+
+
+def artifact_key(model, mode: str, graph: str) -> tuple[str, dict]:
+    """The on-disk key of a compiled graph, and the manifest that says in words what it was built from."""
+    digest = hashlib.sha256()
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    tensors.update(model.named_buffers(remove_duplicate=False))
+    for name in sorted(tensors):  # the weights themselves: another checkpoint can never match
+        tensor = tensors[name].detach()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.contiguous().view(-1).view(torch.uint8).cpu().numpy().tobytes())
+    code = hashlib.sha256()
+    for source in _SOURCES:
+        code.update((Path(__file__).parent / source).read_bytes())
+    config: ModelConfig = model.config
+    manifest = {
+        "format": PACKAGE_FORMAT, "model": config.name, "mode": mode, "graph": graph, "family": config.family,
+        "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "device": str(next(model.parameters()).device), "options": INDUCTOR_OPTIONS,
+        "code_sha256": code.hexdigest(), "weights_sha256": digest.hexdigest(),
+        "config": repr(config),
+    }
+    key = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:32]
+    return key, manifest

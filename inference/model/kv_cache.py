@@ -10,6 +10,8 @@ too: no rolling buffer (``ModelConfig.rolling_kv_cache_bytes`` says what one wou
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .config import ModelConfig
@@ -17,6 +19,17 @@ from .config import ModelConfig
 
 class CacheFullError(RuntimeError):
     """Writing would go past the cache's preallocated capacity."""
+
+
+@dataclass(frozen=True)
+class DecodeView:
+    """One decode step's view of a cache: which cache row and column each batch row writes, and what it sees."""
+
+    slots: torch.Tensor  # (B,) the cache row (batch row or slot) of each batch row
+    columns: torch.Tensor  # (B,) the column its new K/V go to (also where its sliding window ends)
+    key_ok: torch.Tensor  # (B, S) bool: the columns it attends to, its new one included
+    keys: torch.Tensor  # (L, P, n_kv, C, hd) the whole cache (the step's new column is written after the graph)
+    values: torch.Tensor  # (L, P, n_kv, C, hd)
 
 
 class KVCache:
@@ -78,6 +91,23 @@ class KVCache:
         self.values[layer, :, :, self.length : end] = v
         self._pending = steps
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]  # (B, n_kv, S, hd)
+
+    def decode_view(self, batch: int) -> "DecodeView":
+        """The tensors a compiled one-token step of ``batch`` rows reads and writes (``decode_graph.py``).
+
+        Every row writes column ``length`` of its own row and attends to the columns up to it that hold
+        real tokens; ``commit()`` afterwards makes the position part of the cache, as after a forward.
+        """
+        if self.length >= self.capacity:
+            raise CacheFullError(f"KV cache holds {self.capacity} positions; all are in use")
+        device = self.keys.device
+        if self.key_padding_mask is not None:
+            key_ok = self.key_padding_mask[:batch, : self.length + 1]  # (B, S)
+        else:
+            key_ok = torch.ones(batch, self.length + 1, dtype=torch.bool, device=device)  # (B, S)
+        rows = torch.arange(batch, device=device)  # (B,)
+        self._pending = 1
+        return DecodeView(rows, torch.full_like(rows, self.length), key_ok, self.keys, self.values)
 
     def note_interventions(self, specs: tuple) -> None:
         """Log that the positions the forward in progress writes were computed under ``specs`` (one per row)."""

@@ -17,9 +17,10 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
+from .decode_graph import FAMILIES
 from .decode_step import DecodeStep, compiler_problem
 from .errors import ModelLoadError
-from .gguf import converted_folder, default_gguf_path, read_raw_weights
+from .gguf import cache_root, converted_folder, default_gguf_path, read_raw_weights
 from .packages import PACKAGED
 from .quant import QuantizationError, quantize_model
 from .tokenizer import Tokenizer
@@ -184,11 +185,12 @@ def load_model(
     if quant is not None:
         transformer.quantization = quantize_model(transformer, quant, _gguf_weights(model, config, quant))
     if compile:
-        problem = compiler_problem() or (None if config.family == "llama" else f"the {config.family} family")
+        problem = compiler_problem() or (None if config.family in FAMILIES else f"the {config.family} family")
         if problem:
             transformer.compile_note = f"compile=True fell back to the eager decode step: {problem}"
-        else:
-            transformer.decode_step = DecodeStep()
+        else:  # compiles in the background; the eager step serves until it is ready
+            mode = quant or str(resolved_dtype).removeprefix("torch.")
+            transformer.decode_step = DecodeStep(transformer, mode, cache_root() / "compiled-steps")
     return LoadedModel(transformer, Tokenizer.from_folder(folder), folder)
 
 

@@ -29,7 +29,7 @@ from torch import nn
 
 from .errors import ModelLoadError
 from .quant_formats import (GROUP, INT4_FORMATS, INT8_FORMATS, Int4Groups, Int8Groups, Int8Rows, int4_from_float,
-                            int8_rows_from_float)
+                            int8_rows_from_float, split_int8_groups)
 
 QUANT_MODES = ("gguf", "int8", "int4")
 ACTIVATION_DTYPE = torch.bfloat16  # what torch's CPU int4/int8 kernels are fast with
@@ -44,7 +44,9 @@ def _pack_int4(codes: torch.Tensor, device: torch.device) -> torch.Tensor:
     """(N, K) uint8 codes 0..15 -> the kernel's packed layout on ``device``."""
     if device.type == "cuda":
         paired = (codes[:, ::2] << 4 | codes[:, 1::2]).to(torch.uint8)  # (N, K/2): even index in the high nibble
-        return torch.ops.aten._convert_weight_to_int4pack(paired.to(device), 8)
+        k = codes.shape[1]
+        inner_k_tiles = 8 if k % 128 == 0 else 4 if k % 64 == 0 else 2  # the kernel wants K a multiple of 16 tiles
+        return torch.ops.aten._convert_weight_to_int4pack(paired.to(device), inner_k_tiles)
     return torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes.to(torch.int32), 2)
 
 
@@ -73,6 +75,9 @@ def kernel_problem(device: torch.device) -> str | None:
     layers = [(Int4Linear(groups, None, device), _as_kernel_stores(groups).dequantize())]
     if device.type != "cuda":
         layers.append((Int8Linear(rows, None, device), rows.codes.float() * rows.scale.to(ACTIVATION_DTYPE).float()[:, None]))
+        q8 = Int8Groups(rows.codes, rows.scale[:, None].expand(-1, weight.shape[1] // GROUP).contiguous())
+        split = Int8GroupLinear(q8, None, device)  # the output matrix's 8-bit groups, as one 4-bit call
+        layers.append((split, split.dense_weight()))
     for layer, dense in layers:
         try:
             got = layer(x.to(device)).float().cpu()
@@ -129,12 +134,14 @@ class Int8Linear(nn.Module):
         self.out_features, self.in_features = rows.codes.shape
         self.register_buffer("codes", rows.codes.to(device))
         self.register_buffer("scale", rows.scale.to(device, ACTIVATION_DTYPE))
+        if device.type == "cuda":  # no CUDA 8-bit kernel in torch: the dense bfloat16 product of the same weights
+            self.register_buffer("dense", (self.codes.to(ACTIVATION_DTYPE) * self.scale[:, None]).contiguous())
         self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
-        if flat.is_cuda:  # no CUDA 8-bit kernel in torch: the dense bfloat16 product of the same weights
-            y = flat @ (self.codes.to(ACTIVATION_DTYPE) * self.scale[:, None]).t()
+        if flat.is_cuda:
+            y = flat @ self.dense.t()  # (M, N)
         else:
             y = torch.ops.aten._weight_int8pack_mm(flat, self.codes, self.scale)  # (M, N)
         y = y.to(x.dtype)
@@ -153,38 +160,46 @@ class Int8Linear(nn.Module):
 class Int8GroupLinear(nn.Module):
     """y = x @ W.T with W held as 8-bit codes in column groups of 32, one scale per row and group (GGUF's Q8_0).
 
-    torch's 8-bit kernel takes one scale per row, so each 32-column group is its own kernel call
-    (its codes and its per-row scales, exactly as the file stores them) and the partial products
-    are summed in float32.
+    torch has no 8-bit kernel with a scale per group, so the codes run through the 4-bit group kernel, in
+    one call and exactly (``quant_formats.split_int8_groups``): each code q is 16·hi + lo with hi in
+    -8..7 and lo in 0..15, the matrix becomes [16·d·hi | d·lo] (2K columns) and the input is fed twice,
+    [x, x]. The kernel dequantizes in float32 and sums in float32, so it multiplies by q·d exactly (d
+    rounded to bfloat16, as every kernel here holds its scales). ``groups`` (the codes as the file stores
+    them) stays for ``dense_weight`` and is the same tensor a tied ``QuantEmbedding`` looks rows up in.
+    On CUDA the product is dense bfloat16 on the same weights, built once.
     """
 
     def __init__(self, groups: Int8Groups, bias: torch.Tensor | None, device: torch.device) -> None:
         super().__init__()
         self.out_features, self.in_features = groups.codes.shape
-        n_groups = self.in_features // GROUP
-        codes = groups.codes.view(self.out_features, n_groups, GROUP).transpose(0, 1)  # (G, N, 32)
-        self.register_buffer("codes", codes.contiguous().to(device))
-        self.register_buffer("scale", groups.scale.t().contiguous().to(device, ACTIVATION_DTYPE))  # (G, N)
+        self.groups = Int8Groups(groups.codes.to(device), groups.scale.to(device))  # for inspection, not a buffer
+        if device.type == "cuda":
+            self.register_buffer("dense", self.dense_weight().to(ACTIVATION_DTYPE))  # (N, K)
+        else:
+            split = split_int8_groups(groups)  # (N, 2K) 4-bit groups
+            extra = -self.out_features % 16  # the kernel packs rows by 16: zero rows pad it, their outputs dropped
+            split = Int4Groups(*(torch.cat([t, t.new_zeros(extra, t.shape[1])]) for t in
+                                 (split.codes, split.scale, split.zero)))
+            self.register_buffer("packed", _pack_int4(split.codes, device))
+            scales_zeros = torch.stack([split.scale.t(), split.zero.t()], dim=-1)  # (2K/32, N, 2)
+            self.register_buffer("scales_zeros", scales_zeros.contiguous().to(device, ACTIVATION_DTYPE))
         self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
-        y = torch.zeros(flat.shape[0], self.out_features, dtype=torch.float32, device=flat.device)  # (M, N)
-        for group in range(self.codes.shape[0]):
-            part = flat[:, group * GROUP : (group + 1) * GROUP].contiguous()  # (M, 32)
-            if part.is_cuda:
-                y += (part @ (self.codes[group].to(ACTIVATION_DTYPE) * self.scale[group][:, None]).t()).float()
-            else:
-                y += torch.ops.aten._weight_int8pack_mm(part, self.codes[group], self.scale[group]).float()
+        if flat.is_cuda:
+            y = flat @ self.dense.t()  # (M, N)
+        else:
+            y = _int4_matmul(torch.cat([flat, flat], dim=-1), self.packed, self.scales_zeros)  # (M, 2K) -> (M, N')
+            y = y[:, : self.out_features]  # (M, N)
         y = y.to(x.dtype)
         if self.bias is not None:
             y = y + self.bias
-        return y.view(*x.shape[:-1], self.out_features)
+        return y.reshape(*x.shape[:-1], self.out_features)
 
     def dense_weight(self) -> torch.Tensor:
-        """The weights (N, K) the kernel multiplies by (the scales as it holds them, in bfloat16)."""
-        weight = self.codes.float() * self.scale.float()[..., None]  # (G, N, 32)
-        return weight.transpose(0, 1).reshape(self.out_features, self.in_features)
+        """The weights (N, K) the kernel multiplies by: q · d, with d rounded to bfloat16 as the kernel holds it."""
+        return Int8Groups(self.groups.codes, self.groups.scale.to(ACTIVATION_DTYPE).float()).dequantize()
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, 8-bit groups of {GROUP}"
@@ -265,7 +280,9 @@ def quantize_model(model: nn.Module, mode: str, gguf_weights: dict[str, list[GGU
         summary.weight_bytes += _buffer_bytes(replacement)
     embed = gguf_weights.get("embed") if gguf_weights else None
     if embed and embed[0].type_name == "Q8_0":
-        model.embed = QuantEmbedding(INT8_FORMATS["Q8_0"](embed[0].raw), device)
+        tied = isinstance(model.lm_head, Int8GroupLinear) and embed[0] is gguf_weights["lm_head"][0]
+        rows = model.lm_head.groups if tied else INT8_FORMATS["Q8_0"](embed[0].raw)  # tied: one copy of the codes
+        model.embed = QuantEmbedding(rows, device)
         summary.notes.append("token embedding: Q8_0 rows looked up exactly")
     return summary
 
@@ -315,7 +332,9 @@ def _buffer_bytes(module: nn.Module) -> int:
     """Bytes a forward reads for ``module``'s weights (the packed codes and scales; not the inspection copy)."""
     if isinstance(module, Int4Linear):
         return module.packed.nbytes + module.scales_zeros.nbytes
-    if isinstance(module, (Int8Linear, Int8GroupLinear)):
+    if isinstance(module, Int8GroupLinear):
+        return sum(b.nbytes for b in module.buffers())
+    if isinstance(module, Int8Linear):
         return module.codes.nbytes + module.scale.nbytes
     return sum(p.nbytes for p in module.parameters())
 

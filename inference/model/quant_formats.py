@@ -128,6 +128,21 @@ def _int4(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> Int4Groups:
                       torch.from_numpy(np.ascontiguousarray(zero, dtype=np.float32)))
 
 
+def split_int8_groups(groups: Int8Groups) -> Int4Groups:
+    """8-bit groups as 4-bit groups of twice the width that a product with [x, x] turns back into them, exactly.
+
+    Each code q (-128..127) is 16·hi + lo with hi = q >> 4 in -8..7 and lo = q & 15 in 0..15. The
+    first K columns hold hi + 8 with scale 16·d and zero 0 (so w = 16·d·hi), the next K hold lo with
+    scale d and zero 8·d (so w = d·lo): x·W_hi + x·W_lo = x·(q·d). The scales are exact multiples of
+    d by powers of two, so rounding d to any float format rounds every one of them the same way.
+    """
+    wide = groups.codes.to(torch.int16)  # (N, K)
+    high, low = (wide >> 4) + 8, wide & 15  # (N, K) each, codes 0..15
+    d = groups.scale  # (N, K/32)
+    return Int4Groups(torch.cat([high, low], dim=1).to(torch.uint8), torch.cat([16 * d, d], dim=1),
+                      torch.cat([torch.zeros_like(d), 8 * d], dim=1))
+
+
 INT4_FORMATS = {"Q4_0": q4_0, "Q4_1": q4_1, "Q4_K": q4_k}  # map exactly onto 4-bit groups of 32
 INT8_FORMATS = {"Q8_0": q8_0}  # maps exactly onto 8-bit groups of 32
 

@@ -20,7 +20,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .decode_step import DecodeStep
 from .interventions import ForwardEdits, Spec
 from .kv_cache import KVCache, causal_padding_mask
 from .trace import ForwardTrace, LayerTrace, keep
@@ -287,8 +286,8 @@ class Transformer(nn.Module):
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self.quantization = None  # a QuantSummary once quant.quantize_model has swapped the projections
-        self.decode_step: DecodeStep | None = None  # the compiled one-token step, with load_model(compile=True)
-        self.compile_note: str | None = None  # why compile=True fell back to the eager path, when it did
+        self.decode_step = None  # a decode_step.DecodeStep (the compiled one-token step) with load_model(compile=True)
+        self.compile_note: str | None = None  # why compile=True could not even start compiling, when it could not
 
     def forward(
         self,
@@ -308,18 +307,14 @@ class Transformer(nn.Module):
         positions after the cache. ``interventions`` (one spec, or one per row) changes
         the forward as ``interventions.py`` describes.
         """
-        if self.decode_step is not None and padding_mask is None and interventions is None and DecodeStep.applies(
+        if self.decode_step is not None and padding_mask is None and interventions is None and self.decode_step.applies(
                 self, kv_cache, input_ids.shape[1], trace):
-            return self._compiled_decode(input_ids, kv_cache, positions, last_only)
+            with torch.inference_mode():
+                logits = self.decode_step(input_ids, kv_cache, positions)  # (B, 1, V), or None: not compiled (yet)
+            if logits is not None:
+                return logits
         with torch.inference_mode():
             return self._forward(input_ids, kv_cache, positions, padding_mask, last_only, trace, interventions)
-
-    def _compiled_decode(self, input_ids, kv_cache, positions, last_only) -> torch.Tensor:
-        if positions is None:
-            positions = torch.full_like(input_ids, kv_cache.length)  # (B, 1)
-        x = self.decode_step(self, input_ids, kv_cache, positions)  # (B, 1, D)
-        with torch.inference_mode():
-            return self.lm_head(self.final_norm(x))
 
     def _forward(self, input_ids, kv_cache, positions, padding_mask, last_only, trace,
                  interventions: Spec = None) -> torch.Tensor:

@@ -52,6 +52,7 @@ from ..inspection.weights import (
     stored_block,
 )
 from ..inspection.weights import compare_modes as compare_engines
+from ..model.decode_step import StepStatus
 from ..model.interventions import Interventions
 from ..model.kv_cache import causal_padding_mask
 from ..model.loader import gguf_source
@@ -95,6 +96,10 @@ class EngineClient:
     @property
     def config(self):
         return self.info.config
+
+    def step_status(self) -> StepStatus | None:
+        """What the decode step runs now (compiling, compiled, or eager and why); ``None`` when not compiled."""
+        return self._engine.step_status
 
     # -- prompts and the next token ---------------------------------------------------
     def encode_prompt(self, prompt: str | list[int], chat: bool = False) -> list[int]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from ..model.config import ModelConfig
-from ..model.kv_cache import CacheFullError
+from ..model.kv_cache import CacheFullError, DecodeView
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,14 @@ class SlotKVCache:
             first = plan.contiguous_from
             return pool[first : first + plan.slots.numel(), :, : plan.key_len]  # a view, no copy
         return pool[:, :, : plan.key_len].index_select(0, plan.slots)  # (B, n_kv, S, hd)
+
+    def decode_view(self, batch: int) -> DecodeView | None:
+        """The planned step as a compiled one-token step reads it (``inference.model.decode_graph``), or None
+        when the step is not one new token per row."""
+        plan = self._require_plan()
+        if not plan.all_real or plan.real.shape[1] != 1 or plan.slots.numel() != batch:
+            return None
+        return DecodeView(plan.slots, plan.positions[:, 0], plan.mask[:, 0, 0], self.keys, self.values)
 
     def copy_positions(self, source: int, target: int, n: int) -> None:
         """Copy slot ``source``'s first ``n`` positions into slot ``target`` (a shared prefix), every layer."""

@@ -46,6 +46,7 @@ def model_facts(client: EngineClient) -> dict[str, str]:
         "Device": client.info.device,
         "Weights": client.info.weights_description,
         "Parameters": f"{n_params / 1e6:.1f} M ({n_params:,})",
+        **({"Decode step": step.line} if (step := client.step_status()) is not None else {}),
     }
 
 

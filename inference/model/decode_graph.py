@@ -1,0 +1,108 @@
+"""The whole one-token decode step as one function of tensors: what AOTInductor compiles into one graph.
+
+Owns ``StepGraph``, an ``nn.Module`` around a loaded ``Transformer`` whose ``forward`` is one decode
+step of every row of a batch: the embedding, every block (norms, fused QKV, RoPE, attention over the
+cache, the MLP), the final norm and the output matrix, returning the next token's logits and each
+layer's new keys and values. Its inputs are tensors only, with no Python number that changes from
+step to step, so one compiled graph serves every step of every request (gpt-fast's
+``decode_one_token``; ``decode_step.py`` compiles it with every size dynamic):
+
+- ``ids``, ``positions`` (B,): each row's new token and its RoPE position;
+- ``slots``, ``columns`` (B,): the cache row (a batch row, or a continuous-batching slot) each row
+  reads, and the column its new K/V belong in;
+- ``key_ok`` (B, S): which of the first S cache columns each row attends to (its own new one included);
+- ``keys``, ``values`` (L, P, n_kv, C, hd): the cache, read only.
+
+The graph does not write the cache: a compiled graph that mutates an input copies the whole input
+(every slot of a continuous-batching pool, every step). Each row's new K/V stand in for its column
+where the attention reads it, and are returned, (B, L, n_kv, hd) each, for the caller to write in
+one indexed copy (``decode_step.py``).
+
+It computes what ``Transformer.forward`` computes for one new token per row (the modules' own
+norms, projections and MLPs are called, so the arithmetic is theirs; tests compare the two), for
+the Llama and Gemma 3 families: a Gemma local layer gets its own RoPE angles and sees only the
+``sliding_window`` columns ending at its own (left padding keeps distances between a row's tokens
+the same in columns as in positions). Attention is written as plain products and a softmax over the
+gathered cache columns, which the compiler fuses into loops that read the cache once.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .transformer import Transformer, apply_rotary
+
+FAMILIES = ("llama", "gemma3")  # the families the one-graph step covers (GPT-2 keeps the eager step)
+
+
+class StepGraph(nn.Module):
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, columns: torch.Tensor,
+                key_ok: torch.Tensor, keys: torch.Tensor,
+                values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Logits (B, V) in float32 for each row's next token, and its new keys and values (B, L, n_kv, hd)."""
+        model, config = self.model, self.model.config
+        x = model.embed(ids[:, None])  # (B, 1, D)
+        if config.embed_scale != 1.0:
+            x = x * torch.tensor(config.embed_scale, dtype=x.dtype)
+        angles = _angles(model.rope, positions, x.dtype)
+        local_angles = _angles(model.rope_local, positions, x.dtype) if model.rope_local is not None else None
+        column_ids = torch.arange(key_ok.shape[1], device=key_ok.device)  # (S,)
+        is_new = column_ids[None, :] == columns[:, None]  # (B, S): the column each row's new K/V belong in
+        local_ok = None
+        if config.sliding_window is not None:
+            local_ok = key_ok & (column_ids[None, :] > columns[:, None] - config.sliding_window)  # (B, S)
+        new_keys, new_values = [], []
+        for index, block in enumerate(model.layers):
+            local = block.is_local
+            x, k, v = _block(block, x, local_angles if local else angles, local_ok if local else key_ok, is_new,
+                             keys[index], values[index], slots)
+            new_keys.append(k)
+            new_values.append(v)
+        logits = model.lm_head(model.final_norm(x))[:, 0].float()  # (B, V)
+        return logits, torch.stack(new_keys, dim=1), torch.stack(new_values, dim=1)  # (B, L, n_kv, hd) each
+
+
+def _angles(rope, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE cos and sin (B, 1, 1, hd) of one position per row, as ``RotaryEmbedding.forward`` computes them."""
+    return rope(positions[:, None], dtype)  # each (B, 1, 1, hd)
+
+
+def _block(block, x: torch.Tensor, angles, key_ok: torch.Tensor, is_new: torch.Tensor, keys: torch.Tensor,
+           values: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``Block.forward`` for one new token per row; x (B, 1, D), keys/values this layer's (P, n_kv, C, hd)."""
+    attn_output, k, v = _attention(block.attn, block.attn_norm(x), angles, key_ok, is_new, keys, values, slots)
+    if block.post_attn_norm is not None:
+        attn_output = block.post_attn_norm(attn_output)
+    x = x + attn_output
+    mlp_output = block.mlp(block.mlp_norm(x))
+    if block.post_mlp_norm is not None:
+        mlp_output = block.post_mlp_norm(mlp_output)
+    return x + mlp_output, k, v
+
+
+def _attention(attn, x: torch.Tensor, angles, key_ok: torch.Tensor, is_new: torch.Tensor, keys: torch.Tensor,
+               values: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The attention sub-layer's output (B, 1, D), and this step's K and V (B, n_kv, hd) for the cache."""
+    config = attn.config
+    batch, n_heads, n_kv, head_dim = x.shape[0], config.n_heads, config.n_kv_heads, config.head_dim
+    q, k, v = attn.qkv(x).split([n_heads * head_dim, n_kv * head_dim, n_kv * head_dim], dim=-1)
+    q = q.view(batch, 1, n_heads, head_dim).transpose(1, 2)  # (B, H, 1, hd)
+    k = k.view(batch, 1, n_kv, head_dim).transpose(1, 2)  # (B, n_kv, 1, hd)
+    v = v.view(batch, 1, n_kv, head_dim).transpose(1, 2)  # (B, n_kv, 1, hd)
+    if attn.q_norm is not None:
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    q, k = apply_rotary(q, angles), apply_rotary(k, angles)
+    seen = key_ok.shape[1]
+    new = is_new[:, None, :, None]  # (B, 1, S, 1): the row's own column holds this step's K/V
+    cached_k = torch.where(new, k, keys[slots, :, :seen]).float()  # (B, n_kv, S, hd)
+    cached_v = torch.where(new, v, values[slots, :, :seen]).float()  # (B, n_kv, S, hd)
+    grouped = q.reshape(batch, n_kv, n_heads // n_kv, head_dim).float()  # (B, n_kv, group, hd): a K/V head's queries
+    scores = (grouped[:, :, :, None, :] * cached_k[:, :, None, :, :]).sum(-1) * attn.scale  # (B, n_kv, group, S)
+    probs = scores.masked_fill(~key_ok[:, None, None, :], float("-inf")).softmax(dim=-1)
+    attended = (probs[..., None] * cached_v[:, :, None, :, :]).sum(-2)  # (B, n_kv, group, hd)
+    output = attn.out(attended.reshape(batch, 1, n_heads * head_dim).to(x.dtype))  # (B, 1, D)
+    return output, k[:, :, 0], v[:, :, 0]  # (B, 1, D), (B, n_kv, hd) twice
