@@ -6,6 +6,7 @@ link's settings are read once per session (``links.restore``), and the URL follo
 the state after every run (``links.publish``, through ``broadcast.publish``, which also
 broadcasts a teacher's view; a follower applies it with ``broadcast.follow``).
 """
+
 import streamlit as st
 
 from ui.classroom import broadcast

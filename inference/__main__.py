@@ -6,6 +6,7 @@
 
 Errors (bad settings, missing model, empty prompt) print as one line and exit 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default=None, help="a .gguf file, a local HF folder or a hub id")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
-    parser.add_argument("--quant", default=None, choices=["gguf", "int8", "int4"],
-                        help="gguf: keep the GGUF file's own quantized blocks; int8/int4: quantize on load")
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the whole decode step as one graph (minutes the first time, seconds from disk after)")
+    parser.add_argument(
+        "--quant",
+        default=None,
+        choices=["gguf", "int8", "int4"],
+        help="gguf: keep the GGUF file's own quantized blocks; int8/int4: quantize on load",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the whole decode step as one graph (minutes the first time, seconds from disk after)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
@@ -50,8 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         params = SamplingParams(
-            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-            repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            min_p=args.min_p,
+            repetition_penalty=args.repetition_penalty,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
         )
         set_threads(args.threads)  # the command line's one setting: every core unless told otherwise
         engine = load_engine(args.model, device=args.device, dtype=args.dtype, quant=args.quant, compile=args.compile)
@@ -69,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     prefill, decode = steps[0].seconds, sum(s.seconds for s in steps[1:])
     step = f"; decode step: {engine.step_status.line}" if engine.step_status else ""
-    print(f"\n\n[{engine.config.name} on {engine.device}: {engine.weights_description}{step}; "
-          f"{'no cache' if args.no_cache else 'KV cache'}] finish: {steps[-1].finish_reason}", file=sys.stderr)
+    print(
+        f"\n\n[{engine.config.name} on {engine.device}: {engine.weights_description}{step}; "
+        f"{'no cache' if args.no_cache else 'KV cache'}] finish: {steps[-1].finish_reason}",
+        file=sys.stderr,
+    )
     print(f"prefill: {prompt_tokens} tokens, {prompt_tokens / prefill:.1f} tok/s", file=sys.stderr)
     if len(steps) > 1:
         print(f"decode:  {len(steps) - 1} tokens, {(len(steps) - 1) / decode:.1f} tok/s", file=sys.stderr)

@@ -7,6 +7,7 @@ is tested against it) and ``current()``: this process's settings, read from the 
 time anything asks and kept (``reload()`` reads them again, for a test that changes the environment).
 Nothing else in the project reads an ``LLM_EXPLORER_*`` variable.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,11 @@ class Variable:
 
 
 VARIABLES: tuple[Variable, ...] = (
-    Variable("LLM_EXPLORER_MODEL", "the embedded SmolLM2-135M-Instruct",
-             "the default model's source: a `.gguf` file, a local Hugging Face folder or a hub id"),
+    Variable(
+        "LLM_EXPLORER_MODEL",
+        "the embedded SmolLM2-135M-Instruct",
+        "the default model's source: a `.gguf` file, a local Hugging Face folder or a hub id",
+    ),
     Variable("LLM_EXPLORER_MODELS", "none", "more allowlisted models, `name=source;name=source`"),
     Variable("LLM_EXPLORER_DEVICE", "the best there is", "`cpu`, `cuda`, `cuda:N` or `mps`"),
     Variable("LLM_EXPLORER_DTYPE", "bfloat16 on CUDA, float32 elsewhere", "`float32`, `bfloat16` or `float16`"),

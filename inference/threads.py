@@ -10,6 +10,7 @@ call before any work reaches every thread started afterwards (Streamlit runs eac
 script run in a fresh thread), and a long-lived thread that sets its own (the server
 worker) keeps it.
 """
+
 from __future__ import annotations
 
 import os

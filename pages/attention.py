@@ -1,4 +1,5 @@
 """Attention: every token looks back at the tokens before it, one weighted average per head."""
+
 import streamlit as st
 
 from ui.claims import reading as claims
@@ -43,8 +44,10 @@ reference = ref.resolve(maps.probs, words, pronoun_index) if pronoun_index is no
 last_own = max((i for i, mine in enumerate(own) if mine), default=maps.n_tokens - 1)
 start_query = reference.query if reference is not None else last_own  # the pronoun, else the last token typed
 if maps.total_tokens > maps.n_tokens:
-    st.warning(f"The prompt has {maps.total_tokens:,} tokens; attention is computed and drawn for the first "
-               f"{maps.n_tokens}. Those rows are exact: a causal model never lets later tokens change them.")
+    st.warning(
+        f"The prompt has {maps.total_tokens:,} tokens; attention is computed and drawn for the first "
+        f"{maps.n_tokens}. Those rows are exact: a causal model never lets later tokens change them."
+    )
 
 
 def _leading(found: ref.Reference | None) -> tuple[str, str, int, list[int]] | None:
@@ -62,54 +65,94 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     st.header("One head: who looks at whom")
     c1, c2, c3 = st.columns(3)
     layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind(state.ATT_LAYER, 0, options=range(maps.n_layers)))
-    head = c2.selectbox("Head", list(range(maps.n_heads)), format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
-                        **state.bind(state.ATT_HEAD, 0, options=range(maps.n_heads)))
-    query = c3.selectbox("Query token (for the step-by-step below)", list(range(maps.n_tokens)),
-                         format_func=lambda i: f"{i}: {visible(pieces[i])}",
-                         **state.bind(state.ATT_QUERY, start_query, options=range(maps.n_tokens)))
+    head = c2.selectbox(
+        "Head",
+        list(range(maps.n_heads)),
+        format_func=lambda h: f"head {h} (K/V head {maps.kv_group(h)})",
+        **state.bind(state.ATT_HEAD, 0, options=range(maps.n_heads)),
+    )
+    query = c3.selectbox(
+        "Query token (for the step-by-step below)",
+        list(range(maps.n_tokens)),
+        format_func=lambda i: f"{i}: {visible(pieces[i])}",
+        **state.bind(state.ATT_QUERY, start_query, options=range(maps.n_tokens)),
+    )
     window = maps.window_of(layer)
     kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
-    charts.show(charts.shared(figs.make_attention_heatmap)(maps.probs[layer, head], pieces,
-                                            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)",
-                                            window), key="attention_heatmap",
-                data=lambda: figs.attention_table(maps.probs[layer, head], pieces))
-    hidden = (f" In this local layer, keys {window} or more positions back are hidden too."
-              if window and window < maps.n_tokens else "")
-    st.caption("Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0." + hidden +
-               " The bars on the right are each row's sum, read from the model's own softmax output.")
+    charts.show(
+        charts.shared(figs.make_attention_heatmap)(
+            maps.probs[layer, head],
+            pieces,
+            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)",
+            window,
+        ),
+        key="attention_heatmap",
+        data=lambda: figs.attention_table(maps.probs[layer, head], pieces),
+    )
+    hidden = (
+        f" In this local layer, keys {window} or more positions back are hidden too."
+        if window and window < maps.n_tokens
+        else ""
+    )
+    st.caption(
+        "Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0."
+        + hidden
+        + " The bars on the right are each row's sum, read from the model's own softmax output."
+    )
 
     # 2. Step by step for one query
     st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
     steps = att.score_steps(maps, layer, head, query)
-    charts.show(charts.shared(figs.make_score_steps)(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query,
-                                      maps.scale_dim), key="score_steps",
-                data=figs.score_steps_table(steps.raw, steps.scaled, steps.masked, steps.probs, pieces))
-    scalar = ("the head size" if maps.scale_dim == maps.head_dim else
-              f"the model's own score scalar (head size {maps.head_dim})")
-    st.caption(f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
-               f"by √{maps.scale_dim:g} ({scalar}) so scores do not grow with the head size, masked keys set to −∞, "
-               "then softmax.")
+    charts.show(
+        charts.shared(figs.make_score_steps)(
+            steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query, maps.scale_dim
+        ),
+        key="score_steps",
+        data=figs.score_steps_table(steps.raw, steps.scaled, steps.masked, steps.probs, pieces),
+    )
+    scalar = (
+        "the head size"
+        if maps.scale_dim == maps.head_dim
+        else f"the model's own score scalar (head size {maps.head_dim})"
+    )
+    st.caption(
+        f"Real numbers from layer {layer}, head {head}: the query vector · each key vector (after RoPE), divided "
+        f"by √{maps.scale_dim:g} ({scalar}) so scores do not grow with the head size, masked keys set to −∞, "
+        "then softmax."
+    )
 
     # 3. All heads, grouped-query attention
     st.header(f"All {maps.n_heads} heads of layer {layer}")
     groups = [maps.kv_group(h) for h in range(maps.n_heads)]
-    charts.show(charts.shared(figs.make_heads_grid)(maps.probs[layer], pieces, groups, layer, window), key="heads_grid",
-                data=lambda: figs.heads_table(maps.probs[layer], pieces, groups))
+    charts.show(
+        charts.shared(figs.make_heads_grid)(maps.probs[layer], pieces, groups, layer, window),
+        key="heads_grid",
+        data=lambda: figs.heads_table(maps.probs[layer], pieces, groups),
+    )
     sharing = att.attention_kind(maps.n_heads, maps.n_kv_heads)
     group = maps.n_heads // maps.n_kv_heads
     if maps.n_kv_heads == maps.n_heads:
-        st.markdown(f"This model uses **{sharing}**: each of its {maps.n_heads} query heads has its own keys and values.")
+        st.markdown(
+            f"This model uses **{sharing}**: each of its {maps.n_heads} query heads has its own keys and values."
+        )
     elif maps.n_kv_heads == 1:
-        st.markdown(f"This model uses **{sharing}**: all {maps.n_heads} query heads read one and the same key/value "
-                    f"head, which makes the KV cache {group} times smaller than one K/V head per query head. The "
-                    "heads still attend differently, because their queries differ.")
+        st.markdown(
+            f"This model uses **{sharing}**: all {maps.n_heads} query heads read one and the same key/value "
+            f"head, which makes the KV cache {group} times smaller than one K/V head per query head. The "
+            "heads still attend differently, because their queries differ."
+        )
     else:
-        st.markdown(f"This model uses **{sharing}**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
-                    f"key/value heads; each group of {group} query heads reads the same keys and values, which "
-                    f"makes the KV cache {group} times smaller. Heads in one group still attend differently, "
-                    "because their queries differ.")
-    charts.show(charts.shared(figs.make_gqa_diagram)(maps.n_heads, maps.n_kv_heads), key="gqa_diagram",
-                data=figs.gqa_table(maps.n_heads, maps.n_kv_heads))
+        st.markdown(
+            f"This model uses **{sharing}**: {maps.n_heads} query heads but only {maps.n_kv_heads} "
+            f"key/value heads; each group of {group} query heads reads the same keys and values, which "
+            f"makes the KV cache {group} times smaller. Heads in one group still attend differently, "
+            "because their queries differ."
+        )
+    charts.show(
+        charts.shared(figs.make_gqa_diagram)(maps.n_heads, maps.n_kv_heads),
+        key="gqa_diagram",
+        data=figs.gqa_table(maps.n_heads, maps.n_kv_heads),
+    )
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
     switch_heads_off(maps, pieces, layer, head, _leading(reference))
@@ -123,42 +166,67 @@ config = att.layer_layout(models.current())
 if config.local_layers:
     st.header("Local and global layers: the sliding window")
     globals_ = [i for i in range(config.n_layers) if i not in config.local_layers]
-    st.markdown(f"This model has **{len(config.local_layers)} local layers**: a query there sees only the "
-                f"**{config.window} most recent keys** (itself included), so their cost and their KV cache stop "
-                f"growing with the context; its **{len(globals_)} global layers** ({', '.join(map(str, globals_))}) "
-                "see every earlier key and carry information further back. Below "
-                f"{config.window} tokens the two kinds see the same keys: the difference shows only in a longer prompt.")
-    charts.show(charts.shared(figs.make_layer_kinds)(list(config.local_layers), config.n_layers, config.window),
-                key="layer_kinds",
-                data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window))
+    st.markdown(
+        f"This model has **{len(config.local_layers)} local layers**: a query there sees only the "
+        f"**{config.window} most recent keys** (itself included), so their cost and their KV cache stop "
+        f"growing with the context; its **{len(globals_)} global layers** ({', '.join(map(str, globals_))}) "
+        "see every earlier key and carry information further back. Below "
+        f"{config.window} tokens the two kinds see the same keys: the difference shows only in a longer prompt."
+    )
+    charts.show(
+        charts.shared(figs.make_layer_kinds)(list(config.local_layers), config.n_layers, config.window),
+        key="layer_kinds",
+        data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window),
+    )
     if len(view.ids) <= config.window:
         st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
-        st.button(f"Use a prompt longer than {config.window} tokens", key=state.ATT_LONG_PROMPT,
-                  on_click=state.set_values,
-                  args=({state.PROMPT: att.long_prompt_for_window(models.current(), state.DEFAULT_PROMPT)},))
+        st.button(
+            f"Use a prompt longer than {config.window} tokens",
+            key=state.ATT_LONG_PROMPT,
+            on_click=state.set_values,
+            args=({state.PROMPT: att.long_prompt_for_window(models.current(), state.DEFAULT_PROMPT)},),
+        )
     else:
         windowed = att.window_view(models.current(), view.ids)
         left, right = st.columns(2)
-        local_layer = left.selectbox("Local layer", list(config.local_layers),
-                                     **state.bind(state.ATT_WINDOW_LOCAL, config.local_layers[0],
-                                                  options=list(config.local_layers)))
-        global_layer = right.selectbox("Global layer", globals_,
-                                       **state.bind(state.ATT_WINDOW_GLOBAL, globals_[0], options=globals_))
-        colour_top = figs.window_colour_top([(windowed.pooled[i], windowed.block, windowed.window, i == local_layer)
-                                             for i in (local_layer, global_layer)])  # one colour scale for both
+        local_layer = left.selectbox(
+            "Local layer",
+            list(config.local_layers),
+            **state.bind(state.ATT_WINDOW_LOCAL, config.local_layers[0], options=list(config.local_layers)),
+        )
+        global_layer = right.selectbox(
+            "Global layer", globals_, **state.bind(state.ATT_WINDOW_GLOBAL, globals_[0], options=globals_)
+        )
+        colour_top = figs.window_colour_top(
+            [
+                (windowed.pooled[i], windowed.block, windowed.window, i == local_layer)
+                for i in (local_layer, global_layer)
+            ]
+        )  # one colour scale for both
         for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
             with column:
-                charts.show(charts.shared(figs.make_window_heatmap)(
-                    windowed.pooled[layer_index], windowed.block, windowed.n_tokens, windowed.window,
-                    f"Layer {layer_index} ({label}), mean over heads", label == "local", colour_top),
+                charts.show(
+                    charts.shared(figs.make_window_heatmap)(
+                        windowed.pooled[layer_index],
+                        windowed.block,
+                        windowed.n_tokens,
+                        windowed.window,
+                        f"Layer {layer_index} ({label}), mean over heads",
+                        label == "local",
+                        colour_top,
+                    ),
                     key=f"window_{label}",
-                    data=figs.window_table(windowed.pooled[layer_index], windowed.block, windowed.window,
-                                           label == "local"))
-        st.caption(f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
-                   f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
-                   f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "
-                   "local layer, still read in the global one. Both maps share one colour scale, which stops at the "
-                   "higher of their 99th percentiles.")
+                    data=figs.window_table(
+                        windowed.pooled[layer_index], windowed.block, windowed.window, label == "local"
+                    ),
+                )
+        st.caption(
+            f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
+            f"weight in a {windowed.block} × {windowed.block} block of (query, key) positions. Keys left of "
+            f"the dashed line are {windowed.window} or more positions behind their query: masked (grey) in the "
+            "local layer, still read in the global one. Both maps share one colour scale, which stops at the "
+            "higher of their 99th percentiles."
+        )
         local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
         shares = {i: float(windowed.outside_share[i]) for i in globals_}
         by_layer = ", ".join(f"**{fmt.pct(share, 1)}** (layer {i})" for i, share in shares.items())
@@ -167,45 +235,70 @@ if config.local_layers:
             f"query puts on a key outside its window is **{local_max:g}** "
             f"({windowed.outside_cells:,} such (query, key) pairs per head and layer).\n"
             f"- In the global layers, queries past position {config.window - 1} put on average {by_layer} of "
-            "their weight on keys that far back.")
+            "their weight on keys that far back."
+        )
 
 # 4. The guided example, for whatever pronoun and candidate words this prompt has
 st.header("Where does the pronoun look?")
 buttons = []
 if reference is None:
     st.info(claims.no_pronoun_sentence(EXAMPLE_TWO_NOUNS), icon=":material/info:")
-    st.button(f"Use “{EXAMPLE_TWO_NOUNS}”", key=state.ATT_USE_TWO_NOUNS, on_click=state.set_values,
-              args=({state.PROMPT: EXAMPLE_TWO_NOUNS, state.CHAT: False},))
+    st.button(
+        f"Use “{EXAMPLE_TWO_NOUNS}”",
+        key=state.ATT_USE_TWO_NOUNS,
+        on_click=state.set_values,
+        args=({state.PROMPT: EXAMPLE_TWO_NOUNS, state.CHAT: False},),
+    )
 else:
     query = reference.query
     over_layers = att.query_over_layers(maps, query)
-    charts.show(charts.shared(figs.make_query_over_layers)(over_layers, pieces, query), key="it_over_layers",
-                data=figs.query_layers_table(over_layers, pieces))
+    charts.show(
+        charts.shared(figs.make_query_over_layers)(over_layers, pieces, query),
+        key="it_over_layers",
+        data=figs.query_layers_table(over_layers, pieces),
+    )
     st.markdown(claims.sink_sentence(over_layers, pieces, query))
-    st.markdown(claims.pronoun_sentence(
-        reference.pronoun.text, [(a.word.text, a.n_heads, a.best, a.only_first_token) for a in reference.antecedents],
-        reference.n_heads, ref.MIN_SHARE))
+    st.markdown(
+        claims.pronoun_sentence(
+            reference.pronoun.text,
+            [(a.word.text, a.n_heads, a.best, a.only_first_token) for a in reference.antecedents],
+            reference.n_heads,
+            ref.MIN_SHARE,
+        )
+    )
     shown = [a for a in reference.antecedents if a.n_heads and a.best][:3]
     for column, antecedent in zip(st.columns(len(shown)) if shown else [], shown):
         lay, hd, _ = antecedent.best[0]
         buttons.append(antecedent.word.text)
-        column.button(f"Show {fmt.head(lay, hd)}: “{visible(reference.pronoun.text)}” → “{antecedent.word.text}”",
-                      key=state.att_show_button(str(antecedent.word.start)), on_click=state.set_values,
-                      args=({state.ATT_LAYER: lay, state.ATT_HEAD: hd, state.ATT_QUERY: query},))
+        column.button(
+            f"Show {fmt.head(lay, hd)}: “{visible(reference.pronoun.text)}” → “{antecedent.word.text}”",
+            key=state.att_show_button(str(antecedent.word.start)),
+            on_click=state.set_values,
+            args=({state.ATT_LAYER: lay, state.ATT_HEAD: hd, state.ATT_QUERY: query},),
+        )
 
 st.header("What to try next")
 query = reference.query if reference is not None else last_own
 later = next((w for w in reversed(words) if w.start > query and w.text[:1].isalpha()), None)
 earlier_words = [w for w in words if w.end - 1 < query and w.text[:1].isalpha()]
 earlier = next((a.word for a in (reference.antecedents if reference else []) if a.n_heads), None)
-earlier = earlier or next(iter(ref.candidates(earlier_words, len(earlier_words))), None) or next(iter(earlier_words), None)
+earlier = (
+    earlier or next(iter(ref.candidates(earlier_words, len(earlier_words))), None) or next(iter(earlier_words), None)
+)
 suggestions = []
 if buttons:
-    suggestions.append("- Press the buttons above to jump to the strongest head for each word: which word wins in "
-                       "each, and how sure is it?")
-suggestions.append(claims.causal_suggestion(pieces[query], query,
-                                            (later.text, later.start, later.end - 1) if later else None,
-                                            (earlier.text, earlier.start, earlier.end - 1) if earlier else None))
+    suggestions.append(
+        "- Press the buttons above to jump to the strongest head for each word: which word wins in "
+        "each, and how sure is it?"
+    )
+suggestions.append(
+    claims.causal_suggestion(
+        pieces[query],
+        query,
+        (later.text, later.start, later.end - 1) if later else None,
+        (earlier.text, earlier.start, earlier.end - 1) if earlier else None,
+    )
+)
 suggestions.append(claims.previous_token_sentence(att.previous_token_heads(maps), maps.n_tokens))
 suggestions.append("- Then **Transformer block & logit lens**: what the block does with these weighted averages.")
 st.markdown("\n".join(line for line in suggestions if line))

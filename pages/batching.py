@@ -1,4 +1,5 @@
 """Batching: many requests of different lengths through one model at once, static vs continuous."""
+
 import time
 
 import streamlit as st
@@ -27,12 +28,21 @@ st.markdown(
 )
 
 st.header("The requests")
-st.caption(f"Edit, add or remove rows: at most {batching.MAX_REQUESTS} requests, prompts of at most "
-           f"{batching.MAX_PROMPT_TOKENS} tokens, 1–{batching.MAX_NEW_TOKENS} new tokens each. Generation stops "
-           "at the model's end-of-text token or the request's limit. Requests keep their row number everywhere below.")
-rows = st.data_editor(request_rows.editor_data(), num_rows="dynamic", key=state.BATCH_REQUESTS, width="stretch",
-                      column_config={"prompt": st.column_config.TextColumn("prompt", width="large"),
-                                     "max new tokens": st.column_config.NumberColumn(min_value=1, step=1)})
+st.caption(
+    f"Edit, add or remove rows: at most {batching.MAX_REQUESTS} requests, prompts of at most "
+    f"{batching.MAX_PROMPT_TOKENS} tokens, 1–{batching.MAX_NEW_TOKENS} new tokens each. Generation stops "
+    "at the model's end-of-text token or the request's limit. Requests keep their row number everywhere below."
+)
+rows = st.data_editor(
+    request_rows.editor_data(),
+    num_rows="dynamic",
+    key=state.BATCH_REQUESTS,
+    width="stretch",
+    column_config={
+        "prompt": st.column_config.TextColumn("prompt", width="large"),
+        "max new tokens": st.column_config.NumberColumn(min_value=1, step=1),
+    },
+)
 request_rows.remember_rows(list(rows))
 model = models.current()
 requests = batching.parse_requests(model, list(rows))
@@ -46,39 +56,76 @@ labels = requests.rows  # the editor's row numbers: a left-out row keeps the oth
 # 1. The padded batch
 st.header("One batch tensor: padding, mask and positions")
 padded = batching.padded_batch(model, tuple(requests.prompts))
-charts.show(figs.make_padded_batch(padded.tokens, labels=labels), key="batch_padded",
-            data=figs.padded_table(padded.tokens, labels))
-st.metric("Share of the prefill batch that is padding", fmt.pct(padded.padding_share),
-          help="Columns computed for nothing: every prompt is left-padded to the longest.")
+charts.show(
+    figs.make_padded_batch(padded.tokens, labels=labels),
+    key="batch_padded",
+    data=figs.padded_table(padded.tokens, labels),
+)
+st.metric(
+    "Share of the prefill batch that is padding",
+    fmt.pct(padded.padding_share),
+    help="Columns computed for nothing: every prompt is left-padded to the longest.",
+)
 c1, c2 = st.columns([1, 1])
 with c1:
-    chosen = st.selectbox("Attention mask of request", list(range(len(requests.prompts))), key=state.BATCH_MASK_ROW,
-                          format_func=lambda i: f"request {labels[i]}")
-    charts.show(figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]), key="batch_mask",
-                data=figs.mask_table(padded.masks[chosen], padded.tokens[chosen], labels[chosen]))
+    chosen = st.selectbox(
+        "Attention mask of request",
+        list(range(len(requests.prompts))),
+        key=state.BATCH_MASK_ROW,
+        format_func=lambda i: f"request {labels[i]}",
+    )
+    charts.show(
+        figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]),
+        key="batch_mask",
+        data=figs.mask_table(padded.masks[chosen], padded.tokens[chosen], labels[chosen]),
+    )
     st.caption(claims.mask_caption(sum(cell is None for cell in padded.tokens[chosen]), len(padded.tokens[chosen])))
 with c2:
-    charts.show(figs.make_positions_heatmap(padded.positions, padded.real, labels), key="batch_positions",
-                data=figs.positions_table(padded.positions, padded.real, labels))
+    charts.show(
+        figs.make_positions_heatmap(padded.positions, padded.real, labels),
+        key="batch_positions",
+        data=figs.positions_table(padded.positions, padded.real, labels),
+    )
 
 # 2. Static vs continuous, measured
 st.header("Static vs continuous batching, measured")
 s1, s2, s3 = st.columns([1, 1, 1], vertical_alignment="bottom")
 temperature = s1.slider("Temperature (0 = greedy)", 0.0, 1.5, 0.0, 0.05, key=state.BATCH_TEMPERATURE)
-n_slots = s2.number_input("Continuous: cache slots", 1, batching.MAX_REQUESTS,
-                          min(batching.DEFAULT_SLOTS, len(requests.prompts)), key=state.BATCH_SLOTS,
-                          help="Fewer slots than requests: the rest wait and join when one frees.")
-s3.button("Run static and continuous", key=state.BATCH_RUN, type="primary", width="stretch",
-          on_click=state.put, args=(state.BATCH_PENDING, True))
-share = st.checkbox("Continuous: share prompt starts", key=state.BATCH_SHARE,
-                    help="A request whose prompt begins with tokens a cache slot already holds copies those "
-                         "positions instead of computing them (what the class server does for every request).")
+n_slots = s2.number_input(
+    "Continuous: cache slots",
+    1,
+    batching.MAX_REQUESTS,
+    min(batching.DEFAULT_SLOTS, len(requests.prompts)),
+    key=state.BATCH_SLOTS,
+    help="Fewer slots than requests: the rest wait and join when one frees.",
+)
+s3.button(
+    "Run static and continuous",
+    key=state.BATCH_RUN,
+    type="primary",
+    width="stretch",
+    on_click=state.put,
+    args=(state.BATCH_PENDING, True),
+)
+share = st.checkbox(
+    "Continuous: share prompt starts",
+    key=state.BATCH_SHARE,
+    help="A request whose prompt begins with tokens a cache slot already holds copies those "
+    "positions instead of computing them (what the class server does for every request).",
+)
 if st.session_state.pop(state.BATCH_PENDING, False):
     bar = st.progress(0.0, text="starting…")
     try:
         st.session_state[state.BATCH_RESULT] = batching.compare(
-            model, requests.prompts, requests.max_new_tokens, float(temperature), int(state.get(state.SEED)), int(n_slots),
-            lambda done, text: bar.progress(done, text=text), share_prefixes=bool(share))
+            model,
+            requests.prompts,
+            requests.max_new_tokens,
+            float(temperature),
+            int(state.get(state.SEED)),
+            int(n_slots),
+            lambda done, text: bar.progress(done, text=text),
+            share_prefixes=bool(share),
+        )
     except SamplingError as error:
         st.error(f"Cannot run these requests: {error}. Set the seed in the sidebar.", icon=":material/block:")
     bar.empty()
@@ -88,65 +135,112 @@ if result is None or result.prompts != requests.prompts:
     st.info("Press **Run static and continuous**: both modes, then every request alone, on the shared model.")
 else:
     static, continuous = result.static, result.continuous
-    st.markdown(claims.verdict_sentence(
-        static.tokens_per_second, continuous.tokens_per_second, len(static.phases), len(continuous.phases),
-        static.wasted_positions, continuous.wasted_positions, result.n_slots, len(result.prompts),
-        len(continuous.late_prefills), static.decode_medians(), continuous.decode_medians()))
+    st.markdown(
+        claims.verdict_sentence(
+            static.tokens_per_second,
+            continuous.tokens_per_second,
+            len(static.phases),
+            len(continuous.phases),
+            static.wasted_positions,
+            continuous.wasted_positions,
+            result.n_slots,
+            len(result.prompts),
+            len(continuous.late_prefills),
+            static.decode_medians(),
+            continuous.decode_medians(),
+        )
+    )
     steps = max(len(static.phases), len(continuous.phases))  # one step axis for both timelines
-    charts.show(figs.make_batch_timeline(
-        static.grid, static.phases, "Static: one row per request until the whole batch is done", "row", labels,
-        steps),
+    charts.show(
+        figs.make_batch_timeline(
+            static.grid,
+            static.phases,
+            "Static: one row per request until the whole batch is done",
+            "row",
+            labels,
+            steps,
+        ),
         key="batch_static_timeline",
-        data=figs.timeline_table(static.grid, static.phases, static.step_ms, "row", labels))
-    charts.show(figs.make_batch_timeline(
-        continuous.grid, continuous.phases,
-        f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees (wait = paused by a "
-        "prefill)", "slot", labels, steps),
+        data=figs.timeline_table(static.grid, static.phases, static.step_ms, "row", labels),
+    )
+    charts.show(
+        figs.make_batch_timeline(
+            continuous.grid,
+            continuous.phases,
+            f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees (wait = paused by a "
+            "prefill)",
+            "slot",
+            labels,
+            steps,
+        ),
         key="batch_continuous_timeline",
-        data=figs.timeline_table(continuous.grid, continuous.phases, continuous.step_ms, "slot", labels))
+        data=figs.timeline_table(continuous.grid, continuous.phases, continuous.step_ms, "slot", labels),
+    )
     m1, m2 = st.columns(2)
     for column, name, run in ((m1, "Static", static), (m2, "Continuous", continuous)):
-        column.metric(f"{name}: aggregate output", f"{run.tokens_per_second:.1f} tok/s",
-                      help=f"{run.output_tokens} tokens in {run.seconds:.2f} s of forward + sampling, measured now")
+        column.metric(
+            f"{name}: aggregate output",
+            f"{run.tokens_per_second:.1f} tok/s",
+            help=f"{run.output_tokens} tokens in {run.seconds:.2f} s of forward + sampling, measured now",
+        )
         column.caption(claims.mode_caption(len(run.phases), run.computed_positions, run.wasted_positions, run.ttft_ms))
     if result.share_prefixes:
         st.markdown(claims.shared_start_sentence(continuous.reused, continuous.prompt_positions, labels))
-    pause = claims.prefill_pause_sentence(len(continuous.late_prefills),
-                                          sum(continuous.step_ms[i] for i in continuous.late_prefills))
+    pause = claims.prefill_pause_sentence(
+        len(continuous.late_prefills), sum(continuous.step_ms[i] for i in continuous.late_prefills)
+    )
     if pause:
         st.markdown(pause)
 
     st.subheader("Per request: time to first token, time per output token")
-    charts.show(figs.make_request_latency(labels, static.ttft_ms, continuous.ttft_ms, static.tpot_ms,
-                                          continuous.tpot_ms), key="batch_latency",
-                data=figs.latency_table(labels, static.ttft_ms, continuous.ttft_ms, static.tpot_ms, continuous.tpot_ms))
-    st.caption("Time to first token: from the start of the run (every request arrives at once) to its first token, "
-               "wall clock. Time per output token: the mean time between its later tokens (none for a one-token "
-               "answer). A request waiting for a slot pays in its time to first token.")
+    charts.show(
+        figs.make_request_latency(labels, static.ttft_ms, continuous.ttft_ms, static.tpot_ms, continuous.tpot_ms),
+        key="batch_latency",
+        data=figs.latency_table(labels, static.ttft_ms, continuous.ttft_ms, static.tpot_ms, continuous.tpot_ms),
+    )
+    st.caption(
+        "Time to first token: from the start of the run (every request arrives at once) to its first token, "
+        "wall clock. Time per output token: the mean time between its later tokens (none for a one-token "
+        "answer). A request waiting for a slot pays in its time to first token."
+    )
 
     st.subheader("KV cache memory: reserved against used")
-    charts.show(figs.make_memory_chart(static.reserved_bytes, static.used_bytes, continuous.reserved_bytes,
-                                       continuous.used_bytes), key="batch_memory",
-                data=figs.memory_table(static.reserved_bytes, static.used_bytes, continuous.reserved_bytes,
-                                       continuous.used_bytes))
-    st.markdown(claims.memory_sentence(static.reserved_bytes, static.used_bytes, "Static")
-                + " " + claims.memory_sentence(continuous.reserved_bytes, continuous.used_bytes, "Continuous")
-                + f" Continuous batching allocates all {result.n_slots} slots up front "
-                  f"({continuous.allocated_bytes / 2**20:,.2f} MiB); a slot is sized for its longest request.")
+    charts.show(
+        figs.make_memory_chart(
+            static.reserved_bytes, static.used_bytes, continuous.reserved_bytes, continuous.used_bytes
+        ),
+        key="batch_memory",
+        data=figs.memory_table(
+            static.reserved_bytes, static.used_bytes, continuous.reserved_bytes, continuous.used_bytes
+        ),
+    )
+    st.markdown(
+        claims.memory_sentence(static.reserved_bytes, static.used_bytes, "Static")
+        + " "
+        + claims.memory_sentence(continuous.reserved_bytes, continuous.used_bytes, "Continuous")
+        + f" Continuous batching allocates all {result.n_slots} slots up front "
+        f"({continuous.allocated_bytes / 2**20:,.2f} MiB); a slot is sized for its longest request."
+    )
 
     st.subheader("Batched == solo")
     table = batching.check_table(result, labels)
     st.dataframe(table, hide_index=True, width="stretch", key="batch_check")
     if all(row["identical"] == "✓" for row in table):
-        st.success("Every request produced exactly the same tokens alone, in the static batch and in the "
-                   "continuous batch: batch mates, padding and slots never change a request's answer.")
+        st.success(
+            "Every request produced exactly the same tokens alone, in the static batch and in the "
+            "continuous batch: batch mates, padding and slots never change a request's answer."
+        )
     else:
         st.error("Some request differs between modes — that would be a bug in the engine.")
 
 # 3. Throughput against batch size
 st.header("Throughput against batch size, measured")
-st.button("Measure throughput vs batch size", key=state.BATCH_CURVE_RUN,
-          on_click=state.put, args=(state.BATCH_CURVE_PENDING, True))
+st.button(
+    "Measure throughput vs batch size",
+    key=state.BATCH_CURVE_RUN,
+    on_click=state.put,
+    args=(state.BATCH_CURVE_PENDING, True),
+)
 if st.session_state.pop(state.BATCH_CURVE_PENDING, False):
     bar = st.progress(0.0, text="timing…")
     started = time.perf_counter()
@@ -156,13 +250,18 @@ if st.session_state.pop(state.BATCH_CURVE_PENDING, False):
 stored_curve = st.session_state.get(state.BATCH_CURVE)
 if stored_curve and stored_curve[0] == model:
     curve, took = stored_curve[1], stored_curve[2] if len(stored_curve) > 2 else None
-    charts.show(figs.make_throughput_curve(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),
-                key="batch_curve", data=figs.curve_table(curve.batch_sizes, curve.tokens_per_second, curve.step_ms))
+    charts.show(
+        figs.make_throughput_curve(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),
+        key="batch_curve",
+        data=figs.curve_table(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),
+    )
     st.markdown(claims.curve_sentence(curve.batch_sizes, curve.tokens_per_second, curve.step_ms))
     st.caption(claims.curve_caption(curve.prompt, curve.batch_sizes[-1], curve.decode_steps, took))
 else:
-    st.caption(f"Times {batching.CURVE_STEPS} decode steps at each batch size "
-               f"({', '.join(map(str, batching.CURVE_SIZES))}) on this server, now.")
+    st.caption(
+        f"Times {batching.CURVE_STEPS} decode steps at each batch size "
+        f"({', '.join(map(str, batching.CURVE_SIZES))}) on this server, now."
+    )
 
 st.subheader("What to try next")
 st.markdown(

@@ -1,4 +1,5 @@
 """The class: one experiment for the whole room, drawn and guessed by every student, shown live."""
+
 import streamlit as st
 
 from ui.classroom import broadcast, rounds
@@ -8,20 +9,27 @@ from ui.shell.navigation import redirect_legacy_run
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("The class, together")
-st.caption("Every student's laptop runs the same experiment with its own seed; this page pools what the whole "
-           "room did, live. The teacher starts each round on their own prompt and settings, and a new round or the "
-           "reveal reaches every open page by itself: nobody needs to reload.")
+st.caption(
+    "Every student's laptop runs the same experiment with its own seed; this page pools what the whole "
+    "room did, live. The teacher starts each round on their own prompt and settings, and a new round or the "
+    "reveal reaches every open page by itself: nobody needs to reload."
+)
 if broadcast.teacher_key() is None:
-    st.info("Class mode is off: this server was started without a teacher key "
-            f"(`{broadcast.TEACHER_KEY_ENV}`), so nobody can broadcast, start a round or follow. "
-            "docs/broadcast.md says how to start a class server.", icon=":material/groups:")
+    st.info(
+        "Class mode is off: this server was started without a teacher key "
+        f"(`{broadcast.TEACHER_KEY_ENV}`), so nobody can broadcast, start a round or follow. "
+        "docs/broadcast.md says how to start a class server.",
+        icon=":material/groups:",
+    )
     st.stop()
 rounds.teacher_controls()
 
 st.header("1 · Draw for the class")
-st.markdown("One draw is a coin toss; a thousand show the distribution. Here the thousand come from the room: "
-            f"each press draws {DRAWS_PER_PRESS} tokens from the student's own seeded stream, and the bars below pool "
-            "every student's draws against the sampler's exact probabilities.")
+st.markdown(
+    "One draw is a coin toss; a thousand show the distribution. Here the thousand come from the room: "
+    f"each press draws {DRAWS_PER_PRESS} tokens from the student's own seeded stream, and the bars below pool "
+    "every student's draws against the sampler's exact probabilities."
+)
 rounds.draw_panel()
 
 st.header("2 · Guess the next token")

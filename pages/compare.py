@@ -1,4 +1,5 @@
 """Two models side by side: the same prompt through both, and where their designs and answers differ."""
+
 import streamlit as st
 
 from inference import PromptError, TokenizerError
@@ -35,8 +36,9 @@ if len(offered) < 2:
 c1, c2 = st.columns(2)
 left_model = c1.selectbox("Left", offered, **state.bind(state.CMP_LEFT, offered[0], options=offered))
 right_choices = [name for name in offered if name != left_model]
-right_model = c2.selectbox("Right", right_choices,
-                           **state.bind(state.CMP_RIGHT, right_choices[0], options=right_choices))
+right_model = c2.selectbox(
+    "Right", right_choices, **state.bind(state.CMP_RIGHT, right_choices[0], options=right_choices)
+)
 pair = (left_model, right_model)
 prompt = str(state.get(state.PROMPT) or "")
 
@@ -54,23 +56,32 @@ cards = {model: cmp.model_card(model) for model in pair}
 
 
 def _design_rows(card: cmp.ModelCard) -> dict[str, str]:
-    sharing = (f"{card.n_heads} query heads share {card.n_kv_heads} K/V head{'s' * (card.n_kv_heads > 1)}")
+    sharing = f"{card.n_heads} query heads share {card.n_kv_heads} K/V head{'s' * (card.n_kv_heads > 1)}"
     return {
         "parameters": f"{card.parameters / 1e6:.1f} M",
         "layers": str(card.n_layers),
         "d_model": str(card.d_model),
         "attention heads": sharing,
         "heads × head_dim": f"{card.n_heads} × {card.head_dim} = {card.n_heads * card.head_dim}",
-        "local (sliding-window) layers": (f"{card.local_layers} of {card.n_layers}, window {card.window}"
-                                          if card.local_layers else "none: every layer is global"),
+        "local (sliding-window) layers": (
+            f"{card.local_layers} of {card.n_layers}, window {card.window}"
+            if card.local_layers
+            else "none: every layer is global"
+        ),
         "vocabulary": f"{card.vocab_size:,} ({card.tokenizer_scheme} BPE)",
         f"KV cache per token ({cards[pair[0]].dtype})": f"{card.kv_bytes_per_token:,} bytes",
     }
 
 
 rows = {model: _design_rows(cards[model]) for model in pair}
-st.dataframe([{"": label, left_model: rows[left_model][label], right_model: rows[right_model][label]}
-              for label in rows[left_model]], hide_index=True, key="cmp_design")
+st.dataframe(
+    [
+        {"": label, left_model: rows[left_model][label], right_model: rows[right_model][label]}
+        for label in rows[left_model]
+    ],
+    hide_index=True,
+    key="cmp_design",
+)
 a, b = cards[left_model], cards[right_model]
 bigger, smaller = (a, b) if a.parameters >= b.parameters else (b, a)
 st.markdown(
@@ -92,10 +103,14 @@ for column, model in zip(cols, pair):
         st.subheader(model)
         shown = min(len(view.ids), CHIP_LIMIT)
         specials = [piece for piece, special in zip(view.pieces, view.special) if special]
-        st.markdown(claims.token_count_sentence(len(view.ids) - len(specials), view.n_chars, specials,
-                                                shown if shown < len(view.ids) else None))
-        st.markdown(token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]),
-                    unsafe_allow_html=True)
+        st.markdown(
+            claims.token_count_sentence(
+                len(view.ids) - len(specials), view.n_chars, specials, shown if shown < len(view.ids) else None
+            )
+        )
+        st.markdown(
+            token_chips_html(view.pieces[:shown], view.ids[:shown], view.special[:shown]), unsafe_allow_html=True
+        )
         space = next((raw[0] for raw in view.raw if raw[:1] in ("Ġ", "▁")), None)
         st.caption(f"Stored entries write a space as `{space}`." if space else "No token here starts with a space.")
 
@@ -107,14 +122,30 @@ axis = shared_range(*(tops[model].probabilities for model in pair))  # one scale
 for column, model, side in zip(cols, pair, ("left", "right")):
     top = tops[model]
     with column:
-        charts.show(make_alternatives_bar(top.token_strings, top.probabilities, top.token_strings[0],
-                                          f"{model}: next token (softmax at T = 1)", axis), key=f"cmp_top_{side}",
-                    data=alternatives_table(top.token_ids, top.token_strings, top.probabilities, top.token_ids[0]))
+        charts.show(
+            make_alternatives_bar(
+                top.token_strings,
+                top.probabilities,
+                top.token_strings[0],
+                f"{model}: next token (softmax at T = 1)",
+                axis,
+            ),
+            key=f"cmp_top_{side}",
+            data=alternatives_table(top.token_ids, top.token_strings, top.probabilities, top.token_ids[0]),
+        )
 shared = set(tops[left_model].token_strings) & set(tops[right_model].token_strings)
-st.markdown(claims.first_choice_sentence(tops[left_model].token_strings[0], tops[left_model].probabilities[0],
-                                         tops[right_model].token_strings[0], tops[right_model].probabilities[0]))
-st.caption(f"{len(shared)} of the ten candidates (compared as text) appear in both lists. Both charts share one "
-           "probability axis, so equal bars mean equal probabilities.")
+st.markdown(
+    claims.first_choice_sentence(
+        tops[left_model].token_strings[0],
+        tops[left_model].probabilities[0],
+        tops[right_model].token_strings[0],
+        tops[right_model].probabilities[0],
+    )
+)
+st.caption(
+    f"{len(shared)} of the ten candidates (compared as text) appear in both lists. Both charts share one "
+    "probability axis, so equal bars mean equal probabilities."
+)
 
 # 4. Greedy continuations
 st.header(f"Greedy continuations ({cmp.CONTINUATION_TOKENS} tokens)")
@@ -127,17 +158,23 @@ for column, model in zip(cols, pair):
         st.code(prompt[-200:] + run.text, language=None, wrap_lines=True)
         speed = f"{run.decode_tok_s:.1f} tok/s" if run.decode_tok_s else "—"
         m1, m2 = st.columns(2)
-        m1.metric("Decode speed (measured)", speed, help="Decode steps after the prefill, per second of forward + "
-                  "sampling, measured on this server when this continuation was generated.")
+        m1.metric(
+            "Decode speed (measured)",
+            speed,
+            help="Decode steps after the prefill, per second of forward + "
+            "sampling, measured on this server when this continuation was generated.",
+        )
         m2.metric("Prefill", f"{run.prefill_ms:.0f} ms")
 split = cmp.first_divergence(runs[left_model].text, runs[right_model].text)
 st.markdown(claims.divergence_sentence(split.common, left_model, split.left_rest, right_model, split.right_rest))
 speeds = {model: runs[model].decode_tok_s for model in pair}
 if all(speeds.values()):
     fast, slow = sorted(pair, key=lambda m: -speeds[m])
-    st.caption(f"{fast} decoded {speeds[fast] / speeds[slow]:.1f}× as many tokens per second as {slow} here. One "
-               "short run on a shared server is a rough figure; `python -m inference.bench --model ...` measures "
-               "both against transformers in one run.")
+    st.caption(
+        f"{fast} decoded {speeds[fast] / speeds[slow]:.1f}× as many tokens per second as {slow} here. One "
+        "short run on a shared server is a rough figure; `python -m inference.bench --model ...` measures "
+        "both against transformers in one run."
+    )
 
 st.header("What to try next")
 st.markdown(

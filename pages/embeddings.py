@@ -1,4 +1,5 @@
 """Embeddings: each token id selects one row of the embedding matrix; position is added by RoPE."""
+
 import numpy as np
 import streamlit as st
 
@@ -38,8 +39,10 @@ if view is None:
 vocab, width = emb.matrix_shape(model)
 n = min(len(view.ids), HEATMAP_LIMIT)
 st.header("The prompt's rows")
-st.markdown(f"The embedding matrix of this model is **{vocab:,} × {width}** (vocabulary × model width): "
-            f"{vocab * width:,} numbers. Your prompt selects {len(view.ids):,} of its rows.")
+st.markdown(
+    f"The embedding matrix of this model is **{vocab:,} × {width}** (vocabulary × model width): "
+    f"{vocab * width:,} numbers. Your prompt selects {len(view.ids):,} of its rows."
+)
 
 if n < len(view.ids):
     st.warning(f"The prompt has {len(view.ids):,} tokens; the heatmap and the picker show the first {n}.")
@@ -47,42 +50,62 @@ rows = emb.rows_for(model, view.ids[:n])
 scale = emb.embed_scale(model)
 mean_length = float(np.linalg.norm(rows, axis=-1).mean())
 if scale != 1.0:
-    st.markdown(f"This model also **scales every row by √{width} = {scale:.2f}** before the first block: the rows "
-                f"drawn here have an average length of {mean_length:.2f}, the vectors the first block reads "
-                f"{scale * mean_length:.1f}.")
+    st.markdown(
+        f"This model also **scales every row by √{width} = {scale:.2f}** before the first block: the rows "
+        f"drawn here have an average length of {mean_length:.2f}, the vectors the first block reads "
+        f"{scale * mean_length:.1f}."
+    )
 else:
-    st.markdown(f"The rows enter the first block as stored (average length here {mean_length:.2f}): this model "
-                "does not rescale them.")
-charts.show(figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap",
-            data=lambda: figs.embedding_rows_table(rows, view.pieces[:n]))
+    st.markdown(
+        f"The rows enter the first block as stored (average length here {mean_length:.2f}): this model "
+        "does not rescale them."
+    )
+charts.show(
+    figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)),
+    key="embedding_heatmap",
+    data=lambda: figs.embedding_rows_table(rows, view.pieces[:n]),
+)
 
 st.header("One token's vector and its neighbours")
-pick = st.selectbox("Token", options=list(range(n)), format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
-                    **state.bind(state.EMB_TOKEN, min(1, n - 1), options=range(n)))
+pick = st.selectbox(
+    "Token",
+    options=list(range(n)),
+    format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
+    **state.bind(state.EMB_TOKEN, min(1, n - 1), options=range(n)),
+)
 token_id, piece = view.ids[pick], view.pieces[pick]
 left, right = st.columns([3, 2])
 neighbours = emb.nearest(model, token_id)
 with left:
-    charts.show(figs.make_vector_chart(rows[pick], piece), key="embedding_vector",
-                data=figs.vector_table(rows[pick], piece))
+    charts.show(
+        figs.make_vector_chart(rows[pick], piece), key="embedding_vector", data=figs.vector_table(rows[pick], piece)
+    )
 with right:
-    charts.show(figs.make_neighbour_chart(neighbours, piece), key="embedding_neighbours",
-                data=figs.neighbour_table(neighbours))
-st.caption(f"Cosine similarity compares directions: 1 = same direction, 0 = unrelated. Computed against all "
-           f"{vocab:,} rows of the matrix; token id {token_id} itself is left out.")
+    charts.show(
+        figs.make_neighbour_chart(neighbours, piece), key="embedding_neighbours", data=figs.neighbour_table(neighbours)
+    )
+st.caption(
+    f"Cosine similarity compares directions: 1 = same direction, 0 = unrelated. Computed against all "
+    f"{vocab:,} rows of the matrix; token id {token_id} itself is left out."
+)
 
 st.header("A map of meaning (2-D projection)")
-words_text = st.text_input("Words to add to the map (comma-separated)",
-                           **state.bind(state.EMB_WORDS, ", ".join(w.strip() for w in emb.WORD_SET)))
+words_text = st.text_input(
+    "Words to add to the map (comma-separated)",
+    **state.bind(state.EMB_WORDS, ", ".join(w.strip() for w in emb.WORD_SET)),
+)
 words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
 projection = emb.project(model, view.ids[:n], words)
 if len(projection.labels) < 3:
     st.info("Add a few words (or a longer prompt): a map needs at least three vectors to be worth drawing.")
 pca_map = figs.make_projection_scatter(projection.points, projection.labels, projection.groups, projection.explained)
-charts.show(pca_map, key="embedding_pca",
-            data=figs.projection_table(projection.points, projection.labels, projection.groups))
-st.caption(claims.pca_caption(len(projection.labels), projection.explained, figs.unlabelled_points(pca_map))
-           + " Token ids, by contrast, carry no such closeness (see the Tokenization page).")
+charts.show(
+    pca_map, key="embedding_pca", data=figs.projection_table(projection.points, projection.labels, projection.groups)
+)
+st.caption(
+    claims.pca_caption(len(projection.labels), projection.explained, figs.unlabelled_points(pca_map))
+    + " Token ids, by contrast, carry no such closeness (see the Tokenization page)."
+)
 
 st.header("How position enters")
 if emb.position_scheme(model) == "rope":
@@ -96,53 +119,93 @@ if emb.position_scheme(model) == "rope":
     bases = emb.rope_bases(model)
     local = False
     if len(bases) > 1:
-        st.markdown(f"This model rotates with **two bases**: its local layers (the ones that see a sliding window "
-                    f"of recent tokens) with base {bases['local']:,.0f}, its global layers with "
-                    f"{bases['global']:,.0f}. A bigger base turns the slow pairs slower still, so positions "
-                    "far apart stay distinguishable over a long context.")
-        local = st.radio("RoPE of", ["local layers", "global layers"], horizontal=True,
-                         **state.bind(state.EMB_ROPE_KIND, "local layers", options=["local layers", "global layers"])
-                         ) == "local layers"
+        st.markdown(
+            f"This model rotates with **two bases**: its local layers (the ones that see a sliding window "
+            f"of recent tokens) with base {bases['local']:,.0f}, its global layers with "
+            f"{bases['global']:,.0f}. A bigger base turns the slow pairs slower still, so positions "
+            "far apart stay distinguishable over a long context."
+        )
+        local = (
+            st.radio(
+                "RoPE of",
+                ["local layers", "global layers"],
+                horizontal=True,
+                **state.bind(state.EMB_ROPE_KIND, "local layers", options=["local layers", "global layers"]),
+            )
+            == "local layers"
+        )
     angles = emb.rope_angles(model, ROPE_POSITIONS, local)  # (P, hd/2)
     n_pairs = angles.shape[1]
     pairs = sorted({0, n_pairs // 4, n_pairs // 2, n_pairs - 1})  # fast → slow frequency pairs
     wavelengths = emb.rope_wavelengths(model, local)
-    charts.show(figs.make_rope_rotation(angles, pairs, wavelengths), key="rope_rotation",
-                data=figs.rope_rotation_table(angles, pairs, wavelengths))
+    charts.show(
+        figs.make_rope_rotation(angles, pairs, wavelengths),
+        key="rope_rotation",
+        data=figs.rope_rotation_table(angles, pairs, wavelengths),
+    )
     maps = att.attention_maps(model, view.ids)
     pieces = view.pieces[: maps.n_tokens]
     own = own_mask(model, state.get(state.PROMPT), bool(state.get(state.CHAT)))[: maps.n_tokens]
     words = own_words(pieces, own)
     pronoun = ref.find_pronoun(words)
-    query = words[pronoun].end - 1 if pronoun is not None else max(
-        (i for i, mine in enumerate(own) if mine), default=maps.n_tokens - 1)
+    query = (
+        words[pronoun].end - 1
+        if pronoun is not None
+        else max((i for i, mine in enumerate(own) if mine), default=maps.n_tokens - 1)
+    )
     # The pair: of the strongest heads from the query onto an earlier word (never the first token, where weight
     # parks whatever the distance), the one whose score distance changes most, so the line shows what it claims.
     options = ref.rope_candidates(maps.probs, words, query) or [(0, 0, query)]
-    scored = [(att.scores_by_distance(model, maps, layer, head, query, key), layer, head, key)
-              for layer, head, key in options]
+    scored = [
+        (att.scores_by_distance(model, maps, layer, head, query, key), layer, head, key) for layer, head, key in options
+    ]
     by_distance, layer, head, key = max(scored, key=lambda item: float(np.ptp(item[0].scores)))
     weight = float(maps.probs[layer, head, query, key])
     kind = ""
     if len(bases) > 1:
         is_local = layer in att.layer_layout(model).local_layers
         kind = f"a {'local' if is_local else 'global'} layer: RoPE base {bases['local' if is_local else 'global']:,.0f}"
-    st.markdown(claims.rope_pair_sentence(pieces[query], pieces[key], layer, head, weight, by_distance.actual_distance,
-                                          kind, by_distance.scores))
-    charts.show(figs.make_distance_scores(by_distance.distances, by_distance.scores, by_distance.actual_distance,
-                                          by_distance.recorded, pieces[query], pieces[key]), key="rope_distance",
-                data=figs.distance_table(by_distance.distances, by_distance.scores, by_distance.actual_distance,
-                                         by_distance.recorded))
+    st.markdown(
+        claims.rope_pair_sentence(
+            pieces[query], pieces[key], layer, head, weight, by_distance.actual_distance, kind, by_distance.scores
+        )
+    )
+    charts.show(
+        figs.make_distance_scores(
+            by_distance.distances,
+            by_distance.scores,
+            by_distance.actual_distance,
+            by_distance.recorded,
+            pieces[query],
+            pieces[key],
+        ),
+        key="rope_distance",
+        data=figs.distance_table(
+            by_distance.distances, by_distance.scores, by_distance.actual_distance, by_distance.recorded
+        ),
+    )
     cos_table = emb.rope_cos(model, 64, local)
-    charts.show(figs.make_position_heatmap(
-        cos_table, "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
-        "frequency pair", "cos"), key="rope_table", data=lambda: figs.position_table(cos_table, "frequency pair", "cos"))
+    charts.show(
+        figs.make_position_heatmap(
+            cos_table,
+            "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
+            "frequency pair",
+            "cos",
+        ),
+        key="rope_table",
+        data=lambda: figs.position_table(cos_table, "frequency pair", "cos"),
+    )
 else:
-    st.markdown("This model learns one **position row** per position and adds it to the token's row before "
-                "the first block: the same word at a different place gives a different vector.")
+    st.markdown(
+        "This model learns one **position row** per position and adds it to the token's row before "
+        "the first block: the same word at a different place gives a different vector."
+    )
     learned = emb.learned_positions(model, n)
-    charts.show(figs.make_position_heatmap(learned, "Learned position rows", "dimension", "value"),
-                key="position_rows", data=lambda: figs.position_table(learned, "dimension", "value"))
+    charts.show(
+        figs.make_position_heatmap(learned, "Learned position rows", "dimension", "value"),
+        key="position_rows",
+        data=lambda: figs.position_table(learned, "dimension", "value"),
+    )
 
 st.header("What to try next")
 cat_id = emb.token_id_of(model, " cat")

@@ -1,4 +1,5 @@
 """Experiments: switch off heads, cut attention edges, scale MLPs, patch activations, and see what the model then says."""
+
 import streamlit as st
 
 from inference import PromptError, TokenizerError
@@ -24,8 +25,12 @@ st.markdown(
     "Interpretability researchers call these **interventions**; each runs on this request only, never on the "
     "shared model, and is carried in the link."
 )
-st.button(f"Use the example prompt: “{exp.EXAMPLE_PROMPT}”", key=state.EXP_USE_EXAMPLE,
-          on_click=state.set_values, args=({state.PROMPT: exp.EXAMPLE_PROMPT, state.CHAT: False},))
+st.button(
+    f"Use the example prompt: “{exp.EXAMPLE_PROMPT}”",
+    key=state.EXP_USE_EXAMPLE,
+    on_click=state.set_values,
+    args=({state.PROMPT: exp.EXAMPLE_PROMPT, state.CHAT: False},),
+)
 
 view = prompt_tokens()
 if view is None:
@@ -47,50 +52,83 @@ settings = exp.current()
 try:
     ce.prepared_spec(model, ids, settings)
 except ce.ExperimentError as error:
-    st.error(f"This intervention cannot run: {error}. Nothing was changed; the results below are the plain run.",
-             icon=":material/block:")
+    st.error(
+        f"This intervention cannot run: {error}. Nothing was changed; the results below are the plain run.",
+        icon=":material/block:",
+    )
     settings = exp.Settings()
 
 # 2. Before and after
 st.header("2 · Before and after")
 compared = ce.before_after(model, ids, settings)
 if settings.empty:
-    st.info("No intervention is chosen yet, so “after” equals “before”. Pick heads, edges or MLPs above — or "
-            "switch heads off on the **Attention** page.")
+    st.info(
+        "No intervention is chosen yet, so “after” equals “before”. Pick heads, edges or MLPs above — or "
+        "switch heads off on the **Attention** page."
+    )
 else:
     st.markdown(f"**Intervention:** {compared.description}.")
 m1, m2, m3 = st.columns(3)
-m1.metric("Top next token before → after", f"{visible_token(compared.top_before_text)} → "
-          f"{visible_token(compared.top_after_text)}", "changed" if compared.changed else "same", delta_color="off")
+m1.metric(
+    "Top next token before → after",
+    f"{visible_token(compared.top_before_text)} → {visible_token(compared.top_after_text)}",
+    "changed" if compared.changed else "same",
+    delta_color="off",
+)
 p_before, p_after = compared.p_before(compared.top_before), compared.p_after(compared.top_before)
 m2.metric(f"p({visible_token(compared.top_before_text)})", fmt.prob(p_after), fmt.signed(p_after - p_before, 3))
 m3.metric("KL(before ‖ after)", f"{compared.kl_bits:.4f} bits")
-charts.show(figs.make_before_after(compared.token_strings, compared.before, compared.after,
-                                   "Next-token probabilities without and with the intervention"), key="exp_before_after",
-            data=figs.before_after_table(compared.token_strings, compared.before, compared.after))
+charts.show(
+    figs.make_before_after(
+        compared.token_strings,
+        compared.before,
+        compared.after,
+        "Next-token probabilities without and with the intervention",
+    ),
+    key="exp_before_after",
+    data=figs.before_after_table(compared.token_strings, compared.before, compared.after),
+)
 
 lens = ce.lens_pair(model, ids, settings)
-charts.show(figs.make_lens_with_region(lens.after.layer_labels, lens.after.position_tokens, lens.after.top_probs,
-                                       lens.after.top_strings, lens.region, lens.changed), key="exp_lens",
-            data=lambda: figs.lens_region_table(lens.after.layer_labels, lens.after.position_tokens,
-                                                lens.after.top_probs, lens.after.top_strings, lens.region, lens.changed))
+charts.show(
+    figs.make_lens_with_region(
+        lens.after.layer_labels,
+        lens.after.position_tokens,
+        lens.after.top_probs,
+        lens.after.top_strings,
+        lens.region,
+        lens.changed,
+    ),
+    key="exp_lens",
+    data=lambda: figs.lens_region_table(
+        lens.after.layer_labels,
+        lens.after.position_tokens,
+        lens.after.top_probs,
+        lens.after.top_strings,
+        lens.region,
+        lens.changed,
+    ),
+)
 if lens.region is None:
     st.caption("With no intervention nothing is outlined or dimmed: every cell is the plain run's.")
 else:
     row, col = lens.region
     inside = int(lens.changed.sum()) - lens.changed_outside
-    st.caption(f"The outlined block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
-               f"and position **{lens.keep_from + col}**: an edit cannot reach earlier blocks, nor (attention looks "
-               f"only back) earlier positions, which are dimmed. {fmt.count(inside, 'cell')} there changed "
-               f"{'its' if inside == 1 else 'their'} top guess; {lens.changed_outside:,} outside it.")
+    st.caption(
+        f"The outlined block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
+        f"and position **{lens.keep_from + col}**: an edit cannot reach earlier blocks, nor (attention looks "
+        f"only back) earlier positions, which are dimmed. {fmt.count(inside, 'cell')} there changed "
+        f"{'its' if inside == 1 else 'their'} top guess; {lens.changed_outside:,} outside it."
+    )
 c1, c2 = st.columns(2)
 c1.markdown(f"**Greedy continuation before**\n\n> {ce.continuation(model, ids, exp.Settings())!r}")
 c2.markdown(f"**… and with the intervention on at every step**\n\n> {ce.continuation(model, ids, settings)!r}")
 
 # 3. Head importance
 st.header("3 · Which heads matter for one token?")
-target_text = st.text_input("Target token (empty: the model's top guess before any change)", max_chars=64,
-                            **state.bind(exp.TARGET))
+target_text = st.text_input(
+    "Target token (empty: the model's top guess before any change)", max_chars=64, **state.bind(exp.TARGET)
+)
 try:
     target = ce.target_token(model, target_text, compared.top_before)
 except ce.ExperimentError as error:
@@ -99,32 +137,53 @@ except ce.ExperimentError as error:
 chosen = exp.current()  # the sweep changes heads the way the editor's "How" says, whatever else is chosen
 mode, factor = chosen.head_mode, chosen.head_factor
 action = {"zero": "switched off", "mean": "replaced by its mean", "scale": f"scaled by {factor:g}"}[mode]
-st.markdown(f"Each of the {config.n_layers * config.n_heads} heads is changed alone ({action}), on the plain "
-            "run without the edits above, and the change in "
-            f"the target's log-probability recorded: {config.n_layers} forwards, each over a batch of "
-            f"{config.n_heads} copies of the prompt (copy h changes head h).")
-st.button("Run the head sweep", key=state.EXP_SWEEP_RUN, on_click=state.set_values, args=({exp.SWEEP: True},),
-          disabled=target is None)
+st.markdown(
+    f"Each of the {config.n_layers * config.n_heads} heads is changed alone ({action}), on the plain "
+    "run without the edits above, and the change in "
+    f"the target's log-probability recorded: {config.n_layers} forwards, each over a batch of "
+    f"{config.n_heads} copies of the prompt (copy h changes head h)."
+)
+st.button(
+    "Run the head sweep",
+    key=state.EXP_SWEEP_RUN,
+    on_click=state.set_values,
+    args=({exp.SWEEP: True},),
+    disabled=target is None,
+)
 if state.get(exp.SWEEP) and target is not None:
     bar = st.progress(0.0, text="Sweeping the heads…")
-    sweep = ce.head_importance(model, ids, target, mode, factor,
-                               lambda done, total: bar.progress(done / total, text=f"Layer {done} of {total}"))
+    sweep = ce.head_importance(
+        model,
+        ids,
+        target,
+        mode,
+        factor,
+        lambda done, total: bar.progress(done / total, text=f"Layer {done} of {total}"),
+    )
     bar.empty()
     target_shown = token_texts(client_for(model).tokenizer, [target])[0]
-    charts.show(figs.make_head_importance(sweep.delta, target_shown, action), key="exp_head_importance",
-                data=figs.head_importance_table(sweep.delta))
+    charts.show(
+        figs.make_head_importance(sweep.delta, target_shown, action),
+        key="exp_head_importance",
+        data=figs.head_importance_table(sweep.delta),
+    )
     order = sweep.delta.flatten().argsort()[:3]
-    worst = ", ".join(f"{fmt.head(i // config.n_heads, i % config.n_heads)} ({fmt.signed(sweep.delta.flat[i], 3)})"
-                      for i in order)
-    st.markdown(f"log p({visible_token(target_shown)}) is **{fmt.fixed(sweep.baseline, 3)}** without changes. The heads "
-                f"whose change lowers it most: {worst}; the largest rise is {fmt.signed(sweep.delta.max(), 3)}.")
+    worst = ", ".join(
+        f"{fmt.head(i // config.n_heads, i % config.n_heads)} ({fmt.signed(sweep.delta.flat[i], 3)})" for i in order
+    )
+    st.markdown(
+        f"log p({visible_token(target_shown)}) is **{fmt.fixed(sweep.baseline, 3)}** without changes. The heads "
+        f"whose change lowers it most: {worst}; the largest rise is {fmt.signed(sweep.delta.max(), 3)}."
+    )
 
 # 4. Activation patching
 st.header("4 · Activation patching: where does the model keep “cat”?")
-st.markdown("Run the **corrupted** prompt, but copy the residual stream after one block, at one position, from the "
-            "**clean** prompt's run. If that one vector brings the clean answer back, it carried the information. "
-            "The score: (d_patched − d_corrupted) / (d_clean − d_corrupted), with d = logit(clean answer) − "
-            "logit(corrupted answer): 0 = no help, 1 = the clean answer fully restored.")
+st.markdown(
+    "Run the **corrupted** prompt, but copy the residual stream after one block, at one position, from the "
+    "**clean** prompt's run. If that one vector brings the clean answer back, it carried the information. "
+    "The score: (d_patched − d_corrupted) / (d_clean − d_corrupted), with d = logit(clean answer) − "
+    "logit(corrupted answer): 0 = no help, 1 = the clean answer fully restored."
+)
 left, right = st.columns(2)
 clean = left.text_input("Clean prompt", max_chars=400, **state.bind(exp.CLEAN))
 corrupt = right.text_input("Corrupted prompt (same number of tokens)", max_chars=400, **state.bind(exp.CORRUPT))
@@ -134,23 +193,30 @@ except (ce.ExperimentError, PromptError, TokenizerError) as error:
     st.error(f"Cannot patch these prompts: {error}.", icon=":material/block:")
     setup = None
 if setup is not None:
-    st.markdown(f"Clean answer **{visible_token(setup.clean_answer_text)}**, corrupted answer "
-                f"**{visible_token(setup.corrupt_answer_text)}**: d = {setup.clean_gap:+.3f} on the clean run, "
-                f"{setup.corrupt_gap:+.3f} on the corrupted one. The prompts first differ at position "
-                f"{setup.first_difference} ({visible_token(setup.clean_pieces[setup.first_difference])} / "
-                f"{visible_token(setup.corrupt_pieces[setup.first_difference])}); before it both runs hold the same "
-                "stream, so a patch there restores exactly 0 and is not run. Each later position is one forward "
-                f"over a batch of {config.n_layers} copies (copy l patches after block l), reusing the corrupted "
-                "run's KV cache for the positions before it, which a patch cannot change.")
-    st.button("Run activation patching", key=state.EXP_PATCH_RUN, on_click=state.set_values, args=({exp.PATCHING: True},))
+    st.markdown(
+        f"Clean answer **{visible_token(setup.clean_answer_text)}**, corrupted answer "
+        f"**{visible_token(setup.corrupt_answer_text)}**: d = {setup.clean_gap:+.3f} on the clean run, "
+        f"{setup.corrupt_gap:+.3f} on the corrupted one. The prompts first differ at position "
+        f"{setup.first_difference} ({visible_token(setup.clean_pieces[setup.first_difference])} / "
+        f"{visible_token(setup.corrupt_pieces[setup.first_difference])}); before it both runs hold the same "
+        "stream, so a patch there restores exactly 0 and is not run. Each later position is one forward "
+        f"over a batch of {config.n_layers} copies (copy l patches after block l), reusing the corrupted "
+        "run's KV cache for the positions before it, which a patch cannot change."
+    )
+    st.button(
+        "Run activation patching", key=state.EXP_PATCH_RUN, on_click=state.set_values, args=({exp.PATCHING: True},)
+    )
     if state.get(exp.PATCHING):
         bar = st.progress(0.0, text="Patching…")
-        restored = ce.patching(model, setup, lambda done, total: bar.progress(done / total,
-                                                                             text=f"Position {done} of {total}"))
+        restored = ce.patching(
+            model, setup, lambda done, total: bar.progress(done / total, text=f"Position {done} of {total}")
+        )
         bar.empty()
-        charts.show(figs.make_patching(restored, setup.clean_pieces, (setup.clean_answer_text,
-                                                                      setup.corrupt_answer_text)),
-                    key="exp_patching_map", data=figs.patching_table(restored, setup.clean_pieces))
+        charts.show(
+            figs.make_patching(restored, setup.clean_pieces, (setup.clean_answer_text, setup.corrupt_answer_text)),
+            key="exp_patching_map",
+            data=figs.patching_table(restored, setup.clean_pieces),
+        )
         diff, last = setup.first_difference, len(setup.clean_ids) - 1
         held = [layer for layer in range(config.n_layers) if restored[layer, diff] >= 0.5]
         taken = [layer for layer in range(config.n_layers) if restored[layer, last] >= 0.5]
@@ -159,18 +225,26 @@ if setup is not None:
         elif held == list(range(held[0], held[-1] + 1)):
             sentence = f"Patching position {diff} restores at least half of it after blocks {held[0]}–{held[-1]}"
         else:
-            sentence = (f"Patching position {diff} restores at least half of it after {len(held)} of the "
-                        f"{config.n_layers} blocks, the last being block {held[-1]}")
-        sentence += (f"; patching the last position does from block {taken[0]} on" if taken
-                     else "; no patch at the last position restores half")
+            sentence = (
+                f"Patching position {diff} restores at least half of it after {len(held)} of the "
+                f"{config.n_layers} blocks, the last being block {held[-1]}"
+            )
+        sentence += (
+            f"; patching the last position does from block {taken[0]} on"
+            if taken
+            else "; no patch at the last position restores half"
+        )
         st.markdown(sentence + f". The best single patch restores {fmt.pct(restored.max())}.")
 
 # 5. Direct logit attribution
 st.header("5 · Direct logit attribution")
 if target is not None:
     split = ce.attribution(model, ids, target, settings)
-    charts.show(figs.make_attribution(split.labels, split.values, split.token_text), key="exp_attribution",
-                data=figs.attribution_table(split.labels, split.values))
+    charts.show(
+        figs.make_attribution(split.labels, split.values, split.token_text),
+        key="exp_attribution",
+        data=figs.attribution_table(split.labels, split.values),
+    )
     st.markdown(
         f"The logit of {visible_token(split.token_text)}"
         f"{' (with the intervention above)' if not settings.empty else ''} is **{split.logit:.4f}**; the "

@@ -1,4 +1,5 @@
 """Generation & the KV cache: the autoregressive loop step by step, and why the cache makes it fast."""
+
 import streamlit as st
 
 from ui.claims import generating as claims
@@ -19,8 +20,9 @@ st.title("Generation & the KV cache")
 st.markdown(
     "A model answers one token at a time: it reads the sequence, scores every possible next token, one is chosen, "
     "and the sequence — now one token longer — goes in again "
-    + claims.example_sentence(example_prompt.EXAMPLE_PROMPT, gen.greedy_example(models.current(),
-                                                                                 example_prompt.EXAMPLE_PROMPT))
+    + claims.example_sentence(
+        example_prompt.EXAMPLE_PROMPT, gen.greedy_example(models.current(), example_prompt.EXAMPLE_PROMPT)
+    )
     + ". Read naively, every step re-reads the whole context. The **KV cache** keeps each layer's keys and values "
     "of the tokens already seen, so a step only computes the one new position and attends to the stored rest. "
     "Step through it below on the real model."
@@ -50,11 +52,20 @@ else:
     c1.button("Next token", key=state.GEN_NEXT, type="primary", width="stretch", on_click=walk.act, args=("next",))
     c2.number_input(f"Run N (≤ {gen.MAX_RUN})", min_value=1, max_value=gen.MAX_RUN, value=8, key=state.GEN_N)
     c2.button("Run N", key=state.GEN_RUN, width="stretch", on_click=walk.act, args=("run",))
-    c3.number_input("Rewind to step", value=0, step=1, key=state.GEN_REWIND_TO,
-                    help="Keep this many generated tokens (0 = back to the prompt alone).")
+    c3.number_input(
+        "Rewind to step",
+        value=0,
+        step=1,
+        key=state.GEN_REWIND_TO,
+        help="Keep this many generated tokens (0 = back to the prompt alone).",
+    )
     c3.button("Rewind", key=state.GEN_REWIND, width="stretch", on_click=walk.act, args=("rewind",))
-    c4.text_input("Force the next token", value=" under", key=state.GEN_FORCE,
-                  help="Exactly one token; mind the leading space. Rewind first to branch at an earlier step.")
+    c4.text_input(
+        "Force the next token",
+        value=" under",
+        key=state.GEN_FORCE,
+        help="Exactly one token; mind the leading space. Rewind first to branch at an earlier step.",
+    )
     c4.button("Force it", key=state.GEN_FORCE_GO, width="stretch", on_click=walk.act, args=("force",))
 error = st.session_state.pop(state.GEN_ERROR, None)
 if error:
@@ -62,13 +73,17 @@ if error:
 if st.session_state.get(state.GEN_PENDING) == "run":
     del st.session_state[state.GEN_PENDING]
     bar = st.progress(0.0, text="generating…")
-    walk.run_steps(stepper, int(st.session_state.get(state.GEN_N, 8)), lambda share, text: bar.progress(share, text=text))
+    walk.run_steps(
+        stepper, int(st.session_state.get(state.GEN_N, 8)), lambda share, text: bar.progress(share, text=text)
+    )
     bar.empty()
 
 if not presenting:
-    st.caption(f"Up to {gen.MAX_STEPS} tokens per walk; Run N adds at most {gen.MAX_RUN} at a time. Changing the "
-               "prompt starts a new walk; changed sampling settings apply from the next step. Step i's draw uses its "
-               "own generator seeded from (seed, i), so a rewound step replays the same token.")
+    st.caption(
+        f"Up to {gen.MAX_STEPS} tokens per walk; Run N adds at most {gen.MAX_RUN} at a time. Changing the "
+        "prompt starts a new walk; changed sampling settings apply from the next step. Step i's draw uses its "
+        "own generator seeded from (seed, i), so a rewound step replays the same token."
+    )
 chosen_texts = gen.chosen_texts(model, stepper)
 st.markdown(figs.sequence_html(view.pieces, chosen_texts, [c.forced for c in stepper.chosen]), unsafe_allow_html=True)
 if stepper.done and stepper.chosen:
@@ -80,18 +95,28 @@ if stepper.chosen:
     m1.metric("Generated tokens", len(stepper.chosen))
     m2.metric("Positions in the KV cache", stepper.cache_length)
     m3.metric("Last step", fmt.ms(1000 * last.seconds), help=f"{last.phase}: forward + sampling")
-    m4.metric("Reused by the last step", f"{last.cache_len_before} positions",
-              help="Positions read from the cache instead of recomputed.")
+    m4.metric(
+        "Reused by the last step",
+        f"{last.cache_len_before} positions",
+        help="Positions read from the cache instead of recomputed.",
+    )
     left, right = st.columns([1, 1.4]) if not presenting else (st.container(), None)  # no table beside it
     top_texts = gen.candidate_texts(model, last.top)
     chosen_text = chosen_texts[-1]
     with left:
-        charts.show(figs.make_alternatives_bar(
-            top_texts, [c.probability for c in last.top], chosen_text,
-            f"Step {last.index}: the model's top 5 (chosen: {figs.visible(chosen_text) or '∅'}"
-            f"{', forced' if last.forced else ''})"), key="gen_alternatives",
-            data=figs.alternatives_table([c.token_id for c in last.top], top_texts, [c.probability for c in last.top],
-                                         last.token_id))
+        charts.show(
+            figs.make_alternatives_bar(
+                top_texts,
+                [c.probability for c in last.top],
+                chosen_text,
+                f"Step {last.index}: the model's top 5 (chosen: {figs.visible(chosen_text) or '∅'}"
+                f"{', forced' if last.forced else ''})",
+            ),
+            key="gen_alternatives",
+            data=figs.alternatives_table(
+                [c.token_id for c in last.top], top_texts, [c.probability for c in last.top], last.token_id
+            ),
+        )
     if right is not None:
         right.dataframe(gen.steps_table(model, stepper), hide_index=True, height=300, key="gen_steps_table")
 else:
@@ -104,19 +129,29 @@ if stepper.cache_length == 0:
 else:
     layer = st.slider("Layer", 0, config.n_layers - 1, 0, key=state.GEN_LAYER)
     cache = gen.cache_view(model, stepper, layer)
-    charts.show(figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
-                key="gen_kv_heatmaps",
-                data=lambda: figs.kv_table(cache.keys, cache.values, cache.labels, cache.first_position))
+    charts.show(
+        figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
+        key="gen_kv_heatmaps",
+        data=lambda: figs.kv_table(cache.keys, cache.values, cache.labels, cache.first_position),
+    )
     sizes = gen.cache_bytes(model, stepper)
     b1, b2, b3 = st.columns(3)
-    b1.metric("Cache now", f"{sizes.tensors_now / 1024:,.1f} KiB",
-              help="Measured on the cache's tensors (keys + values of the positions held).")
-    b2.metric("This request's allocation", f"{sizes.allocated / 2**20:,.2f} MiB",
-              help="Preallocated for the prompt plus the step limit.")
+    b1.metric(
+        "Cache now",
+        f"{sizes.tensors_now / 1024:,.1f} KiB",
+        help="Measured on the cache's tensors (keys + values of the positions held).",
+    )
+    b2.metric(
+        "This request's allocation",
+        f"{sizes.allocated / 2**20:,.2f} MiB",
+        help="Preallocated for the prompt plus the step limit.",
+    )
     b3.metric(f"At the full context ({config.max_seq_len:,} tokens)", f"{sizes.full_context / 2**20:,.0f} MiB")
     check = "✓ matches" if sizes.formula_now == sizes.tensors_now else "✗ differs from"
-    st.caption(f"Formula: {sizes.formula} = {sizes.formula_now:,} bytes for {stepper.cache_length} tokens — {check} "
-               f"the {sizes.tensors_now:,} bytes measured on the tensors: {sizes.per_token:,} bytes per token.")
+    st.caption(
+        f"Formula: {sizes.formula} = {sizes.formula_now:,} bytes for {stepper.cache_length} tokens — {check} "
+        f"the {sizes.tensors_now:,} bytes measured on the tensors: {sizes.per_token:,} bytes per token."
+    )
     if sizes.rolling_full_context is not None:
         n_local = len(config.local_layers)
         saved = 1 - sizes.rolling_full_context / sizes.full_context
@@ -128,8 +163,12 @@ else:
             f"{sizes.rolling_full_context / 2**20:,.0f} MiB instead of {sizes.full_context / 2**20:,.0f} MiB at the "
             f"full context ({fmt.pct(saved)} less); for the {stepper.cache_length} positions held now, "
             f"{sizes.rolling_now:,} bytes instead of {sizes.formula_now:,}"
-            + (" (the same: no local layer has dropped a position yet)." if sizes.rolling_now == sizes.formula_now
-               else "."))
+            + (
+                " (the same: no local layer has dropped a position yet)."
+                if sizes.rolling_now == sizes.formula_now
+                else "."
+            )
+        )
 
 # 3. Cached vs uncached, measured live
 st.header("With and without the cache, measured")
@@ -137,34 +176,48 @@ t1, t2 = st.columns([1, 3], vertical_alignment="bottom")
 if presenting:
     n_timing = int(st.session_state.get(state.GEN_TIMING_N, 32))
 else:
-    n_timing = t1.number_input(f"Tokens to time (≤ {gen.MAX_TIMING_TOKENS})", 4, gen.MAX_TIMING_TOKENS, 32,
-                               key=state.GEN_TIMING_N)
+    n_timing = t1.number_input(
+        f"Tokens to time (≤ {gen.MAX_TIMING_TOKENS})", 4, gen.MAX_TIMING_TOKENS, 32, key=state.GEN_TIMING_N
+    )
 t1.button("Measure", key=state.GEN_MEASURE, on_click=walk.act, args=("measure",))
 if st.session_state.get(state.GEN_PENDING) == "measure":
     del st.session_state[state.GEN_PENDING]
     bar = st.progress(0.0, text="timing…")
-    st.session_state[state.GEN_TIMING] = (view.ids, gen.measure_cache_timing(
-        model, view.ids, int(n_timing), lambda share, text: bar.progress(share, text=text)))
+    st.session_state[state.GEN_TIMING] = (
+        view.ids,
+        gen.measure_cache_timing(model, view.ids, int(n_timing), lambda share, text: bar.progress(share, text=text)),
+    )
     bar.empty()
 stored = st.session_state.get(state.GEN_TIMING)
 if stored and stored[0] == view.ids:
     timing = stored[1]
-    charts.show(figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
-                key="gen_timing_chart",
-                data=figs.timing_table(timing.context_lengths, timing.cached_ms, timing.uncached_ms))
+    charts.show(
+        figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
+        key="gen_timing_chart",
+        data=figs.timing_table(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
+    )
     k1, k2, k3 = st.columns(3)
     cached_ms = claims.quarters(timing.cached_ms)[1].median  # the same medians as the sentence below
     uncached_ms = claims.quarters(timing.uncached_ms)[1].median
     k1.metric("With the cache (longest quarter, median)", fmt.ms(cached_ms))
     ratio = uncached_ms / cached_ms
-    k2.metric("Recomputing everything (same steps)", fmt.ms(uncached_ms),
-              f"{ratio:.1f}× slower" if ratio >= 1 else f"{1 / ratio:.1f}× faster", delta_color="inverse")
-    k3.metric("Largest |Δ logit| between the two", f"{timing.max_abs_diff:.2e}",
-              help="Same numbers either way: the cache changes the cost, not the answer.")
+    k2.metric(
+        "Recomputing everything (same steps)",
+        fmt.ms(uncached_ms),
+        f"{ratio:.1f}× slower" if ratio >= 1 else f"{1 / ratio:.1f}× faster",
+        delta_color="inverse",
+    )
+    k3.metric(
+        "Largest |Δ logit| between the two",
+        f"{timing.max_abs_diff:.2e}",
+        help="Same numbers either way: the cache changes the cost, not the answer.",
+    )
     st.markdown(claims.timing_sentence(timing.context_lengths, timing.cached_ms, timing.uncached_ms))
 else:
-    t2.caption("Generates greedy tokens after the prompt; at every length it times one cached decode step and one "
-               "full recompute, and compares their logits.")
+    t2.caption(
+        "Generates greedy tokens after the prompt; at every length it times one cached decode step and one "
+        "full recompute, and compares their logits."
+    )
 
 # 4. Prefill vs decode
 st.header("Prefill, then decode")
@@ -172,14 +225,25 @@ if stepper.chosen:
     phases = [c.phase for c in stepper.chosen]
     seconds = [c.seconds for c in stepper.chosen]
     tokens_in = [len(stepper.prompt_ids) if c.phase == "prefill" else 1 for c in stepper.chosen]
-    charts.show(figs.make_phase_timeline(phases, seconds, tokens_in, chosen_texts), key="gen_timeline",
-                data=figs.timeline_table(phases, seconds, tokens_in, chosen_texts))
+    charts.show(
+        figs.make_phase_timeline(phases, seconds, tokens_in, chosen_texts),
+        key="gen_timeline",
+        data=figs.timeline_table(phases, seconds, tokens_in, chosen_texts),
+    )
     prefill = next((c for c in stepper.chosen if c.phase == "prefill"), None)
-    st.caption("The prefill processes every prompt token in one pass (matrix-matrix work); each decode step "
-               "processes one token (matrix-vector work, limited by reading the weights from memory). "
-               + (claims.phase_sentence(len(stepper.prompt_ids), 1000 * prefill.seconds,
-                                        [1000 * c.seconds for c in stepper.chosen if c.phase == "decode"])
-                  if prefill is not None else ""))
+    st.caption(
+        "The prefill processes every prompt token in one pass (matrix-matrix work); each decode step "
+        "processes one token (matrix-vector work, limited by reading the weights from memory). "
+        + (
+            claims.phase_sentence(
+                len(stepper.prompt_ids),
+                1000 * prefill.seconds,
+                [1000 * c.seconds for c in stepper.chosen if c.phase == "decode"],
+            )
+            if prefill is not None
+            else ""
+        )
+    )
 else:
     st.info("Press **Next token**: the first step is the prefill.")
 

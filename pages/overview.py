@@ -1,4 +1,5 @@
 """Overview: the landing page at "/", a picture of one prediction computed from the prompt, and the map of the walk."""
+
 import streamlit as st
 
 from inference import PromptError, TokenizerError
@@ -25,11 +26,15 @@ if path is not None:
         if target is not None:
             st.switch_page(target.script)
     if path.traced_tokens < path.prompt_tokens:
-        st.caption(f"The prompt has {path.prompt_tokens:,} tokens; the picture runs its last {path.traced_tokens} "
-                   "(a traced forward keeps every layer's attention, which grows with the square of the length).")
+        st.caption(
+            f"The prompt has {path.prompt_tokens:,} tokens; the picture runs its last {path.traced_tokens} "
+            "(a traced forward keeps every layer's attention, which grows with the square of the length)."
+        )
 if path is not None:
-    st.caption(f"What happens between pressing Enter and seeing the next word: **{model}** on the sidebar's prompt, "
-               "in one forward pass. Every number in the picture is the model's own; click a part to open its page.")
+    st.caption(
+        f"What happens between pressing Enter and seeing the next word: **{model}** on the sidebar's prompt, "
+        "in one forward pass. Every number in the picture is the model's own; click a part to open its page."
+    )
 st.markdown(
     "This app walks through it with a real model (the one named in the sidebar) and your own prompt: every number "
     "on every page is computed by that model, live. The prompt in the sidebar carries from page to page.\n\n"
@@ -43,5 +48,6 @@ st.subheader("Pages")
 for spec in PAGES[1:]:
     st.page_link(spec.script, label=spec.title, icon=spec.icon)
 st.subheader("What to try next")
-st.markdown("Start with **Tokenization**, and change the prompt in the sidebar whenever you like: the picture above "
-            "follows it.")
+st.markdown(
+    "Start with **Tokenization**, and change the prompt in the sidebar whenever you like: the picture above follows it."
+)

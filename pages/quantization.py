@@ -1,4 +1,5 @@
 """Quantization: the weights as the model file stores them, what 4 bits cost and what they buy."""
+
 import streamlit as st
 
 from ui.claims import weights as claims
@@ -34,41 +35,89 @@ if view is None:
 st.header("One block, as the file stores it")
 types = blocks.block_types(model)
 if not types:
-    st.info("This model was loaded from float weights, not from a GGUF file: there is no stored block to show. "
-            "The comparison below quantizes its float weights on load (int8, int4).")
+    st.info(
+        "This model was loaded from float weights, not from a GGUF file: there is no stored block to show. "
+        "The comparison below quantizes its float weights on load (int8, int4)."
+    )
 else:
     first = next((t for t, names in types.items() if FIRST_TENSOR in names), next(iter(types)))
     left, right = st.columns([1, 2])
-    type_name = left.selectbox("Block type", list(types), format_func=lambda t: f"{t} ({len(types[t])} tensors)",
-                               **state.bind(state.QUANT_BLOCK_TYPE, first, options=list(types)))
+    type_name = left.selectbox(
+        "Block type",
+        list(types),
+        format_func=lambda t: f"{t} ({len(types[t])} tensors)",
+        **state.bind(state.QUANT_BLOCK_TYPE, first, options=list(types)),
+    )
     names = types[type_name]
-    tensor = right.selectbox("Tensor", names, **state.bind(state.QUANT_BLOCK_TENSOR, FIRST_TENSOR if FIRST_TENSOR in names
-                                                           else names[0], options=names))
+    tensor = right.selectbox(
+        "Tensor",
+        names,
+        **state.bind(state.QUANT_BLOCK_TENSOR, FIRST_TENSOR if FIRST_TENSOR in names else names[0], options=names),
+    )
     stored = blocks.stored_layout(model, tensor)
     layout = stored.layout
     held = blocks.kernel_held(layout)
     st.markdown(claims.type_phrase(type_name) + ".")
-    charts.show(figs.make_block_layout(layout.codes.tolist(), layout.decoded, layout.group_size, layout.code_range,
-                                       held, f"{tensor} ({type_name}, {stored.shape[0]} × {stored.shape[1]}): "
-                                             f"row {stored.row}, weights 0–{layout.n_weights - 1}", layout.zero_code),
-                key="quant_block",
-                data=figs.block_layout_table(layout.codes.tolist(), layout.decoded, layout.group_size, layout.scales,
-                                             layout.offsets, stored.reference, held))
-    st.markdown(claims.block_sentence(type_name, layout.n_weights, layout.n_bytes, layout.codes.tolist(),
-                                      layout.code_bits, layout.fields, layout.sub_codes, layout.rule)
-                + " " + claims.check_sentence(layout.decoded, stored.reference))
+    charts.show(
+        figs.make_block_layout(
+            layout.codes.tolist(),
+            layout.decoded,
+            layout.group_size,
+            layout.code_range,
+            held,
+            f"{tensor} ({type_name}, {stored.shape[0]} × {stored.shape[1]}): "
+            f"row {stored.row}, weights 0–{layout.n_weights - 1}",
+            layout.zero_code,
+        ),
+        key="quant_block",
+        data=figs.block_layout_table(
+            layout.codes.tolist(),
+            layout.decoded,
+            layout.group_size,
+            layout.scales,
+            layout.offsets,
+            stored.reference,
+            held,
+        ),
+    )
+    st.markdown(
+        claims.block_sentence(
+            type_name,
+            layout.n_weights,
+            layout.n_bytes,
+            layout.codes.tolist(),
+            layout.code_bits,
+            layout.fields,
+            layout.sub_codes,
+            layout.rule,
+        )
+        + " "
+        + claims.check_sentence(layout.decoded, stored.reference)
+    )
     st.caption(f"How its {layout.n_bytes} bytes are spent: {layout.layout}.")
     if layout.groups > 1:
-        st.dataframe([{"group": g, "weights": f"{g * layout.group_size}–{(g + 1) * layout.group_size - 1}",
-                       **{f"stored {name}": int(values[g]) for name, values in layout.sub_codes.items()},
-                       "scale (multiplies q)": f"{layout.scales[g]:.6g}", "offset (added)": f"{layout.offsets[g]:.6g}"}
-                      for g in range(layout.groups)], hide_index=True, key="quant_groups")
+        st.dataframe(
+            [
+                {
+                    "group": g,
+                    "weights": f"{g * layout.group_size}–{(g + 1) * layout.group_size - 1}",
+                    **{f"stored {name}": int(values[g]) for name, values in layout.sub_codes.items()},
+                    "scale (multiplies q)": f"{layout.scales[g]:.6g}",
+                    "offset (added)": f"{layout.offsets[g]:.6g}",
+                }
+                for g in range(layout.groups)
+            ],
+            hide_index=True,
+            key="quant_groups",
+        )
     if held is not None:
         moved = float(abs(held - layout.decoded).max())
         span = float(layout.decoded.max() - layout.decoded.min()) or 1.0
-        st.caption(f"torch's 4-bit kernel keeps the codes as they are and each group's scale and zero in bfloat16: "
-                   f"that moves these weights by at most {moved:.2e}, {fmt.pct(moved / span, 2)} of the block's range. "
-                   "Everything else (the residual stream, norms, attention, the KV cache) stays float32.")
+        st.caption(
+            f"torch's 4-bit kernel keeps the codes as they are and each group's scale and zero in bfloat16: "
+            f"that moves these weights by at most {moved:.2e}, {fmt.pct(moved / span, 2)} of the block's range. "
+            "Everything else (the residual stream, norms, attention, the KV cache) stays float32."
+        )
 
 # 2. Bytes: why decode is memory-bound
 st.header("Bytes per token, and why decoding waits on memory")
@@ -77,15 +126,22 @@ bandwidth = quant.memory_speed()
 formats = ["float32", "bfloat16", "Q8_0", "Q4_1"]
 per_token_mb = [sizes.per_token_params * sizes.formats[f] / 1e6 for f in formats]
 ceilings = [bandwidth / (mb * 1e6) for mb in per_token_mb]
-charts.show(figs.make_bytes_chart(formats, per_token_mb, ceilings, bandwidth / 1e9), key="quant_bytes",
-            data=figs.bytes_table(formats, per_token_mb, ceilings, bandwidth / 1e9))
+charts.show(
+    figs.make_bytes_chart(formats, per_token_mb, ceilings, bandwidth / 1e9),
+    key="quant_bytes",
+    data=figs.bytes_table(formats, per_token_mb, ceilings, bandwidth / 1e9),
+)
 stored = ""
 if sizes.file_bytes:
     ordered = sorted(sizes.file_types.items(), key=lambda item: -item[1])
     mix = ", ".join(f"{share} {kind}" for share, (kind, _) in zip(fmt.whole_pct([n for _, n in ordered]), ordered))
     stored = f" The file itself holds {sizes.file_bytes / 1e6:,.0f} MB of tensors: {mix} of its weights."
-reads = ("every one of them — the output matrix that scores every token is the embedding matrix itself — plus the "
-         "new token's embedding row" if sizes.tied else "all but the input embedding, of which it needs one row")
+reads = (
+    "every one of them — the output matrix that scores every token is the embedding matrix itself — plus the "
+    "new token's embedding row"
+    if sizes.tied
+    else "all but the input embedding, of which it needs one row"
+)
 st.markdown(
     f"The model has **{sizes.n_params:,}** weights: {sizes.n_params * 4 / 1e6:,.0f} MB in float32, "
     f"{sizes.n_params * sizes.formats['Q4_1'] / 1e6:,.0f} MB in 4-bit blocks.{stored} A decode step reads "
@@ -101,34 +157,62 @@ prompt, chat = state.get(state.PROMPT), state.get(state.CHAT)
 modes = quant.available_modes(model)
 if not st.session_state.get(state.QUANT_COMPARE_ON):
     # On request: each mode is another copy of the model in memory, loaded and checked once per server
-    st.markdown(f"Run your prompt through all {len(modes)} weights modes ({', '.join(quant.MODE_LABELS[m] for m in modes)}): "
-                "the server loads each mode once (a few seconds each), then every later prompt is compared at once.")
-    st.button("Run my prompt in every weights mode", key=state.QUANT_COMPARE, type="primary",
-              on_click=state.put, args=(state.QUANT_COMPARE_ON, True))
+    st.markdown(
+        f"Run your prompt through all {len(modes)} weights modes ({', '.join(quant.MODE_LABELS[m] for m in modes)}): "
+        "the server loads each mode once (a few seconds each), then every later prompt is compared at once."
+    )
+    st.button(
+        "Run my prompt in every weights mode",
+        key=state.QUANT_COMPARE,
+        type="primary",
+        on_click=state.put,
+        args=(state.QUANT_COMPARE_ON, True),
+    )
 else:
     comparison = quant.compare_modes(model, prompt, chat)
     labels = [quant.MODE_LABELS[m] for m in comparison.modes]
-    charts.show(figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs), key="quant_modes",
-                data=figs.mode_probabilities_table(comparison.token_strings, labels, comparison.next_probs))
-    st.table([{"weights": label, "what runs": description, "top-1 agreement with float32": fmt.pct(agree, 1),
-               "mean KL from float32 (nats)": f"{kl:.2e}"}  # a table wraps its long descriptions (no cut columns)
-              for label, description, agree, kl in zip(labels, comparison.descriptions, comparison.top1_agreement,
-                                                       comparison.mean_kl)], hide_index=True)
+    charts.show(
+        figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs),
+        key="quant_modes",
+        data=figs.mode_probabilities_table(comparison.token_strings, labels, comparison.next_probs),
+    )
+    st.table(
+        [
+            {
+                "weights": label,
+                "what runs": description,
+                "top-1 agreement with float32": fmt.pct(agree, 1),
+                "mean KL from float32 (nats)": f"{kl:.2e}",
+            }  # a table wraps its long descriptions (no cut columns)
+            for label, description, agree, kl in zip(
+                labels, comparison.descriptions, comparison.top1_agreement, comparison.mean_kl
+            )
+        ],
+        hide_index=True,
+    )
     best_mode = min(range(1, len(comparison.modes)), key=lambda i: comparison.mean_kl[i])
     flips = [labels[i] for i in range(1, len(labels)) if comparison.next_probs[i].argmax() != 0]
     st.markdown(
         f"Over the prompt's {comparison.positions} positions, the mode closest to float32 is **{labels[best_mode]}** "
         f"(mean KL {comparison.mean_kl[best_mode]:.1e} nats, the most probable next token the same at "
         f"{fmt.pct(comparison.top1_agreement[best_mode], 1)} of positions). "
-        + (f"For the next token after your prompt, {', '.join(flips)} would pick another token than float32's "
-           f"**{visible_token(comparison.token_strings[0])}**." if flips else
-           f"After your prompt, every mode still puts **{visible_token(comparison.token_strings[0])}** first.")
+        + (
+            f"For the next token after your prompt, {', '.join(flips)} would pick another token than float32's "
+            f"**{visible_token(comparison.token_strings[0])}**."
+            if flips
+            else f"After your prompt, every mode still puts **{visible_token(comparison.token_strings[0])}** first."
+        )
     )
 
 
 st.subheader("What 4 bits buy")
-st.button("Measure decode speed in every mode", key=state.QUANT_MEASURE, type="primary",
-          on_click=state.put, args=(state.QUANT_PENDING, True))
+st.button(
+    "Measure decode speed in every mode",
+    key=state.QUANT_MEASURE,
+    type="primary",
+    on_click=state.put,
+    args=(state.QUANT_PENDING, True),
+)
 if st.session_state.pop(state.QUANT_PENDING, False):
     bar, speeds = st.progress(0.0, text="measuring…"), {}
     for n, mode in enumerate(modes):
@@ -142,13 +226,18 @@ if measured is None or measured[:2] != (model, view.ids):
 else:
     speeds = measured[2]
     speed_labels = [quant.MODE_LABELS[m] for m in speeds]
-    charts.show(figs.make_mode_speed(speed_labels, list(speeds.values())), key="quant_speed",
-                data=figs.mode_speed_table(speed_labels, list(speeds.values())))
+    charts.show(
+        figs.make_mode_speed(speed_labels, list(speeds.values())),
+        key="quant_speed",
+        data=figs.mode_speed_table(speed_labels, list(speeds.values())),
+    )
     fastest = max(speeds, key=speeds.get)
-    st.markdown(f"Measured just now: **{quant.MODE_LABELS[fastest]}** decodes fastest, {speeds[fastest]:.1f} tok/s, "
-                f"{speeds[fastest] / speeds['none']:.1f}× float32's {speeds['none']:.1f} tok/s. Bytes are not the "
-                "whole story: each step also pays for the arithmetic of unpacking codes and for everything around the "
-                "matmuls, which is why no mode reaches its memory ceiling above.")
+    st.markdown(
+        f"Measured just now: **{quant.MODE_LABELS[fastest]}** decodes fastest, {speeds[fastest]:.1f} tok/s, "
+        f"{speeds[fastest] / speeds['none']:.1f}× float32's {speeds['none']:.1f} tok/s. Bytes are not the "
+        "whole story: each step also pays for the arithmetic of unpacking codes and for everything around the "
+        "matmuls, which is why no mode reaches its memory ceiling above."
+    )
 
 st.header("What to try next")
 st.markdown(

@@ -1,4 +1,5 @@
 """Sampling: cumulative ranges and a seeded u, a thousand draws vs the probabilities, continuations compared."""
+
 import dataclasses
 
 import streamlit as st
@@ -34,8 +35,10 @@ def _show_histogram() -> None:
 
 
 st.title("Sampling")
-st.caption("Lay the surviving tokens end to end on [0, 1), draw one random number u from the seeded generator, "
-           "and take the token whose range holds u. Bigger probability, bigger range, more likely to be hit.")
+st.caption(
+    "Lay the surviving tokens end to end on [0, 1), draw one random number u from the seeded generator, "
+    "and take the token whose range holds u. Bigger probability, bigger range, more likely to be hit."
+)
 example_prompt.render("sampling")
 loaded = current_prompt_logits()
 if loaded is None:
@@ -53,13 +56,17 @@ buttons.button("Start over", key=state.DRAW_RESET, on_click=_step_draw, args=(No
 index = st.session_state.setdefault(state.DRAW_INDEX, 0)
 one = draw(model, prompt, chat, key, index)
 if one.greedy:
-    st.markdown(f"T = 0: no u is drawn. The highest-probability token **{visible_token(one.token_string)}** "
-                "owns the whole range, every draw.")
+    st.markdown(
+        f"T = 0: no u is drawn. The highest-probability token **{visible_token(one.token_string)}** "
+        "owns the whole range, every draw."
+    )
 else:
-    st.markdown(f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.4f}** lands in "
-                f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
-                f"(probability {fmt.prob(one.probability, 4)}, rank {one.chosen_rank + 1} of the {one.survivors:,} "
-                "tokens that can be drawn).")
+    st.markdown(
+        f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.4f}** lands in "
+        f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
+        f"(probability {fmt.prob(one.probability, 4)}, rank {one.chosen_rank + 1} of the {one.survivors:,} "
+        "tokens that can be drawn)."
+    )
     if index:
         history = " | ".join(f"#{n} {visible_token(text)}" for n, text in draw_history(model, prompt, chat, key, index))
         st.caption(f"Draws so far: {history}")
@@ -67,23 +74,43 @@ toy_starts, toy_ends = toy_ranges(TOY_PROBS)
 toy_u = one.u if one.u is not None else 0.5
 toy_hit = next(i for i, end in enumerate(toy_ends) if toy_u < end or i == len(toy_ends) - 1)
 toy_labels = ["token 0", "token 1", "token 2"]
-charts.show(charts.shared(make_cumulative_ranges)(
-    toy_labels, toy_starts, toy_ends, toy_u, toy_hit,
-    f"A small made-up example first: probabilities {TOY_PROBS} (not the model) · "
-    + ("an example u = 0.5 (greedy draws none)" if one.u is None else "the same u"), token_labels=False),
-    key="toy_ranges", data=figs.ranges_table(toy_labels, toy_starts, toy_ends, toy_u, toy_hit, token_labels=False))
+charts.show(
+    charts.shared(make_cumulative_ranges)(
+        toy_labels,
+        toy_starts,
+        toy_ends,
+        toy_u,
+        toy_hit,
+        f"A small made-up example first: probabilities {TOY_PROBS} (not the model) · "
+        + ("an example u = 0.5 (greedy draws none)" if one.u is None else "the same u"),
+        token_labels=False,
+    ),
+    key="toy_ranges",
+    data=figs.ranges_table(toy_labels, toy_starts, toy_ends, toy_u, toy_hit, token_labels=False),
+)
 shown_hit = one.chosen_rank if one.chosen_rank < len(one.range_ids) else None
 rest = one.survivors - len(one.range_ids)
 other = f"{rest:,} other tokens" if rest else None
-charts.show(charts.shared(make_cumulative_ranges)(
-    one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit,
-    f"The real model: next token after “…{visible_token(cached.token_strings[-1])}”, most probable first",
-    other_label=other), key="real_ranges",
-    data=figs.ranges_table(one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit,
-                           other))
-st.caption("The real ranges, u and choice are the values the engine's `sample(record=True)` returned. "
-           "Draw #k's u comes from its own generator, seeded from (seed, k) as a generation seeds its k-th token, "
-           "so the same seed gives the same draws after every rerun.")
+charts.show(
+    charts.shared(make_cumulative_ranges)(
+        one.range_strings,
+        one.range_starts.tolist(),
+        one.range_ends.tolist(),
+        one.u,
+        shown_hit,
+        f"The real model: next token after “…{visible_token(cached.token_strings[-1])}”, most probable first",
+        other_label=other,
+    ),
+    key="real_ranges",
+    data=figs.ranges_table(
+        one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit, other
+    ),
+)
+st.caption(
+    "The real ranges, u and choice are the values the engine's `sample(record=True)` returned. "
+    "Draw #k's u comes from its own generator, seeded from (seed, k) as a generation seeds its k-th token, "
+    "so the same seed gives the same draws after every rerun."
+)
 
 # 2. A thousand draws against the exact probabilities
 st.subheader("2 · Draw 1,000 times")
@@ -91,9 +118,19 @@ st.button("Draw 1,000 times", key=state.DRAW_1000, on_click=_show_histogram)
 if st.session_state.get(state.SHOW_HISTOGRAM):
     many = draw_many(model, prompt, chat, key, 1000)
     gof = many.gof
-    charts.show(charts.shared(make_draw_histogram)(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws,
-                                    gof.statistic, gof.dof, gof.p_value), key="draw_histogram",
-                data=figs.histogram_table(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws))
+    charts.show(
+        charts.shared(make_draw_histogram)(
+            many.labels,
+            many.observed.tolist(),
+            many.expected.tolist(),
+            many.n_draws,
+            gof.statistic,
+            gof.dof,
+            gof.p_value,
+        ),
+        key="draw_histogram",
+        data=figs.histogram_table(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws),
+    )
     st.markdown(claims.histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
 
 # 2b. The class's draws, pooled (a class server with a teacher key; see pages/class.py)
@@ -101,8 +138,11 @@ if broadcast.teacher_key() is not None:
     st.subheader("2b · Draw for the class")
     rounds.teacher_controls(kinds=("draw",))
     rounds.draw_panel()
-    st.page_link(navigation.script_of("class"), label="The class view (draws and guesses, for the projector)",
-                 icon=":material/groups:")
+    st.page_link(
+        navigation.script_of("class"),
+        label="The class view (draws and guesses, for the projector)",
+        icon=":material/groups:",
+    )
 
 # 3. Greedy vs sampled, and two temperatures, from the shared server (batched with other sessions)
 st.subheader("3 · Continuations side by side")
@@ -111,34 +151,59 @@ t_a = pair[0].number_input("Setting A: temperature", 0.0, 5.0, step=0.1, **state
 t_b = pair[1].number_input("Setting B: temperature", 0.0, 5.0, step=0.1, **state.bind(state.COMPARE_T_B, 1.5))
 settings = [dataclasses.replace(params, temperature=t) for t in (0.0, params.temperature, t_a, t_b)]
 try:  # all four submitted together: they share the server's forwards
-    greedy_run, sampled_run, run_a, run_b = continuations(model, prompt, chat, [p.canonical() for p in settings], N_TOKENS)
+    greedy_run, sampled_run, run_a, run_b = continuations(
+        model, prompt, chat, [p.canonical() for p in settings], N_TOKENS
+    )
 except (BusyError, PromptError) as error:
     st.warning(f"Continuations are not available right now: {error}.")
     st.stop()
 split = first_divergence(greedy_run.token_ids, sampled_run.token_ids)
 pair_labels = ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"]
 longest = max(len(greedy_run.token_ids), len(sampled_run.token_ids))
-charts.show(charts.shared(make_token_strips)(
-    [greedy_run.token_strings, sampled_run.token_strings], pair_labels,
-    [greedy_run.probabilities, sampled_run.probabilities], split,
-    f"Greedy vs sampled, up to {longest} tokens each (seed {params.seed})"), key="greedy_vs_sampled",
-    data=figs.strips_table([greedy_run.token_strings, sampled_run.token_strings], pair_labels,
-                           [greedy_run.probabilities, sampled_run.probabilities],
-                           [greedy_run.token_ids, sampled_run.token_ids]))
-st.markdown(f"**Greedy:** {greedy_run.text!r}  \n**Sampled:** {sampled_run.text!r}  \n"
-            + claims.greedy_vs_sampled_sentence(params.temperature, split is None))
+charts.show(
+    charts.shared(make_token_strips)(
+        [greedy_run.token_strings, sampled_run.token_strings],
+        pair_labels,
+        [greedy_run.probabilities, sampled_run.probabilities],
+        split,
+        f"Greedy vs sampled, up to {longest} tokens each (seed {params.seed})",
+    ),
+    key="greedy_vs_sampled",
+    data=figs.strips_table(
+        [greedy_run.token_strings, sampled_run.token_strings],
+        pair_labels,
+        [greedy_run.probabilities, sampled_run.probabilities],
+        [greedy_run.token_ids, sampled_run.token_ids],
+    ),
+)
+st.markdown(
+    f"**Greedy:** {greedy_run.text!r}  \n**Sampled:** {sampled_run.text!r}  \n"
+    + claims.greedy_vs_sampled_sentence(params.temperature, split is None)
+)
 split_ab = first_divergence(run_a.token_ids, run_b.token_ids)
 ab_labels = [f"A: T = {t_a:g}", f"B: T = {t_b:g}"]
-charts.show(charts.shared(make_token_strips)(
-    [run_a.token_strings, run_b.token_strings], ab_labels,
-    [run_a.probabilities, run_b.probabilities], split_ab,
-    f"Same prompt, same seed ({params.seed}), two temperatures"), key="two_settings",
-    data=figs.strips_table([run_a.token_strings, run_b.token_strings], ab_labels,
-                           [run_a.probabilities, run_b.probabilities], [run_a.token_ids, run_b.token_ids]))
+charts.show(
+    charts.shared(make_token_strips)(
+        [run_a.token_strings, run_b.token_strings],
+        ab_labels,
+        [run_a.probabilities, run_b.probabilities],
+        split_ab,
+        f"Same prompt, same seed ({params.seed}), two temperatures",
+    ),
+    key="two_settings",
+    data=figs.strips_table(
+        [run_a.token_strings, run_b.token_strings],
+        ab_labels,
+        [run_a.probabilities, run_b.probabilities],
+        [run_a.token_ids, run_b.token_ids],
+    ),
+)
 st.markdown(f"**A:** {run_a.text!r}  \n**B:** {run_b.text!r}  \n" + claims.two_settings_sentence(t_a, t_b, split_ab))
 batch = max(run.max_batch_size or 1 for run in (greedy_run, sampled_run, run_a, run_b))
-st.caption(f"Generated by the shared engine, which batches every session's requests: these ran in forwards of up "
-           f"to {batch} requests (this page sends its four together; more means other sessions' requests joined).")
+st.caption(
+    f"Generated by the shared engine, which batches every session's requests: these ran in forwards of up "
+    f"to {batch} requests (this page sends its four together; more means other sessions' requests joined)."
+)
 
 st.header("What to try next")
 st.markdown("\n".join(claims.sampling_suggestions(params.temperature)))

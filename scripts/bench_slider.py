@@ -6,6 +6,7 @@ Prints the median and p90 rerun time of a slider move next to a rerun with nothi
 changed, measured in the same run (their ratio is what to compare across machines).
 The forward pass is cached, so a move should cost little more than a plain rerun.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,10 @@ def main() -> None:
     assert not at.exception, [e.value for e in at.exception]
     for name, values in (("slider move", moves), ("plain rerun", plain)):
         ordered = sorted(values)
-        print(f"{name:12}: median {1000 * statistics.median(values):6.1f} ms, "
-              f"p90 {1000 * ordered[int(0.9 * (len(ordered) - 1))]:6.1f} ms")
+        print(
+            f"{name:12}: median {1000 * statistics.median(values):6.1f} ms, "
+            f"p90 {1000 * ordered[int(0.9 * (len(ordered) - 1))]:6.1f} ms"
+        )
     print(f"slider move / plain rerun: {statistics.median(moves) / statistics.median(plain):.2f}x")
 
 

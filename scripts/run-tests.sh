@@ -3,8 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
-# The lint rules first (pyproject.toml's [tool.ruff]): a finding fails the run before any test starts.
+# The lint rules and the format first (pyproject.toml's [tool.ruff]): a finding fails the run before any test starts.
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 set +e
 # Two workers, whole files to each (a file's module-scoped servers and browser stay in one worker). On two
 # cores the browser and load tests spend much of their time waiting on a page, which the other worker fills.

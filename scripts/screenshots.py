@@ -7,6 +7,7 @@ Uses Debian's chromium through Playwright (no browser download). Each shot may c
 buttons first (by their label) so the picture shows the page in use; a shot's path may
 carry a query string (a shared link), and a projector shot keeps a fixed window size.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,16 @@ from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT = int(os.environ.get("SCREENSHOTS_PORT", "8765"))  # override when another server holds it
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @dataclass(frozen=True)
@@ -34,21 +43,33 @@ class Shot:
     scroll_to: str | None = None  # in a fixed window: scroll so that this text (a heading) is at the top
 
 
-SHARED_LINK = "logits?" + urllib.parse.urlencode({
-    "prompt": "Bank is closed on Sunday, so the", "temperature": "1.3", "top_p": "0.9", "seed": "7",
-    "model": "/etc/passwd",  # refused (not an offered model), with a note on the page
-})
-EXPERIMENT_LINK = "experiments?" + urllib.parse.urlencode({
-    "prompt": "The cat sat on the mat because it was tired, so the",
-    "off": "3.8,13.8", "cut": "12-1",  # two heads that send "it" to "cat", and the last "the" cut off from "cat"
-    "sweep": "1", "patching": "1",
-})
+SHARED_LINK = "logits?" + urllib.parse.urlencode(
+    {
+        "prompt": "Bank is closed on Sunday, so the",
+        "temperature": "1.3",
+        "top_p": "0.9",
+        "seed": "7",
+        "model": "/etc/passwd",  # refused (not an offered model), with a note on the page
+    }
+)
+EXPERIMENT_LINK = "experiments?" + urllib.parse.urlencode(
+    {
+        "prompt": "The cat sat on the mat because it was tired, so the",
+        "off": "3.8,13.8",
+        "cut": "12-1",  # two heads that send "it" to "cat", and the last "the" cut off from "cat"
+        "sweep": "1",
+        "patching": "1",
+    }
+)
 LONG_PROMPT = " ".join(["The cat sat on the mat because it was tired."] * 59)  # 650 Gemma tokens, past its window
 # shot name (assets/<name>.png) -> what to open and do
 TWO_NOUNS = "The trophy did not fit in the suitcase because it was too big."  # "it": trophy or suitcase?
 SHOTS: dict[str, Shot] = {
-    "overview": Shot("?present=1", window=(1280, 720),  # the first page a newcomer sees, on a projector's 720p
-                     scroll_to="LLM inference explorer"),
+    "overview": Shot(
+        "?present=1",
+        window=(1280, 720),  # the first page a newcomer sees, on a projector's 720p
+        scroll_to="LLM inference explorer",
+    ),
     "tokenization": Shot("tokenization"),
     "embeddings": Shot("embeddings"),
     "attention": Shot("attention?" + urllib.parse.urlencode({"prompt": TWO_NOUNS})),
@@ -58,15 +79,25 @@ SHOTS: dict[str, Shot] = {
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
     "quantization": Shot("quantization", ["Run my prompt in every weights mode", "Measure decode speed in every mode"]),
-    "quantization_gemma": Shot("quantization?model=gemma-3-270m", window=(1400, 1150),  # Gemma's own Q5_0 block
-                               scroll_to="One block, as the file stores it"),
+    "quantization_gemma": Shot(
+        "quantization?model=gemma-3-270m",
+        window=(1400, 1150),  # Gemma's own Q5_0 block
+        scroll_to="One block, as the file stores it",
+    ),
     "batching": Shot("batching", ["Run static and continuous", "Measure throughput vs batch size"]),
-    "presenter": Shot("sampling?present=1", ["Draw again"], window=(1280, 720),  # a projector's 720p
-                      scroll_to="1 · One draw, by cumulative ranges"),
+    "presenter": Shot(
+        "sampling?present=1",
+        ["Draw again"],
+        window=(1280, 720),  # a projector's 720p
+        scroll_to="1 · One draw, by cumulative ranges",
+    ),
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
     # Gemma 3 270M: the sliding window on a prompt past 512 tokens, and the two models side by side
-    "gemma_window": Shot("attention?" + urllib.parse.urlencode({"model": "gemma-3-270m", "prompt": LONG_PROMPT}),
-                         window=(1400, 1250), scroll_to="Local and global layers: the sliding window"),
+    "gemma_window": Shot(
+        "attention?" + urllib.parse.urlencode({"model": "gemma-3-270m", "prompt": LONG_PROMPT}),
+        window=(1400, 1250),
+        scroll_to="Local and global layers: the sliding window",
+    ),
     "compare": Shot("compare"),
 }
 # The class scene (``class_scene``): a teacher and four students on one server started with a teacher key.
@@ -105,7 +136,8 @@ def settle(page, timeout_s: float = 300) -> None:
 def full_height(page) -> None:
     """Streamlit scrolls inside its main section: grow the viewport to show all of it."""
     height = page.evaluate(
-        "() => { const m = document.querySelector('[data-testid=stMain]'); return m ? m.scrollHeight : 1000; }")
+        "() => { const m = document.querySelector('[data-testid=stMain]'); return m ? m.scrollHeight : 1000; }"
+    )
     page.set_viewport_size({"width": 1400, "height": min(max(int(height) + 40, 1000), 12000)})
     page.wait_for_timeout(1500)
 
@@ -120,6 +152,7 @@ def class_scene(browser, url: str, folder: Path) -> None:
     """The teacher starts a draw round and a guess round; four students (own browsers, so own cookies) follow,
     draw and guess; the teacher reveals. Shots: the teacher's class view (full height) and a following
     student's page with its sidebar."""
+
     def tab():
         return browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
 
@@ -164,9 +197,23 @@ def class_scene(browser, url: str, folder: Path) -> None:
 def main(names: list[str]) -> None:
     url = f"http://127.0.0.1:{PORT}"
     env = {**os.environ, "LLM_EXPLORER_TEACHER_KEY": CLASS_KEY} if set(names) & set(CLASS_SHOTS) else None
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(PORT),
-                               "--server.address", "127.0.0.1"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT, env=env)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(PORT),
+            "--server.address",
+            "127.0.0.1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     try:
         wait_healthy(url)
         with sync_playwright() as p:

@@ -1,4 +1,5 @@
 """Shared helpers for the AppTest suites: the pages, open a page through app.py, read a chart, decode Plotly arrays."""
+
 from __future__ import annotations
 
 import base64

@@ -3,6 +3,7 @@
 The suite's one thread setting is made here, once, like any entry point's
 (``LLM_EXPLORER_TEST_THREADS``, default every core); no test changes it.
 """
+
 from __future__ import annotations
 
 import os

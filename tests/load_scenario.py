@@ -15,6 +15,7 @@ writes are left out of that scan: after "said the tiger" the model may well writ
 "The old leopard" (it does, at T = 1.25). That batched generation gives each caller
 its own tokens is proven exactly, against solo runs, in ``tests/test_server.py``.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,14 +36,59 @@ ROOT = Path(__file__).resolve().parents[1]
 STARTUP_S = 120  # server start + model load on 2 shared cores
 
 # Animal names that are one token each (with their leading space) in SmolLM2's vocabulary.
-MARKERS = ["zebra", "lizard", "parrot", "beaver", "camel", "donkey", "eagle", "falcon", "moose", "panda",
-           "rabbit", "salmon", "turtle", "bison", "dolphin", "goose", "owl", "penguin", "tiger", "whale",
-           "crab", "pigeon", "sheep", "goat", "horse", "frog", "snake", "shark", "wolf", "fox", "deer",
-           "lion", "monkey", "spider", "kitten", "puppy", "chicken", "pony", "lobster", "squid", "giraffe",
-           "leopard", "kangaroo", "squirrel", "gorilla", "hawk"]
+MARKERS = [
+    "zebra",
+    "lizard",
+    "parrot",
+    "beaver",
+    "camel",
+    "donkey",
+    "eagle",
+    "falcon",
+    "moose",
+    "panda",
+    "rabbit",
+    "salmon",
+    "turtle",
+    "bison",
+    "dolphin",
+    "goose",
+    "owl",
+    "penguin",
+    "tiger",
+    "whale",
+    "crab",
+    "pigeon",
+    "sheep",
+    "goat",
+    "horse",
+    "frog",
+    "snake",
+    "shark",
+    "wolf",
+    "fox",
+    "deer",
+    "lion",
+    "monkey",
+    "spider",
+    "kitten",
+    "puppy",
+    "chicken",
+    "pony",
+    "lobster",
+    "squid",
+    "giraffe",
+    "leopard",
+    "kangaroo",
+    "squirrel",
+    "gorilla",
+    "hawk",
+]
 WARM_UP_MARKER = "octopus"  # the warm-up tab's word, never a student's
-TEMPLATES = ["The cat sat on the mat because it was tired, said the {word}",
-             "The dog slept by the door because it was late, said the {word}"]  # one per round: caches must evict
+TEMPLATES = [
+    "The cat sat on the mat because it was tired, said the {word}",
+    "The dog slept by the door because it was late, said the {word}",
+]  # one per round: caches must evict
 PAGES = ["tokenization", "attention", "logits", "sampling"]
 BATCH_CAPTION = re.compile(r"forwards of up to (\d+) requests")
 # What the model wrote (Sampling page): the token strips and the texts quoting them.
@@ -59,8 +105,12 @@ def prompt_for(word: str, round_index: int = 0) -> str:
 # sessions run forwards at once, and two threads each on shared cores wait on each other), the file's own
 # 4-bit blocks, the engine's work in a process of its own (no wait for the script threads' lock), and 32
 # generation slots (twenty tabs keep 16 full).
-CLASS_SERVER_ENV = {"LLM_EXPLORER_THREADS": "1", "LLM_EXPLORER_QUANT": "gguf", "LLM_EXPLORER_SERVER": "process",
-                    "LLM_EXPLORER_SLOTS": "32"}
+CLASS_SERVER_ENV = {
+    "LLM_EXPLORER_THREADS": "1",
+    "LLM_EXPLORER_QUANT": "gguf",
+    "LLM_EXPLORER_SERVER": "process",
+    "LLM_EXPLORER_SLOTS": "32",
+}
 # The same with a teacher key (docs/classroom.md): students may follow the teacher (``follow_class``).
 
 
@@ -74,10 +124,27 @@ class AppServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port),
-             "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none",
-             "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(extra_env or {})},
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.port",
+                str(self.port),
+                "--server.address",
+                "127.0.0.1",
+                "--server.headless",
+                "true",
+                "--server.fileWatcherType",
+                "none",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(extra_env or {})},
         )
 
     def wait_healthy(self, timeout: float = STARTUP_S) -> None:
@@ -97,7 +164,7 @@ class AppServer:
         """The resident memory (VmRSS) of the server and its child processes (a process engine server), in MiB."""
         return sum(_rss_kib(pid) for pid in _process_tree(self.proc.pid)) / 1024
 
-    def __enter__(self) -> "AppServer":
+    def __enter__(self) -> AppServer:
         try:
             self.wait_healthy()
         except BaseException:
@@ -174,12 +241,21 @@ SLIDERS = {
 }
 
 
-def student(url: str, index: int, word: str, others: list[str], round_index: int = 0, n_pages: int = 4,
-            slider_moves: int = 1, start: threading.Barrier | None = None, timeout: float = 120.0) -> StudentReport:
+def student(
+    url: str,
+    index: int,
+    word: str,
+    others: list[str],
+    round_index: int = 0,
+    n_pages: int = 4,
+    slider_moves: int = 1,
+    start: threading.Barrier | None = None,
+    timeout: float = 120.0,
+) -> StudentReport:
     """One browser tab: open a page, type its prompt, then walk ``n_pages`` of the four pages from its own
     starting point (student i starts at page i mod 4), moving each page's slider ``slider_moves`` times."""
     report = StudentReport(index, word)
-    order = (PAGES[index % len(PAGES):] + PAGES[:index % len(PAGES)])[:n_pages]
+    order = (PAGES[index % len(PAGES) :] + PAGES[: index % len(PAGES)])[:n_pages]
     if start is not None:
         start.wait()
     try:
@@ -204,8 +280,9 @@ def student(url: str, index: int, word: str, others: list[str], round_index: int
     return report
 
 
-def run_class(url: str, n_students: int, round_index: int = 0, n_pages: int = 4, slider_moves: int = 1,
-              timeout: float = 120.0) -> list[StudentReport]:
+def run_class(
+    url: str, n_students: int, round_index: int = 0, n_pages: int = 4, slider_moves: int = 1, timeout: float = 120.0
+) -> list[StudentReport]:
     """``n_students`` tabs at once (one thread each, released together); their reports in order."""
     if n_students > len(MARKERS):
         raise ValueError(f"at most {len(MARKERS)} students (one marker word each), got {n_students}")
@@ -244,8 +321,10 @@ def timings_of(reports: list[StudentReport], prefix: str) -> list[float]:
 def latency_line(label: str, values: list[float]) -> str:
     if not values:
         return f"{label}: no samples"
-    return (f"{label}: n={len(values)} median {statistics.median(values):.2f} s, "
-            f"p95 {percentile(values, 95):.2f} s, max {max(values):.2f} s")
+    return (
+        f"{label}: n={len(values)} median {statistics.median(values):.2f} s, "
+        f"p95 {percentile(values, 95):.2f} s, max {max(values):.2f} s"
+    )
 
 
 # -- a class that follows the teacher ---------------------------------------------------------
@@ -266,8 +345,9 @@ class FollowReport:
     round_latencies: list[list[float]] = field(default_factory=list)  # [new round][follower]: on its open Class page
 
 
-def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 120.0,
-                 reach_s: float = 60.0, new_rounds: int = 0) -> FollowReport:
+def follow_class(
+    url: str, n_followers: int, words: list[str], timeout: float = 120.0, reach_s: float = 60.0, new_rounds: int = 0
+) -> FollowReport:
     """A teacher (teacher-only link) walks ``FOLLOW_PAGES``, typing a prompt with a new word on each, while
     ``n_followers`` tabs poll as a browser does (every ``run_every`` of the sidebar's fragment). A follower
     has "reached" a broadcast at the end of its first whole-app run, after the teacher typed, that is on the
@@ -325,8 +405,14 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
                 while time.perf_counter() < deadline and float("inf") in latencies:
                     for i in range(n_followers):
                         if latencies[i] == float("inf"):
-                            done = next((end for end, at, texts in list(runs[i]) if end >= typed and at == page
-                                         and _has_word("\n".join(texts), word)), None)
+                            done = next(
+                                (
+                                    end
+                                    for end, at, texts in list(runs[i])
+                                    if end >= typed and at == page and _has_word("\n".join(texts), word)
+                                ),
+                                None,
+                            )
                             if done is not None:
                                 # A follower can finish before the teacher's tab has read the end of its own run
                                 # (the room has the view when the teacher's script ends; 21 client threads share
@@ -335,10 +421,15 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
                     time.sleep(0.05)
                 report.latencies.append(latencies)
                 for i in (i for i, seconds in enumerate(latencies) if seconds == float("inf")):
-                    shown = [(round(end - sent, 2), at, _has_word("\n".join(texts), word))
-                             for end, at, texts in list(runs[i]) if end >= typed - 5][-4:]
-                    report.missed.append(f"follower {i} never showed {word!r} on {page!r}; its whole-app runs "
-                                         f"since 5 s before (seconds after the teacher's, page, word shown): {shown}")
+                    shown = [
+                        (round(end - sent, 2), at, _has_word("\n".join(texts), word))
+                        for end, at, texts in list(runs[i])
+                        if end >= typed - 5
+                    ][-4:]
+                    report.missed.append(
+                        f"follower {i} never showed {word!r} on {page!r}; its whole-app runs "
+                        f"since 5 s before (seconds after the teacher's, page, word shown): {shown}"
+                    )
             if new_rounds:
                 opened = time.perf_counter()
                 teacher.open("class")
@@ -347,15 +438,22 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
                     clicked = time.perf_counter()
                     run = teacher.click("class_new_draws")
                     report.problems += [f"teacher: {p}" for p in run.problems]
-                    heading = next((m.group(0) for text in run.texts() for m in [ROUND_HEADING.search(text)] if m), None)
+                    heading = next(
+                        (m.group(0) for text in run.texts() for m in [ROUND_HEADING.search(text)] if m), None
+                    )
                     if heading is None:
                         report.problems.append("teacher: no draw round after 'New draw round'")
                         break
-                    latencies = _reached(runs, lambda at, texts, h=heading: at == "class" and any(h in t for t in texts),
-                                         clicked, reach_s)
+                    latencies = _reached(
+                        runs,
+                        lambda at, texts, h=heading: at == "class" and any(h in t for t in texts),
+                        clicked,
+                        reach_s,
+                    )
                     report.round_latencies.append(latencies)
-                    report.missed += [f"follower {i} never showed {heading!r}" for i, s in enumerate(latencies)
-                                      if s == float("inf")]
+                    report.missed += [
+                        f"follower {i} never showed {heading!r}" for i, s in enumerate(latencies) if s == float("inf")
+                    ]
     except Exception as exc:  # noqa: BLE001
         report.problems.append(f"teacher: {type(exc).__name__}: {exc}")
     finally:
@@ -366,8 +464,11 @@ def follow_class(url: str, n_followers: int, words: list[str], timeout: float = 
     taught = set(words)
     for i, seen in enumerate(runs):
         for _, page, texts in seen:
-            report.leaks += [f"follower {i} on {page}: {w!r}" for w in MARKERS + [WARM_UP_MARKER]
-                             if w not in taught and _has_word("\n".join(texts), w)]
+            report.leaks += [
+                f"follower {i} on {page}: {w!r}"
+                for w in MARKERS + [WARM_UP_MARKER]
+                if w not in taught and _has_word("\n".join(texts), w)
+            ]
     return report
 
 

@@ -27,6 +27,7 @@ The protocol, as the frontend uses it:
 Used by the load test (``tests/test_load.py``) and the load benchmark
 (``scripts/bench_load.py``).
 """
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,11 @@ class Run:
     @property
     def widget_ids(self) -> dict[str, str]:
         """User key → element id, for every keyed widget or chart of the run (ids end in ``-<key>``)."""
-        return {element_id.split("-", 2)[2]: element_id for element_id in self.element_ids
-                if element_id.startswith("$$ID-") and element_id.count("-") >= 2}
+        return {
+            element_id.split("-", 2)[2]: element_id
+            for element_id in self.element_ids
+            if element_id.startswith("$$ID-") and element_id.count("-") >= 2
+        }
 
     def chart(self, key: str) -> dict:
         """The Plotly figure (as a dict) of the chart drawn with ``key=``."""
@@ -165,7 +169,7 @@ class StreamlitSession:
     def close(self) -> None:
         self._socket.close()
 
-    def __enter__(self) -> "StreamlitSession":
+    def __enter__(self) -> StreamlitSession:
         return self
 
     def __exit__(self, *exc) -> None:

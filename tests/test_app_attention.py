@@ -1,4 +1,5 @@
 """AppTest for the Attention page: its widgets and guided buttons re-render it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,9 @@ def test_attention_widgets_and_guided_buttons():
     first = plotly_array(chart(at, "attention_heatmap")["data"][0]["z"])
     at.slider(key="_w_att_layer").set_value(13).run()
     assert_clean(at)
-    assert not np.allclose(np.nan_to_num(first), np.nan_to_num(plotly_array(chart(at, "attention_heatmap")["data"][0]["z"])))
+    assert not np.allclose(
+        np.nan_to_num(first), np.nan_to_num(plotly_array(chart(at, "attention_heatmap")["data"][0]["z"]))
+    )
     next(b for b in at.button if b.key.startswith("att_show_") and b.label.endswith("→ “cat”")).click().run()
     assert_clean(at)
     steps = chart(at, "score_steps")
@@ -38,8 +41,12 @@ def test_switching_heads_off_shows_the_effect_on_the_next_token(engine):
     caption = next(c.value for c in at.caption if c.value.startswith("Heads putting at least"))
     listed = caption.split("weight): ", 1)[1].rstrip(".").split(", ")  # "L13 H8 (80%)", ...
     _, trace = engine.traced_forward(engine.encode_prompt("The cat sat on the mat because it was tired."))
-    expected = {f"L{l} H{h}" for l, layer in enumerate(trace.layers) for h in range(engine.config.n_heads)
-                if layer.attention_probs[0, h, 7, 1] >= 0.3}  # query " it" (7) -> key " cat" (1)
+    expected = {
+        f"L{l} H{h}"
+        for l, layer in enumerate(trace.layers)
+        for h in range(engine.config.n_heads)
+        if layer.attention_probs[0, h, 7, 1] >= 0.3
+    }  # query " it" (7) -> key " cat" (1)
     assert {item.split(" (")[0] for item in listed} == expected and expected
     at.button(key="att_heads_it_cat").click().run()
     assert_clean(at)

@@ -1,4 +1,5 @@
 """AppTest for the Batching page: the padded batch, a static-vs-continuous run, batched == solo, bad rows."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,11 @@ def test_padded_batch_and_a_comparison_run():
     assert len(padded["y"]) == 6  # the six default requests
     # leave row 1 out: every chart still calls the others by their table row (0, 2, 3, 4, 5); a short
     # longest answer (6 tokens) keeps the three runs quick
-    at.session_state["batch_requests"] = {"edited_rows": {0: {"max new tokens": 6}, 1: {"prompt": ""}},
-                                          "added_rows": [], "deleted_rows": []}
+    at.session_state["batch_requests"] = {
+        "edited_rows": {0: {"max new tokens": 6}, 1: {"prompt": ""}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert "Request 1 is left out" in at.warning[0].value
     assert chart(at, "batch_padded")["data"][0]["y"] == [f"request {r}" for r in (0, 2, 3, 4, 5)]
@@ -37,10 +41,13 @@ def test_padded_batch_and_a_comparison_run():
     assert [round(v, 3) for v in latency[0]["y"]] == [round(v, 3) for v in result.static.ttft_ms]
     memory = chart(at, "batch_memory")["data"]
     assert max(memory[1]["y"]) <= max(memory[0]["y"])  # used never exceeds reserved
-    assert any(m.value.startswith(("**Continuous batching won", "**Static batching won", "**Both modes"))
-               for m in at.markdown)
-    assert all(solo == static == cont for solo, static, cont in
-               zip(result.solo, result.static.token_ids, result.continuous.token_ids))
+    assert any(
+        m.value.startswith(("**Continuous batching won", "**Static batching won", "**Both modes")) for m in at.markdown
+    )
+    assert all(
+        solo == static == cont
+        for solo, static, cont in zip(result.solo, result.static.token_ids, result.continuous.token_ids)
+    )
     assert "Every request produced exactly the same tokens" in at.success[0].value
     assert chart(at, "batch_static_timeline")["data"][0]["type"] == "heatmap"
     # static keeps a row per request for every step; continuous never holds more than its slots
@@ -54,10 +61,14 @@ def test_shared_prompt_starts_are_reused_and_counted():
     at = open_batching()
     opening = "The cat sat on the mat and looked at the"
     at.session_state["batch_requests"] = {
-        "edited_rows": {0: {"prompt": f"{opening} door", "max new tokens": 2},
-                        1: {"prompt": f"{opening} dog", "max new tokens": 6},
-                        2: {"prompt": f"{opening} bird", "max new tokens": 3}},
-        "added_rows": [], "deleted_rows": [3, 4, 5]}
+        "edited_rows": {
+            0: {"prompt": f"{opening} door", "max new tokens": 2},
+            1: {"prompt": f"{opening} dog", "max new tokens": 6},
+            2: {"prompt": f"{opening} bird", "max new tokens": 3},
+        },
+        "added_rows": [],
+        "deleted_rows": [3, 4, 5],
+    }
     at.run()
     at.number_input(key="batch_slots").set_value(2).run()
     at.checkbox(key="batch_share").check().run()
@@ -77,8 +88,15 @@ def test_bad_rows_are_explained_and_the_rest_still_runs():
     from ui.compute.batching import parse_requests
 
     at = open_batching()  # loads the engine into the cache for parse_requests
-    requests = parse_requests("SmolLM2-135M-Instruct", [{"prompt": "", "max new tokens": 4}, {"prompt": "The cat sat", "max new tokens": 999},
-                               {"prompt": "x " * 200, "max new tokens": 3}, {"prompt": "Hi", "max new tokens": "abc"}])
+    requests = parse_requests(
+        "SmolLM2-135M-Instruct",
+        [
+            {"prompt": "", "max new tokens": 4},
+            {"prompt": "The cat sat", "max new tokens": 999},
+            {"prompt": "x " * 200, "max new tokens": 3},
+            {"prompt": "Hi", "max new tokens": "abc"},
+        ],
+    )
     assert requests.prompts == ["The cat sat", "Hi"] and requests.max_new_tokens == [32, 8]
     assert any("Request 0 is left out" in p and "empty" in p for p in requests.problems)
     assert any("Request 1: max new tokens 999" in p for p in requests.problems)
@@ -89,8 +107,11 @@ def test_bad_rows_are_explained_and_the_rest_still_runs():
 def test_table_edits_survive_a_page_switch():
     """Streamlit drops a widget's state on a page that does not draw it: the table keeps its rows anyway."""
     at = open_batching()
-    at.session_state["batch_requests"] = {"edited_rows": {0: {"max new tokens": 0}}, "added_rows": [],
-                                          "deleted_rows": []}
+    at.session_state["batch_requests"] = {
+        "edited_rows": {0: {"max new tokens": 0}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert "Request 0: max new tokens 0 is outside 1–32, using 1" in at.warning[0].value
     at.switch_page("pages/logits.py").run()

@@ -4,6 +4,7 @@ The real model runs the link test (no sweep: those are 30 batched forwards each)
 run on a tiny random Llama offered through the allowlist (2 layers, 4 heads), where the
 clicks, the progress and the heatmaps' shapes and anchors are checked in milliseconds.
 """
+
 from __future__ import annotations
 
 import numpy as np

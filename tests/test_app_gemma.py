@@ -5,6 +5,7 @@ Every fact checked here is one the page computes from the config, the tokenizer 
 trace. Every page opens on Gemma without an error, warning or exception (``test_every_page_opens_on_gemma``);
 the real-browser test (``test_browser.py``) opens the pages whose charts differ most for Gemma.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,11 @@ def app_on_gemma(gemma_engine, monkeypatch):
     from ui.shell import resources
 
     real = resources.load_engine
-    monkeypatch.setattr(resources, "load_engine",
-                        lambda model=None, **kwargs: gemma_engine if model == GEMMA else real(model=model, **kwargs))
+    monkeypatch.setattr(
+        resources,
+        "load_engine",
+        lambda model=None, **kwargs: gemma_engine if model == GEMMA else real(model=model, **kwargs),
+    )
     st.cache_resource.clear()
     yield
     st.cache_resource.clear()
@@ -62,11 +66,22 @@ def test_tokenization_says_sentencepiece_bos_and_byte_fallback(app_on_gemma):
 
 def test_block_walk_shows_four_norms(app_on_gemma):
     at = open_gemma("pages/logit_lens.py")
-    names = [a["text"].split("</b>")[0].removeprefix("<b>").replace("<br>", " ")
-             for a in chart(at, "block_diagram")["layout"]["annotations"] if a.get("text")]
-    assert names == ["block input", "RMSNorm (pre-attention)", "attention output", "RMSNorm (post-attention)",
-                     "residual add 1", "RMSNorm (pre-MLP)", "feed-forward output", "RMSNorm (post-MLP)",
-                     "residual add 2"]
+    names = [
+        a["text"].split("</b>")[0].removeprefix("<b>").replace("<br>", " ")
+        for a in chart(at, "block_diagram")["layout"]["annotations"]
+        if a.get("text")
+    ]
+    assert names == [
+        "block input",
+        "RMSNorm (pre-attention)",
+        "attention output",
+        "RMSNorm (post-attention)",
+        "residual add 1",
+        "RMSNorm (pre-MLP)",
+        "feed-forward output",
+        "RMSNorm (post-MLP)",
+        "residual add 2",
+    ]
     assert "has **four norms per block**" in texts(at.caption)
 
 
@@ -108,7 +123,10 @@ def test_side_by_side_runs_the_prompt_through_both(app_on_gemma, engine, gemma_e
     prompt = "The cat sat on the mat because it was tired."
     shown = texts(at.markdown)
     for model in (engine, gemma_engine):  # the counts are the models' own tokenizers', of the text alone
-        assert f"**{len(model.tokenizer.encode(prompt, special_tokens=False)):,} tokens** for the text's 44 characters" in shown
+        assert (
+            f"**{len(model.tokenizer.encode(prompt, special_tokens=False)):,} tokens** for the text's 44 characters"
+            in shown
+        )
     assert "plus 1 special token the tokenizer adds (`<bos>`), which is not text" in shown  # Gemma's, named apart
     design = next(df.value for df in at.dataframe if "SmolLM2-135M-Instruct" in df.value.columns)
     assert list(design["gemma-3-270m"][:3]) == ["268.1 M", "18", "640"]

@@ -1,4 +1,5 @@
 """AppTest for the Generation & KV cache page: step, run N, rewind, force (and bad forced tokens), the cache view."""
+
 from __future__ import annotations
 
 import pytest

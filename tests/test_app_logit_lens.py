@@ -1,4 +1,5 @@
 """AppTest for the Transformer block & logit lens page: the answer forming, the block slider, a long prompt."""
+
 from __future__ import annotations
 
 import pytest

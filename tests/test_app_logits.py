@@ -1,4 +1,5 @@
 """AppTest for the Logits & temperature page: greedy pick, temperature and sampler-filter widgets, no extra forward."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,7 +60,9 @@ def test_top_p_change_cuts_tokens():
     assert_clean(at)
     stages = chart(at, "stage_figure")["data"][0]
     assert "top-p · 2 left, 49,150 removed" in stages["y"]  # " on" 0.39 + " at" 0.34 reach 0.5 at T = 0.8
-    assert any(label.startswith("softmax(logits ÷ T) · nothing removed") for label in stages["y"])  # softmax cuts nothing
+    assert any(
+        label.startswith("softmax(logits ÷ T) · nothing removed") for label in stages["y"]
+    )  # softmax cuts nothing
     assert "**2 tokens can be drawn**" in texts(at.markdown) and "The filters removed 49,150." in texts(at.markdown)
 
 

@@ -1,5 +1,6 @@
 """A class server's engine work in a process of its own (LLM_EXPLORER_SERVER=process): the pages show the numbers
 the in-process path shows, and a setting the app does not know stops with the choices."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,7 +38,7 @@ def _continuation_bound() -> float:
     """How far the Sampling page's probabilities may move between two runs of its four continuations.
 
     A continuation's forwards share a batch with whatever else the server runs at that moment, and a
-    batch of other rows sums in another order (``tests/tolerances.py``): its tokens stay, its logits move
+    batch of other rows sums in another order (``inference/model/tolerances.py``): its tokens stay, its logits move
     by at most ``model_tolerance``. A softmax moves by at most twice its inputs' largest change, and the
     inputs are the logits over T (the page's smallest T > 0 is setting A's, 0.3).
     """

@@ -1,4 +1,5 @@
 """AppTest for the prompt (and seed) on several pages: main chart, and bad or odd input gets a clear message."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -66,8 +67,9 @@ def test_prompt_beyond_the_context_gives_a_clear_error(page):
     assert at.error and "context" in at.error[0].value
 
 
-@pytest.mark.parametrize("page,shown", [("tokenization", "first 512"), ("embeddings", "first 64"),
-                                        ("attention", "first 128")])
+@pytest.mark.parametrize(
+    "page,shown", [("tokenization", "first 512"), ("embeddings", "first 64"), ("attention", "first 128")]
+)
 def test_long_prompt_says_what_is_shown(page, shown):
     at = open_page(page, prompt="The cat sat on the mat. " * 100)  # 600 tokens
     assert_clean(at)
@@ -88,8 +90,13 @@ def test_tiny_inputs_on_every_widget_stay_clean():
     assert_clean(at)
     assert at.info and chart(at, "embedding_pca")
     at.switch_page("pages/tokenization.py").run()
-    for key, value in (("_w_tok_id_word", ""), ("_w_tok_compare", ""), ("_w_tok_bpe_word", " "),
-                       ("_w_tok_bpe_word", "🙂"), ("_w_tok_bpe_word", "")):
+    for key, value in (
+        ("_w_tok_id_word", ""),
+        ("_w_tok_compare", ""),
+        ("_w_tok_bpe_word", " "),
+        ("_w_tok_bpe_word", "🙂"),
+        ("_w_tok_bpe_word", ""),
+    ):
         at.text_input(key=key).input(value).run()
         assert_clean(at)
     at.text_area(key="_w_tok_corpus").input("").run()

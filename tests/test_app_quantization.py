@@ -1,4 +1,5 @@
 """AppTest for the Quantization page: a real stored block, bytes against the file, every mode on the prompt."""
+
 from __future__ import annotations
 
 import re
@@ -35,7 +36,10 @@ def test_the_block_is_the_files_own(page):
     assert codes.min() >= 0 and codes.max() <= 15
     text = " ".join(m.value for m in page.markdown)
     assert "**20 bytes** — 5.00 bits per weight" in text and "bit for bit" in text
-    assert "**Q4_1**: blocks of 32 weights share one scale d and one offset m; each weight keeps a four-bit code" in text and "**Q8_0**" in text
+    assert (
+        "**Q4_1**: blocks of 32 weights share one scale d and one offset m; each weight keeps a four-bit code" in text
+        and "**Q8_0**" in text
+    )
 
 
 def test_bytes_and_modes_are_computed_from_the_model(page):
@@ -77,9 +81,15 @@ def test_every_page_runs_on_the_files_blocks(gguf_engine, monkeypatch):
 
     real = resources.load_engine
     monkeypatch.setenv("LLM_EXPLORER_QUANT", "gguf")
-    monkeypatch.setattr(resources, "load_engine",
-                        lambda model=None, **kwargs: (gguf_engine if model is None and kwargs.get("quant") == "gguf"  # the default
-                                                  else real(model=model, **kwargs)))
+    monkeypatch.setattr(
+        resources,
+        "load_engine",
+        lambda model=None, **kwargs: (
+            gguf_engine
+            if model is None and kwargs.get("quant") == "gguf"  # the default
+            else real(model=model, **kwargs)
+        ),
+    )
     st.cache_resource.clear()
     st.cache_data.clear()
     try:

@@ -1,4 +1,5 @@
 """AppTest for the Sampling page: seeded draws, the 1,000-draw fit, settings surviving page switches, T = 0."""
+
 from __future__ import annotations
 
 import pytest
@@ -93,4 +94,3 @@ def test_sampling_page_at_temperature_zero_draws_nothing():
     assert "greedy" in texts(at.info) and "T = 0: no u is drawn" in texts(at.markdown)
     assert "Only one token can be drawn" in texts(at.markdown)
     assert "greedy draws none" in chart(at, "toy_ranges")["layout"]["title"]["text"]
-

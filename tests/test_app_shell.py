@@ -1,4 +1,5 @@
 """AppTest for the shell: defaults, sidebar, navigation, and the prompt and page choices surviving page switches."""
+
 from __future__ import annotations
 
 import pytest

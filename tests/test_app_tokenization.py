@@ -1,4 +1,5 @@
 """AppTest for the Tokenization page: its widgets (found by key) re-render it."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,10 +1,11 @@
 """Direct logit attribution (``inference/model/attribution.py``): the terms add up to the logit within the derived bound.
 
 With the final norm's scale frozen, the split is exact in real arithmetic; the sum of the
-terms and the model's own logit differ only by rounding. The bound is ``tests/tolerances.py``'s
+terms and the model's own logit differ only by rounding. The bound is ``inference/model/tolerances.py``'s
 formula with the terms' total magnitude as its scale, for every token of the vocabulary at once
 (the library's ``rounding_bound`` must be that same number).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,7 +25,9 @@ def derived_bound(engine, magnitude: float) -> float:
     return logit_tolerance(magnitude, reduction, config.n_layers, compared=config.vocab_size)
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2", "gemma3"])  # RMSNorm; LayerNorm with biases; (1 + w) norms, four per block
+@pytest.mark.parametrize(
+    "family", ["llama", "gpt2", "gemma3"]
+)  # RMSNorm; LayerNorm with biases; (1 + w) norms, four per block
 def test_contributions_sum_to_the_logit_within_the_derived_bound(family):
     engine = tiny_engine(family)
     logits = engine.forward_logits(IDS)[-1]

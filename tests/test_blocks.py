@@ -1,6 +1,7 @@
 """Every GGUF block type a shipped file holds, read from its bytes (``ui.compute.blocks``), against the ``gguf``
 package's own dequantization: on random bytes (every type, Q4_0 included, which no shipped file holds) and on real
 blocks of both models' files."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,12 +29,18 @@ def test_every_type_decodes_as_gguf_does(type_name):
         layout = blocks.decode_block(type_name, raw)
         expected = dequantize(raw[None, :], GGMLQuantizationType[type_name]).astype(np.float32)[0]
         assert layout.decoded.shape == (layout.n_weights,) == expected.shape
-        np.testing.assert_allclose(layout.decoded, expected, rtol=0, atol=1e-6 * max(1.0, float(np.abs(expected).max())))
+        np.testing.assert_allclose(
+            layout.decoded, expected, rtol=0, atol=1e-6 * max(1.0, float(np.abs(expected).max()))
+        )
         low, high = layout.code_range
         assert layout.codes.min() >= low and layout.codes.max() <= high
         groups = np.repeat(np.arange(layout.groups), layout.group_size)
-        np.testing.assert_allclose(layout.scales[groups] * layout.codes + layout.offsets[groups], expected,
-                                   rtol=0, atol=1e-6 * max(1.0, float(np.abs(expected).max())))  # w = scale·q + offset
+        np.testing.assert_allclose(
+            layout.scales[groups] * layout.codes + layout.offsets[groups],
+            expected,
+            rtol=0,
+            atol=1e-6 * max(1.0, float(np.abs(expected).max())),
+        )  # w = scale·q + offset
         assert layout.n_bytes == raw.size and layout.bits_per_weight == 8 * raw.size / layout.n_weights
 
 
@@ -55,8 +62,11 @@ def test_the_tensor_directory_is_gguf_readers():
     assert list(directory) == [t.name for t in reader.tensors]
     for tensor in reader.tensors:
         entry = directory[tensor.name]
-        assert (entry.type_name, entry.shape, entry.offset) == (tensor.tensor_type.name, tuple(map(int, tensor.shape)),
-                                                                int(tensor.data_offset))
+        assert (entry.type_name, entry.shape, entry.offset) == (
+            tensor.tensor_type.name,
+            tuple(map(int, tensor.shape)),
+            int(tensor.data_offset),
+        )
 
 
 def test_the_shipped_files_blocks():

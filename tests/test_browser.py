@@ -12,10 +12,12 @@ browser): no label, button text or chart title is cut, Copy link is there, Gener
 primary controls. Screenshots go to ``$BROWSER_SCREENSHOTS`` when it is set; otherwise only a failing page's
 is taken (into pytest's temporary folder, named in the failure).
 """
+
 from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -24,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import time
-import json
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -38,8 +39,16 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 STARTUP_S = 120  # server start + model load on 2 shared cores
 RENDER_S = 120
 
@@ -126,9 +135,25 @@ def _start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[str,
     port = _free_port()
     log = open(folder / "streamlit.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
     )
     return f"http://127.0.0.1:{port}", proc, log
 
@@ -186,7 +211,8 @@ def _charts_drawn(page) -> bool:
 
 def _screenshot(page, name: str, folder: Path) -> None:
     height = page.evaluate(
-        "() => { const m = document.querySelector('[data-testid=stMain]'); return m ? m.scrollHeight : 900; }")
+        "() => { const m = document.querySelector('[data-testid=stMain]'); return m ? m.scrollHeight : 900; }"
+    )
     page.set_viewport_size({"width": 1400, "height": min(max(int(height) + 40, 900), 12000)})
     time.sleep(1.0)
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
@@ -218,9 +244,12 @@ def _record_requests(page) -> list[str]:
 def _outside(urls: list[str], server: str) -> list[str]:
     """The URLs that would leave the machine (anything but the local server and inline data)."""
     local = urllib.parse.urlsplit(server).netloc
-    return [url for url in urls
-            if urllib.parse.urlsplit(url).scheme not in ("data", "blob", "about")
-            and urllib.parse.urlsplit(url).netloc != local]
+    return [
+        url
+        for url in urls
+        if urllib.parse.urlsplit(url).scheme not in ("data", "blob", "about")
+        and urllib.parse.urlsplit(url).netloc != local
+    ]
 
 
 def _chart_numbers(page) -> str:
@@ -297,7 +326,7 @@ def test_pages_render_for_gemma_by_deep_link(spec, shared_server, browser, tmp_p
 
 def _slider_right(page, label: str, presses: int) -> str:
     """Move the slider labelled ``label`` right by ``presses`` arrow-key steps, as a user would; its new value."""
-    handle = page.locator('[data-testid="stSlider"]').filter(has_text=label).locator('input[type=range]').first
+    handle = page.locator('[data-testid="stSlider"]').filter(has_text=label).locator("input[type=range]").first
     handle.focus()
     for _ in range(presses):
         handle.press("ArrowRight")
@@ -343,8 +372,14 @@ def test_hostile_link_in_a_real_browser(fresh_server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    query = urllib.parse.urlencode({"prompt": "<img src=x onerror=alert(1)><script>alert(2)</script>",
-                                    "model": "../../etc/passwd", "<b>x</b>": "1", "top_k": "9" * 10_000})
+    query = urllib.parse.urlencode(
+        {
+            "prompt": "<img src=x onerror=alert(1)><script>alert(2)</script>",
+            "model": "../../etc/passwd",
+            "<b>x</b>": "1",
+            "top_k": "9" * 10_000,
+        }
+    )
     page.goto(f"{fresh_server}/logits?{query}")
     page.wait_for_selector('[data-testid="stAlertContentWarning"]', timeout=RENDER_S * 1000)
     _wait_for_run_to_finish(page)
@@ -361,12 +396,15 @@ def _chart_by_title(page, start: str, timeout: float = RENDER_S) -> list[dict]:
     it is drawn (a chart below the fold is drawn when the page gets to it)."""
     deadline = time.monotonic() + timeout
     while True:
-        found = page.evaluate("""(start) => {
+        found = page.evaluate(
+            """(start) => {
             const plot = [...document.querySelectorAll('.js-plotly-plot')]
                 .find(el => el.layout && ((el.layout.title || {}).text || '').replace(/<[^>]+>/g, '').startsWith(start));
             return plot ? plot.data.map(t => ({name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || [])}))
                         : null;
-        }""", start)
+        }""",
+            start,
+        )
         if found is not None or time.monotonic() > deadline:
             assert found is not None, f"no chart titled {start!r}"
             return found
@@ -441,7 +479,11 @@ def test_temperature_playground_moves_while_you_drag(shared_server, browser, tmp
         assert len(frames) == steps, sorted(frames)
         for t, frame in frames.items():
             if t in entropy_at:  # the sweep's T = 0.1 ... 2.0 (the playground adds 0 and 0.05)
-                assert abs(frame["entropy"] - entropy_at[t]) <= 1e-9 * max(1.0, entropy_at[t]), (t, frame, entropy_at[t])
+                assert abs(frame["entropy"] - entropy_at[t]) <= 1e-9 * max(1.0, entropy_at[t]), (
+                    t,
+                    frame,
+                    entropy_at[t],
+                )
                 assert abs(frame["top"] - top_at[t]) <= 1e-12, (t, frame["top"], top_at[t])
             assert abs(max(frame["bars"]) - frame["top"]) <= 1e-12 and sum(frame["bars"]) <= 1 + 1e-9
         timing = page.evaluate("() => window.__temperaturePlayground")
@@ -456,16 +498,20 @@ def test_temperature_playground_moves_while_you_drag(shared_server, browser, tmp
         _wait_for_run_to_finish(page)
         assert "temperature=2" in page.url, page.url
         slider = page.locator('[data-testid="stSlider"]').filter(has_text="Temperature T").locator("input[type=range]")
-        assert slider.first.get_attribute("aria-valuetext") in ("2.00", "2"), slider.first.get_attribute("aria-valuetext")
+        assert slider.first.get_attribute("aria-valuetext") in ("2.00", "2"), slider.first.get_attribute(
+            "aria-valuetext"
+        )
         overlay = _chart_by_title(page, "Probabilities after softmax")
         yours = next(trace for trace in overlay if trace["name"] == "T = 2 (yours)")
         assert all(abs(a - b) <= 1e-12 for a, b in zip(yours["y"], frames[2.0]["bars"]))  # the server's bars at T = 2
         assert root.get_attribute("data-temperature") == "2"
         assert page.locator('[data-testid="stException"]').count() == 0
         assert not _outside(requested, shared_server), _outside(requested, shared_server)
-        print(f"playground: {len(timing['frameMs'])} frames, input to frame median "
-              f"{sorted(timing['frameMs'])[len(timing['frameMs']) // 2]:.1f} ms, max {max(timing['frameMs']):.1f} ms; "
-              f"drawing max {max(timing['drawMs']):.2f} ms")
+        print(
+            f"playground: {len(timing['frameMs'])} frames, input to frame median "
+            f"{sorted(timing['frameMs'])[len(timing['frameMs']) // 2]:.1f} ms, max {max(timing['frameMs']):.1f} ms; "
+            f"drawing max {max(timing['drawMs']):.2f} ms"
+        )
     page.close()
 
 
@@ -548,8 +594,9 @@ def _wait_text(page, text: str, timeout_s: float = RENDER_S) -> None:
 
 
 def _wait_for(page, predicate_js: str, timeout_s: float = 60) -> None:
-    page.wait_for_function(f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}",
-                           timeout=timeout_s * 1000)
+    page.wait_for_function(
+        f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}", timeout=timeout_s * 1000
+    )
 
 
 def _has_text(text: str) -> str:
@@ -568,8 +615,9 @@ def _reach(students, predicate_js: str, action, timeout_s: float = FOLLOW_REACH_
     """Seconds from ``action`` (the teacher's click) until each student's open tab shows ``predicate_js``: every tab
     checks it every 50 ms in the page itself and keeps the first time it held (one clock: the same machine)."""
     for page in students:
-        assert not page.evaluate(f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}"), \
+        assert not page.evaluate(f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}"), (
             f"already true before the teacher acted: {predicate_js}"
+        )
         page.evaluate(f"""() => {{
             window.__arrived = null; clearInterval(window.__arrivalTimer);
             window.__arrivalTimer = setInterval(() => {{
@@ -704,23 +752,25 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
     lags: dict[str, list[float]] = {}
     rounds: dict[str, list[float]] = {}
 
-    def go(title: str, heading: str | None = None) -> None:  # the teacher opens a page from the sidebar; the class follows
+    def go(
+        title: str, heading: str | None = None
+    ) -> None:  # the teacher opens a page from the sidebar; the class follows
         link = teacher.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first
         lags[title] = _reach(students, _heading(heading or title), link.click)  # (the teacher's run ended first)
 
     def teacher_types(prompt: str) -> None:
         box = teacher.locator('[data-testid="stSidebar"] textarea')
         lags[f"prompt on {teacher.locator('h1').first.inner_text()}"] = _reach(
-            students, _prompt_is(prompt), lambda: (box.fill(prompt), box.press("Control+Enter")))
+            students, _prompt_is(prompt), lambda: (box.fill(prompt), box.press("Control+Enter"))
+        )
 
     def round_event(name: str, predicate_js, button: str) -> None:
         for page in students + [teacher]:  # as in a class: the teacher starts a round on pages that have finished
-            _wait_for(page, "!document.querySelector('[data-testid=\"stApp\"][data-test-script-state=\"running\"]')")
+            _wait_for(page, '!document.querySelector(\'[data-testid="stApp"][data-test-script-state="running"]\')')
         time.sleep(1.0)  # and the browsers have drawn them
         if callable(predicate_js):  # read from the finished page (a page still drawing shows no round number yet)
             predicate_js = predicate_js()
-        seconds = _reach(students, predicate_js,
-                         lambda: teacher.get_by_role("button", name=button, exact=True).click())
+        seconds = _reach(students, predicate_js, lambda: teacher.get_by_role("button", name=button, exact=True).click())
         rounds[name] = seconds
         late = [i for i, s in enumerate(seconds) if s > ROUND_REACH_S]
         for i in late:  # what a late tab showed, for the failure message
@@ -748,8 +798,9 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         teacher_types("The cat sat on the")
         # 20-27: a guess round on the Class page; students guess (Enter sends the guess)
         go("The class, together")
-        round_event("new guess round", lambda: _has_text(_next_round(students[0], "Guess")),
-                        "New guess round on my prompt")
+        round_event(
+            "new guess round", lambda: _has_text(_next_round(students[0], "Guess")), "New guess round on my prompt"
+        )
         for page, word in zip(students, ("mat", "floor", "mat")):
             box = page.get_by_role("textbox", name="Your guess (one word; Enter sends it)")
             box.fill(word)
@@ -762,9 +813,11 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         _wait_text(teacher, "The model's most probable next token")
         # 30-40: Sampling at T = 0.8, a draw round there, pressed at once by everyone, pooled on the Class page
         go("Sampling")
-        round_event("new draw round",
-                    lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.8"),
-                    "New draw round on my prompt and settings")
+        round_event(
+            "new draw round",
+            lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.8"),
+            "New draw round on my prompt and settings",
+        )
         for page in students:  # pressed right after the round arrived: counts in it
             page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
         for page in students:
@@ -773,23 +826,34 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         _wait_text(teacher, "30 draws by 3 students")
         # 40-43: a new draw round at T = 0.3, set on Logits & temperature
         go("Logits & temperature")
-        slider = teacher.locator('[data-testid="stSlider"]').filter(has_text="Temperature T").locator(
-            'input[type=range]').first
+        slider = (
+            teacher.locator('[data-testid="stSlider"]')
+            .filter(has_text="Temperature T")
+            .locator("input[type=range]")
+            .first
+        )
         lags["temperature on Logits & temperature"] = _reach(
-            students, _has_text("Entropy at T = 0.3"),
-            lambda: [slider.press(key) for key in ("PageDown", "PageDown", "ArrowLeft", "ArrowLeft")])  # 0.8 -> 0.3
+            students,
+            _has_text("Entropy at T = 0.3"),
+            lambda: [slider.press(key) for key in ("PageDown", "PageDown", "ArrowLeft", "ArrowLeft")],
+        )  # 0.8 -> 0.3
         go("The class, together")
-        round_event("second draw round",
-                    lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.3"),
-                    "New draw round on my prompt and settings")
+        round_event(
+            "second draw round",
+            lambda: _has_text(_next_round(students[0], "Draw")) + " && " + _has_text("T = 0.3"),
+            "New draw round on my prompt and settings",
+        )
         for page in students:
             page.get_by_role("button", name="Draw 10 for the class", exact=True).click()
         for page in students:
             _wait_text(page, "Your draws in this round: 10 ")  # the new round's, not 10 more of the old one
         _wait_text(teacher, "30 draws by 3 students")
         # a reset of the guesses: a new guess round on the same prompt opens every box again, empty
-        round_event("reset (a new guess round)", lambda: _has_text(_next_round(students[0], "Guess")),
-                    "New guess round on my prompt")
+        round_event(
+            "reset (a new guess round)",
+            lambda: _has_text(_next_round(students[0], "Guess")),
+            "New guess round on my prompt",
+        )
         for page in students:
             assert page.get_by_text("Your guess: ").count() == 0
             assert page.get_by_role("textbox", name="Your guess (one word; Enter sends it)").input_value() == ""
@@ -799,8 +863,10 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         go("Generation & KV cache", "Generation & the KV cache")
         for step in (1, 2):
             lags[f"Next token {step}"] = _reach(
-                students, f"location.search.includes('step={step}')",
-                lambda: teacher.get_by_role("button", name="Next token", exact=True).click())
+                students,
+                f"location.search.includes('step={step}')",
+                lambda: teacher.get_by_role("button", name="Next token", exact=True).click(),
+            )
 
     for page in students:
         assert page.evaluate("() => window.__sameDocument === true")  # no student tab was ever reloaded

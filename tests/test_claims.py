@@ -5,6 +5,7 @@ The prompts are of different kinds: the default sentence, no pronoun, emoji, cod
 sentence and a single space. A helper's sentence is parsed back (counts, layers, percentages, tokens)
 and compared with what the model computed, so a sentence that contradicts its chart fails here.
 """
+
 from __future__ import annotations
 
 import re
@@ -93,8 +94,7 @@ def test_the_default_prompt_no_longer_claims_the_answer_settles_at_the_last_laye
     """The issue's case: ↵ leads in the middle layers, loses the lead near the end, is back at the output."""
     lens = logits.traced_prompt(MODEL, PROMPTS["default"], False).lens
     guesses = [layer[-1][0] for layer in lens.top_strings]
-    text = predicting.answer_formation_sentence(
-        lens.layer_labels, guesses, lens.final_token_probability.tolist())
+    text = predicting.answer_formation_sentence(lens.layer_labels, guesses, lens.final_token_probability.tolist())
     assert "from **layer 29** on" not in text
     assert guesses[-2] != guesses[-1] and "other guesses lead" in text
 
@@ -135,8 +135,10 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
     line = reading.top_heads_sentence(pieces[query], pieces[key], best)
     quoted = [(int(l), int(h), p) for l, h, p in re.findall(r"layer (\d+) head (\d+) \(([<>]?\d+)%\)", line)]
     weights = maps.probs[:, :, query, key]
-    assert [(l, h) for l, h, _ in quoted] == [tuple(np.unravel_index(i, weights.shape))
-                                             for i in np.argsort(weights, axis=None)[::-1][:5]]
+    assert [(l, h) for l, h, _ in quoted] == [
+        tuple(np.unravel_index(i, weights.shape)) for i in np.argsort(weights, axis=None)[::-1][:5]
+    ]
+
     def written(p: str, w: float) -> bool:  # the one rule: never "0%" for a weight that is not 0, nor "100%" below 1
         return {"<1": 0 < w < 0.005, ">99": 0.995 <= w < 1}.get(p, p.isdigit() and int(p) == round(100 * w))
 
@@ -167,20 +169,21 @@ def test_the_causal_suggestion_is_what_the_model_does(real):
     words = att.word_positions(pieces)
     later = next(i for i in reversed(words) if i > query)
     earlier = att.find_token(pieces[:query], "cat")
-    text = reading.causal_suggestion(pieces[query], query, (pieces[later].strip(), later, later),
-                                     (pieces[earlier].strip(), earlier, earlier))
+    text = reading.causal_suggestion(
+        pieces[query], query, (pieces[later].strip(), later, later), (pieces[earlier].strip(), earlier, earlier)
+    )
     assert f"{visible(pieces[later].strip())}` (position {later}) cannot move any head" in text
     assert f"{visible(pieces[earlier].strip())}` (position {earlier}), which comes before" in text
 
     other = real.tokenizer.encode(" dirty", special_tokens=False)
     assert len(other) == 1
-    changed_later = att.attention_maps(MODEL, ids[:later] + other + ids[later + 1:])
+    changed_later = att.attention_maps(MODEL, ids[:later] + other + ids[later + 1 :])
     # Same shapes, same inputs for every position up to the query: each of their numbers is the same
     # sequence of float operations on the same values, so the rows are bitwise equal (no tolerance needed).
     assert np.array_equal(changed_later.probs[:, :, : query + 1], maps.probs[:, :, : query + 1])
     assert not np.array_equal(changed_later.probs[:, :, later:], maps.probs[:, :, later:])
     dog = real.tokenizer.encode(" dog", special_tokens=False)
-    changed_earlier = att.attention_maps(MODEL, ids[:earlier] + dog + ids[earlier + 1:])
+    changed_earlier = att.attention_maps(MODEL, ids[:earlier] + dog + ids[earlier + 1 :])
     assert np.abs(changed_earlier.probs[:, :, query] - maps.probs[:, :, query]).max() > 0.01  # far beyond rounding
 
 
@@ -221,8 +224,9 @@ def test_histogram_and_seed_sentences():
     assert "≥ 0.001 — the draws are consistent" in predicting.histogram_sentence(4, 12.4, 3, 0.006)
     assert "< 0.001 — the draws are **not** consistent" in predicting.histogram_sentence(4, 40.0, 3, 1e-8)
     assert predicting.histogram_sentence(1, 0.0, 0, 1.0).startswith("Only one token")
-    assert "same stream of u values: they first differ at generated token #2" in \
-        predicting.two_settings_sentence(0.3, 1.5, 2)
+    assert "same stream of u values: they first differ at generated token #2" in predicting.two_settings_sentence(
+        0.3, 1.5, 2
+    )
     assert "A is greedy (T = 0) and draws no u" in predicting.two_settings_sentence(0.0, 1.5, 0)
     assert "second row is greedy too" in predicting.greedy_vs_sampled_sentence(0.0, True)
 
@@ -253,8 +257,9 @@ def test_embedding_sentences_quote_the_matrix(real):
     assert "positions 0 and 3" not in text or ids[0] == ids[3]  # "the" and " the" are two tokens
     assert "appears at positions 1 and 4" not in text
     repeat = real.encode_prompt(" the cat and the dog")
-    text = reading.repeated_token_sentence(tok.tokenize(MODEL, " the cat and the dog", False).pieces, repeat,
-                                           emb.rows_for(MODEL, repeat))
+    text = reading.repeated_token_sentence(
+        tok.tokenize(MODEL, " the cat and the dog", False).pieces, repeat, emb.rows_for(MODEL, repeat)
+    )
     assert "`·the` appears at positions 0 and 3" in text and repeat[0] == repeat[3]
 
 
@@ -288,10 +293,13 @@ def test_generation_sentences(real):
     continuation = greedy_example(MODEL, "The cat sat")
     done = real.complete("The cat sat", __import__("inference").SamplingParams(temperature=0.0, max_new_tokens=3))
     assert [real.tokenizer.decode([i]) for i in done.token_ids] == continuation
-    assert " → ".join(f"“{visible(p)}”" for p in continuation) in generating.example_sentence("The cat sat", continuation)
+    assert " → ".join(f"“{visible(p)}”" for p in continuation) in generating.example_sentence(
+        "The cat sat", continuation
+    )
 
-    text = generating.timing_sentence([4, 5, 6, 7, 8, 9, 10, 11], [40, 41, 40, 42, 41, 40, 42, 41],
-                                      [50, 60, 70, 80, 90, 100, 110, 120])
+    text = generating.timing_sentence(
+        [4, 5, 6, 7, 8, 9, 10, 11], [40, 41, 40, 42, 41, 40, 42, 41], [50, 60, 70, 80, 90, 100, 110, 120]
+    )
     assert "the full recompute went from 55.0 ms to 115 ms (×2.09)" in text  # medians of 2 values each
     assert "the cached step stayed near 40.5 ms" in text and "grows with the sequence much faster" in text
     text = generating.phase_sentence(10, 100.0, [40.0, 50.0, 45.0])

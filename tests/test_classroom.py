@@ -9,6 +9,7 @@ gets the same one, as on a real server).
 - pooled draws are the sum of each student's own draws, and sending the same draws again (a reload, a
   double click) adds nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,10 @@ from collections import Counter
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_utils import APP, assert_clean
 from inference import settings
-from ui.classroom import broadcast, room as room_module
+from tests.apptest_utils import APP, assert_clean
+from ui.classroom import broadcast
+from ui.classroom import room as room_module
 from ui.classroom.room import Experiment, Room, RoomError
 from ui.compute.classroom import DRAWS_PER_PRESS
 from ui.session import state
@@ -225,8 +227,9 @@ def test_a_forged_broadcast_is_parsed_like_a_link(class_server):
     student = session()
     prompt = student.session_state["prompt"]
     student.session_state["temperature"] = 1.5
-    broadcast.room().broadcast("logits", {"temperature": "nan", "model": "../../etc/passwd", "top_k": "-5",
-                                          "prompt": prompt})
+    broadcast.room().broadcast(
+        "logits", {"temperature": "nan", "model": "../../etc/passwd", "top_k": "-5", "prompt": prompt}
+    )
     student.run()
     assert_clean(student)
     assert student.session_state["temperature"] == 1.5  # NaN refused, as in a link: the value is not touched
@@ -282,8 +285,11 @@ def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_dou
     assert sum(pooled.values()) == 4 * DRAWS_PER_PRESS
     assert pooled == Counter(rnd.draws[first_id]) + Counter(rnd.draws[second_id])
     teacher.run()
-    title = next(json.loads(c.proto.spec)["layout"]["title"]["text"] for c in teacher.get("plotly_chart")
-                 if c.proto.id.endswith("-class_histogram"))
+    title = next(
+        json.loads(c.proto.spec)["layout"]["title"]["text"]
+        for c in teacher.get("plotly_chart")
+        if c.proto.id.endswith("-class_histogram")
+    )
     assert title.startswith(f"The class (2 students): {4 * DRAWS_PER_PRESS} draws")
 
 
@@ -446,7 +452,8 @@ def test_class_sentences_say_what_their_numbers_say():
     assert claims.bins_sentence(11, BinPlan(3, 49_149, True)) == (
         "The χ² test needs every bin expected at least 5 times: it keeps the 3 tokens expected that often as bins "
         "of their own and pools the 49,149 other possible tokens (each expected fewer times) into one, so it counts "
-        "4 bins where the chart shows 11 bars.")
+        "4 bins where the chart shows 11 bars."
+    )
     assert "join the smallest of those, so it counts 2 bins" in claims.bins_sentence(4, BinPlan(2, 1, False))
     assert "each of the 3 possible tokens is, so it counts 3 bins" in claims.bins_sentence(3, BinPlan(3, 0, True))
     assert claims.space_note([" cat", "other (9 tokens)"]) == " (In the token labels, · is a space.)"
@@ -457,8 +464,13 @@ def test_class_sentences_say_what_their_numbers_say():
 
 
 # ---- the class's sentences on both models and on prompts they were not written for ---------------------------
-ODD_PROMPTS = [("The cat sat on the", False), ("def add(a, b):\n    return", False), ("I love 🍕 and", False),
-               ("Write one word: ", False), ("Name an animal.", True)]
+ODD_PROMPTS = [
+    ("The cat sat on the", False),
+    ("def add(a, b):\n    return", False),
+    ("I love 🍕 and", False),
+    ("Write one word: ", False),
+    ("Name an animal.", True),
+]
 
 
 @pytest.fixture
@@ -469,8 +481,11 @@ def both_models(gemma_engine, monkeypatch):
     from ui.shell import models, resources
 
     real = resources.load_engine
-    monkeypatch.setattr(resources, "load_engine",
-                        lambda model=None, **kwargs: gemma_engine if model == "gemma-3-270m" else real(model=model, **kwargs))
+    monkeypatch.setattr(
+        resources,
+        "load_engine",
+        lambda model=None, **kwargs: gemma_engine if model == "gemma-3-270m" else real(model=model, **kwargs),
+    )
     st.cache_resource.clear()
     yield [models.default_name(), "gemma-3-270m"]
     st.cache_resource.clear()
@@ -507,17 +522,25 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
                 bins = claims.bins_sentence(len(pooled.labels), plan)
                 assert f"{plan.n_bins:,} bin" in bins and f"{len(pooled.labels)} bar" in bins
             note = claims.space_note(pooled.labels)
-            assert ("· is a space" in note) == any(" " in label for label in pooled.labels
-                                                    if not label.startswith(claims.OTHER_PREFIX))
+            assert ("· is a space" in note) == any(
+                " " in label for label in pooled.labels if not label.startswith(claims.OTHER_PREFIX)
+            )
             phrase = next_token_phrase(experiment)
             assert prompt_end(prompt) in phrase and (("reply" in phrase) == chat)
 
             guesses = ["mat", "floor", "🍕", "mat"]
             view = guess_view(experiment, guesses)
             assert view.n_guesses == 4 and abs(float(view.class_share.sum()) - 1.0) < 1e-9
-            text = claims.guesses_sentence(view.n_guesses, view.top_token, view.top_prob, view.top_guessed,
-                                           view.most_guessed, view.most_guessed_count, view.most_guessed_prob,
-                                           view.several_tokens)
+            text = claims.guesses_sentence(
+                view.n_guesses,
+                view.top_token,
+                view.top_prob,
+                view.top_guessed,
+                view.most_guessed,
+                view.most_guessed_count,
+                view.most_guessed_prob,
+                view.several_tokens,
+            )
             assert f"(p = {view.top_prob:.3f})" in text and "of 4 guessed it" in text
             several = claims._plural(view.several_tokens, "guess", "guesses") + " of more than one token"
             assert (several in text) == bool(view.several_tokens)
@@ -540,8 +563,9 @@ def test_a_draw_press_delivered_twice_counts_once(class_server):
 
     st.session_state[state.CLASS_STUDENT] = "b" * 32
     room = broadcast.room()
-    round_id = room.new_draw_round(Experiment(models.default_name(), "The cat sat on the", False,
-                                              SamplingParams().canonical()))
+    round_id = room.new_draw_round(
+        Experiment(models.default_name(), "The cat sat on the", False, SamplingParams().canonical())
+    )
     rounds._draw(round_id, 0)
     rounds._draw(round_id, 0)  # the same press, delivered again
     assert len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS

@@ -1,4 +1,5 @@
 """The command line: streams text, reports speeds, and turns bad input into one line + exit 2."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,13 +20,16 @@ def test_streams_and_reports_speeds():
     assert "prefill: 3 tokens" in result.stderr and "decode:  5 tokens" in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["x", "--top-p", "2"], "top_p must be in (0, 1]"),
-    (["x", "--temperature", "-1"], "temperature must be"),
-    (["x", "--top-k", "-5"], "top_k must be"),
-    (["x", "--model", "/no/such/model"], "model path not found"),
-    (["x", "--device", "tpu"], "unknown device"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["x", "--top-p", "2"], "top_p must be in (0, 1]"),
+        (["x", "--temperature", "-1"], "temperature must be"),
+        (["x", "--top-k", "-5"], "top_k must be"),
+        (["x", "--model", "/no/such/model"], "model path not found"),
+        (["x", "--device", "tpu"], "unknown device"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message):
     result = run_cli(*args)
     assert result.returncode == 2

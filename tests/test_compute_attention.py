@@ -1,4 +1,5 @@
 """The attention helpers (ui.compute_attention) on the real model, against its recorded forward."""
+
 from __future__ import annotations
 
 import numpy as np

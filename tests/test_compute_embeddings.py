@@ -1,4 +1,5 @@
 """The embedding helpers (ui.compute_embeddings) on the real model's matrix."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """The logits helpers (ui.compute.logits) on the real model: sampler stages, temperature sweep, logit lens."""
+
 from __future__ import annotations
 
 import dataclasses

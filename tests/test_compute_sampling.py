@@ -1,4 +1,5 @@
 """The sampling helpers (ui.compute.sampling): the chi-square fit, and draws and continuations on the real model."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -88,7 +89,9 @@ def test_draws_are_the_samplers_own(real):
         one = compute_sampling.draw(MODEL, PROMPT, False, key, k)
         assert (one.token_id, one.u) == (expected[k].token_id, expected[k].u)
         assert one.chosen_start <= one.u < one.chosen_end
-    assert compute_sampling.draw(MODEL, PROMPT, False, key, 3).u == compute_sampling.draw(MODEL, PROMPT, False, key, 3).u
+    assert (
+        compute_sampling.draw(MODEL, PROMPT, False, key, 3).u == compute_sampling.draw(MODEL, PROMPT, False, key, 3).u
+    )
     history = compute_sampling.draw_history(MODEL, PROMPT, False, key, 7, last=3)
     assert history == [(k, real.tokenizer.decode([expected[k].token_id])) for k in (5, 6, 7)]
 

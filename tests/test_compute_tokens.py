@@ -1,4 +1,5 @@
 """The token helpers (ui.compute_tokens) on the real model: BPE merges, token pieces, word-level, bytes, tiny BPE."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The chart conventions (``ui.figures.conventions``) and the figures that follow them, on hand-made data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,8 +52,11 @@ def test_labels_fit_their_cells():
     fig = make_token_strips([["<0xE3><0x83>", "<0xAB>", " the"] * 4], ["sampled"], [[0.5, 0.2, 1.45e-6] * 4], None, "t")
     heat = fig.data[0]
     per_cell = conv.PLOT_PX / 12 - 4
-    assert all(len(t) * conv.CHAR_PX * heat.textfont.size * conv.PROJECTOR_FONT_SCALE <= per_cell
-               for row in heat.text for t in row)
+    assert all(
+        len(t) * conv.CHAR_PX * heat.textfont.size * conv.PROJECTOR_FONT_SCALE <= per_cell
+        for row in heat.text
+        for t in row
+    )
     assert "p = 1.45e-6" in heat.customdata[0][2]  # the hover has the whole token and its probability
 
 

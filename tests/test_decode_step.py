@@ -6,10 +6,11 @@ layer 0, multi-query attention and its own local RoPE base) in every mode (float
 file's blocks: Q4_1 projections, a Q8_0 embedding and output matrix) is compiled once for this module,
 into a temporary cache folder, by the shipped options (AOTInductor, freezing, max-autotune). Each is
 compared with the same weights run eagerly: alone past the window, in a left-padded static batch and by
-continuous batching (one to four rows over a slot pool). Bounds: float32 by ``tests/tolerances.py``; the
+continuous batching (one to four rows over a slot pool). Bounds: float32 by ``inference/model/tolerances.py``; the
 bfloat16 and quantized paths round their matmul inputs or outputs to bfloat16, so the same model with
 bfloat16's unit roundoff; tokens must agree wherever the eager run's top two logits are further apart.
 """
+
 from __future__ import annotations
 
 import copy

@@ -2,6 +2,7 @@
 
 Runs on CUDA when present, else on the CPU in bfloat16 (fewer steps: CPU bf16 is slow).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -26,8 +27,13 @@ def test_reference_greedy_token_in_our_top5_every_step(bf16_pair):
     engine, reference = bf16_pair
     steps = 32 if engine.device.type == "cuda" else 8
     ids = engine.tokenizer.encode("The cat sat on the mat because it was tired.")
-    expected = reference.generate(torch.tensor([ids], device=engine.device), max_new_tokens=steps,
-                                  min_new_tokens=steps, do_sample=False, pad_token_id=0)[0, len(ids):].tolist()
+    expected = reference.generate(
+        torch.tensor([ids], device=engine.device),
+        max_new_tokens=steps,
+        min_new_tokens=steps,
+        do_sample=False,
+        pad_token_id=0,
+    )[0, len(ids) :].tolist()
     # Teacher-force the reference's tokens through our cached decode, checking our top-5 each step.
     cache = engine.new_cache(len(ids) + steps)
     logits = engine.prefill(ids, cache)

@@ -3,9 +3,10 @@
 The reference is transformers' own GGUF loading (``inference.bench.references``): its
 dequantization, tensor names and norm fix-up, independent of ours, cached once as
 safetensors. Logits are compared within the derived float32 bound of
-``tests/tolerances.py`` (about 3-4e-3 on this model: d_ff 2048, 18 layers, max |logit|
+``inference/model/tolerances.py`` (about 3-4e-3 on this model: d_ff 2048, 18 layers, max |logit|
 ~ 30-40, 10^7-10^8 values compared); a wrong window, norm or scale moves them by 0.1 or more.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -31,8 +32,7 @@ def long_ids(gemma_engine) -> list[int]:
     return ids
 
 
-def test_file_mixes_every_block_type_and_our_conversion_equals_transformers(gemma_gguf, gemma_engine,
-                                                                           gemma_reference):
+def test_file_mixes_every_block_type_and_our_conversion_equals_transformers(gemma_gguf, gemma_engine, gemma_reference):
     from gguf import GGUFReader
     from safetensors.torch import load_file
 
@@ -46,7 +46,13 @@ def test_file_mixes_every_block_type_and_our_conversion_equals_transformers(gemm
 
 def test_config_read_from_the_file(gemma_engine):
     config = gemma_engine.config
-    assert (config.family, config.n_layers, config.d_model, config.n_heads, config.n_kv_heads) == ("gemma3", 18, 640, 4, 1)
+    assert (config.family, config.n_layers, config.d_model, config.n_heads, config.n_kv_heads) == (
+        "gemma3",
+        18,
+        640,
+        4,
+        1,
+    )
     assert config.head_dim * config.n_heads != config.d_model and config.vocab_size == 262_144
     assert config.sliding_window == 512 and len(config.local_layers) == 15
     assert [i for i in range(18) if not config.is_local(i)] == [5, 11, 17]
@@ -68,7 +74,7 @@ def test_logits_match_transformers(gemma_engine, gemma_reference, name):
 
 def test_greedy_16_tokens_match_transformers(gemma_engine, gemma_reference):
     ids = gemma_engine.tokenizer.encode(CAT)
-    expected = gemma_reference.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids):].tolist()
+    expected = gemma_reference.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids) :].tolist()
     got = gemma_engine.complete(ids, SamplingParams(temperature=0, max_new_tokens=16, stop_on_eos=False))
     assert got.token_ids == expected
     assert got.text.startswith(" hungry.\nThe cat sat on the mat because it was")
@@ -96,7 +102,7 @@ def test_batched_equals_solo_with_padding_past_the_window(gemma_engine, long_ids
     bound = model_tolerance(gemma_engine.config, solo, context=len(ids))
     assert max_abs_diff(batched[1].float(), solo) <= bound
     for row, mate in ((0, mates[0]), (2, mates[1])):  # the short rows see only their own tokens
-        assert max_abs_diff(batched[row, -len(mate):].float(), gemma_engine.forward_logits(mate)) <= bound
+        assert max_abs_diff(batched[row, -len(mate) :].float(), gemma_engine.forward_logits(mate)) <= bound
 
 
 def test_continuous_batch_decodes_past_the_window_like_solo(gemma_engine, long_ids):
@@ -117,7 +123,9 @@ def test_traced_attention_shows_the_window(gemma_engine, long_ids):
     query = len(ids) - 1
     oldest_visible = query - config.sliding_window + 1
     local = trace.layers[config.local_layers[0]].attention_probs[0, :, query]  # (H, S)
-    global_ = trace.layers[next(i for i in range(config.n_layers) if not config.is_local(i))].attention_probs[0, :, query]
+    global_ = trace.layers[next(i for i in range(config.n_layers) if not config.is_local(i))].attention_probs[
+        0, :, query
+    ]
     assert local[:, :oldest_visible].abs().max().item() == 0.0  # keys before the window get nothing
     assert local[:, oldest_visible:].sum(-1).sub(1).abs().max().item() < 1e-5
     assert global_[:, :oldest_visible].sum().item() > 1e-3  # a global layer still reaches them
@@ -132,7 +140,7 @@ def test_bf16_keeps_the_reference_choice_in_its_top_5(gemma_gguf, gemma_engine):
     ids = gemma_engine.tokenizer.encode(CAT)
     reference = gemma_engine.complete(ids, SamplingParams(temperature=0, max_new_tokens=16, stop_on_eos=False))
     # teacher-forced in one forward: at each of the 16 steps, the fp32 answer is in our bf16 top 5
-    logits = bf16.forward_logits(ids + reference.token_ids[:-1])[len(ids) - 1:]  # (16, V)
+    logits = bf16.forward_logits(ids + reference.token_ids[:-1])[len(ids) - 1 :]  # (16, V)
     top5 = logits.topk(5, dim=-1).indices.tolist()
     assert all(token in best for token, best in zip(reference.token_ids, top5))
 
@@ -148,7 +156,7 @@ def test_the_files_own_blocks_keep_the_reference_choice_in_their_top_5(gemma_eng
     assert any("Q4_K, exact" in kind for kind in layers) and any("Q6_K" in kind for kind in layers), layers
     ids = gemma_engine.tokenizer.encode(CAT)
     reference = gemma_engine.complete(ids, SamplingParams(temperature=0, max_new_tokens=16, stop_on_eos=False))
-    logits = fast.forward_logits(ids + reference.token_ids[:-1])[len(ids) - 1:]  # (16, V), teacher-forced
+    logits = fast.forward_logits(ids + reference.token_ids[:-1])[len(ids) - 1 :]  # (16, V), teacher-forced
     top5 = logits.topk(5, dim=-1).indices.tolist()
     assert all(token in best for token, best in zip(reference.token_ids, top5))
     params = SamplingParams(temperature=0, max_new_tokens=8, stop_on_eos=False)
@@ -182,5 +190,5 @@ def test_merges_replayed_from_characters_give_the_tokenizers_own_split(gemma_eng
             if not candidates:
                 break
             _, i = min(candidates)
-            parts = parts[:i] + [parts[i] + parts[i + 1]] + parts[i + 2:]
+            parts = parts[:i] + [parts[i] + parts[i + 1]] + parts[i + 2 :]
         assert parts == tokenizer.raw_tokens(tokenizer.encode(text, special_tokens=False))

@@ -1,4 +1,5 @@
 """Parity on the real embedded SmolLM2-135M-Instruct (fp32, CPU) against transformers' own model."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,13 +24,13 @@ def test_logits_match_transformers(engine, hf_reference, prompt):
     ids = engine.tokenizer.encode(prompt)
     expected = hf_reference(torch.tensor([ids])).logits[0]
     got = engine.forward_logits(ids)
-    # same weights, other kernels and sum orders: the derived fp32 bound (tests/tolerances.py), ~2.9e-3 here
+    # same weights, other kernels and sum orders: the derived fp32 bound (inference/model/tolerances.py), ~2.9e-3 here
     assert max_abs_diff(got, expected) <= model_tolerance(engine.config, expected, context=len(ids))
 
 
 def test_greedy_32_tokens_match_transformers(engine, hf_reference):
     ids = engine.tokenizer.encode("The cat sat")
-    expected = hf_reference.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)[0, len(ids):].tolist()
+    expected = hf_reference.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)[0, len(ids) :].tolist()
     got = engine.complete(ids, SamplingParams(temperature=0, max_new_tokens=32)).token_ids
     assert got == expected[: len(got)] and len(got) == len(expected)
 
@@ -65,7 +66,9 @@ def test_tokenizer_public_api_on_the_real_tokenizer(engine):
 
 
 def test_chat_answer_stops_on_eos(engine):
-    result = engine.complete("What is the capital of France?", SamplingParams(temperature=0, max_new_tokens=40), chat=True)
+    result = engine.complete(
+        "What is the capital of France?", SamplingParams(temperature=0, max_new_tokens=40), chat=True
+    )
     assert result.finish_reason == "eos"
     assert "Paris" in result.text
 

@@ -3,10 +3,11 @@
 The tiny Gemma 3 has a 4-key sliding window, so its 10-token prompt runs past the window
 on the local layers, exactly as a 600-token prompt does on the real model.
 
-Every logit comparison uses the derived float32 bound of ``tests/tolerances.py`` (two
+Every logit comparison uses the derived float32 bound of ``inference/model/tolerances.py`` (two
 evaluations that sum in other orders); on these models it is ~1e-5 and the measured
 differences are ~4e-7.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -83,8 +84,9 @@ def test_greedy_generation_matches_transformers(tiny_pair):
     ours, reference = tiny_pair
     params = SamplingParams(temperature=0, max_new_tokens=12, stop_on_eos=False)
     got = ours.complete(IDS[:5], params).token_ids
-    expected = reference.generate(torch.tensor([IDS[:5]]), max_new_tokens=12, do_sample=False,
-                                  eos_token_id=None, pad_token_id=0)[0, 5:].tolist()
+    expected = reference.generate(
+        torch.tensor([IDS[:5]]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0
+    )[0, 5:].tolist()
     if got != expected:  # only a near-tie (top two within the rounding bound) may go either way
         split = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
         logits = ours.forward_logits(IDS[:5] + got[:split])[-1]

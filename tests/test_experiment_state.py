@@ -1,5 +1,6 @@
 """The experiment's link forms (``ui/session/experiment.py``) and their parsing in ``ui/session/links.py``: hostile values
 are left out or ignored with a note, good ones round-trip, and ``Settings`` builds the engine's spec."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,31 +16,37 @@ def parse(name: str, raw: str):
     return url_state.parse(url_state.BY_NAME[name], raw, LIMITS)
 
 
-@pytest.mark.parametrize("name, raw, value, note", [
-    ("off", "13.8,3.8", ((3, 8), (13, 8)), None),
-    ("off", "3.8,3.8, 3.8 ", ((3, 8),), None),  # repeats and spaces folded
-    ("off", "30.1,3.9,-1.2,x.y,3.8,<b>", ((3, 8),), "left out `'30.1'`, `'3.9'`, `'-1.2'`, `'x.y'` …"),
-    ("off", "", (), None),
-    ("cut", "7-1,10-0", ((7, 1), (10, 0)), None),
-    ("cut", "1-7,11-2,3-3,7-1", ((7, 1),), "key < query < 11"),
-    ("mlp_off", "2,29,30,9999999", (2, 29), "left out `'30'`, `'9999999'`"),
-    ("head_mode", "mean", "mean", None),
-    ("head_scale", "99", 3.0, "clamped to 3"),
-    ("target", " cat", " cat", None),
-    ("sweep", "1", True, None),
-])
+@pytest.mark.parametrize(
+    "name, raw, value, note",
+    [
+        ("off", "13.8,3.8", ((3, 8), (13, 8)), None),
+        ("off", "3.8,3.8, 3.8 ", ((3, 8),), None),  # repeats and spaces folded
+        ("off", "30.1,3.9,-1.2,x.y,3.8,<b>", ((3, 8),), "left out `'30.1'`, `'3.9'`, `'-1.2'`, `'x.y'` …"),
+        ("off", "", (), None),
+        ("cut", "7-1,10-0", ((7, 1), (10, 0)), None),
+        ("cut", "1-7,11-2,3-3,7-1", ((7, 1),), "key < query < 11"),
+        ("mlp_off", "2,29,30,9999999", (2, 29), "left out `'30'`, `'9999999'`"),
+        ("head_mode", "mean", "mean", None),
+        ("head_scale", "99", 3.0, "clamped to 3"),
+        ("target", " cat", " cat", None),
+        ("sweep", "1", True, None),
+    ],
+)
 def test_experiment_values_are_parsed_or_left_out_with_a_note(name, raw, value, note):
     parsed, message = parse(name, raw)
     assert parsed == value
     assert (message is None) if note is None else (note in message), message
 
 
-@pytest.mark.parametrize("name, raw, reason", [
-    ("off", "1.1," * 200, "is not a list of settings"),
-    ("head_mode", "loud", "not one of zero, mean, scale"),
-    ("head_scale", "nan", "not a finite number"),
-    ("target", "x" * 100, "characters is not a setting"),
-])
+@pytest.mark.parametrize(
+    "name, raw, reason",
+    [
+        ("off", "1.1," * 200, "is not a list of settings"),
+        ("head_mode", "loud", "not one of zero, mean, scale"),
+        ("head_scale", "nan", "not a finite number"),
+        ("target", "x" * 100, "characters is not a setting"),
+    ],
+)
 def test_unusable_experiment_values_are_ignored(name, raw, reason):
     with pytest.raises(url_state._Ignored, match=reason):
         parse(name, raw)

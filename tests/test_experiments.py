@@ -1,4 +1,5 @@
 """The sweeps of ``inference/generation/experiments.py`` on tiny random models: batched rows equal solo runs."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,9 +24,14 @@ def test_a_batched_layer_of_head_ablations_equals_each_alone(tiny, mode):
     target, layer = 11, 1
     means = experiments.prompt_head_means(tiny, CLEAN)
     batched = experiments.ablate_layer_heads(tiny, CLEAN, layer, target, mode, means=means)  # (H,)
-    alone = torch.stack([
-        tiny.forward_logits(CLEAN, Interventions(heads=(HeadEdit(layer, h, mode, mean=means[layer, h]),)))[-1]
-        .log_softmax(-1)[target] for h in range(tiny.config.n_heads)])
+    alone = torch.stack(
+        [
+            tiny.forward_logits(CLEAN, Interventions(heads=(HeadEdit(layer, h, mode, mean=means[layer, h]),)))[
+                -1
+            ].log_softmax(-1)[target]
+            for h in range(tiny.config.n_heads)
+        ]
+    )
     assert max_abs_diff(batched, alone) <= model_tolerance(tiny.config, alone, context=len(CLEAN))
     assert batched.shape == (tiny.config.n_heads,)
     assert (batched != experiments.target_logprob(tiny, CLEAN, target)).all()
@@ -38,8 +44,13 @@ def test_patching_restores_nothing_before_the_difference_and_everything_at_the_e
     run = experiments.clean_run(tiny, CLEAN)
     clean_gap = float(experiments.answer_gap(run.last_logits, clean_answer, corrupt_answer))
     corrupt_gap = float(experiments.answer_gap(tiny.recompute_last(CORRUPT), clean_answer, corrupt_answer))
-    gaps = torch.stack([experiments.patch_position(tiny, CORRUPT, run.streams, p, clean_answer, corrupt_answer)
-                        for p in range(len(CLEAN))], dim=1)  # (L, T)
+    gaps = torch.stack(
+        [
+            experiments.patch_position(tiny, CORRUPT, run.streams, p, clean_answer, corrupt_answer)
+            for p in range(len(CLEAN))
+        ],
+        dim=1,
+    )  # (L, T)
     share = experiments.restored_share(gaps, clean_gap, corrupt_gap)
     bound = model_tolerance(tiny.config, run.last_logits, context=len(CLEAN))
     scale = abs(clean_gap - corrupt_gap)
@@ -52,9 +63,17 @@ def test_a_patch_through_the_shared_prefix_equals_the_full_recompute(tiny):
     run = experiments.clean_run(tiny, CLEAN)
     position, answers = 4, (11, 12)
     gaps = experiments.patch_position(tiny, CORRUPT, run.streams, position, *answers)  # (L,)
-    full = torch.stack([experiments.answer_gap(tiny.forward_logits(
-        CORRUPT, Interventions(patches=(ResidualPatch(layer, position, run.streams[layer, position]),)))[-1], *answers)
-        for layer in range(tiny.config.n_layers)])
+    full = torch.stack(
+        [
+            experiments.answer_gap(
+                tiny.forward_logits(
+                    CORRUPT, Interventions(patches=(ResidualPatch(layer, position, run.streams[layer, position]),))
+                )[-1],
+                *answers,
+            )
+            for layer in range(tiny.config.n_layers)
+        ]
+    )
     # a gap is the difference of two logits, each within the bound: twice the bound
     assert max_abs_diff(gaps, full) <= 2 * model_tolerance(tiny.config, run.last_logits, context=len(CLEAN))
 

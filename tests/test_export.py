@@ -4,6 +4,7 @@ gets a PNG file name and a CSV download (``ui.shell.charts.show``).
 Unit tests build figures by hand and with the real ``ui/figures`` builders (small inputs, as in
 ``test_figures_*``) and read the CSV back; the AppTest part opens real pages and reaches each CSV
 through the download button's deferred callable."""
+
 from __future__ import annotations
 
 import csv
@@ -98,8 +99,12 @@ def test_heatmap_of_numpy_with_nan_and_no_labels():
 
 
 def test_typed_arrays_from_json_give_the_same_csv():
-    fig = go.Figure([go.Heatmap(z=np.arange(6, dtype=np.float32).reshape(2, 3) / 7),
-                     go.Bar(x=np.array([1, 2]), y=np.array([3, 4], dtype=np.int8))])
+    fig = go.Figure(
+        [
+            go.Heatmap(z=np.arange(6, dtype=np.float32).reshape(2, 3) / 7),
+            go.Bar(x=np.array([1, 2]), y=np.array([3, 4], dtype=np.int8)),
+        ]
+    )
     parsed = go.Figure(json.loads(pio.to_json(fig)))  # arrays now {"dtype", "bdata", "shape"}
     assert isinstance(parsed.data[0].z, dict) and "bdata" in parsed.data[0].z
     assert figure_csv(parsed) == figure_csv(fig)
@@ -166,7 +171,9 @@ def test_embedding_heatmap_float32_values_round_trip():
 
 def test_stage_figure_keeps_cut_cells_as_text():
     probs = np.array([[0.5, 0.3, 0.2], [0.625, 0.375, 0.0]])
-    rows = read(figure_csv(logit_figs.make_stage_figure([" on", " a", " the"], ["softmax", "top-p"], probs, [49152, 2])))
+    rows = read(
+        figure_csv(logit_figs.make_stage_figure([" on", " a", " the"], ["softmax", "top-p"], probs, [49152, 2]))
+    )
     assert np.allclose(grid(rows, (2, 3)), np.where(probs > 0, probs, np.nan), equal_nan=True)
     cut = rows[-1]
     assert (cut["row"], cut["col"], cut["z"], cut["text"], cut["x_label"]) == ("1", "2", "", "cut", "·the")
@@ -174,8 +181,9 @@ def test_stage_figure_keeps_cut_cells_as_text():
 
 
 def test_cumulative_ranges_write_start_and_width():
-    fig = sampling_figs.make_cumulative_ranges(["a", "b"], [0.0, 0.5], [0.5, 0.8], u=0.6, chosen_index=1,
-                                               title="t", other_label="rest")
+    fig = sampling_figs.make_cumulative_ranges(
+        ["a", "b"], [0.0, 0.5], [0.5, 0.8], u=0.6, chosen_index=1, title="t", other_label="rest"
+    )
     rows = read(figure_csv(fig))
     assert [r["trace"] for r in rows] == ["a", "b", "rest"]
     assert np.allclose(floats(rows, "base"), [0.0, 0.5, 0.8]) and np.allclose(floats(rows, "x"), [0.5, 0.3, 0.2])
@@ -192,8 +200,9 @@ def test_temperature_sweep_names_both_axes():
 
 
 def test_batching_and_generation_figures():
-    positions = batch_figs.make_positions_heatmap(np.array([[0, 0, 1], [0, 1, 2]]),
-                                                  np.array([[False, True, True], [True, True, True]]))
+    positions = batch_figs.make_positions_heatmap(
+        np.array([[0, 0, 1], [0, 1, 2]]), np.array([[False, True, True], [True, True, True]])
+    )
     rows = read(figure_csv(positions))
     assert [(r["z"], r["text"]) for r in rows[:3]] == [("", "pad→0"), ("0.0", "0"), ("1.0", "1")]
     timing = read(figure_csv(gen_figs.make_cache_timing([4, 5, 6], [10.0, 10.5, 10.2], [30.0, 35.0, 41.0])))
@@ -201,34 +210,45 @@ def test_batching_and_generation_figures():
     assert floats(of_trace(timing, "no cache: recompute all"), "y").tolist() == [30.0, 35.0, 41.0]
     assert floats(of_trace(timing, "no cache: recompute all"), "x").tolist() == [4, 5, 6]
     phases = read(figure_csv(gen_figs.make_phase_timeline(["prefill", "decode"], [0.2, 0.05], [11, 1], ["a", "b"])))
-    assert [(r["trace"], float(r["base"]), float(r["x"])) for r in phases] == [("prefill", 0.0, 200.0),
-                                                                                ("decode", 200.0, 50.0)]
+    assert [(r["trace"], float(r["base"]), float(r["x"])) for r in phases] == [
+        ("prefill", 0.0, 200.0),
+        ("decode", 200.0, 50.0),
+    ]
 
 
 BUILDERS = {
     "token_ids": lambda: make_token_id_chart(PIECES, [504, 2644, 2643, 30]),
     "vector": lambda: emb_figs.make_vector_chart(np.linspace(-1, 1, 8), " cat"),
     "neighbours": lambda: emb_figs.make_neighbour_chart([(1, " Cat", 0.7), (2, " dog", 0.5)], " cat"),
-    "projection": lambda: emb_figs.make_projection_scatter(np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]),
-                                                           ["a", "b", "c"], ["prompt", "word set", "word set"], (0.5, 0.2)),
+    "projection": lambda: emb_figs.make_projection_scatter(
+        np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]), ["a", "b", "c"], ["prompt", "word set", "word set"], (0.5, 0.2)
+    ),
     "rope": lambda: emb_figs.make_rope_rotation(np.outer(np.arange(5), [1.0, 0.1]), [0, 1], np.array([6.28, 62.8])),
     "distance": lambda: emb_figs.make_distance_scores(np.arange(5), np.linspace(0, 1, 5), 2, 0.5, " it", " cat"),
     "query_layers": lambda: att_figs.make_query_over_layers(np.random.default_rng(0).random((30, 4)), PIECES, query=3),
     "gqa": lambda: att_figs.make_gqa_diagram(9, 3),
     "window": lambda: att_figs.make_window_heatmap(np.tril(np.full((8, 8), 0.1)), 4, 32, 8, "t", local=True),
     "layer_kinds": lambda: att_figs.make_layer_kinds([0, 1, 3], 4, 512),
-    "overlay": lambda: logit_figs.make_probability_overlay(["a", "b", "c"], [0.5, 0.3, 0.2], [0.8, 0.15, 0.05],
-                                                           "T = 1", "T = 0.5"),
+    "overlay": lambda: logit_figs.make_probability_overlay(
+        ["a", "b", "c"], [0.5, 0.3, 0.2], [0.8, 0.15, 0.05], "T = 1", "T = 0.5"
+    ),
     "histogram": lambda: sampling_figs.make_draw_histogram(["a", "b"], [0.6, 0.4], [0.55, 0.45], 1000, 10.1, 1, 0.0015),
-    "strips": lambda: sampling_figs.make_token_strips([[" on", " a"], [" on"]], ["A", "B"], [[0.9, 0.5], [0.8]], 1, "t"),
+    "strips": lambda: sampling_figs.make_token_strips(
+        [[" on", " a"], [" on"]], ["A", "B"], [[0.9, 0.5], [0.8]], 1, "t"
+    ),
     "padded": lambda: batch_figs.make_padded_batch([[None, None, "The", " cat"], ["Once", " upon", " a", " time"]]),
     "mask": lambda: batch_figs.make_mask_heatmap(np.tril(np.ones((3, 3))), [None, "a", "b"], 0),
     "timeline": lambda: batch_figs.make_batch_timeline(np.array([[0, 0], [1, -2]]), ["prefill", "decode"], "t", "row"),
-    "kv": lambda: gen_figs.make_kv_heatmaps(np.random.default_rng(1).normal(size=(3, 5, 4)),
-                                            np.random.default_rng(2).normal(size=(3, 5, 4)),
-                                            ["a", "b", "c", "d", "e"], new_rows=[4], layer=2),
-    "phases": lambda: gen_figs.make_phase_timeline(["prefill", "decode", "decode"], [0.2, 0.05, 0.05], [11, 1, 1],
-                                                   [" on", " the", " mat"]),
+    "kv": lambda: gen_figs.make_kv_heatmaps(
+        np.random.default_rng(1).normal(size=(3, 5, 4)),
+        np.random.default_rng(2).normal(size=(3, 5, 4)),
+        ["a", "b", "c", "d", "e"],
+        new_rows=[4],
+        layer=2,
+    ),
+    "phases": lambda: gen_figs.make_phase_timeline(
+        ["prefill", "decode", "decode"], [0.2, 0.05, 0.05], [11, 1, 1], [" on", " the", " mat"]
+    ),
     "alternatives": lambda: gen_figs.make_alternatives_bar([" on", " down"], [0.6, 0.2], " down", "step 0"),
 }
 
@@ -258,8 +278,10 @@ def test_every_builder_csv_equals_its_traces(name):
 # -- ui.shell.charts: file names, config, presenter copy ---------------------------------------------
 def test_chart_config_and_file_stem():
     config = charts.chart_config("llm-explorer_logits_logits_bar")
-    assert config == {"toImageButtonOptions": {"format": "png", "filename": "llm-explorer_logits_logits_bar",
-                                               "scale": 2}, "displaylogo": False}
+    assert config == {
+        "toImageButtonOptions": {"format": "png", "filename": "llm-explorer_logits_logits_bar", "scale": 2},
+        "displaylogo": False,
+    }
     assert charts.file_stem("logits_bar") == "llm-explorer_logits_bar"  # no page outside a Streamlit run
     assert charts.file_stem("logits_bar", name="top logits / T=0.5") == "llm-explorer_top-logits-T-0-5"
 
@@ -324,17 +346,23 @@ def chart_exports(at, deferred: dict[str, dict]) -> dict[str, dict]:
     for element in at.get("plotly_chart"):
         key = element.proto.id.rsplit("-", 1)[-1]
         button = buttons.get(f"{key}_csv")
-        out[key] = {"config": json.loads(element.proto.config), "button": button,
-                    "download": deferred.get(button.proto.id) if button is not None else None}
+        out[key] = {
+            "config": json.loads(element.proto.config),
+            "button": button,
+            "download": deferred.get(button.proto.id) if button is not None else None,
+        }
     return out
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("script, url_path, keys", [
-    ("pages/attention.py", "attention", {"attention_heatmap", "score_steps", "heads_grid", "gqa_diagram"}),
-    ("pages/logits.py", "logits", {"logits_bar", "probability_overlay", "temperature_sweep", "stage_figure"}),
-    ("pages/embeddings.py", "embeddings", {"embedding_heatmap", "embedding_vector", "embedding_neighbours"}),
-])
+@pytest.mark.parametrize(
+    "script, url_path, keys",
+    [
+        ("pages/attention.py", "attention", {"attention_heatmap", "score_steps", "heads_grid", "gqa_diagram"}),
+        ("pages/logits.py", "logits", {"logits_bar", "probability_overlay", "temperature_sweep", "stage_figure"}),
+        ("pages/embeddings.py", "embeddings", {"embedding_heatmap", "embedding_vector", "embedding_neighbours"}),
+    ],
+)
 def test_every_chart_on_a_page_is_exportable(script, url_path, keys, deferred_downloads):
     at = apptest_utils.open_page(script)
     assert_clean(at)
@@ -413,9 +441,13 @@ def test_every_chart_on_every_page_passes_its_table():
     missing = []
     for script in sorted(Path(__file__).resolve().parents[1].glob("pages/*.py")):
         for node in ast.walk(ast.parse(script.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "show"
-                    and getattr(node.func.value, "id", "") == "charts"
-                    and "data" not in {keyword.arg for keyword in node.keywords}):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "show"
+                and getattr(node.func.value, "id", "") == "charts"
+                and "data" not in {keyword.arg for keyword in node.keywords}
+            ):
                 missing.append(f"{script.name}:{node.lineno}")
     assert not missing, missing
 

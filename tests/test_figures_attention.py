@@ -1,4 +1,5 @@
 """The attention figure builders (ui.figures.attention), on hand-made data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -73,7 +74,9 @@ def test_window_heatmap_masks_whole_cells_outside_the_window_only_for_a_local_la
 
 
 def test_gqa_diagram_names_the_kind_of_sharing():
-    assert att_figs.make_gqa_diagram(4, 1).layout.title.text.startswith("Multi-query attention: 4 query heads share 1 K/V head")
+    assert att_figs.make_gqa_diagram(4, 1).layout.title.text.startswith(
+        "Multi-query attention: 4 query heads share 1 K/V head"
+    )
     assert att_figs.make_gqa_diagram(9, 3).layout.title.text.startswith("Grouped-query attention")
     kinds = att_figs.make_layer_kinds([0, 1, 3], 4, 512).data[0]
     assert list(kinds.z[0]) == [1.0, 1.0, 0.0, 1.0]
@@ -82,6 +85,7 @@ def test_gqa_diagram_names_the_kind_of_sharing():
 def test_window_and_layer_kind_tables():
     """A 4-block pooled map (blocks of 8) with a window of 16: the table masks exactly the cells the chart greys."""
     from ui.figures.attention import layer_kinds_table, window_table
+
     pooled = np.tril(np.ones((4, 4))) / 4
     local, global_ = window_table(pooled, 8, 16, True), window_table(pooled, 8, 16, False)
     assert len(local) == 10 and np.allclose(local["max_weight"], 0.25)  # the 10 visible cells of a 4 x 4 triangle

@@ -1,4 +1,5 @@
 """The Batching page's pure figure builders and its timeline grid, on hand-made data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,17 +25,32 @@ def test_mask_and_positions():
 
 
 def step(index, phase, slots, finished):
-    return BatchStep(index=index, phase=phase, request_ids=list(slots), new_tokens={r: 1 for r in slots},
-                     sampled={}, batch_positions=len(slots), wasted_positions=0, cache_slots_in_use=len(slots),
-                     cache_slots_total=2, cache_positions_in_use=0, cache_positions_reserved=0,
-                     finished=finished, seconds=0.01, slots=slots)
+    return BatchStep(
+        index=index,
+        phase=phase,
+        request_ids=list(slots),
+        new_tokens={r: 1 for r in slots},
+        sampled={},
+        batch_positions=len(slots),
+        wasted_positions=0,
+        cache_slots_in_use=len(slots),
+        cache_slots_total=2,
+        cache_positions_in_use=0,
+        cache_positions_reserved=0,
+        finished=finished,
+        seconds=0.01,
+        slots=slots,
+    )
 
 
 def test_timeline_grid_shows_idle_rows_and_free_slots():
-    run = BatchRun(results=[], steps=[
-        step(0, "prefill", {0: 0, 1: 1}, finished=[1]),
-        step(1, "decode", {0: 0, 1: 1}, finished=[0]),  # static: request 1 still holds row 1
-    ])
+    run = BatchRun(
+        results=[],
+        steps=[
+            step(0, "prefill", {0: 0, 1: 1}, finished=[1]),
+            step(1, "decode", {0: 0, 1: 1}, finished=[0]),  # static: request 1 still holds row 1
+        ],
+    )
     mode = _mode_run(run, 3, position_bytes=100, allocated_positions=8)
     grid = mode.grid
     assert mode.allocated_bytes == 800 and mode.late_prefills == []
@@ -51,12 +67,15 @@ def test_timeline_grid_shows_idle_rows_and_free_slots():
 
 
 def test_a_request_paused_by_a_prefill_keeps_its_slot_in_the_timeline():
-    run = BatchRun(results=[], steps=[
-        step(0, "prefill", {0: 0}, finished=[]),
-        step(1, "prefill", {1: 1}, finished=[]),  # request 0 holds slot 0 but is not in this forward
-        step(2, "decode", {0: 0, 1: 1}, finished=[0]),
-        step(3, "decode", {1: 1}, finished=[1]),  # slot 0 is free again
-    ])
+    run = BatchRun(
+        results=[],
+        steps=[
+            step(0, "prefill", {0: 0}, finished=[]),
+            step(1, "prefill", {1: 1}, finished=[]),  # request 0 holds slot 0 but is not in this forward
+            step(2, "decode", {0: 0, 1: 1}, finished=[0]),
+            step(3, "decode", {1: 1}, finished=[1]),  # slot 0 is free again
+        ],
+    )
     grid = _mode_run(run, 2, position_bytes=1, allocated_positions=1).grid
     assert grid[0].tolist() == [0, figs.PAUSED, 0, figs.EMPTY]
     fig = figs.make_batch_timeline(grid, ["prefill", "prefill", "decode", "decode"], "t", "slot")

@@ -1,4 +1,5 @@
 """The transformer-block figure builders (ui.figures.block), on hand-made data."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """The embedding figure builders (ui.figures.embeddings), on hand-made data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,8 +60,11 @@ def test_pca_labels_never_overlap_and_the_rest_go_to_the_hover():
         left = {"center": cx - width / 2, "right": cx + 6, "left": cx - 6 - width}[horizontal]
         bottom = {"middle": cy - height / 2, "top": cy + 6, "bottom": cy - 6 - height}[vertical]
         boxes.append((left, bottom, left + width, bottom + height))
-    assert all(not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
-               for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert all(
+        not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+    )
     assert None in places[:6]  # the cluster cannot label every point
     fig = make_projection_scatter(points, labels, ["prompt"] * 6 + ["word set"] * 14, (0.4, 0.2))
     assert unlabelled_points(fig) == places.count(None)

@@ -1,4 +1,5 @@
 """Pure figure builders of ``ui/figures/experiments.py`` on hand-made numbers."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,9 +61,15 @@ def test_the_csv_tables_hold_the_charts_numbers():
 
     delta = np.array([[0.0, -1.0], [0.5, 0.25]])
     sweep = figs.head_importance_table(delta)
-    assert sweep.set_index(["layer", "head"])["delta_log_p"].to_dict() == {(0, 0): 0.0, (0, 1): -1.0, (1, 0): 0.5,
-                                                                         (1, 1): 0.25}
+    assert sweep.set_index(["layer", "head"])["delta_log_p"].to_dict() == {
+        (0, 0): 0.0,
+        (0, 1): -1.0,
+        (1, 0): 0.5,
+        (1, 1): 0.25,
+    }
     patch = figs.patching_table(delta, [" the", "it"])
-    assert patch["token"].tolist() == ["·the", "it", "·the", "it"] and np.array_equal(patch["restored"], delta.reshape(-1))
+    assert patch["token"].tolist() == ["·the", "it", "·the", "it"] and np.array_equal(
+        patch["restored"], delta.reshape(-1)
+    )
     terms = figs.attribution_table(["embed", "L0.H0"], np.array([1.5, -0.5]))
     assert terms["contribution"].sum() == 1.0

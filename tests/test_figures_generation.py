@@ -1,4 +1,5 @@
 """The Generation & KV cache page's pure figure builders, on hand-made data."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,7 +35,9 @@ def test_cache_timing_has_both_curves_with_the_given_numbers():
 
 
 def test_phase_timeline_lays_steps_end_to_end():
-    fig = figs.make_phase_timeline(["prefill", "decode", "decode"], [0.2, 0.05, 0.05], [11, 1, 1], [" on", " the", " mat"])
+    fig = figs.make_phase_timeline(
+        ["prefill", "decode", "decode"], [0.2, 0.05, 0.05], [11, 1, 1], [" on", " the", " mat"]
+    )
     prefill, decode = fig.data
     assert list(prefill.base) == [0.0] and list(prefill.x) == [200.0]
     assert np.allclose(list(decode.base), [200.0, 250.0]) and np.allclose(list(decode.x), [50.0, 50.0])

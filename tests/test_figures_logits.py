@@ -1,4 +1,5 @@
 """The logits figure builders (ui.figures.logits), on hand-made data."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """The sampling figure builders (ui.figures.sampling), on hand-made data."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,15 +14,20 @@ def test_toy_ranges_are_the_articles():
 
 
 def test_cumulative_ranges_mark_u_and_add_the_tail():
-    fig = make_cumulative_ranges(["a", "b"], [0.0, 0.5], [0.5, 0.8], u=0.6, chosen_index=1, title="t",
-                                 other_label="5 other tokens")
+    fig = make_cumulative_ranges(
+        ["a", "b"], [0.0, 0.5], [0.5, 0.8], u=0.6, chosen_index=1, title="t", other_label="5 other tokens"
+    )
     assert [t.name for t in fig.data] == ["a", "b", "5 other tokens"]
     assert fig.data[2].base[0] == pytest.approx(0.8) and fig.data[2].x[0] == pytest.approx(0.2)
     assert fig.data[1].marker.line.width == 4 and fig.data[0].marker.line.width == 1
     assert fig.layout.shapes[0].x0 == 0.6
     assert "·on" in make_cumulative_ranges([" on"], [0.0], [1.0], 0.5, 0, "t").data[0].text[0]
-    assert make_cumulative_ranges(["token 0"], [0.0], [1.0], 0.5, 0, "t", token_labels=False).data[0].text[0] \
+    assert (
+        make_cumulative_ranges(["token 0"], [0.0], [1.0], 0.5, 0, "t", token_labels=False)
+        .data[0]
+        .text[0]
         .startswith("token 0")
+    )
 
 
 def test_draw_histogram_reports_the_fit():

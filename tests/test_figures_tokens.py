@@ -1,4 +1,5 @@
 """The token figure builders (ui.figures.tokens), on hand-made data."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go

@@ -1,4 +1,5 @@
 """The one formatting rule for every number on screen (``ui.figures.format``)."""
+
 from __future__ import annotations
 
 import statistics

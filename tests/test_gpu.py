@@ -10,6 +10,7 @@ and compiled) is checked by ``inference.bench.gpu``, which ``scripts/gpu-check.s
 file needs nothing the GPU machine lacks (``tests/test_gpu_check.py`` collects it with gguf,
 streamlit and plotly unimportable).
 """
+
 from __future__ import annotations
 
 import copy
@@ -78,6 +79,7 @@ def test_cuda_engine_meets_the_accuracy_targets(quant):
         pytest.skip(str(exc))
     cuda = load_engine(device="cuda", quant=quant)
     prompts = [engine.tokenizer.encode(p) for p in PROMPTS]
-    result = compare([engine.forward_logits(ids) for ids in prompts], [cuda.forward_logits(ids) for ids in prompts],
-                     f"cuda {quant}")
+    result = compare(
+        [engine.forward_logits(ids) for ids in prompts], [cuda.forward_logits(ids) for ids in prompts], f"cuda {quant}"
+    )
     assert result.top1_agreement >= 0.99 and result.mean_kl_nats <= 2e-3, result

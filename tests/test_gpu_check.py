@@ -7,6 +7,7 @@ engine in bfloat16 and on the 4-bit path, both families), every speed row is wri
 big batch, a budget cuts the tail and says what it left out, the script's time limits add up to less
 than the 8 minutes a lent machine gives it, and the carried-wheels script only ever lists pure-Python wheels.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,10 +40,23 @@ def test_the_gpu_check_runs_on_the_cpu_with_tiny_shapes(tmp_path):
     site.mkdir()
     (site / "sitecustomize.py").write_text(BLOCKER)
     out = tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "GPU_CHECK_DEVICE": "cpu",
-           "GPU_CHECK_ARGS": "--tiny --compile-backend eager", "PYTHONPATH": str(site)}
-    done = subprocess.run(["bash", str(root / "scripts" / "gpu-check.sh")], env=env, cwd=root, capture_output=True,
-                          text=True, timeout=600, check=False)
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "PYTHON": sys.executable,
+        "GPU_CHECK_DEVICE": "cpu",
+        "GPU_CHECK_ARGS": "--tiny --compile-backend eager",
+        "PYTHONPATH": str(site),
+    }
+    done = subprocess.run(
+        ["bash", str(root / "scripts" / "gpu-check.sh")],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert "as on a lent GPU machine" not in done.stdout + done.stderr  # nothing reached for a missing package
     checks = json.loads((out / "checks.json").read_text())
     assert done.returncode == 0, (done.stdout[-2000:], [c for c in checks if not c["ok"]])

@@ -6,6 +6,7 @@ lookup. Here that property is made to fail: every answer must still come, and eq
 decoded matrix gives. The reader is also made to read in blocks smaller than the vocabulary, so the
 block boundaries are crossed.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,8 +5,9 @@ output; patching a run with its own stream changes nothing; a cut edge has weigh
 and its row still sums to 1; under the KV cache, in static and continuous batching (a spec
 per request) and in the server, the intervened run equals the same intervention computed
 alone without a cache. Float comparisons between two evaluations that sum in other orders
-use ``tests/tolerances.py``'s derived bound; comparisons of the *same* operations are exact.
+use ``inference/model/tolerances.py``'s derived bound; comparisons of the *same* operations are exact.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,15 @@ import pytest
 import torch
 
 from inference import EngineServer, ServeConfig, Stepper, run_continuous, run_static
-from inference.model.interventions import (EdgeCut, ForwardEdits, HeadEdit, InterventionError, Interventions,
-                                           MLPEdit, ResidualPatch)
+from inference.model.interventions import (
+    EdgeCut,
+    ForwardEdits,
+    HeadEdit,
+    InterventionError,
+    Interventions,
+    MLPEdit,
+    ResidualPatch,
+)
 from inference.model.trace import ForwardTrace
 from tests.test_batching import PROMPTS, assert_batched_equals_solo, greedy, tiny_engine
 from tests.tolerances import max_abs_diff, model_tolerance
@@ -58,8 +66,9 @@ def test_no_intervention_equals_the_baseline_exactly(tiny):
     _, empty = traced(tiny, IDS, Interventions())
     assert all(torch.equal(a.block_output, b.block_output) for a, b in zip(plain.layers, empty.layers))
     params = greedy(8, stop_on_eos=False)
-    assert ([s.token_id for s in tiny.generate(IDS, params, interventions=Interventions())]
-            == [s.token_id for s in tiny.generate(IDS, params)])
+    assert [s.token_id for s in tiny.generate(IDS, params, interventions=Interventions())] == [
+        s.token_id for s in tiny.generate(IDS, params)
+    ]
 
 
 def test_forward_edits_are_not_built_without_an_edit(tiny):
@@ -121,7 +130,9 @@ def test_a_patch_replaces_the_stream_at_its_position_only(tiny):
     _, clean = traced(tiny, IDS)
     _, edited = traced(tiny, IDS, Interventions(patches=(ResidualPatch(0, 4, vector),)))
     assert torch.equal(edited.layers[0].block_output[0, 4], vector)
-    assert torch.equal(edited.layers[1].block_input[0, :4], clean.layers[1].block_input[0, :4])  # causal: before is kept
+    assert torch.equal(
+        edited.layers[1].block_input[0, :4], clean.layers[1].block_input[0, :4]
+    )  # causal: before is kept
     assert not torch.allclose(edited.layers[1].block_output[0, 5:], clean.layers[1].block_output[0, 5:])
 
 
@@ -212,9 +223,12 @@ def solo_with(engine, prompt: list[int], params, spec) -> tuple[list[int], list[
 
 @pytest.mark.parametrize("mode", ["static", "continuous"])
 def test_batched_equals_solo_with_a_different_spec_per_request(tiny, mode):
-    specs = [Interventions(heads=(HeadEdit(1, 2),)), None,
-             Interventions(edges=(EdgeCut(40, 3),), mlps=(MLPEdit(0, 0.0),)),  # query 40: a decode step
-             Interventions(heads=(HeadEdit(0, 1, "mean"),), edges=(EdgeCut(95, 10, layer=1, head=3),))]
+    specs = [
+        Interventions(heads=(HeadEdit(1, 2),)),
+        None,
+        Interventions(edges=(EdgeCut(40, 3),), mlps=(MLPEdit(0, 0.0),)),  # query 40: a decode step
+        Interventions(heads=(HeadEdit(0, 1, "mean"),), edges=(EdgeCut(95, 10, layer=1, head=3),)),
+    ]
     params = [greedy(n, stop_on_eos=False) for n in (6, 9, 5, 8)]
     runner = run_static if mode == "static" else run_continuous
     run = runner(tiny, PROMPTS, params, keep_logits=True, interventions_list=specs)
@@ -234,22 +248,25 @@ def test_the_server_runs_each_request_with_its_own_spec(tiny):
 
 
 # -- bad specs: clear errors ---------------------------------------------------------------
-@pytest.mark.parametrize("build, message", [
-    (lambda: Interventions(heads=(HeadEdit(2, 0),)), "layer 2 is out of range"),
-    (lambda: Interventions(heads=(HeadEdit(0, 4),)), "head 4 is out of range"),
-    (lambda: Interventions(heads=(HeadEdit(0, 1), HeadEdit(0, 1, "scale", 2))), "head L0 H1 is listed twice"),
-    (lambda: Interventions(heads=(HeadEdit(0, 1, "loud"),)), "head mode must be one of"),
-    (lambda: Interventions(heads=(HeadEdit(0, -1),)), "must be >= 0"),
-    (lambda: Interventions(heads=(HeadEdit(0, 1.5),)), "whole number"),
-    (lambda: Interventions(heads=(HeadEdit(0, 1, "scale", float("nan")),)), "must be finite"),
-    (lambda: Interventions(edges=(EdgeCut(2, 5),)), "key 5 comes after query 2"),
-    (lambda: Interventions(edges=(EdgeCut(1, 0), EdgeCut(1, 1))), "every key of query 1 would be cut"),
-    (lambda: Interventions(edges=(EdgeCut(3, 1, head=9),)), "head 9 is out of range"),
-    (lambda: Interventions(mlps=(MLPEdit(7),)), "layer 7 is out of range"),
-    (lambda: Interventions(patches=(ResidualPatch(0, 1, torch.zeros(5)),)), "the vector has 5 numbers"),
-    (lambda: Interventions(patches=(ResidualPatch(0, 1, torch.full((64,), float("inf"))),)), "finite numbers"),
-    (lambda: Interventions(heads=[object()]), "not a HeadEdit"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: Interventions(heads=(HeadEdit(2, 0),)), "layer 2 is out of range"),
+        (lambda: Interventions(heads=(HeadEdit(0, 4),)), "head 4 is out of range"),
+        (lambda: Interventions(heads=(HeadEdit(0, 1), HeadEdit(0, 1, "scale", 2))), "head L0 H1 is listed twice"),
+        (lambda: Interventions(heads=(HeadEdit(0, 1, "loud"),)), "head mode must be one of"),
+        (lambda: Interventions(heads=(HeadEdit(0, -1),)), "must be >= 0"),
+        (lambda: Interventions(heads=(HeadEdit(0, 1.5),)), "whole number"),
+        (lambda: Interventions(heads=(HeadEdit(0, 1, "scale", float("nan")),)), "must be finite"),
+        (lambda: Interventions(edges=(EdgeCut(2, 5),)), "key 5 comes after query 2"),
+        (lambda: Interventions(edges=(EdgeCut(1, 0), EdgeCut(1, 1))), "every key of query 1 would be cut"),
+        (lambda: Interventions(edges=(EdgeCut(3, 1, head=9),)), "head 9 is out of range"),
+        (lambda: Interventions(mlps=(MLPEdit(7),)), "layer 7 is out of range"),
+        (lambda: Interventions(patches=(ResidualPatch(0, 1, torch.zeros(5)),)), "the vector has 5 numbers"),
+        (lambda: Interventions(patches=(ResidualPatch(0, 1, torch.full((64,), float("inf"))),)), "finite numbers"),
+        (lambda: Interventions(heads=[object()]), "not a HeadEdit"),
+    ],
+)
 def test_bad_specs_raise_clear_errors(build, message):
     engine = tiny_engine("llama")
     with pytest.raises(InterventionError, match=message):
@@ -268,7 +285,9 @@ def test_unsupported_models_and_malformed_calls_are_refused():
         engine.model(torch.tensor([IDS]), interventions=Interventions(heads=(HeadEdit(0, 0, "mean"),)))
     with pytest.raises(ValueError, match="interventions_list has 1 entries"):
         run_static(engine, PROMPTS, interventions_list=[spec])
-    bad = run_continuous(engine, PROMPTS[:2], [greedy(2)] * 2, interventions_list=[Interventions(mlps=(MLPEdit(9),)), None])
+    bad = run_continuous(
+        engine, PROMPTS[:2], [greedy(2)] * 2, interventions_list=[Interventions(mlps=(MLPEdit(9),)), None]
+    )
     assert isinstance(bad.results[0].error, InterventionError) and bad.results[1].ok  # only its own request fails
 
 

@@ -4,6 +4,7 @@ The import graph is read with ``ast`` from every module under ``inference/`` and
 counting every import (top level, inside functions, under ``TYPE_CHECKING``), so a
 cycle cannot hide behind a deferred import.
 """
+
 from __future__ import annotations
 
 import ast
@@ -68,7 +69,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -118,8 +119,13 @@ def test_inference_never_imports_the_ui():
     for name, path in modules("inference").items():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             for target in names:
                 assert target.split(".")[0] not in ("streamlit", "plotly", "ui"), f"{name} imports {target}"
 
@@ -141,14 +147,23 @@ def test_no_module_outside_the_tokenizer_touches_the_wrapped_tokenizer():
 def test_every_page_hands_a_legacy_run_over_to_the_app_first():
     """The deep-link fix (``ui.shell.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
     for path in sorted((ROOT / "pages").glob("*.py")):
-        body = [node for node in ast.parse(path.read_text()).body
-                if not isinstance(node, (ast.Import, ast.ImportFrom))
-                and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]  # the docstring
+        body = [
+            node
+            for node in ast.parse(path.read_text()).body
+            if not isinstance(node, (ast.Import, ast.ImportFrom))
+            and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        ]  # the docstring
         first = body[0]
-        assert (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)
-                and getattr(first.value.func, "id", None) == "redirect_legacy_run"), path.name
-        imports_after = [node for node in ast.parse(path.read_text()).body
-                         if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno > first.lineno]
+        assert (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Call)
+            and getattr(first.value.func, "id", None) == "redirect_legacy_run"
+        ), path.name
+        imports_after = [
+            node
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno > first.lineno
+        ]
         assert not imports_after, f"{path.name} imports after the redirect"
 
 
@@ -217,9 +232,13 @@ def _attribute_chains(path: Path) -> set[str]:
 def _reaches(chains: set[str]) -> list[str]:
     """The names that reach into an engine: its model (``engine.model``, ``engine_for(m).model.embed``), a walk's
     engine (``stepper.engine``), a model's own methods (``.rope_for``)."""
-    return sorted(c for c in chains
-                  if (".model" in c and c.split(".")[0] in ("engine", "()")) or c.startswith("stepper.engine")
-                  or c.endswith(".rope_for"))
+    return sorted(
+        c
+        for c in chains
+        if (".model" in c and c.split(".")[0] in ("engine", "()"))
+        or c.startswith("stepper.engine")
+        or c.endswith(".rope_for")
+    )
 
 
 def test_only_the_resources_hold_an_engine_and_nothing_touches_its_model():
@@ -230,8 +249,11 @@ def test_only_the_resources_hold_an_engine_and_nothing_touches_its_model():
         name = str(path.relative_to(ROOT))
         touched = _reaches(_attribute_chains(path))
         if name != "ui/shell/resources.py":
-            touched += [f"{module} (engine_for / load_engine)" for module in _imports_of(path)
-                        if module == "ui.shell.resources" and re.search(r"\b(engine_for|load_engine)\b", path.read_text())]
+            touched += [
+                f"{module} (engine_for / load_engine)"
+                for module in _imports_of(path)
+                if module == "ui.shell.resources" and re.search(r"\b(engine_for|load_engine)\b", path.read_text())
+            ]
         offenders += [f"{name}: {chain}" for chain in touched]
     assert not offenders, offenders
 
@@ -239,8 +261,10 @@ def test_only_the_resources_hold_an_engine_and_nothing_touches_its_model():
 def test_the_check_can_see_a_reach_into_the_model(tmp_path):
     """Positive control for the two rules above."""
     planted = tmp_path / "planted.py"
-    planted.write_text("import torch\nfrom inference.model.quant import QuantEmbedding\n"
-                       "def f(model):\n    return engine_for(model).model.embed.weight.shape, stepper.engine\n")
+    planted.write_text(
+        "import torch\nfrom inference.model.quant import QuantEmbedding\n"
+        "def f(model):\n    return engine_for(model).model.embed.weight.shape, stepper.engine\n"
+    )
     assert {"torch", "inference.model.quant"} <= set(_imports_of(planted))
     reached = _reaches(_attribute_chains(planted))
     assert "().model.embed.weight.shape" in reached and "stepper.engine" in reached

@@ -12,14 +12,26 @@ latency of a slider move and of a broadcast are printed (``-s``); they are not a
 beyond a generous bound, the machine is shared.
 The bigger run is ``scripts/bench_load.py``.
 """
+
 from __future__ import annotations
 
 import pytest
-
 from streamlit.proto.Element_pb2 import Element
 
-from tests.load_scenario import (CLASS_SERVER_ENV, FOLLOW_KEY, MARKERS, WARM_UP_MARKER, AppServer, StudentReport, check_page,
-                                 follow_class, latency_line, run_class, student, timings_of)
+from tests.load_scenario import (
+    CLASS_SERVER_ENV,
+    FOLLOW_KEY,
+    MARKERS,
+    WARM_UP_MARKER,
+    AppServer,
+    StudentReport,
+    check_page,
+    follow_class,
+    latency_line,
+    run_class,
+    student,
+    timings_of,
+)
 from tests.streamlit_client import Run
 
 N_STUDENTS = 20
@@ -35,6 +47,7 @@ RSS_ROUND_GROWTH_MIB = 128  # from the end of one round to the end of the next
 
 def test_the_page_check_sees_another_tabs_word_and_a_missing_own_word():
     """The check the load test relies on, on hand-made pages (a positive control: it can fail)."""
+
     def page(*bodies: str) -> Run:
         run = Run("logits", 0.1)
         for i, body in enumerate(bodies):
@@ -60,8 +73,11 @@ def server(tmp_path_factory):
 
 
 def findings(reports: list[StudentReport]) -> list[str]:
-    return [f"tab {r.index} ({r.word}): {item}" for r in reports for item in r.problems + r.leaks
-            + [f"own word missing on {what}" for what in r.missing]]
+    return [
+        f"tab {r.index} ({r.word}): {item}"
+        for r in reports
+        for item in r.problems + r.leaks + [f"own word missing on {what}" for what in r.missing]
+    ]
 
 
 @pytest.mark.load
@@ -77,8 +93,10 @@ def test_a_class_of_twenty_on_one_server(server):
         reports = run_class(server.url, N_STUDENTS, round_index, n_pages=1)
         rss_after.append(server.rss_mib())
         batch_sizes = [size for r in reports for size in r.batch_sizes]
-        print(f"round {round_index + 1}: {N_STUDENTS} tabs, RSS {rss_after[-1]:,.0f} MiB, "
-              f"largest batch seen {max(batch_sizes, default=0)}")
+        print(
+            f"round {round_index + 1}: {N_STUDENTS} tabs, RSS {rss_after[-1]:,.0f} MiB, "
+            f"largest batch seen {max(batch_sizes, default=0)}"
+        )
         print("  " + latency_line("slider move (all pages)", timings_of(reports, "slider:")))
         for page in ("tokenization", "attention", "logits", "sampling"):
             print("  " + latency_line(f"slider move, {page}", timings_of(reports, f"slider:{page}")))

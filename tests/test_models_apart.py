@@ -7,6 +7,7 @@ their merges, vocabularies, embedding matrices, attention and logits all differ.
 page is opened for model A, then for model B, then for A again: A's numbers must be
 the same both times and differ from B's.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """The Overview picture: its numbers are one traced forward's, each part links to a real page, the SVG is well formed."""
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree

@@ -4,6 +4,7 @@ The wheel is built here from a copy of the files it is made of (no network, no b
 venv's setuptools), so the check sees exactly what an install would: every module of ``inference/`` and
 nothing of the app, and a dependency list that names every library the engine imports.
 """
+
 from __future__ import annotations
 
 import ast
@@ -52,15 +53,21 @@ def test_the_dependencies_name_every_library_the_engine_imports():
 
     listed = {_name(requirement) for requirement in _project()["dependencies"]}
     providers = packages_distributions()
-    missing = {module: where for module, where in _engine_imports().items()
-               if not {_name(dist) for dist in providers.get(module, [module])} & listed}
+    missing = {
+        module: where
+        for module, where in _engine_imports().items()
+        if not {_name(dist) for dist in providers.get(module, [module])} & listed
+    }
     assert not missing, f"imported by the engine but not in pyproject.toml's dependencies: {missing}"
 
 
 def test_the_dependencies_allow_the_pinned_versions():
     """A lower bound above what requirements.txt pins would make ``pip install -e .`` fight the app's venv."""
-    pins = {_name(line): line.split("==")[1].split()[0] for line in (ROOT / "requirements.txt").read_text().splitlines()
-            if "==" in line and not line.lstrip().startswith("#")}
+    pins = {
+        _name(line): line.split("==")[1].split()[0]
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    }
     for requirement in _project()["dependencies"]:
         name, bound = _name(requirement), requirement.partition(">=")[2]
         if name in pins and bound:
@@ -75,8 +82,17 @@ def test_the_wheel_holds_the_engine_and_nothing_of_the_app(tmp_path):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "inference", source / "inference", ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run(
-        [sys.executable, "-c", "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))",
-         str(tmp_path / "dist")], cwd=source, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))",
+            str(tmp_path / "dist"),
+        ],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     wheel = tmp_path / "dist" / built.stdout.strip().splitlines()[-1]
     with zipfile.ZipFile(wheel) as archive:
@@ -85,5 +101,7 @@ def test_the_wheel_holds_the_engine_and_nothing_of_the_app(tmp_path):
     modules = {n for n in names if n.endswith(".py")}
     expected = {str(p.relative_to(ROOT)) for p in (ROOT / "inference").rglob("*.py")}
     assert modules == expected, (sorted(expected - modules), sorted(modules - expected))
-    required = {_name(line.split(":", 1)[1].strip()) for line in metadata.splitlines() if line.startswith("Requires-Dist:")}
+    required = {
+        _name(line.split(":", 1)[1].strip()) for line in metadata.splitlines() if line.startswith("Requires-Dist:")
+    }
     assert required == {_name(r) for r in _project()["dependencies"]}

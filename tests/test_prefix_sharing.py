@@ -5,6 +5,7 @@ the batcher's tokens and logits are checked against solo runs, as every batched 
 (``tests/test_batching.py``: within the derived float32 bound, tokens equal unless a near-tie), on tiny
 random Llama, GPT-2 and Gemma 3 (an 8-key sliding window, shorter than the shared prefixes here).
 """
+
 from __future__ import annotations
 
 import pytest

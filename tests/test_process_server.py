@@ -1,6 +1,7 @@
 """The engine server in a child process: the same tokens as a solo run, bounded, cancellable, and a child that
 dies fails its requests with a clear error and is replaced; other reads of its engine by name, with plain
 arguments only (no function ever travels)."""
+
 from __future__ import annotations
 
 import gc
@@ -56,8 +57,10 @@ def test_a_streamed_request_equals_a_solo_run_in_this_process(tiny, server):
 
 
 def test_threads_submitting_at_once_each_get_their_own_tokens(tiny, server):
-    requests = [(PROMPTS[i % 4], SamplingParams(temperature=0.9, top_k=30, seed=i, max_new_tokens=3 + 2 * i,
-                                                stop_on_eos=False)) for i in range(6)]
+    requests = [
+        (PROMPTS[i % 4], SamplingParams(temperature=0.9, top_k=30, seed=i, max_new_tokens=3 + 2 * i, stop_on_eos=False))
+        for i in range(6)
+    ]
     results: list = [None] * len(requests)
 
     def one(i: int) -> None:
@@ -138,7 +141,6 @@ def test_a_server_dropped_without_closing_leaves_no_child(tiny, tiny_load):
     del server
     gc.collect()
     proc.wait(timeout=WAIT)
-
 
 
 def test_call_runs_a_named_method_on_the_childs_engine_and_raises_what_it_raised(tiny, server):

@@ -14,6 +14,7 @@ largest |Δlogit| two correctly rounded evaluations may differ by), and a value 
 values (logits, norms, scores) by at most that share of themselves. Text (tokens, labels) and
 counts compare exactly. Charts of timings measured live are left out.
 """
+
 from __future__ import annotations
 
 import csv
@@ -120,7 +121,7 @@ def _number(text: str) -> float | None:
 
 
 def model_eps(facts: dict) -> float:
-    """The derived |Δlogit| bound of a model (``tests/tolerances.py``), from the facts the fixture keeps of it."""
+    """The derived |Δlogit| bound of a model (``inference/model/tolerances.py``), from the facts the fixture keeps of it."""
     reduction = max(facts["d_model"], facts["d_ff"], facts["n_heads"] * facts["head_dim"])
     return logit_tolerance(facts["logit_scale"], reduction, facts["n_layers"], compared=10**6)
 
@@ -132,8 +133,9 @@ def _close(expected: str, actual: str, eps: float) -> bool:
     return abs(a - b) <= 2 * eps * max(1.0, abs(a))
 
 
-def compare_rows(where: str, expected: list[list[str]], actual: list[list[str]], header: list[str],
-                 eps: float) -> list[str]:
+def compare_rows(
+    where: str, expected: list[list[str]], actual: list[list[str]], header: list[str], eps: float
+) -> list[str]:
     problems = []
     for index, (want, got) in enumerate(zip(expected, actual)):
         for column, (a, b) in enumerate(zip(want, got)):
@@ -146,13 +148,20 @@ def compare(name: str, key: str, expected: dict, text: str, eps: float) -> list[
     actual = summarise(text)
     where = f"{name}/{key}"
     if actual["header"] != expected["header"] or actual["n_rows"] != expected["n_rows"]:
-        return [f"{where}: columns {expected['header']} x {expected['n_rows']} rows -> "
-                f"{actual['header']} x {actual['n_rows']} rows"]
+        return [
+            f"{where}: columns {expected['header']} x {expected['n_rows']} rows -> "
+            f"{actual['header']} x {actual['n_rows']} rows"
+        ]
     if "rows" in expected:
         return compare_rows(where, expected["rows"], actual["rows"], expected["header"], eps)
     indices = sorted(expected["kept"], key=int)
-    problems = compare_rows(where, [expected["kept"][i] for i in indices], [actual["kept"].get(i, []) for i in indices],
-                            expected["header"], eps)
+    problems = compare_rows(
+        where,
+        [expected["kept"][i] for i in indices],
+        [actual["kept"].get(i, []) for i in indices],
+        expected["header"],
+        eps,
+    )
     for column, (total, magnitude) in expected["sums"].items():
         got_total, _ = actual["sums"].get(column, (math.nan, 0.0))
         if not abs(total - got_total) <= 2 * eps * max(1.0, magnitude):
@@ -177,9 +186,17 @@ def model_facts(model: str) -> dict:
 
     engine = load_engine(model=None if model == "SmolLM2-135M-Instruct" else model, device="cpu", dtype="float32")
     config = engine.config
-    scale = float(engine.recompute_last(engine.encode_prompt("The cat sat on the mat because it was tired.")).abs().max())
-    return {"d_model": config.d_model, "d_ff": config.d_ff, "n_heads": config.n_heads, "head_dim": config.head_dim,
-            "n_layers": config.n_layers, "logit_scale": round(scale, 2)}
+    scale = float(
+        engine.recompute_last(engine.encode_prompt("The cat sat on the mat because it was tired.")).abs().max()
+    )
+    return {
+        "d_model": config.d_model,
+        "d_ff": config.d_ff,
+        "n_heads": config.n_heads,
+        "head_dim": config.head_dim,
+        "n_layers": config.n_layers,
+        "logit_scale": round(scale, 2),
+    }
 
 
 def _gemma_installed() -> bool:

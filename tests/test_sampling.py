@@ -1,4 +1,5 @@
 """The sampler on hand-made distributions: stage sets, ranges, seeds, and a frequency test."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,14 +25,17 @@ def test_top_k_keeps_exactly_k_highest():
     assert kept(top_k_mask(PROBS, 99)) == {0, 1, 2, 3, 4}
 
 
-@pytest.mark.parametrize("p, expected", [
-    (0.4, {1}),            # 0.4 reaches 0.4 exactly: nothing more needed
-    (0.41, {1, 3}),        # the token that crosses the threshold is kept
-    (0.7, {1, 3}),
-    (0.71, {1, 3, 4}),
-    (0.01, {1}),           # tiny p: the top token always survives
-    (1.0, {0, 1, 2, 3, 4}),
-])
+@pytest.mark.parametrize(
+    "p, expected",
+    [
+        (0.4, {1}),  # 0.4 reaches 0.4 exactly: nothing more needed
+        (0.41, {1, 3}),  # the token that crosses the threshold is kept
+        (0.7, {1, 3}),
+        (0.71, {1, 3, 4}),
+        (0.01, {1}),  # tiny p: the top token always survives
+        (1.0, {0, 1, 2, 3, 4}),
+    ],
+)
 def test_top_p_keeps_the_crossing_token(p, expected):
     assert kept(top_p_mask(PROBS, p)) == expected
 
@@ -61,9 +65,11 @@ def test_seed_001_toy_ranges_and_u():
 
 def test_same_seed_same_tokens_different_seed_differs():
     logits = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+
     def draws(seed):
         params = SamplingParams(temperature=1.0, seed=seed)
         return [sample(logits, params, generator_for(params, index)).token_id for index in range(50)]
+
     assert draws(1) == draws(1)
     assert draws(1) != draws(2)
 
@@ -107,20 +113,23 @@ def test_recorded_stages_are_the_numbers_used():
     assert math.isclose(result.probability, float(final[result.token_id]), rel_tol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, fragment", [
-    ({"temperature": -1.0}, "temperature"),
-    ({"temperature": float("nan")}, "temperature"),
-    ({"temperature": float("inf")}, "temperature"),
-    ({"top_p": 0.0}, "top_p"),
-    ({"top_p": 1.5}, "top_p"),
-    ({"top_k": -1}, "top_k"),
-    ({"top_k": 2.5}, "top_k"),
-    ({"min_p": -0.1}, "min_p"),
-    ({"repetition_penalty": 0.0}, "repetition_penalty"),
-    ({"max_new_tokens": 0}, "max_new_tokens"),
-    ({"seed": -3}, "seed"),
-    ({"seed": "abc"}, "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"temperature": -1.0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"top_k": -1}, "top_k"),
+        ({"top_k": 2.5}, "top_k"),
+        ({"min_p": -0.1}, "min_p"),
+        ({"repetition_penalty": 0.0}, "repetition_penalty"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"seed": -3}, "seed"),
+        ({"seed": "abc"}, "seed"),
+    ],
+)
 def test_invalid_settings_raise_clear_errors(kwargs, fragment):
     with pytest.raises(SamplingError, match=fragment):
         SamplingParams(**kwargs)
@@ -148,18 +157,30 @@ def test_draw_n_comes_from_seed_and_index_alone():
     for index in range(7):
         torch.rand(5, generator=generator_for(params, index))  # draws 0..6, each taking more numbers than one
     assert torch.equal(torch.rand(3, generator=generator_for(params, 7)), first)
-    starts = {float(torch.rand(1, generator=generator_for(SamplingParams(seed=seed), index)))
-              for seed in range(4) for index in range(50)}
+    starts = {
+        float(torch.rand(1, generator=generator_for(SamplingParams(seed=seed), index)))
+        for seed in range(4)
+        for index in range(50)
+    }
     assert len(starts) == 200  # no two (seed, index) pairs here share a stream
     torch.rand(1, generator=generator_for(SamplingParams(seed=2**63 - 1), 10**6))  # the largest seed is a valid one
 
 
 def test_a_cache_key_is_the_settings_themselves_so_every_field_counts():
     """The caches are keyed by ``SamplingParams.canonical()``: a field added later is in every key by itself."""
-    base = SamplingParams(temperature=0.8, top_k=5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, max_new_tokens=8,
-                          seed=3)
-    changes = {"temperature": 0.9, "top_k": 6, "top_p": 0.8, "min_p": 0.1, "repetition_penalty": 1.2,
-               "max_new_tokens": 9, "seed": 4, "stop_on_eos": False}
+    base = SamplingParams(
+        temperature=0.8, top_k=5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, max_new_tokens=8, seed=3
+    )
+    changes = {
+        "temperature": 0.9,
+        "top_k": 6,
+        "top_p": 0.8,
+        "min_p": 0.1,
+        "repetition_penalty": 1.2,
+        "max_new_tokens": 9,
+        "seed": 4,
+        "stop_on_eos": False,
+    }
     assert set(changes) == {field.name for field in dataclasses.fields(SamplingParams)}  # a new field: add it here
     for name, value in changes.items():
         keys = {base.canonical(): "base", dataclasses.replace(base, **{name: value}).canonical(): name}

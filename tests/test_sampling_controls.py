@@ -1,4 +1,5 @@
 """The sampling controls (ui.controls.sampling): clamps, messages and seed parsing."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The shared engine server: many callers, one worker thread, no cross-talk, bounded, cancellable."""
+
 from __future__ import annotations
 
 import gc
@@ -70,8 +71,7 @@ def check_stream_equals_solo(tiny, server) -> None:
 
 def test_threads_submitting_at_once_each_get_their_own_tokens(tiny):
     requests = [
-        (PROMPTS[i % 4], SamplingParams(temperature=0.9, top_k=30, seed=i, max_new_tokens=3 + 2 * i,
-                                        stop_on_eos=False))
+        (PROMPTS[i % 4], SamplingParams(temperature=0.9, top_k=30, seed=i, max_new_tokens=3 + 2 * i, stop_on_eos=False))
         for i in range(8)
     ]
     expected = [solo(tiny, prompt, params)[0] for prompt, params in requests]

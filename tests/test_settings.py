@@ -1,5 +1,6 @@
 """The operator's settings: every ``LLM_EXPLORER_*`` variable read and checked in one place, once, with a clear
 message for a value the program cannot use; the README's table says what ``inference.settings`` reads."""
+
 from __future__ import annotations
 
 import ast
@@ -21,30 +22,54 @@ def test_unset_means_the_defaults():
 
 
 def test_every_value_is_read_and_checked():
-    read = Settings.from_env({
-        "LLM_EXPLORER_MODEL": "models/x.gguf", "LLM_EXPLORER_MODELS": "tiny=/tmp/t; other=org/name",
-        "LLM_EXPLORER_DEVICE": "CUDA:1", "LLM_EXPLORER_DTYPE": "BF16", "LLM_EXPLORER_QUANT": " GGUF ",
-        "LLM_EXPLORER_COMPILE": "on", "LLM_EXPLORER_THREADS": "1", "LLM_EXPLORER_SERVER": "process",
-        "LLM_EXPLORER_PREFIX_CACHE": "off", "LLM_EXPLORER_SLOTS": "32", "LLM_EXPLORER_TEACHER_KEY": " a phrase ",
-        "LLM_EXPLORER_CACHE": "/tmp/cache",
-    })
-    assert read == Settings("models/x.gguf", (("tiny", "/tmp/t"), ("other", "org/name")), "cuda:1", "bf16", "gguf",
-                            True, 1, "process", False, 32, "a phrase", Path("/tmp/cache"))
+    read = Settings.from_env(
+        {
+            "LLM_EXPLORER_MODEL": "models/x.gguf",
+            "LLM_EXPLORER_MODELS": "tiny=/tmp/t; other=org/name",
+            "LLM_EXPLORER_DEVICE": "CUDA:1",
+            "LLM_EXPLORER_DTYPE": "BF16",
+            "LLM_EXPLORER_QUANT": " GGUF ",
+            "LLM_EXPLORER_COMPILE": "on",
+            "LLM_EXPLORER_THREADS": "1",
+            "LLM_EXPLORER_SERVER": "process",
+            "LLM_EXPLORER_PREFIX_CACHE": "off",
+            "LLM_EXPLORER_SLOTS": "32",
+            "LLM_EXPLORER_TEACHER_KEY": " a phrase ",
+            "LLM_EXPLORER_CACHE": "/tmp/cache",
+        }
+    )
+    assert read == Settings(
+        "models/x.gguf",
+        (("tiny", "/tmp/t"), ("other", "org/name")),
+        "cuda:1",
+        "bf16",
+        "gguf",
+        True,
+        1,
+        "process",
+        False,
+        32,
+        "a phrase",
+        Path("/tmp/cache"),
+    )
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("QUANT", "fp8", "LLM_EXPLORER_QUANT='fp8': use one of gguf, int8, int4, none"),
-    ("SERVER", "forked", "LLM_EXPLORER_SERVER='forked': use one of thread, process"),
-    ("PREFIX_CACHE", "maybe", "LLM_EXPLORER_PREFIX_CACHE='maybe': use one of on, off"),
-    ("SLOTS", "1000", "LLM_EXPLORER_SLOTS='1000': use a whole number from 1 to 256"),
-    ("SLOTS", "many", "LLM_EXPLORER_SLOTS='many': use a whole number from 1 to 256"),
-    ("THREADS", "0", "LLM_EXPLORER_THREADS='0': use a whole number of at least 1 (unset: every core)"),
-    ("COMPILE", "maybe", "LLM_EXPLORER_COMPILE='maybe': use 1 or 0 (on or off)"),
-    ("DEVICE", "tpu", "LLM_EXPLORER_DEVICE='tpu': use cpu, cuda, cuda:N or mps"),
-    ("DTYPE", "int3", "LLM_EXPLORER_DTYPE='int3': use one of float32"),
-    ("MODELS", "no-equals-sign", "LLM_EXPLORER_MODELS entry 'no-equals-sign' is not name=source"),
-    ("MODELS", "bad name=/x", "model name 'bad name' must be 1-64 letters"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("QUANT", "fp8", "LLM_EXPLORER_QUANT='fp8': use one of gguf, int8, int4, none"),
+        ("SERVER", "forked", "LLM_EXPLORER_SERVER='forked': use one of thread, process"),
+        ("PREFIX_CACHE", "maybe", "LLM_EXPLORER_PREFIX_CACHE='maybe': use one of on, off"),
+        ("SLOTS", "1000", "LLM_EXPLORER_SLOTS='1000': use a whole number from 1 to 256"),
+        ("SLOTS", "many", "LLM_EXPLORER_SLOTS='many': use a whole number from 1 to 256"),
+        ("THREADS", "0", "LLM_EXPLORER_THREADS='0': use a whole number of at least 1 (unset: every core)"),
+        ("COMPILE", "maybe", "LLM_EXPLORER_COMPILE='maybe': use 1 or 0 (on or off)"),
+        ("DEVICE", "tpu", "LLM_EXPLORER_DEVICE='tpu': use cpu, cuda, cuda:N or mps"),
+        ("DTYPE", "int3", "LLM_EXPLORER_DTYPE='int3': use one of float32"),
+        ("MODELS", "no-equals-sign", "LLM_EXPLORER_MODELS entry 'no-equals-sign' is not name=source"),
+        ("MODELS", "bad name=/x", "model name 'bad name' must be 1-64 letters"),
+    ],
+)
 def test_a_value_the_program_cannot_use_is_named_with_what_it_accepts(name, value, message):
     with pytest.raises(SettingsError) as raised:
         Settings.from_env({f"LLM_EXPLORER_{name}": value})
@@ -72,9 +97,13 @@ def environment_reads(path: Path) -> list[str]:
     """The ``LLM_EXPLORER_*`` names ``path`` reads from the environment: ``os.environ.get(name)``,
     ``os.environ[name]``, ``os.getenv(name)``, with the name written out or held in a module constant."""
     tree = ast.parse(path.read_text())
-    constants = {target.id: node.value.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                 for target in node.targets if isinstance(target, ast.Name)}
+    constants = {
+        target.id: node.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
 
     def setting(node) -> str | None:
         value = node.value if isinstance(node, ast.Constant) else constants.get(getattr(node, "id", None))
@@ -82,12 +111,21 @@ def environment_reads(path: Path) -> list[str]:
 
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args and (
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.args
+            and (
                 (node.func.attr == "get" and ast.unparse(node.func.value).endswith("environ"))
-                or node.func.attr == "getenv"):
+                or node.func.attr == "getenv"
+            )
+        ):
             found.append(setting(node.args[0]))
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
-                ast.unparse(node.value).endswith("environ"):
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and ast.unparse(node.value).endswith("environ")
+        ):
             found.append(setting(node.slice))
     return [name for name in found if name]
 
@@ -95,19 +133,24 @@ def environment_reads(path: Path) -> list[str]:
 def test_nothing_else_reads_a_setting():
     """``inference/settings.py`` is the one place of the library, the app and its scripts that reads
     ``LLM_EXPLORER_*`` (writing one for a child server, as the benchmarks do, is no read)."""
-    readers = [f"{path.relative_to(ROOT)}: {name}"
-               for folder in ("inference", "ui", "pages", "scripts") for path in sorted((ROOT / folder).rglob("*.py"))
-               if str(path.relative_to(ROOT)) != "inference/settings.py"
-               for name in environment_reads(path)]
+    readers = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for folder in ("inference", "ui", "pages", "scripts")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if str(path.relative_to(ROOT)) != "inference/settings.py"
+        for name in environment_reads(path)
+    ]
     readers += [f"app.py: {name}" for name in environment_reads(ROOT / "app.py")]
     assert not readers, readers
 
 
 def test_the_reader_check_can_fail(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text('import os\nKEY = "LLM_EXPLORER_TEACHER_KEY"\na = os.environ.get(KEY, "")\n'
-                       'b = os.environ["LLM_EXPLORER_SLOTS"]\nc = os.getenv("LLM_EXPLORER_QUANT")\n'
-                       'env = {**os.environ, "LLM_EXPLORER_SERVER": "process"}\n')
+    planted.write_text(
+        'import os\nKEY = "LLM_EXPLORER_TEACHER_KEY"\na = os.environ.get(KEY, "")\n'
+        'b = os.environ["LLM_EXPLORER_SLOTS"]\nc = os.getenv("LLM_EXPLORER_QUANT")\n'
+        'env = {**os.environ, "LLM_EXPLORER_SERVER": "process"}\n'
+    )
     assert environment_reads(planted) == ["LLM_EXPLORER_TEACHER_KEY", "LLM_EXPLORER_SLOTS", "LLM_EXPLORER_QUANT"]
 
 
@@ -117,4 +160,4 @@ def test_the_readmes_table_lists_every_setting_with_its_default():
     assert rows == [(v.name, v.default) for v in settings.VARIABLES]
     fields = {f for f in Settings.__dataclass_fields__}
     named = {v.name.removeprefix("LLM_EXPLORER_").lower() for v in settings.VARIABLES}
-    assert named == fields, (named ^ fields)
+    assert named == fields, named ^ fields

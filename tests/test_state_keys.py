@@ -7,6 +7,7 @@ What counts as using a session key: indexing ``st.session_state`` (``[...]``, ``
 session (``on_click=st.session_state.__setitem__`` or ``state.put``). A chart's or a table's ``key=`` names
 the element (and a chart's files), not a value, and is written where it is drawn.
 """
+
 from __future__ import annotations
 
 import ast
@@ -14,9 +15,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = "ui/session/state.py"
-WIDGETS = {"text_input", "text_area", "number_input", "slider", "select_slider", "selectbox", "multiselect", "radio",
-           "checkbox", "toggle", "data_editor", "button", "download_button", "color_picker", "date_input",
-           "time_input", "file_uploader", "pills", "segmented_control", "feedback", "chat_input", "form"}
+WIDGETS = {
+    "text_input",
+    "text_area",
+    "number_input",
+    "slider",
+    "select_slider",
+    "selectbox",
+    "multiselect",
+    "radio",
+    "checkbox",
+    "toggle",
+    "data_editor",
+    "button",
+    "download_button",
+    "color_picker",
+    "date_input",
+    "time_input",
+    "file_uploader",
+    "pills",
+    "segmented_control",
+    "feedback",
+    "chat_input",
+    "form",
+}
 
 
 def _literal(node: ast.AST | None) -> bool:
@@ -44,13 +66,18 @@ def literal_keys(source: str) -> list[str]:
                 hits += [k.value for k in node.keywords if k.arg == "key"]
             if getattr(owner, "id", None) == "state" and name in ("bind", "get", "put") and node.args:
                 hits.append(node.args[0])
-            if getattr(owner, "id", None) == "state" and name == "set_values" and node.args \
-                    and isinstance(node.args[0], ast.Dict):
+            if (
+                getattr(owner, "id", None) == "state"
+                and name == "set_values"
+                and node.args
+                and isinstance(node.args[0], ast.Dict)
+            ):
                 hits += node.args[0].keys
             for keyword in node.keywords:
                 writes = keyword.arg == "on_click" and (
                     (isinstance(keyword.value, ast.Attribute) and _session(keyword.value.value))
-                    or ast.unparse(keyword.value) in ("state.put", "state.set_values"))
+                    or ast.unparse(keyword.value) in ("state.put", "state.set_values")
+                )
                 if writes:
                     args = next((k.value for k in node.keywords if k.arg == "args"), None)
                     if isinstance(args, ast.Tuple) and args.elts:
@@ -68,14 +95,17 @@ def _ui_files() -> list[Path]:
 
 
 def test_no_literal_session_key_outside_the_registry():
-    offenders = [f"{path.relative_to(ROOT)}:{hit}" for path in _ui_files()
-                 if str(path.relative_to(ROOT)) != REGISTRY
-                 for hit in literal_keys(path.read_text())]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{hit}"
+        for path in _ui_files()
+        if str(path.relative_to(ROOT)) != REGISTRY
+        for hit in literal_keys(path.read_text())
+    ]
     assert not offenders, offenders
 
 
 def test_the_check_finds_every_kind_of_literal_key():
-    planted = '''
+    planted = """
 import streamlit as st
 st.session_state["a"] = 1
 st.session_state.get("b")
@@ -88,16 +118,28 @@ st.button("Go", key=state.GO, on_click=st.session_state.__setitem__, args=("h", 
 st.button("Go", key=state.GO, on_click=state.set_values, args=({"i": 2},))
 charts.show(fig, key="a_chart")  # a chart's key names the chart: not a session key
 st.session_state[state.FINE] = state.get(state.FINE)
-'''
-    assert [hit.split(": ")[1] for hit in literal_keys(planted)] == \
-        ["'a'", "'b'", "'c'", "'d'", "f'e_{page}'", "'f'", "'g'", "'h'", "'i'"]
+"""
+    assert [hit.split(": ")[1] for hit in literal_keys(planted)] == [
+        "'a'",
+        "'b'",
+        "'c'",
+        "'d'",
+        "f'e_{page}'",
+        "'f'",
+        "'g'",
+        "'h'",
+        "'i'",
+    ]
 
 
 def test_the_registry_defines_each_key_once():
     from ui.session import state
 
-    keys = {name: value for name, value in vars(state).items() if name.isupper() and isinstance(value, str)
-            and name not in ("DEFAULT_PROMPT",)}
+    keys = {
+        name: value
+        for name, value in vars(state).items()
+        if name.isupper() and isinstance(value, str) and name not in ("DEFAULT_PROMPT",)
+    }
     values = list(keys.values())
     assert len(values) == len(set(values)), sorted(v for v in values if values.count(v) > 1)
 
@@ -109,7 +151,11 @@ def test_the_pure_computations_keep_no_session_state_and_draw_nothing():
     offenders = []
     for path in sorted((ROOT / "ui" / "compute").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "st" \
-                    and node.attr not in allowed:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "st"
+                and node.attr not in allowed
+            ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: st.{node.attr}")
     assert not offenders, offenders

@@ -1,4 +1,5 @@
 """The interactive stepper: steps match generate, rewind replays, a branch reuses the cache correctly."""
+
 from __future__ import annotations
 
 import pytest

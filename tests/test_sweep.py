@@ -26,6 +26,7 @@ then) on a shared 2-core machine at load 4-7, before the side-by-side page was c
 Generation and Experiments on four prompts and Quantization on one added: 120 s (SmolLM2) and 244 s (Gemma) at
 load 7-9.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,7 +61,7 @@ COMPARED_ON = ("default", "bytes", "japanese")  # the side-by-side page generate
 SETTINGS_PAGES = ("sampling", "generation", "experiments")  # their text follows the settings more than the prompt
 SETTINGS_ON = ("default", "no-pronoun", "code", "chat")
 MODEL_PAGES = ("quantization",)  # the block view and its introduction describe the model's file: one prompt
-ENDS = (".", "!", "?", ")", "…", "”", "*", "`", "\"", "'")
+ENDS = (".", "!", "?", ")", "…", "”", "*", "`", '"', "'")
 
 
 def problems_in(text: str) -> list[str]:
@@ -75,7 +76,7 @@ def problems_in(text: str) -> list[str]:
             found.append("an empty list item")
             continue
         plain = re.sub(r"`[^`]*`", "`x`", item)  # code spans hold tokens, which may end in anything
-        more = any(lines[index + 1:])
+        more = any(lines[index + 1 :])
         if plain.endswith((",", ";")) or (plain.endswith(":") and not more) or not plain.endswith(ENDS + (":",)):
             found.append(f"dangling: {item[-80:]!r}")
         for bad in (r"\bNone\b", r"\bnan\b", r"-0\.0+\b", r"\bfirst 0 \w+", r"\b0 tokens? survive", r"\{|\}"):
@@ -110,9 +111,12 @@ def page_texts(at: AppTest) -> list[str]:
         value = str(element.value)
         if value.lstrip().startswith("<"):
             continue  # chips: HTML, not sentences
-        following = next((e for e in elements[i + 1:] if getattr(e, "type", "") not in ("empty",)), None)
-        followed_by_text = (following is not None and getattr(following, "type", "") in TEXT_KINDS
-                            and not str(following.value).lstrip().startswith("<"))
+        following = next((e for e in elements[i + 1 :] if getattr(e, "type", "") not in ("empty",)), None)
+        followed_by_text = (
+            following is not None
+            and getattr(following, "type", "") in TEXT_KINDS
+            and not str(following.value).lstrip().startswith("<")
+        )
         if value.rstrip().endswith(":") and not followed_by_text:
             continue  # "The top 12 of 49,152 logits:" above its chart
         out.append(value)
@@ -131,8 +135,15 @@ def app(engines):
 
     with pytest.MonkeyPatch.context() as patch:
         real = resources.load_engine
-        patch.setattr(resources, "load_engine", lambda model=None, **kwargs: engines.get(model or SMOL)
-                      if (model or SMOL) in engines and kwargs.get("quant") is None else real(model=model, **kwargs))
+        patch.setattr(
+            resources,
+            "load_engine",
+            lambda model=None, **kwargs: (
+                engines.get(model or SMOL)
+                if (model or SMOL) in engines and kwargs.get("quant") is None
+                else real(model=model, **kwargs)
+            ),
+        )
         st.cache_resource.clear()
         st.cache_data.clear()
         yield
@@ -215,8 +226,12 @@ def _check_attention(at, engine, prompt, chat, problems):
         query = max(i for i, p in enumerate(pieces) if p.strip() == pronoun.replace("·", "").strip())
         row = trace.layers[layer].attention_probs[0, head, query].numpy().copy()
         row[0] = 0.0  # the sink is left out, as the page says
-        spans = [i for i in range(1, query) if word.startswith("".join(pieces[i:i + 1]).strip()) and
-                 "".join(pieces[i:i + 8]).strip().startswith(word)]
+        spans = [
+            i
+            for i in range(1, query)
+            if word.startswith("".join(pieces[i : i + 1]).strip())
+            and "".join(pieces[i : i + 8]).strip().startswith(word)
+        ]
         if not spans:
             problems.append(f"“{word}” is not a word before “{pronoun}”")
             continue
@@ -225,13 +240,16 @@ def _check_attention(at, engine, prompt, chat, problems):
         on_word = float(row[start:end].sum())
         others = np.delete(row[:query], range(start, end))
         if on_word < MIN_SHARE or on_word < others.max():  # the word's weight beats every other earlier token's
-            problems.append(f"L{layer} H{head} puts {on_word:.2f} of “{pronoun}” on “{word}” and "
-                            f"{others.max():.2f} on {pieces[int(np.argmax(np.where(np.isin(np.arange(query), range(start, end)), -1, row[:query])))]!r}")
+            problems.append(
+                f"L{layer} H{head} puts {on_word:.2f} of “{pronoun}” on “{word}” and "
+                f"{others.max():.2f} on {pieces[int(np.argmax(np.where(np.isin(np.arange(query), range(start, end)), -1, row[:query])))]!r}"
+            )
     for word, _place in re.findall(r"Changing `([^`]+)` \(positions? (\d+)", shown):
         if word.replace("·", " ").strip() not in prompt:
             problems.append(f"the suggestion offers {word!r}, not a word of the user's text")
-    later = re.search(r"Changing `[^`]+` \(positions? (\d+)(?:–\d+)?\) cannot move any head of `[^`]+` \(position (\d+)\)",
-                      shown)
+    later = re.search(
+        r"Changing `[^`]+` \(positions? (\d+)(?:–\d+)?\) cannot move any head of `[^`]+` \(position (\d+)\)", shown
+    )
     if later and int(later[1]) <= int(later[2]):
         problems.append("a word 'after' the query that is not after it")
     if not any(w.lower() in ("it", "he", "she", "they", "sie", "er", "es", "il", "elle") for w in words_typed):
@@ -257,7 +275,9 @@ def _check_lens(at, engine, prompt, problems):
     logits, trace = engine.traced_forward(ids, last_only=True)
     top = int(logits[-1].argmax())
     if engine.tokenizer.decode([top]) != answer:
-        problems.append(f"the lens example {suggested!r} is answered {engine.tokenizer.decode([top])!r}, not {answer!r}")
+        problems.append(
+            f"the lens example {suggested!r} is answered {engine.tokenizer.decode([top])!r}, not {answer!r}"
+        )
     first = int(engine.unembed(trace.embeddings[0, -1:]).argmax())
     if first == top:
         problems.append("the lens example's answer does not take over: the embeddings already say it")
@@ -275,8 +295,13 @@ def _check_logits(at, engine, prompt, chat, problems):
         if not (bool((probs.max(-1).values.diff() <= 1e-12).all()) and bool((entropy.diff() >= -1e-9).all())):
             problems.append("the temperature suggestion's curves are not monotone here")
     drawn = re.search(r"\*\*([\d,]+) tokens can be drawn\*\*", shown)
-    result = sample(logits.float(), SamplingParams(temperature=0.8), torch.Generator().manual_seed(0),
-                    previous_ids=engine.encode_prompt(prompt, chat=chat), record=True)
+    result = sample(
+        logits.float(),
+        SamplingParams(temperature=0.8),
+        torch.Generator().manual_seed(0),
+        previous_ids=engine.encode_prompt(prompt, chat=chat),
+        record=True,
+    )
     final = int(torch.count_nonzero(result.stage_probs["final"]))
     if drawn is None or int(drawn[1].replace(",", "")) != final:
         problems.append(f"the sampler keeps {final:,} tokens, the page says {drawn[1] if drawn else 'nothing'}")
@@ -331,7 +356,9 @@ def test_every_sentence_holds_on_every_prompt(model, app, engines):
 
 def test_the_sweep_catches_what_it_is_for():
     """A positive control: the issue's own faulty texts are caught."""
-    assert problems_in("Averaged over heads, 48% goes to the first token. The interesting work happens in single heads:")
+    assert problems_in(
+        "Averaged over heads, 48% goes to the first token. The interesting work happens in single heads:"
+    )
     assert problems_in("They agree on the first 0 characters (∅), then part.")
     assert problems_in("Entropy -0.00 bits.")
     assert problems_in("-")

@@ -1,4 +1,5 @@
 """The one token notation (ui.token_text): pieces of a character as <0xNN>, whole characters as text."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""The derived float32 bound (tests/tolerances.py) against the spread the real model actually shows.
+"""The derived float32 bound (inference/model/tolerances.py) against the spread the real model actually shows.
 
 On SmolLM2-135M-Instruct, one prompt runs solo at two threads (the reference), at one
 thread, and inside left-padded batches of 2, 4 and 8 rows (other matrix shapes, so other
@@ -6,6 +6,7 @@ sum orders), and through the KV cache one token at a time. Every variant must st
 the bound; the test prints the margin. This is the one test that changes torch's thread
 count (and puts it back), because measuring across thread counts is its point.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -46,11 +47,14 @@ def test_real_model_spread_across_threads_and_batch_shapes_is_within_the_bound(e
         rows = [ids] + [engine.encode_prompt(MATES[i % 2]) for i in range(batch - 1)]
         padded, mask, positions = left_pad(rows)  # (B, T) each
         logits = engine.model(padded, positions=positions, padding_mask=mask)[0]  # row 0 is the prompt
-        spread[f"batch {batch}"] = max_abs_diff(logits[-len(ids):].float(), reference)
+        spread[f"batch {batch}"] = max_abs_diff(logits[-len(ids) :].float(), reference)
     cache = engine.new_cache(len(ids))
     stepwise = [engine.prefill(ids[:1], cache)] + [engine.decode_step(t, cache) for t in ids[1:]]
     spread["cache, one token at a time"] = max_abs_diff(torch.stack(stepwise), reference)
     worst = max(spread.values())
-    print(f"bound {tolerance:.2e}; spread " + ", ".join(f"{k} {v:.1e}" for k, v in spread.items())
-          + f"; margin {tolerance / max(worst, 1e-12):.0f}x")
+    print(
+        f"bound {tolerance:.2e}; spread "
+        + ", ".join(f"{k} {v:.1e}" for k, v in spread.items())
+        + f"; margin {tolerance / max(worst, 1e-12):.0f}x"
+    )
     assert worst <= tolerance, spread

@@ -1,6 +1,7 @@
 """Shareable links and presenter mode: hostile query parameters are ignored or clamped with a note,
 a link restores the same state and the same chart numbers in a fresh session, the model comes from
 the allowlist only (each model with its own cached numbers), and presenter mode walks the story."""
+
 from __future__ import annotations
 
 import json
@@ -25,40 +26,47 @@ def parse(name: str, raw: str):
 
 # ---- the parser, one hostile value at a time --------------------------------------------------------------
 
-@pytest.mark.parametrize("name, raw, value, note", [
-    ("temperature", "0.73", 0.75, None),  # snapped to the slider's step
-    ("temperature", "7", 2.0, "clamped to 2"),
-    ("temperature", "-1", 0.0, "clamped to 0"),
-    ("top_k", "1000000000", 49152, "clamped to 49,152"),
-    ("top_p", "0", 0.0, None),  # allowed; the sampling controls explain what 0 means
-    ("layer", "99", 29, "clamped to 29"),
-    ("head", "-3", 0, "clamped to 0"),
-    ("query", "11", 10, "clamped to 10"),
-    ("seed", "42", 42, None),
-    ("seed", "99999999999", 2**31 - 1, "is outside 0…2,147,483,647: clamped to 2,147,483,647"),
-    ("present", "yes", True, None),
-    ("chat", "0", False, None),
-    ("prompt", "x" * 10_000, "x" * url_state.MAX_PROMPT_CHARS, "kept the first 4,000"),
-    ("prompt", "<script>alert(1)</script>", "<script>alert(1)</script>", None),  # text, never HTML (see below)
-])
+
+@pytest.mark.parametrize(
+    "name, raw, value, note",
+    [
+        ("temperature", "0.73", 0.75, None),  # snapped to the slider's step
+        ("temperature", "7", 2.0, "clamped to 2"),
+        ("temperature", "-1", 0.0, "clamped to 0"),
+        ("top_k", "1000000000", 49152, "clamped to 49,152"),
+        ("top_p", "0", 0.0, None),  # allowed; the sampling controls explain what 0 means
+        ("layer", "99", 29, "clamped to 29"),
+        ("head", "-3", 0, "clamped to 0"),
+        ("query", "11", 10, "clamped to 10"),
+        ("seed", "42", 42, None),
+        ("seed", "99999999999", 2**31 - 1, "is outside 0…2,147,483,647: clamped to 2,147,483,647"),
+        ("present", "yes", True, None),
+        ("chat", "0", False, None),
+        ("prompt", "x" * 10_000, "x" * url_state.MAX_PROMPT_CHARS, "kept the first 4,000"),
+        ("prompt", "<script>alert(1)</script>", "<script>alert(1)</script>", None),  # text, never HTML (see below)
+    ],
+)
 def test_values_are_parsed_or_clamped(name, raw, value, note):
     parsed, message = parse(name, raw)
     assert parsed == value and type(parsed) is type(value)
     assert (message is None) if note is None else (note in message)
 
 
-@pytest.mark.parametrize("name, raw, reason", [
-    ("temperature", "nan", "not a finite number"),
-    ("temperature", "inf", "not a finite number"),
-    ("temperature", "hot", "not a number"),
-    ("seed", "1.5", "not a whole number"),
-    ("seed", "9" * 10_000, "characters is not a setting"),
-    ("present", "maybe", "not on/off"),
-    ("model", "/etc/passwd", "not one of the models"),
-    ("model", "../../root/.ssh/id_rsa", "not one of the models"),
-    ("model", "HuggingFaceTB/SmolLM2-1.7B", "not one of the models"),
-    ("layer", "<script>alert(1)</script>", "not a number"),
-])
+@pytest.mark.parametrize(
+    "name, raw, reason",
+    [
+        ("temperature", "nan", "not a finite number"),
+        ("temperature", "inf", "not a finite number"),
+        ("temperature", "hot", "not a number"),
+        ("seed", "1.5", "not a whole number"),
+        ("seed", "9" * 10_000, "characters is not a setting"),
+        ("present", "maybe", "not on/off"),
+        ("model", "/etc/passwd", "not one of the models"),
+        ("model", "../../root/.ssh/id_rsa", "not one of the models"),
+        ("model", "HuggingFaceTB/SmolLM2-1.7B", "not one of the models"),
+        ("layer", "<script>alert(1)</script>", "not a number"),
+    ],
+)
 def test_unusable_values_are_ignored_with_a_reason(name, raw, reason):
     with pytest.raises(url_state._Ignored, match=reason) as caught:
         parse(name, raw)
@@ -75,8 +83,12 @@ def test_note_quotes_keep_markdown_and_html_inert():
 def test_the_allowlist_is_names_to_sources(monkeypatch, tmp_path):
     monkeypatch.setenv("LLM_EXPLORER_MODELS", f"tiny={tmp_path}; other=HuggingFaceTB/SmolLM2-360M")
     gemma = {"gemma-3-270m": "gemma-3-270m"} if not models.missing() else {}  # offered by name when installed
-    assert models.allowlist() == {models.DEFAULT_NAME: None, **gemma, "tiny": str(tmp_path),
-                                  "other": "HuggingFaceTB/SmolLM2-360M"}
+    assert models.allowlist() == {
+        models.DEFAULT_NAME: None,
+        **gemma,
+        "tiny": str(tmp_path),
+        "other": "HuggingFaceTB/SmolLM2-360M",
+    }
     for bad in ("no-equals-sign", "bad name=/x", "=/x"):
         monkeypatch.setenv("LLM_EXPLORER_MODELS", bad)
         with pytest.raises(models.ModelListError):
@@ -120,6 +132,7 @@ def test_forced_tokens_are_parsed_strictly():
 
 # ---- the app -------------------------------------------------------------------------------------------
 
+
 def open_with(query: dict[str, str], script: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update(query)
@@ -133,17 +146,32 @@ def open_with(query: dict[str, str], script: str | None = None) -> AppTest:
 
 def test_hostile_link_gives_notes_not_tracebacks():
     query = {
-        "prompt": "Bank is closed", "temperature": "1e308", "top_p": "-5", "layer": "12abc",
-        "model": "/etc/passwd", "seed": "-1", "<img src=x onerror=alert(1)>": "1",
-        "present": "<script>", "head": "9" * 10_000, "forced": "x", "step": "2",
+        "prompt": "Bank is closed",
+        "temperature": "1e308",
+        "top_p": "-5",
+        "layer": "12abc",
+        "model": "/etc/passwd",
+        "seed": "-1",
+        "<img src=x onerror=alert(1)>": "1",
+        "present": "<script>",
+        "head": "9" * 10_000,
+        "forced": "x",
+        "step": "2",
     }
     at = open_with(query, "pages/attention.py")
     assert at.session_state["prompt"] == "Bank is closed"
     assert at.session_state["temperature"] == 2.0 and at.session_state["top_p"] == 0.0
     assert at.session_state["seed"] == 0 and at.session_state["att_head"] == 0
     notes = at.warning[0].value
-    for expected in ("unknown link parameter", "`model` ignored", "`layer` ignored", "`head` ignored",
-                     "`present` ignored", "clamped to 2", "clamped to 0"):
+    for expected in (
+        "unknown link parameter",
+        "`model` ignored",
+        "`layer` ignored",
+        "`head` ignored",
+        "`present` ignored",
+        "clamped to 2",
+        "clamped to 0",
+    ):
         assert expected in notes, (expected, notes)
     assert not at.error
     assert chart(at, "attention_heatmap")  # the page still draws, with the link's prompt

@@ -22,6 +22,7 @@ Machines here are noisy, so every system is measured once per repeat, interleave
 each figure is the median over repeats. Prints a table, writes ``bench-results/engine.json``.
 Accuracy against the float32 reference is ``python -m inference.bench.accuracy``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,10 +42,14 @@ from .references import LlamaCppReference, TransformersReference, llama_cpp_prob
 
 PROMPT = "The cat sat on the mat because it was tired."
 MODES = {  # name -> (dtype of the activations, quant, compiled decode step)
-    "fp32": ("float32", None, False), "fp32-compiled": ("float32", None, True),
-    "bf16": ("bfloat16", None, False), "bf16-compiled": ("bfloat16", None, True),
-    "gguf": ("float32", "gguf", False), "gguf-compiled": ("float32", "gguf", True),
-    "int8": ("float32", "int8", False), "int4": ("float32", "int4", False),
+    "fp32": ("float32", None, False),
+    "fp32-compiled": ("float32", None, True),
+    "bf16": ("bfloat16", None, False),
+    "bf16-compiled": ("bfloat16", None, True),
+    "gguf": ("float32", "gguf", False),
+    "gguf-compiled": ("float32", "gguf", True),
+    "int8": ("float32", "int8", False),
+    "int4": ("float32", "int4", False),
 }
 DEFAULT_MODES = "fp32,fp32-compiled,bf16,bf16-compiled,gguf,gguf-compiled,int8,int4"
 
@@ -103,7 +108,9 @@ def ours_decode(engine: Engine, ids: list[int], new_tokens: int) -> float:
 def ours_batch16(engine: Engine, ids: list[int], new_tokens: int) -> float:
     """Aggregate decode tok/s of 16 requests (the prompt with 16 different last tokens) in one static batch."""
     prompts = [ids[:-1] + [ids[-1] + i] for i in range(16)]
-    run = run_static(engine, prompts, [SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_on_eos=False)] * 16)
+    run = run_static(
+        engine, prompts, [SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_on_eos=False)] * 16
+    )
     decode = [s for s in run.steps if s.phase == "decode"]
     return sum(len(s.sampled) for s in decode) / sum(s.seconds for s in decode)
 
@@ -116,8 +123,9 @@ def ours_prefill(engine: Engine, ids: list[int]) -> float:
 def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, threads: int, model: str | None) -> dict:
     engines, compiled = {}, {}
     for mode in modes:  # one at a time: a compile in the background has the cores to itself
-        engines[mode] = load_engine(model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1],
-                                    compile=MODES[mode][2])
+        engines[mode] = load_engine(
+            model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1], compile=MODES[mode][2]
+        )
         if MODES[mode][2]:
             status = engines[mode].wait_for_step()
             compiled[mode] = {"state": status.state, "detail": status.detail, "seconds": status.seconds}
@@ -154,11 +162,15 @@ def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, thr
         system, reference_dtype = systems[mode], torch.float32 if MODES[mode][1] else engine.dtype
         decode, hf = system.median("decode"), systems[f"hf-{reference_dtype}"].median("decode")
         row = {
-            "mode": mode, "weights": engine.weights_description, "decode_tok_s": decode,
-            "batch16_tok_s": system.median("batch16"), "prefill_tok_s": system.median("prefill"),
+            "mode": mode,
+            "weights": engine.weights_description,
+            "decode_tok_s": decode,
+            "batch16_tok_s": system.median("batch16"),
+            "prefill_tok_s": system.median("prefill"),
             "weight_bytes_per_token": weight_bytes(engine),
             "bandwidth_share": weight_bytes(engine) * decode / bandwidth,
-            "vs_transformers": decode / hf, "transformers_dtype": str(reference_dtype).removeprefix("torch."),
+            "vs_transformers": decode / hf,
+            "transformers_dtype": str(reference_dtype).removeprefix("torch."),
             "runs": {"decode": system.decode, "batch16": system.batch16, "prefill": system.prefill},
             "compiled_step": compiled.get(mode),
         }
@@ -167,11 +179,23 @@ def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, thr
             row["vs_llama_cpp_prefill"] = row["prefill_tok_s"] / systems["llama.cpp"].median("prefill")
         rows.append(row)
     return {
-        "model": first.config.name, "device": str(first.device), "threads": threads, "new_tokens": new_tokens,
-        "repeats": repeats, "read_bandwidth_bytes_s": bandwidth, "rows": rows,
-        "references": {key: {"label": s.label, "decode_tok_s": s.median("decode"), "prefill_tok_s": s.median("prefill"),
-                             "runs": {"decode": s.decode, "prefill": s.prefill}}
-                       for key, s in systems.items() if key not in engines},
+        "model": first.config.name,
+        "device": str(first.device),
+        "threads": threads,
+        "new_tokens": new_tokens,
+        "repeats": repeats,
+        "read_bandwidth_bytes_s": bandwidth,
+        "rows": rows,
+        "references": {
+            key: {
+                "label": s.label,
+                "decode_tok_s": s.median("decode"),
+                "prefill_tok_s": s.median("prefill"),
+                "runs": {"decode": s.decode, "prefill": s.prefill},
+            }
+            for key, s in systems.items()
+            if key not in engines
+        },
         "llama_cpp": "measured" if llama is not None else (llama_problem or "the model is not a GGUF file"),
     }
 
@@ -181,16 +205,22 @@ def _dtype(name: str) -> torch.dtype:
 
 
 def print_table(report: dict) -> None:
-    print(f"\n{report['model']} on {report['device']}, {report['threads']} thread(s); greedy, {report['new_tokens']} "
-          f"tokens after an 11-token prompt; medians of {report['repeats']} interleaved runs; read bandwidth "
-          f"{report['read_bandwidth_bytes_s'] / 1e9:.1f} GB/s")
+    print(
+        f"\n{report['model']} on {report['device']}, {report['threads']} thread(s); greedy, {report['new_tokens']} "
+        f"tokens after an 11-token prompt; medians of {report['repeats']} interleaved runs; read bandwidth "
+        f"{report['read_bandwidth_bytes_s'] / 1e9:.1f} GB/s"
+    )
     has_llama = report["llama_cpp"] == "measured"
-    print(f"{'mode':<14}{'decode':>10}{'batch 16':>10}{'prefill':>10}{'MiB/token':>11}{'BW share':>10}"
-          f"{'vs HF':>8}" + (f"{'vs llama.cpp decode':>21}{'prefill':>9}" if has_llama else ""))
+    print(
+        f"{'mode':<14}{'decode':>10}{'batch 16':>10}{'prefill':>10}{'MiB/token':>11}{'BW share':>10}"
+        f"{'vs HF':>8}" + (f"{'vs llama.cpp decode':>21}{'prefill':>9}" if has_llama else "")
+    )
     for r in report["rows"]:
-        line = (f"{r['mode']:<14}{r['decode_tok_s']:>8.1f}/s{r['batch16_tok_s']:>8.1f}/s{r['prefill_tok_s']:>8.0f}/s"
-                f"{r['weight_bytes_per_token'] / 2**20:>11.0f}{100 * r['bandwidth_share']:>9.0f}%"
-                f"{r['vs_transformers']:>7.2f}x")
+        line = (
+            f"{r['mode']:<14}{r['decode_tok_s']:>8.1f}/s{r['batch16_tok_s']:>8.1f}/s{r['prefill_tok_s']:>8.0f}/s"
+            f"{r['weight_bytes_per_token'] / 2**20:>11.0f}{100 * r['bandwidth_share']:>9.0f}%"
+            f"{r['vs_transformers']:>7.2f}x"
+        )
         if has_llama:
             line += f"{r['vs_llama_cpp_decode']:>20.2f}x{r['vs_llama_cpp_prefill']:>8.2f}x"
         print(line)
@@ -208,14 +238,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default=DEFAULT_MODES)
     parser.add_argument("--device", default=None)
-    parser.add_argument("--model", default=None,
-                        help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)",
+    )
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)"
+    )
     parser.add_argument("--out", default="bench-results/engine.json")
     args = parser.parse_args(argv)
-    threads = set_threads(args.threads or available_cores())  # the entry point's one setting; every engine runs under it
+    threads = set_threads(
+        args.threads or available_cores()
+    )  # the entry point's one setting; every engine runs under it
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in MODES]
     if unknown:

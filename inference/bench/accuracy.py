@@ -14,6 +14,7 @@ only decode steps take: its logits are computed one position at a time through t
 the eager step of the same mode, and its greedy continuations (64 tokens after the shortest and
 the longest prompt) are compared token for token with the eager step's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,13 @@ PROMPTS = [
     "Bank is closed on Sunday.",
     "The cat sat on the mat because it was tired.",
     "What is the capital of France? Explain in two sentences how you know, and name one famous landmark there.",
-    " ".join(["Once upon a time there was a little robot who lived in a lighthouse by the sea and wanted to "
-              "learn how language models turn a prompt into an answer, one token at a time."] * 11),
+    " ".join(
+        [
+            "Once upon a time there was a little robot who lived in a lighthouse by the sea and wanted to "
+            "learn how language models turn a prompt into an answer, one token at a time."
+        ]
+        * 11
+    ),
 ]
 
 
@@ -85,13 +91,20 @@ def compiled_rows(mode: str, prompts: list[list[int]], expected: list[torch.Tens
     status = compiled.wait_for_step()
     if status.state != "ready":
         raise RuntimeError(f"the compiled step is not ready: {status.line}")
-    rows = [compare(expected, stepped_logits(eager, prompts), f"ours, quant={quant}, eager step"),
-            compare(expected, stepped_logits(compiled, prompts), f"ours, quant={quant}, compiled step")]
+    rows = [
+        compare(expected, stepped_logits(eager, prompts), f"ours, quant={quant}, eager step"),
+        compare(expected, stepped_logits(compiled, prompts), f"ours, quant={quant}, compiled step"),
+    ]
     parity = {}
     for name, ids in (("shortest", min(prompts, key=len)), ("longest", max(prompts, key=len))):
         want, got = greedy_tokens(eager, ids), greedy_tokens(compiled, ids)
         parted = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), None)
-        parity[name] = {"prompt_tokens": len(ids), "new_tokens": len(want), "equal": want == got, "first_difference": parted}
+        parity[name] = {
+            "prompt_tokens": len(ids),
+            "new_tokens": len(want),
+            "equal": want == got,
+            "first_difference": parted,
+        }
     return rows, {"mode": mode, "step": status.detail, "greedy": parity}
 
 
@@ -115,22 +128,33 @@ def run(modes: list[str], threads: int) -> dict:
     if problem is None:
         llama = LlamaCppReference(gguf_source(None), threads)
         rows.append(compare(expected, [llama.logits(ids) for ids in prompts], f"llama.cpp {llama.version}"))
-    return {"prompt_tokens": [len(p) for p in prompts], "threads": threads, "rows": [asdict(r) for r in rows],
-            "llama_cpp": problem or "measured", "compiled_greedy": parities}
+    return {
+        "prompt_tokens": [len(p) for p in prompts],
+        "threads": threads,
+        "rows": [asdict(r) for r in rows],
+        "llama_cpp": problem or "measured",
+        "compiled_greedy": parities,
+    }
 
 
 def print_table(report: dict) -> None:
-    print(f"against transformers float32 on the dequantized weights; prompts of {report['prompt_tokens']} tokens "
-          f"({sum(report['prompt_tokens'])} positions)")
+    print(
+        f"against transformers float32 on the dequantized weights; prompts of {report['prompt_tokens']} tokens "
+        f"({sum(report['prompt_tokens'])} positions)"
+    )
     print(f"{'system':<34}{'top-1 agreement':>16}{'mean KL (nats)':>16}{'max KL':>10}")
     for row in report["rows"]:
-        print(f"{row['system']:<34}{100 * row['top1_agreement']:>15.2f}%{row['mean_kl_nats']:>16.2e}"
-              f"{row['max_kl_nats']:>10.2e}")
+        print(
+            f"{row['system']:<34}{100 * row['top1_agreement']:>15.2f}%{row['mean_kl_nats']:>16.2e}"
+            f"{row['max_kl_nats']:>10.2e}"
+        )
     for parity in report.get("compiled_greedy", []):
         for name, run in parity["greedy"].items():
             verdict = "equal" if run["equal"] else f"part at token {run['first_difference']}"
-            print(f"{parity['mode']}: greedy {run['new_tokens']} tokens after the {name} prompt "
-                  f"({run['prompt_tokens']} tokens), compiled against eager step: {verdict}")
+            print(
+                f"{parity['mode']}: greedy {run['new_tokens']} tokens after the {name} prompt "
+                f"({run['prompt_tokens']} tokens), compiled against eager step: {verdict}"
+            )
     if report["llama_cpp"] != "measured":
         print(f"llama.cpp left out: {report['llama_cpp']}")
 

@@ -22,6 +22,7 @@ forward alone (the model's ceiling, no sampling or scheduling) at each batch siz
 interleaving the sizes and taking medians so that load from other processes on a
 shared machine hits every size alike.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -134,15 +135,22 @@ def bench_transformers(reference, work: Workload, batch: int, pad_id: int) -> Ro
         ids, mask, _ = left_pad([p for p, _ in chunk], pad_id)  # (B, T) each
         width = ids.shape[1]
         with torch.inference_mode():
-            out = reference.generate(input_ids=ids, attention_mask=mask.long(), do_sample=False, max_new_tokens=longest,
-                                     min_new_tokens=longest, pad_token_id=pad_id)
+            out = reference.generate(
+                input_ids=ids,
+                attention_mask=mask.long(),
+                do_sample=False,
+                max_new_tokens=longest,
+                min_new_tokens=longest,
+                pad_token_id=pad_id,
+            )
         assert out.shape[1] == width + longest
         tokens += sum(n for _, n in chunk)
     return Row("transformers", batch, len(work), tokens, *clock.elapsed(), None)
 
 
-def bench_decode_forward(engine: Engine, batches: list[int], cached: int = 48,
-                         repeats: int = 7) -> dict[int, dict[str, float]]:
+def bench_decode_forward(
+    engine: Engine, batches: list[int], cached: int = 48, repeats: int = 7
+) -> dict[int, dict[str, float]]:
     """Tokens/s (wall and CPU) of one decode forward per batch size: medians of interleaved repeats."""
     caches: dict[int, KVCache] = {}
     for batch in batches:
@@ -157,8 +165,10 @@ def bench_decode_forward(engine: Engine, batches: list[int], cached: int = 48,
             engine.model(token, kv_cache=caches[batch], last_only=True)
             times[batch].append(clock.elapsed())
     median = lambda values: sorted(values)[len(values) // 2]  # noqa: E731
-    return {batch: {"tok_s": batch / median([w for w, _ in t]), "tok_per_cpu_s": batch / median([c for _, c in t])}
-            for batch, t in times.items()}
+    return {
+        batch: {"tok_s": batch / median([w for w, _ in t]), "tok_per_cpu_s": batch / median([c for _, c in t])}
+        for batch, t in times.items()
+    }
 
 
 def run(quick: bool, threads: int) -> dict:
@@ -173,10 +183,14 @@ def run(quick: bool, threads: int) -> dict:
     rows: list[Row] = []
     for batch in batches:
         work = make_workload(engine, 4 if batch == 1 else min(2 * batch, 32), answers, seed=batch)
-        baseline = bench_ours_static(engine, work if batch == 1 else work[:2], 1,
-                                     "ours static" if batch == 1 else "ours b1 ref")
-        measured = [baseline] if batch == 1 else [baseline, bench_ours_static(engine, work, batch),
-                                                  bench_ours_continuous(engine, work, batch)]
+        baseline = bench_ours_static(
+            engine, work if batch == 1 else work[:2], 1, "ours static" if batch == 1 else "ours b1 ref"
+        )
+        measured = (
+            [baseline]
+            if batch == 1
+            else [baseline, bench_ours_static(engine, work, batch), bench_ours_continuous(engine, work, batch)]
+        )
         measured.append(bench_transformers(reference, work, batch, pad_id=0))
         for row in measured:
             row.ratio_vs_ours_b1 = row.tok_s / baseline.tok_s
@@ -185,40 +199,59 @@ def run(quick: bool, threads: int) -> dict:
         print(f"  batch {batch}: done", flush=True)
     forward_only = bench_decode_forward(engine, batches)
     return {
-        "model": engine.config.name, "dtype": "float32", "device": "cpu", "threads": threads,
-        "cpu_count": os.cpu_count(), "load_average_at_end": os.getloadavg(), "machine": platform.machine(),
-        "torch": torch.__version__, "quick": quick, "answer_range": answers,
+        "model": engine.config.name,
+        "dtype": "float32",
+        "device": "cpu",
+        "threads": threads,
+        "cpu_count": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "machine": platform.machine(),
+        "torch": torch.__version__,
+        "quick": quick,
+        "answer_range": answers,
         "rows": [{**asdict(r), "tok_s": r.tok_s, "tok_per_cpu_s": r.tok_per_cpu_s} for r in rows],
         "decode_forward": {str(b): v for b, v in forward_only.items()},
     }
 
 
 def print_table(report: dict) -> None:
-    print(f"\n{report['model']} fp32 CPU, {report['threads']} thread(s); mixed prompts 8-64, answers "
-          f"{report['answer_range'][0]}-{report['answer_range'][1]} tokens, greedy; 'x b1' = over the "
-          f"batch-1 baseline run just before")
-    print(f"{'runner':<16}{'batch':>6}{'reqs':>5}{'tokens':>7}{'wall s':>8}{'tok/s':>7}{'x b1':>6}"
-          f"{'cpu s':>7}{'tok/cpu-s':>10}{'x b1':>6}{'decode tok/s':>13}")
+    print(
+        f"\n{report['model']} fp32 CPU, {report['threads']} thread(s); mixed prompts 8-64, answers "
+        f"{report['answer_range'][0]}-{report['answer_range'][1]} tokens, greedy; 'x b1' = over the "
+        f"batch-1 baseline run just before"
+    )
+    print(
+        f"{'runner':<16}{'batch':>6}{'reqs':>5}{'tokens':>7}{'wall s':>8}{'tok/s':>7}{'x b1':>6}"
+        f"{'cpu s':>7}{'tok/cpu-s':>10}{'x b1':>6}{'decode tok/s':>13}"
+    )
     for r in report["rows"]:
         decode = f"{r['decode_tok_s']:.1f}" if r["decode_tok_s"] is not None else "-"
-        print(f"{r['runner']:<16}{r['batch']:>6}{r['requests']:>5}{r['output_tokens']:>7}{r['seconds']:>8.1f}"
-              f"{r['tok_s']:>7.1f}{r['ratio_vs_ours_b1']:>6.2f}{r['cpu_seconds']:>7.1f}{r['tok_per_cpu_s']:>10.1f}"
-              f"{r['cpu_ratio_vs_ours_b1']:>6.2f}{decode:>13}")
+        print(
+            f"{r['runner']:<16}{r['batch']:>6}{r['requests']:>5}{r['output_tokens']:>7}{r['seconds']:>8.1f}"
+            f"{r['tok_s']:>7.1f}{r['ratio_vs_ours_b1']:>6.2f}{r['cpu_seconds']:>7.1f}{r['tok_per_cpu_s']:>10.1f}"
+            f"{r['cpu_ratio_vs_ours_b1']:>6.2f}{decode:>13}"
+        )
     forward = report["decode_forward"]
     print("\none decode forward alone (medians, batch sizes interleaved):")
     base = forward["1"]
     for batch, rate in forward.items():
         wall, cpu = rate["tok_s"], rate["tok_per_cpu_s"]
-        print(f"  batch {batch:>3}: {wall:7.1f} tok/s ({wall / base['tok_s']:5.2f}x b1)"
-              f"   {cpu:7.1f} tok/cpu-s ({cpu / base['tok_per_cpu_s']:5.2f}x b1)")
+        print(
+            f"  batch {batch:>3}: {wall:7.1f} tok/s ({wall / base['tok_s']:5.2f}x b1)"
+            f"   {cpu:7.1f} tok/cpu-s ({cpu / base['tok_per_cpu_s']:5.2f}x b1)"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="batches 1, 4, 8 and short answers (about a minute)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default 1: on a shared 2-core machine, 2 threads that "
-                             "compete with other processes run many times slower)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: on a shared 2-core machine, 2 threads that "
+        "compete with other processes run many times slower)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     report = run(args.quick, args.threads)

@@ -18,6 +18,7 @@ else: no attention, norms or sampling), and prints, all measured in this run:
 The goal it checks: the float32 decode at 90 % of the faster path's ceiling (docs/quantization.md).
 Writes ``bench-results/gemv.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,24 +90,42 @@ def main() -> None:
         runs["transformers"].append(reference.decode_tok_s(ids, args.new_tokens))
     median = {name: statistics.median(values) for name, values in runs.items() if values}
     hf = median["transformers"]
-    print(f"{engine.config.name}, float32, {threads} thread(s): {len(matrices)} matrices, {nbytes / 2**20:.0f} MiB a step; "
-          f"a reduction reads {bandwidth / 1e9:.1f} GB/s")
+    print(
+        f"{engine.config.name}, float32, {threads} thread(s): {len(matrices)} matrices, {nbytes / 2**20:.0f} MiB a step; "
+        f"a reduction reads {bandwidth / 1e9:.1f} GB/s"
+    )
     for name, label in (("products", "F.linear on our layout"), ("packed", "MKL packed (_mkl_linear)")):
         seconds = median[name]
-        print(f"one-row products alone, {label}: {seconds * 1e3:.1f} ms a step, {nbytes / seconds / 1e9:.1f} GB/s "
-              f"({nbytes / seconds / bandwidth:.0%}): a ceiling of {1 / seconds:.1f} tok/s, {1 / seconds / hf:.2f}x "
-              "transformers")
+        print(
+            f"one-row products alone, {label}: {seconds * 1e3:.1f} ms a step, {nbytes / seconds / 1e9:.1f} GB/s "
+            f"({nbytes / seconds / bandwidth:.0%}): a ceiling of {1 / seconds:.1f} tok/s, {1 / seconds / hf:.2f}x "
+            "transformers"
+        )
     ceiling = 1 / min(median["products"], median["packed"])  # the faster exact kernel path, measured here
     for name, label in (("ours", "ours, eager"), ("compiled", "ours, compiled step")):
         if name in median:
-            print(f"{label}: {median[name]:.1f} tok/s, {median[name] / ceiling:.0%} of the faster ceiling, "
-                  f"{median[name] / hf:.2f}x transformers ({hf:.1f} tok/s)")
+            print(
+                f"{label}: {median[name]:.1f} tok/s, {median[name] / ceiling:.0%} of the faster ceiling, "
+                f"{median[name] / hf:.2f}x transformers ({hf:.1f} tok/s)"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "model": engine.config.name, "threads": threads, "matrices": len(matrices), "bytes_per_step": nbytes,
-        "products_seconds": runs["products"], "packed_seconds": runs["packed"], "ours_tok_s": runs["ours"],
-        "compiled_tok_s": runs["compiled"], "transformers_tok_s": runs["transformers"],
-        "read_bandwidth_bytes_s": bandwidth}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "model": engine.config.name,
+                "threads": threads,
+                "matrices": len(matrices),
+                "bytes_per_step": nbytes,
+                "products_seconds": runs["products"],
+                "packed_seconds": runs["packed"],
+                "ours_tok_s": runs["ours"],
+                "compiled_tok_s": runs["compiled"],
+                "transformers_tok_s": runs["transformers"],
+                "read_bandwidth_bytes_s": bandwidth,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

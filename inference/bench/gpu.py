@@ -12,7 +12,7 @@ The real SmolLM2 joins only where its GGUF and the ``gguf`` reader are found (a 
 Checks (each a row of ``checks.json``; the exit status is 1 when one fails):
 
 - the quantized kernels' self-check on the device;
-- device against CPU in float32 (TF32 off), logits within the derived bound of ``tests/tolerances.py``;
+- device against CPU in float32 (TF32 off), logits within the derived bound of ``inference/model/tolerances.py``;
 - on the device, the one-graph step (``decode_graph.StepGraph``) against the eager engine: greedy
   tokens equal and logits within the bound, in bfloat16 and on the 4-bit path, for both shapes, run
   through a CUDA graph (explicit capture) and compiled with ``mode="reduce-overhead"``.
@@ -24,6 +24,7 @@ On the CPU (``--device cpu --tiny``, the test suite's run) the same logic runs o
 "captured" step replays the same static buffers without a CUDA graph, and ``--compile-backend
 eager`` traces the graph whole without generating code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,17 +45,53 @@ from ..model.transformer import Transformer
 
 SMOLLM2 = ModelConfig(name="SmolLM2-135M-shaped")  # the config's defaults are SmolLM2-135M's shapes
 GEMMA = ModelConfig(
-    family="gemma3", n_layers=18, n_heads=4, n_kv_heads=1, d_model=640, d_ff=2048, vocab_size=262144,
-    max_seq_len=32768, head_dim=256, rope_theta=1_000_000.0, norm_eps=1e-6, tie_embeddings=True,
-    sliding_window=512, local_layers=tuple(i for i in range(18) if i % 6 != 5), rope_local_theta=10_000.0,
-    query_pre_attn_scalar=256.0, embed_scale=math.sqrt(640), name="Gemma-3-270M-shaped",
+    family="gemma3",
+    n_layers=18,
+    n_heads=4,
+    n_kv_heads=1,
+    d_model=640,
+    d_ff=2048,
+    vocab_size=262144,
+    max_seq_len=32768,
+    head_dim=256,
+    rope_theta=1_000_000.0,
+    norm_eps=1e-6,
+    tie_embeddings=True,
+    sliding_window=512,
+    local_layers=tuple(i for i in range(18) if i % 6 != 5),
+    rope_local_theta=10_000.0,
+    query_pre_attn_scalar=256.0,
+    embed_scale=math.sqrt(640),
+    name="Gemma-3-270M-shaped",
 )
 TINY = {  # the CPU run's stand-ins: the same families and features, tiny
-    "smollm2": replace(SMOLLM2, n_layers=2, n_heads=4, n_kv_heads=2, d_model=64, d_ff=128, vocab_size=512,
-                       max_seq_len=256, head_dim=16, name="tiny-llama"),
-    "gemma": replace(GEMMA, n_layers=3, n_heads=4, d_model=64, d_ff=128, vocab_size=512, max_seq_len=256,
-                     head_dim=32, sliding_window=8, local_layers=(0, 2), embed_scale=8.0,
-                     query_pre_attn_scalar=24.0, name="tiny-gemma"),
+    "smollm2": replace(
+        SMOLLM2,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        d_model=64,
+        d_ff=128,
+        vocab_size=512,
+        max_seq_len=256,
+        head_dim=16,
+        name="tiny-llama",
+    ),
+    "gemma": replace(
+        GEMMA,
+        n_layers=3,
+        n_heads=4,
+        d_model=64,
+        d_ff=128,
+        vocab_size=512,
+        max_seq_len=256,
+        head_dim=32,
+        sliding_window=8,
+        local_layers=(0, 2),
+        embed_scale=8.0,
+        query_pre_attn_scalar=24.0,
+        name="tiny-gemma",
+    ),
 }
 GOALS = {("smollm2", "bf16", 1): 1_000.0, ("smollm2", "bf16", 64): 20_000.0}  # tok/s on an H200
 
@@ -197,7 +234,7 @@ class Check:
 
 
 def _bound(config: ModelConfig, reference: torch.Tensor, dtype: torch.dtype, context: int) -> float:
-    from tests.tolerances import model_tolerance  # the suite's derived bound (the repository travels whole)
+    from ..model.tolerances import model_tolerance  # the derived bound the suite uses too
 
     return model_tolerance(config, reference, context=context, dtype=dtype)
 
@@ -210,15 +247,18 @@ def check_device_matches_cpu(model: Transformer, device: torch.device, prompt: l
     on_device = engine_on(model, device, "fp32").forward_logits(prompt)
     diff = float((cpu - on_device).abs().max())
     bound = _bound(model.config, cpu, torch.float32, len(prompt))
-    return Check(f"{model.config.name}: {device} float32 equals CPU float32", diff <= bound,
-                 f"max |Δlogit| {diff:.2e}, bound {bound:.2e}", {"max_diff": diff, "bound": bound})
+    return Check(
+        f"{model.config.name}: {device} float32 equals CPU float32",
+        diff <= bound,
+        f"max |Δlogit| {diff:.2e}, bound {bound:.2e}",
+        {"max_diff": diff, "bound": bound},
+    )
 
 
-def check_step_equals_eager(engine: Engine, kind: str, prompt: list[int], new_tokens: int,
-                            backend: str) -> Check:
+def check_step_equals_eager(engine: Engine, kind: str, prompt: list[int], new_tokens: int, backend: str) -> Check:
     """The static one-graph step (``kind``) against the eager engine from the same prefilled cache: greedy
     tokens equal, logits within the bound (a near-tie within it may go either way, then the runs part)."""
-    from tests.tolerances import top2_margin
+    from ..model.tolerances import top2_margin
 
     cache = engine.new_cache(len(prompt) + new_tokens)
     logits = engine.prefill(prompt, cache)
@@ -229,13 +269,21 @@ def check_step_equals_eager(engine: Engine, kind: str, prompt: list[int], new_to
     for step in range(new_tokens - 1):
         expected = engine.decode_step(token, cache)  # (V,) eager
         got = static.step(torch.tensor([token], device=engine.device))[0].float().cpu()
-        bound = 2 * _bound(engine.config, expected, engine.dtype if engine.model.quantization is None
-                           else torch.bfloat16, len(prompt) + step + 1)
+        bound = 2 * _bound(
+            engine.config,
+            expected,
+            engine.dtype if engine.model.quantization is None else torch.bfloat16,
+            len(prompt) + step + 1,
+        )
         worst, bound_used = max(worst, float((got - expected).abs().max())), bound
         if int(got.argmax()) != int(expected.argmax()):
             if top2_margin(expected) >= bound:
-                return Check(f"{engine.config.name} {_mode(engine)}: {kind} step equals eager", False,
-                             f"step {step}: a clear choice differs", {"max_diff": worst})
+                return Check(
+                    f"{engine.config.name} {_mode(engine)}: {kind} step equals eager",
+                    False,
+                    f"step {step}: a clear choice differs",
+                    {"max_diff": worst},
+                )
             parted = step
             break
         if worst > bound:
@@ -243,9 +291,12 @@ def check_step_equals_eager(engine: Engine, kind: str, prompt: list[int], new_to
         token = int(expected.argmax())
     ok = worst <= bound_used
     note = f"; parted at a near-tie at step {parted}" if parted is not None else ""
-    return Check(f"{engine.config.name} {_mode(engine)}: {kind} step equals eager", ok,
-                 f"max |Δlogit| {worst:.2e}, bound {bound_used:.2e}{note}",
-                 {"max_diff": worst, "bound": bound_used, "compile_seconds": static.compile_seconds})
+    return Check(
+        f"{engine.config.name} {_mode(engine)}: {kind} step equals eager",
+        ok,
+        f"max |Δlogit| {worst:.2e}, bound {bound_used:.2e}{note}",
+        {"max_diff": worst, "bound": bound_used, "compile_seconds": static.compile_seconds},
+    )
 
 
 def _mode(engine: Engine) -> str:
@@ -273,6 +324,7 @@ def decode_speed(engine: Engine, kind: str, batch: int, steps: int, backend: str
 
         def one() -> None:
             static.step(token)
+
     one(), one()  # warm-up: compiling or capturing happens here
     _sync(engine.device)
     warm = time.perf_counter() - started
@@ -287,9 +339,14 @@ def decode_speed(engine: Engine, kind: str, batch: int, steps: int, backend: str
 def run(device: torch.device, out: Path, budget: float, tiny: bool, backend: str) -> int:
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-           "device": str(device), "name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-           "tiny": tiny}
+    env = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "device": str(device),
+        "name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        "tiny": tiny,
+    }
     (out / "env.json").write_text(json.dumps(env, indent=1))
     print(json.dumps(env), flush=True)
     configs = TINY if tiny else {"smollm2": SMOLLM2, "gemma": GEMMA}
@@ -302,7 +359,9 @@ def run(device: torch.device, out: Path, budget: float, tiny: bool, backend: str
     big_batch = 4 if tiny else 64
     plan = []  # (what, thunk) in order of importance; the budget cuts the tail
     for name, model in models.items():
-        plan.append((f"{name}: device vs CPU", lambda m=model: checks.append(check_device_matches_cpu(m, device, prompt))))
+        plan.append(
+            (f"{name}: device vs CPU", lambda m=model: checks.append(check_device_matches_cpu(m, device, prompt)))
+        )
     engines = {(name, mode): None for name in models for mode in ("bf16", "int4")}
 
     def engine(name: str, mode: str) -> Engine:
@@ -313,8 +372,13 @@ def run(device: torch.device, out: Path, budget: float, tiny: bool, backend: str
     speed: list[dict] = []
 
     def speed_row(name: str, mode: str, kind: str, batch: int) -> None:
-        row = {"model": name, "mode": mode, "kind": kind, "batch": batch,
-               **decode_speed(engine(name, mode), kind, batch, steps, backend)}
+        row = {
+            "model": name,
+            "mode": mode,
+            "kind": kind,
+            "batch": batch,
+            **decode_speed(engine(name, mode), kind, batch, steps, backend),
+        }
         goal = GOALS.get((name, mode, batch)) if not tiny and device.type == "cuda" else None
         if goal is not None and kind != "eager":
             row.update(goal_tok_s=goal, goal_met=row["tok_s"] >= goal)
@@ -325,15 +389,25 @@ def run(device: torch.device, out: Path, budget: float, tiny: bool, backend: str
         for name, mode in (("smollm2", "bf16"), ("smollm2", "int4"), ("gemma", "bf16"), ("gemma", "int4")):
             if kind == "compiled" and name == "gemma" and mode == "int4":
                 continue  # the captured row covers it; a fourth compile would not fit the budget
-            plan.append((f"{name} {mode}: {kind} == eager", lambda n=name, m=mode, k=kind: checks.append(
-                check_step_equals_eager(engine(n, m), k, prompt, steps // 4 + 4, backend))))
+            plan.append(
+                (
+                    f"{name} {mode}: {kind} == eager",
+                    lambda n=name, m=mode, k=kind: checks.append(
+                        check_step_equals_eager(engine(n, m), k, prompt, steps // 4 + 4, backend)
+                    ),
+                )
+            )
     for name, mode in (("smollm2", "bf16"), ("smollm2", "int4"), ("gemma", "bf16"), ("gemma", "int4")):
         for batch in (1, big_batch):
             for kind in ("eager", "captured", "compiled"):
                 if kind == "compiled" and name == "gemma" and mode == "int4":
                     continue
-                plan.append((f"speed {name} {mode} {kind} batch {batch}",
-                             lambda n=name, m=mode, k=kind, b=batch: speed_row(n, m, k, b)))
+                plan.append(
+                    (
+                        f"speed {name} {mode} {kind} batch {batch}",
+                        lambda n=name, m=mode, k=kind, b=batch: speed_row(n, m, k, b),
+                    )
+                )
     left_out = []
     for what, thunk in plan:
         if time.perf_counter() - started > budget:

@@ -14,6 +14,7 @@ Gemma parity tests' reference). That takes ~40-50 s for Gemma 3 270M (mostly par
 checksummed folder of the user cache (``cache_root()/reference``), keyed by the GGUF's
 sha256 and transformers' version; later runs load it in a few seconds.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -49,8 +50,10 @@ class TransformersReference:
         inputs = torch.tensor([ids], device=self.device)
 
         def run(n: int) -> float:
-            return timed(lambda: self.model.generate(inputs, max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                                                     pad_token_id=0))
+            return timed(
+                lambda: self.model.generate(inputs, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+            )
+
         return (new_tokens - 1) / max(run(new_tokens) - run(1), 1e-9)
 
     def prefill_tok_s(self, ids: list[int]) -> float:
@@ -67,8 +70,10 @@ class TransformersReference:
 def llama_cpp_problem() -> str | None:
     """Why llama.cpp cannot be measured here (None when ``llama-cpp-python`` is importable)."""
     if importlib.util.find_spec("llama_cpp") is None:
-        return ("llama-cpp-python is not installed (an optional benchmark extra, ~5 minutes to compile): "
-                "`.venv/bin/python -m pip install -r requirements-bench.txt`")
+        return (
+            "llama-cpp-python is not installed (an optional benchmark extra, ~5 minutes to compile): "
+            "`.venv/bin/python -m pip install -r requirements-bench.txt`"
+        )
     return None
 
 
@@ -80,8 +85,14 @@ class LlamaCppReference:
     def __init__(self, gguf_path: Path, threads: int, context: int = 2048) -> None:
         from llama_cpp import Llama
 
-        self.llm = Llama(model_path=str(gguf_path), n_threads=threads, n_threads_batch=threads, n_ctx=context,
-                         logits_all=True, verbose=False)
+        self.llm = Llama(
+            model_path=str(gguf_path),
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_ctx=context,
+            logits_all=True,
+            verbose=False,
+        )
         import llama_cpp
 
         self.version = llama_cpp.__version__
@@ -117,8 +128,9 @@ def transformers_gguf_folder(gguf_path: Path) -> Path:
     gguf_path = Path(gguf_path)
     source_hash = sha256_file(gguf_path)
     folder = cache_root() / "reference" / f"{gguf_path.stem}-{source_hash[:16]}-transformers-{transformers.__version__}"
-    return checksummed_folder(folder, gguf_path, source_hash, lambda out: _save_gguf_reference(gguf_path, out),
-                              cache_format=REFERENCE_FORMAT)
+    return checksummed_folder(
+        folder, gguf_path, source_hash, lambda out: _save_gguf_reference(gguf_path, out), cache_format=REFERENCE_FORMAT
+    )
 
 
 def transformers_gguf_model(gguf_path: Path, dtype: torch.dtype = torch.float32, device: str = "cpu"):
@@ -129,8 +141,7 @@ def transformers_gguf_model(gguf_path: Path, dtype: torch.dtype = torch.float32,
 def _save_gguf_reference(gguf_path: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
-                                                 dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32)
     # The weights are already dequantized to float32; only the GGUF marker keeps them from being saved.
     del model.config.quantization_config
     model.hf_quantizer = None

@@ -22,6 +22,7 @@ a run may end well past it). Writes ``bench-results/serving_lock.json``.
 Measured here (2 cores, gguf, 5 ms): idle 0.77 s / 0.73 s; 2 busy threads 242.7 s (a 58 ms
 step took 23.8 s) against 1.00 s, 243x; 8 busy threads over 60 s against 2.10 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,13 @@ def four_requests(server, tag: str, new_tokens: int, limit: float) -> tuple[floa
     """(seconds for four sampled requests submitted together, median decode step seconds); inf past ``limit``."""
     started = time.perf_counter()
     before = len(server.recent_steps)
-    handles = [server.submit(f"The cat sat on the mat, said the {tag} {i}",
-                             SamplingParams(temperature=0.8, seed=i, max_new_tokens=new_tokens)) for i in range(4)]
+    handles = [
+        server.submit(
+            f"The cat sat on the mat, said the {tag} {i}",
+            SamplingParams(temperature=0.8, seed=i, max_new_tokens=new_tokens),
+        )
+        for i in range(4)
+    ]
     try:
         for handle in handles:
             handle.result(timeout=max(0.0, limit - (time.perf_counter() - started)))
@@ -78,8 +84,11 @@ def measure(server, busy: list[int], new_tokens: int, limit: float) -> dict[int,
         stop.set()
         for thread in threads:
             thread.join()
-        print(f"  {type(server).__name__:14} {count} busy thread(s): {_seconds(found[count][0])} for the four, "
-              f"decode step {_seconds(found[count][1], 1000, 'ms')}", flush=True)
+        print(
+            f"  {type(server).__name__:14} {count} busy thread(s): {_seconds(found[count][0])} for the four, "
+            f"decode step {_seconds(found[count][1], 1000, 'ms')}",
+            flush=True,
+        )
     return found
 
 
@@ -100,25 +109,44 @@ def main(argv: list[str] | None = None) -> None:
     set_threads(1)  # the script threads' setting on a class server; each worker sets its own (config.threads)
     load = functools.partial(load_engine, quant=None if args.quant == "none" else args.quant)
     engine, config = load(), ServeConfig(threads=1)
-    print(f"four requests of {args.new_tokens} tokens, {args.quant} weights, Python {sys.version.split()[0]}, "
-          f"switch interval {sys.getswitchinterval() * 1000:g} ms")
+    print(
+        f"four requests of {args.new_tokens} tokens, {args.quant} weights, Python {sys.version.split()[0]}, "
+        f"switch interval {sys.getswitchinterval() * 1000:g} ms"
+    )
     results = {}
-    for kind, make in (("thread", lambda: EngineServer(engine, config)),
-                       ("process", lambda: ProcessServer(engine, load, config))):
+    for kind, make in (
+        ("thread", lambda: EngineServer(engine, config)),
+        ("process", lambda: ProcessServer(engine, load, config)),
+    ):
         with make() as server:
             results[kind] = measure(server, busy, args.new_tokens, args.limit)
-    print(f"\n{'busy threads':>12} {'thread worker':>14} {'vs idle':>8} {'process worker':>15} {'vs idle':>8} "
-          f"{'thread / process':>17}")
+    print(
+        f"\n{'busy threads':>12} {'thread worker':>14} {'vs idle':>8} {'process worker':>15} {'vs idle':>8} "
+        f"{'thread / process':>17}"
+    )
     for count in busy:
         (thread_s, _), (process_s, _) = results["thread"][count], results["process"][count]
         ratio = "—" if thread_s == float("inf") else f"{thread_s / process_s:.1f}×"
         ratio = f"> {args.limit / process_s:.0f}×" if thread_s == float("inf") else ratio
-        print(f"{count:12d} {_seconds(thread_s):>14} {thread_s / results['thread'][0][0]:7.1f}× "
-              f"{_seconds(process_s):>15} {process_s / results['process'][0][0]:7.1f}× {ratio:>17}")
+        print(
+            f"{count:12d} {_seconds(thread_s):>14} {thread_s / results['thread'][0][0]:7.1f}× "
+            f"{_seconds(process_s):>15} {process_s / results['process'][0][0]:7.1f}× {ratio:>17}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"quant": args.quant, "new_tokens": args.new_tokens, "limit_s": args.limit,
-                                    "results": {kind: {str(n): {"four_s": v[0], "step_s": v[1]} for n, v in r.items()}
-                                                for kind, r in results.items()}}, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "quant": args.quant,
+                "new_tokens": args.new_tokens,
+                "limit_s": args.limit,
+                "results": {
+                    kind: {str(n): {"four_s": v[0], "step_s": v[1]} for n, v in r.items()}
+                    for kind, r in results.items()
+                },
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.out}")
 
 

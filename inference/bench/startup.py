@@ -12,6 +12,7 @@ max-autotune takes many minutes; each package's manifest records its compile sec
 start to the model loaded and to the compiled step ready, and writes ``bench-results/startup.json``.
 The goal: a warm restart has the compiled step ready within 20 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,14 @@ def start(model: str, mode: str, folder: Path, inductor_cache: Path | None, thre
     dtype, quant = MODES[mode]
     env = {**os.environ, **({"TORCHINDUCTOR_CACHE_DIR": str(inductor_cache)} if inductor_cache else {})}
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", CHILD, model, dtype, quant, str(folder), str(threads)],
-                          env=env, cwd=root, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, model, dtype, quant, str(folder), str(threads)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -58,16 +65,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "startup.json")
-    parser.add_argument("--restart-only", action="store_true",
-                        help="one restart with the app's own package folder and inductor cache (no cold start)")
+    parser.add_argument(
+        "--restart-only",
+        action="store_true",
+        help="one restart with the app's own package folder and inductor cache (no cold start)",
+    )
     args = parser.parse_args(argv)
     rows = []
     for mode in args.modes.split(","):
         if args.restart_only:
             from ..model.gguf import cache_root
 
-            rows.append({"mode": mode, "restart": start(args.model, mode, cache_root() / "compiled-steps", None,
-                                                         args.threads)})
+            rows.append(
+                {"mode": mode, "restart": start(args.model, mode, cache_root() / "compiled-steps", None, args.threads)}
+            )
             _print(mode, "restart", rows[-1]["restart"])
             continue
         with tempfile.TemporaryDirectory(prefix="step-startup-") as scratch:
@@ -85,8 +96,11 @@ def _print(mode: str, name: str, run: dict) -> None:
     if "error" in run:
         print(f"{mode:<5} {name}: failed: {run['error']}")
     else:
-        print(f"{mode:<5} {name}: model loaded at {run['load_seconds']:.1f} s, compiled step ready at "
-              f"{run['ready_seconds']:.1f} s ({run['detail']})", flush=True)
+        print(
+            f"{mode:<5} {name}: model loaded at {run['load_seconds']:.1f} s, compiled step ready at "
+            f"{run['ready_seconds']:.1f} s ({run['detail']})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

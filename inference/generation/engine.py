@@ -10,6 +10,7 @@ interventions (``inference.model.interventions``), so many users can share one
 engine. Sampling rules live in ``sampling.py``; text handling in the model's
 tokenizer; batching many requests in ``inference.serving``.
 """
+
 from __future__ import annotations
 
 import time
@@ -80,8 +81,11 @@ class Engine:
     def weights_description(self) -> str:
         """What the weights are, in words (for the sidebar and the benchmark)."""
         summary = self.model.quantization
-        return (f"dense {str(self.dtype).removeprefix('torch.')} weights and activations" if summary is None
-                else summary.describe())
+        return (
+            f"dense {str(self.dtype).removeprefix('torch.')} weights and activations"
+            if summary is None
+            else summary.describe()
+        )
 
     @property
     def step_status(self) -> StepStatus | None:
@@ -148,8 +152,9 @@ class Engine:
         spec = self.prepare_interventions(interventions, ids)
         return self.model(self._ids_tensor(ids), interventions=spec)[0].float().cpu()
 
-    def traced_forward(self, token_ids: list[int], interventions: Interventions | None = None,
-                       last_only: bool = False) -> tuple[torch.Tensor, ForwardTrace]:
+    def traced_forward(
+        self, token_ids: list[int], interventions: Interventions | None = None, last_only: bool = False
+    ) -> tuple[torch.Tensor, ForwardTrace]:
         """Logits (T, V) and every recorded internal of one full forward (under ``interventions`` if given).
 
         ``last_only``: logits (1, V) of the last position only; a 640-token prompt's (T, V) logits
@@ -158,12 +163,14 @@ class Engine:
         ids = self.encode_prompt(token_ids)
         spec = self.prepare_interventions(interventions, ids)
         trace = ForwardTrace()
-        logits = self.model(self._ids_tensor(ids), trace=trace, interventions=spec,
-                            last_only=last_only)[0].float().cpu()
+        logits = (
+            self.model(self._ids_tensor(ids), trace=trace, interventions=spec, last_only=last_only)[0].float().cpu()
+        )
         return logits, trace
 
-    def logit_attribution(self, token_ids: list[int], token_id: int,
-                          interventions: Interventions | None = None) -> LogitAttribution:
+    def logit_attribution(
+        self, token_ids: list[int], token_id: int, interventions: Interventions | None = None
+    ) -> LogitAttribution:
         """Direct logit attribution of ``token_id`` at the last position (see ``model/attribution.py``)."""
         ids = self.encode_prompt(token_ids)
         logits, trace = self.traced_forward(ids, interventions)
@@ -183,39 +190,83 @@ class Engine:
     def new_cache(self, capacity: int, batch_size: int = 1) -> KVCache:
         return KVCache(self.config, capacity, batch_size, self.device, self.dtype)
 
-    def prefill(self, ids: list[int], kv_cache: KVCache, trace: ForwardTrace | None = None,
-                interventions: Interventions | None = None) -> torch.Tensor:
+    def prefill(
+        self,
+        ids: list[int],
+        kv_cache: KVCache,
+        trace: ForwardTrace | None = None,
+        interventions: Interventions | None = None,
+    ) -> torch.Tensor:
         """Run the prompt in one pass, filling the cache; logits (V,) of the last position.
 
         ``interventions`` (prepared: see ``prepare_interventions``) apply to this forward, so
         the K/V it writes are the intervened ones; ``decode_step`` takes them again.
         """
-        return self.model(self._ids_tensor(ids), kv_cache=kv_cache, last_only=True, trace=trace,
-                          interventions=interventions)[0, -1].float().cpu()
+        return (
+            self.model(
+                self._ids_tensor(ids), kv_cache=kv_cache, last_only=True, trace=trace, interventions=interventions
+            )[0, -1]
+            .float()
+            .cpu()
+        )
 
-    def decode_step(self, token_id: int, kv_cache: KVCache, trace: ForwardTrace | None = None,
-                    interventions: Interventions | None = None) -> torch.Tensor:
+    def decode_step(
+        self,
+        token_id: int,
+        kv_cache: KVCache,
+        trace: ForwardTrace | None = None,
+        interventions: Interventions | None = None,
+    ) -> torch.Tensor:
         """Feed one new token, appending its K/V to the cache; logits (V,) for the next one."""
-        return self.model(self._ids_tensor([token_id]), kv_cache=kv_cache, trace=trace,
-                          interventions=interventions)[0, -1].float().cpu()
+        return (
+            self.model(self._ids_tensor([token_id]), kv_cache=kv_cache, trace=trace, interventions=interventions)[0, -1]
+            .float()
+            .cpu()
+        )
 
-    def prefill_batch(self, ids: torch.Tensor, kv_cache: KVCache | None = None, positions: torch.Tensor | None = None,
-                      padding_mask: torch.Tensor | None = None, interventions: Spec = None) -> torch.Tensor:
+    def prefill_batch(
+        self,
+        ids: torch.Tensor,
+        kv_cache: KVCache | None = None,
+        positions: torch.Tensor | None = None,
+        padding_mask: torch.Tensor | None = None,
+        interventions: Spec = None,
+    ) -> torch.Tensor:
         """One forward of a batch's new positions ``ids`` (B, T) (left-padded under ``padding_mask``, at
         ``positions``; through ``kv_cache`` when given, else the whole sequences); logits (B, V) of each row's
         last position. ``interventions``: one spec per row, or one for all."""
-        return self.model(ids.to(self.device), kv_cache=kv_cache,
-                          positions=None if positions is None else positions.to(self.device),
-                          padding_mask=None if padding_mask is None else padding_mask.to(self.device),
-                          last_only=True, interventions=interventions)[:, -1].float().cpu()
+        return (
+            self.model(
+                ids.to(self.device),
+                kv_cache=kv_cache,
+                positions=None if positions is None else positions.to(self.device),
+                padding_mask=None if padding_mask is None else padding_mask.to(self.device),
+                last_only=True,
+                interventions=interventions,
+            )[:, -1]
+            .float()
+            .cpu()
+        )
 
-    def decode_batch(self, token_ids: torch.Tensor, kv_cache: KVCache, positions: torch.Tensor | None = None,
-                     interventions: Spec = None) -> torch.Tensor:
+    def decode_batch(
+        self,
+        token_ids: torch.Tensor,
+        kv_cache: KVCache,
+        positions: torch.Tensor | None = None,
+        interventions: Spec = None,
+    ) -> torch.Tensor:
         """Feed each row one new token ``token_ids`` (B, 1) at ``positions`` (default: after its cached ones),
         appending its K/V to ``kv_cache``; logits (B, V) for each row's next token."""
-        return self.model(token_ids.to(self.device), kv_cache=kv_cache,
-                          positions=None if positions is None else positions.to(self.device),
-                          interventions=interventions)[:, -1].float().cpu()
+        return (
+            self.model(
+                token_ids.to(self.device),
+                kv_cache=kv_cache,
+                positions=None if positions is None else positions.to(self.device),
+                interventions=interventions,
+            )[:, -1]
+            .float()
+            .cpu()
+        )
 
     def recompute_last(self, ids: list[int], interventions: Interventions | None = None) -> torch.Tensor:
         """The no-cache path: the whole sequence again, logits (V,) of the last position."""
@@ -264,10 +315,17 @@ class Engine:
             finish = finish_reason(params, self.eos_ids, generated, len(ids), self.config.max_seq_len)
             text = decoder.push(choice.token_id) if finish is None else decoder.push(choice.token_id) + decoder.flush()
             yield StepRecord(
-                index=index, phase="prefill" if index == 0 else "decode", token_id=choice.token_id,
-                token_text=self.tokenizer.decode([choice.token_id]), text=text, probability=choice.probability,
-                top=self.top_candidates(logits, top_n), cache_len=kv_cache.length if kv_cache else 0,
-                seconds=seconds, finish_reason=finish, sample=choice if record_sampling else None,
+                index=index,
+                phase="prefill" if index == 0 else "decode",
+                token_id=choice.token_id,
+                token_text=self.tokenizer.decode([choice.token_id]),
+                text=text,
+                probability=choice.probability,
+                top=self.top_candidates(logits, top_n),
+                cache_len=kv_cache.length if kv_cache else 0,
+                seconds=seconds,
+                finish_reason=finish,
+                sample=choice if record_sampling else None,
             )
             if finish is not None:
                 return

@@ -16,6 +16,7 @@ time so a caller can show progress (and cache each):
 Every forward here is the engine's batched prefill (``Engine.prefill_batch``) with a spec per
 row (``interventions.py``); nothing is stored on the engine.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,15 @@ def prompt_head_means(engine: Engine, ids: list[int]) -> torch.Tensor:
     return head_means(trace)
 
 
-def ablate_layer_heads(engine: Engine, ids: list[int], layer: int, target_id: int, mode: str = "zero",
-                       factor: float = 0.0, means: torch.Tensor | None = None) -> torch.Tensor:
+def ablate_layer_heads(
+    engine: Engine,
+    ids: list[int],
+    layer: int,
+    target_id: int,
+    mode: str = "zero",
+    factor: float = 0.0,
+    means: torch.Tensor | None = None,
+) -> torch.Tensor:
     """log p(target) at the last position with each head of ``layer`` ablated alone: (H,), one batched forward."""
     config = engine.config
     if not 0 <= layer < config.n_layers:
@@ -47,9 +55,10 @@ def ablate_layer_heads(engine: Engine, ids: list[int], layer: int, target_id: in
         raise InterventionError(f"token id {target_id} is outside the vocabulary (0..{config.vocab_size - 1})")
     if mode == "mean" and means is None:
         means = prompt_head_means(engine, ids)
-    specs = [Interventions(heads=(HeadEdit(layer, head, mode, factor,
-                                           mean=means[layer, head] if mode == "mean" else None),))
-             for head in range(config.n_heads)]
+    specs = [
+        Interventions(heads=(HeadEdit(layer, head, mode, factor, mean=means[layer, head] if mode == "mean" else None),))
+        for head in range(config.n_heads)
+    ]
     batch = torch.tensor([ids], dtype=torch.long).expand(config.n_heads, -1)  # (H, T)
     logits = engine.prefill_batch(batch, interventions=specs)  # (H, V)
     return logits.log_softmax(-1)[:, target_id]  # (H,)
@@ -72,9 +81,11 @@ def clean_run(engine: Engine, clean_ids: list[int]) -> CleanRun:
 def check_patch_prompts(clean_ids: list[int], corrupt_ids: list[int]) -> int:
     """The first position where the prompts differ; ``InterventionError`` unless they have equal length and differ."""
     if len(clean_ids) != len(corrupt_ids):
-        raise InterventionError(f"the clean prompt has {len(clean_ids)} tokens and the corrupted one "
-                                f"{len(corrupt_ids)}: patching replaces position by position, so they need the "
-                                "same number of tokens")
+        raise InterventionError(
+            f"the clean prompt has {len(clean_ids)} tokens and the corrupted one "
+            f"{len(corrupt_ids)}: patching replaces position by position, so they need the "
+            "same number of tokens"
+        )
     first = next((i for i, (a, b) in enumerate(zip(clean_ids, corrupt_ids)) if a != b), None)
     if first is None:
         raise InterventionError("the two prompts are the same tokens: there is nothing to restore")
@@ -86,8 +97,14 @@ def answer_gap(logits: torch.Tensor, clean_answer: int, corrupt_answer: int) -> 
     return logits[..., clean_answer] - logits[..., corrupt_answer]
 
 
-def patch_position(engine: Engine, corrupt_ids: list[int], clean_streams: torch.Tensor, position: int,
-                   clean_answer: int, corrupt_answer: int) -> torch.Tensor:
+def patch_position(
+    engine: Engine,
+    corrupt_ids: list[int],
+    clean_streams: torch.Tensor,
+    position: int,
+    clean_answer: int,
+    corrupt_answer: int,
+) -> torch.Tensor:
     """d for the corrupted prompt with the stream at ``position`` patched after each block in turn: (L,).
 
     ``clean_streams`` is the clean run's (L, T, D). One forward over a batch of L rows (row l
@@ -106,8 +123,10 @@ def patch_position(engine: Engine, corrupt_ids: list[int], clean_streams: torch.
         cache.keys[:, :, :, :position] = prefix.keys[:, :1]  # (L, rows, n_kv, P, hd): one prefix for every row
         cache.values[:, :, :, :position] = prefix.values[:, :1]
         cache.length = position  # those positions are committed, exactly as a prefill of the prefix leaves them
-    specs = [Interventions(patches=(ResidualPatch(layer, position, clean_streams[layer, position]),))
-             for layer in range(n_layers)]
+    specs = [
+        Interventions(patches=(ResidualPatch(layer, position, clean_streams[layer, position]),))
+        for layer in range(n_layers)
+    ]
     rest = torch.tensor([corrupt_ids[position:]], dtype=torch.long).expand(n_layers, -1)  # (L, T - position)
     logits = engine.prefill_batch(rest, cache, interventions=specs)  # (L, V)
     return answer_gap(logits, clean_answer, corrupt_answer)
@@ -116,6 +135,8 @@ def patch_position(engine: Engine, corrupt_ids: list[int], clean_streams: torch.
 def restored_share(gap: torch.Tensor | float, clean_gap: float, corrupt_gap: float) -> torch.Tensor | float:
     """How much of the clean answer a patch restores: 0 = the corrupted run's gap, 1 = the clean run's."""
     if clean_gap == corrupt_gap:
-        raise InterventionError("the clean and corrupted prompts give the same logit difference: there is "
-                                "nothing to restore (choose answers that differ between them)")
+        raise InterventionError(
+            "the clean and corrupted prompts give the same logit difference: there is "
+            "nothing to restore (choose answers that differ between them)"
+        )
     return (gap - corrupt_gap) / (clean_gap - corrupt_gap)

@@ -20,6 +20,7 @@ transformers' ``generate``):
 With ``record=True`` the result carries the probability vector after each stage,
 the ranges, u and the choice: the exact numbers used, for the explorer to show.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,21 +45,32 @@ class SamplingParams:
     stop_on_eos: bool = True
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
-               and self.temperature >= 0,
-               f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
+        _check(
+            isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature) and self.temperature >= 0,
+            f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}",
+        )
         _check(_is_int(self.top_k) and self.top_k >= 0, f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
-        _check(isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1,
-               f"top_p must be in (0, 1], got {self.top_p!r}")
-        _check(isinstance(self.min_p, (int, float)) and 0 <= self.min_p <= 1,
-               f"min_p must be in [0, 1], got {self.min_p!r}")
-        _check(isinstance(self.repetition_penalty, (int, float)) and math.isfinite(self.repetition_penalty)
-               and self.repetition_penalty > 0,
-               f"repetition_penalty must be a finite number > 0 (1.0 = off), got {self.repetition_penalty!r}")
-        _check(_is_int(self.max_new_tokens) and self.max_new_tokens >= 1,
-               f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
-        _check(self.seed is None or (_is_int(self.seed) and 0 <= self.seed < 2**63),
-               f"seed must be an integer in [0, 2**63) or None, got {self.seed!r}")
+        _check(
+            isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p!r}"
+        )
+        _check(
+            isinstance(self.min_p, (int, float)) and 0 <= self.min_p <= 1,
+            f"min_p must be in [0, 1], got {self.min_p!r}",
+        )
+        _check(
+            isinstance(self.repetition_penalty, (int, float))
+            and math.isfinite(self.repetition_penalty)
+            and self.repetition_penalty > 0,
+            f"repetition_penalty must be a finite number > 0 (1.0 = off), got {self.repetition_penalty!r}",
+        )
+        _check(
+            _is_int(self.max_new_tokens) and self.max_new_tokens >= 1,
+            f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}",
+        )
+        _check(
+            self.seed is None or (_is_int(self.seed) and 0 <= self.seed < 2**63),
+            f"seed must be an integer in [0, 2**63) or None, got {self.seed!r}",
+        )
 
     @property
     def greedy(self) -> bool:
@@ -73,7 +85,9 @@ class SamplingParams:
         return replace(self, top_k=0, top_p=1.0, min_p=0.0, seed=0)
 
 
-SEED_STRIDE = 1_000_003  # a prime: seeds (s, i) and (s', i') collide only when s*STRIDE + i = s'*STRIDE + i' (mod 2**64)
+SEED_STRIDE = (
+    1_000_003  # a prime: seeds (s, i) and (s', i') collide only when s*STRIDE + i = s'*STRIDE + i' (mod 2**64)
+)
 
 
 def generator_for(params: SamplingParams, index: int) -> torch.Generator:
@@ -184,8 +198,9 @@ class Ranges:
         return int(self.token_ids[slot]), float(self.probs[slot]), u
 
 
-def _stages(logits: torch.Tensor, params: SamplingParams, previous_ids: list[int] | None,
-            record: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def _stages(
+    logits: torch.Tensor, params: SamplingParams, previous_ids: list[int] | None, record: bool
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Stages 1-5: the final distribution (V,) and, with ``record``, the one after each stage."""
     logits = logits.detach().to("cpu", torch.float32)
     logits = apply_repetition_penalty(logits, previous_ids or [], params.repetition_penalty)
@@ -252,8 +267,9 @@ def sample_many(
     return [SampleResult(token, probability, u) for token, probability, u in draws]
 
 
-def finish_reason(params: SamplingParams, eos_ids: frozenset[int], outputs: list[int], total_ids: int,
-                  position_limit: int) -> str | None:
+def finish_reason(
+    params: SamplingParams, eos_ids: frozenset[int], outputs: list[int], total_ids: int, position_limit: int
+) -> str | None:
     """Why a sequence stops after its latest output token, or None: the one rule every runner uses.
 
     End of text (when the request stops on it), its token budget, or no room left

@@ -16,6 +16,7 @@ on one (``stop_on_eos``, the default), whether the sampler drew it or the learne
 end. The budget, or the model's context, ends it too. An ended walk refuses another step, forced
 or not, with the reason; rewinding opens it again.
 """
+
 from __future__ import annotations
 
 import time
@@ -49,8 +50,14 @@ class ChosenToken:
 
 
 class Stepper:
-    def __init__(self, engine: Engine, prompt_ids: list[int], params: SamplingParams, max_steps: int = 128,
-                 interventions: Interventions | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        max_steps: int = 128,
+        interventions: Interventions | None = None,
+    ) -> None:
         if max_steps < 1:
             raise StepperError("max_steps must be at least 1")
         self.engine = engine
@@ -84,8 +91,9 @@ class Stepper:
         if not self.chosen:
             return None
         rule = replace(self.params, max_new_tokens=self.budget)  # the walk's budget, whatever the settings say
-        return finish_reason(rule, self.engine.eos_ids, [c.token_id for c in self.chosen], len(self.ids),
-                             self.engine.config.max_seq_len)
+        return finish_reason(
+            rule, self.engine.eos_ids, [c.token_id for c in self.chosen], len(self.ids), self.engine.config.max_seq_len
+        )
 
     @property
     def done(self) -> bool:
@@ -124,9 +132,17 @@ class Stepper:
         top = self.engine.top_candidates(logits, 5)
         seconds = self._logits_seconds + time.perf_counter() - started
         chosen = ChosenToken(
-            index=index, token_id=token, text=self.engine.tokenizer.decode([token]), forced=forced_token is not None,
-            probability=float(probs[token]), top=top, seconds=seconds, phase=self._logits_phase,
-            cache_len_before=self._cache_before, cache_len_after=len(self.cache), sample=result,
+            index=index,
+            token_id=token,
+            text=self.engine.tokenizer.decode([token]),
+            forced=forced_token is not None,
+            probability=float(probs[token]),
+            top=top,
+            seconds=seconds,
+            phase=self._logits_phase,
+            cache_len_before=self._cache_before,
+            cache_len_after=len(self.cache),
+            sample=result,
         )
         self.chosen.append(chosen)
         self._logits = None

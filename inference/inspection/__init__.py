@@ -20,6 +20,7 @@ boundary and drawn as they are. The explorer reaches them through one client
 - ``weights``: a stored GGUF block, the file's bytes, this machine's memory speed, every
   weights mode against float32, decode speed.
 """
+
 from . import experiments, weights
 from .attention import AttentionArrays, WindowView, attention_arrays, window_view
 from .cache import CacheBytes, CacheTiming, CacheView, cache_bytes, cache_view, measure_cache_timing
@@ -28,26 +29,59 @@ from .experiments import AttributionTerms, PatchLogits, head_means, next_token_p
 from .info import ModelInfo, model_info
 from .memory import release_freed_memory
 from .residual import (
-                       BLOCK_STAGES,
-                       FOUR_NORM_STAGES,
-                       BlockWalk,
-                       LastPosition,
-                       Lens,
-                       TracedPrompt,
-                       last_position,
-                       logit_lens,
-                       traced_prompt,
+    BLOCK_STAGES,
+    FOUR_NORM_STAGES,
+    BlockWalk,
+    LastPosition,
+    Lens,
+    TracedPrompt,
+    last_position,
+    logit_lens,
+    traced_prompt,
 )
 from .sampling import RecordedDraw, chi2_survival, draw_ids, recorded_draw
 from .weights import FileSummary, ModeComparison, StoredBlock, file_summary, memory_read_speed, stored_block
 
 __all__ = [
-    "AttentionArrays", "WindowView", "attention_arrays", "window_view",
-    "CacheBytes", "CacheTiming", "CacheView", "cache_bytes", "cache_view", "measure_cache_timing", "EmbeddingReader",
-    "AttributionTerms", "PatchLogits", "head_means", "next_token_probs", "patch_column", "patch_logits",
-    "ModelInfo", "model_info", "release_freed_memory",
-    "BLOCK_STAGES", "FOUR_NORM_STAGES", "BlockWalk", "LastPosition", "Lens", "TracedPrompt", "last_position", "logit_lens",
+    "AttentionArrays",
+    "WindowView",
+    "attention_arrays",
+    "window_view",
+    "CacheBytes",
+    "CacheTiming",
+    "CacheView",
+    "cache_bytes",
+    "cache_view",
+    "measure_cache_timing",
+    "EmbeddingReader",
+    "AttributionTerms",
+    "PatchLogits",
+    "head_means",
+    "next_token_probs",
+    "patch_column",
+    "patch_logits",
+    "ModelInfo",
+    "model_info",
+    "release_freed_memory",
+    "BLOCK_STAGES",
+    "FOUR_NORM_STAGES",
+    "BlockWalk",
+    "LastPosition",
+    "Lens",
+    "TracedPrompt",
+    "last_position",
+    "logit_lens",
     "traced_prompt",
-    "RecordedDraw", "chi2_survival", "draw_ids", "recorded_draw", "FileSummary", "ModeComparison", "StoredBlock",
-    "file_summary", "memory_read_speed", "stored_block", "experiments", "weights",
+    "RecordedDraw",
+    "chi2_survival",
+    "draw_ids",
+    "recorded_draw",
+    "FileSummary",
+    "ModeComparison",
+    "StoredBlock",
+    "file_summary",
+    "memory_read_speed",
+    "stored_block",
+    "experiments",
+    "weights",
 ]

@@ -5,6 +5,7 @@ as numpy) and ``window_view`` (one traced forward of a prompt longer than a mode
 window, kept as small head-averaged pooled maps with the window's effect measured): the
 traces themselves (hundreds of MB past the window) never leave this module.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,9 +71,16 @@ def window_view(engine: Engine, ids: list[int], pooled_cells: int) -> WindowView
         padded[:n, :n] = mean
         pooled.append(padded.reshape(cells, block, cells, block).max(axis=(1, 3)))  # (R, R)
         del probs
-    view = WindowView(np.stack(pooled), block, n, window, config.local_layers, np.array(outside_max),
-                      np.array(outside_share), int(outside.sum()))
+    view = WindowView(
+        np.stack(pooled),
+        block,
+        n,
+        window,
+        config.local_layers,
+        np.array(outside_max),
+        np.array(outside_share),
+        int(outside.sum()),
+    )
     del trace
     release_freed_memory()  # the trace held ~350 MB of (H, T, T) maps
     return view
-

@@ -5,6 +5,7 @@ cache's size from the config's formula, checked against the real tensors, and wh
 buffer for local layers would hold) and ``measure_cache_timing`` (greedy tokens one at a time,
 a cached decode step against a full recompute at each length, both timed and compared).
 """
+
 from __future__ import annotations
 
 import time
@@ -34,8 +35,11 @@ def cache_view(stepper: Stepper, layer: int, max_positions: int = 96) -> CacheVi
     last = stepper.chosen[-1] if stepper.chosen else None
     new = range(last.cache_len_before, last.cache_len_after) if last else range(0)
     return CacheView(
-        keys=keys[0, :, first:].float().cpu().numpy(), values=values[0, :, first:].float().cpu().numpy(),
-        token_ids=stepper.ids[first:length], new_rows=[p - first for p in new if p >= first], first_position=first,
+        keys=keys[0, :, first:].float().cpu().numpy(),
+        values=values[0, :, first:].float().cpu().numpy(),
+        token_ids=stepper.ids[first:length],
+        new_rows=[p - first for p in new if p >= first],
+        first_position=first,
     )
 
 
@@ -59,12 +63,15 @@ def cache_bytes(stepper: Stepper) -> CacheBytes:
         tensors_now=cache.used_bytes,
         allocated=cache.nbytes,
         full_context=config.kv_cache_bytes(config.max_seq_len, element),
-        formula=(f"2 × {config.n_layers} layers × {config.n_kv_heads} KV heads × {config.head_dim} dims × "
-                 f"{element} bytes × tokens"),
+        formula=(
+            f"2 × {config.n_layers} layers × {config.n_kv_heads} KV heads × {config.head_dim} dims × "
+            f"{element} bytes × tokens"
+        ),
         per_token=config.kv_cache_bytes(1, element),
         rolling_now=config.rolling_kv_cache_bytes(len(cache), element) if config.local_layers else None,
-        rolling_full_context=(config.rolling_kv_cache_bytes(config.max_seq_len, element)
-                              if config.local_layers else None),
+        rolling_full_context=(
+            config.rolling_kv_cache_bytes(config.max_seq_len, element) if config.local_layers else None
+        ),
     )
 
 
@@ -78,8 +85,13 @@ class CacheTiming:
     prompt_tokens: int
 
 
-def measure_cache_timing(engine: Engine, prompt_ids: list[int], n_tokens: int,
-                         progress: Callable[[float, str], None] | None = None, repeats: int = 2) -> CacheTiming:
+def measure_cache_timing(
+    engine: Engine,
+    prompt_ids: list[int],
+    n_tokens: int,
+    progress: Callable[[float, str], None] | None = None,
+    repeats: int = 2,
+) -> CacheTiming:
     """Greedy tokens one at a time, timing a cached decode step and a full recompute at each length.
 
     Each is timed ``repeats`` times and the fastest kept (the cached step is re-run by truncating

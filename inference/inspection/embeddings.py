@@ -6,6 +6,7 @@ layer, learned position rows. The matrix is read a block of ``BLOCK_ROWS`` rows 
 never copied whole: a normalised copy of Gemma's 262,144 × 640 matrix would be another 671 MB,
 and a quantized matrix (``QuantEmbedding``) is decoded only for the rows a lookup reads.
 """
+
 from __future__ import annotations
 
 import threading
@@ -83,8 +84,9 @@ class EmbeddingReader:
             row = self._word_row(word)
             return [float(row @ self._word_row(other)) for other in others]
 
-    def projection_vectors(self, ids: list[int], words: tuple[str, ...]
-                           ) -> tuple[list[int], list[tuple[str, int]], np.ndarray]:
+    def projection_vectors(
+        self, ids: list[int], words: tuple[str, ...]
+    ) -> tuple[list[int], list[tuple[str, int]], np.ndarray]:
         """The rows a 2-D map of the prompt and a word set is made of: (the prompt's distinct ids, in order;
         (word, its token count) for each word drawn; the vectors (N, D), the ids' rows then each word's mean row).
 

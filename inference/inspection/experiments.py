@@ -7,6 +7,7 @@ position of its sweep, and the direct logit attribution as labelled terms. A spe
 an ``Interventions`` without tensors; where it replaces heads by their means, the means come in
 as an array (the caller computes them once per prompt with ``head_means`` and keeps them).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,22 +37,25 @@ def with_means(spec: Interventions | None, means: np.ndarray | None) -> Interven
     return spec.with_means(torch.from_numpy(means))
 
 
-def next_token_probs(engine: Engine, ids: list[int], spec: Interventions | None = None,
-                     means: np.ndarray | None = None) -> np.ndarray:
+def next_token_probs(
+    engine: Engine, ids: list[int], spec: Interventions | None = None, means: np.ndarray | None = None
+) -> np.ndarray:
     """softmax of the last position's logits, float64 (V,), under ``spec``."""
     logits = engine.forward_logits(list(ids), with_means(spec, means))[-1]
     return logits.double().softmax(-1).numpy()
 
 
-def greedy_text(engine: Engine, ids: list[int], n_tokens: int, spec: Interventions | None = None,
-                means: np.ndarray | None = None) -> str:
+def greedy_text(
+    engine: Engine, ids: list[int], n_tokens: int, spec: Interventions | None = None, means: np.ndarray | None = None
+) -> str:
     """The greedy continuation of ``ids`` with ``spec`` on at every step, as text."""
     params = SamplingParams(temperature=0.0, max_new_tokens=n_tokens)
     return "".join(step.text for step in engine.generate(list(ids), params, interventions=with_means(spec, means)))
 
 
-def head_importance_layer(engine: Engine, ids: list[int], target: int, mode: str, factor: float, layer: int,
-                          means: np.ndarray | None = None) -> np.ndarray:
+def head_importance_layer(
+    engine: Engine, ids: list[int], target: int, mode: str, factor: float, layer: int, means: np.ndarray | None = None
+) -> np.ndarray:
     """log p(target) with each head of ``layer`` changed alone: (H,), one forward over a batch of H rows."""
     held = torch.from_numpy(means) if mode == "mean" and means is not None else None
     return experiments.ablate_layer_heads(engine, list(ids), layer, target, mode, factor, held).numpy()
@@ -75,9 +79,13 @@ def patch_logits(engine: Engine, clean_ids: list[int], corrupt_ids: list[int]) -
     first = experiments.check_patch_prompts(clean_ids, corrupt_ids)
     clean_logits, corrupt_logits = engine.recompute_last(clean_ids), engine.recompute_last(corrupt_ids)
     clean_answer, corrupt_answer = int(clean_logits.argmax()), int(corrupt_logits.argmax())
-    return PatchLogits(first, clean_answer, corrupt_answer,
-                       float(experiments.answer_gap(clean_logits, clean_answer, corrupt_answer)),
-                       float(experiments.answer_gap(corrupt_logits, clean_answer, corrupt_answer)))
+    return PatchLogits(
+        first,
+        clean_answer,
+        corrupt_answer,
+        float(experiments.answer_gap(clean_logits, clean_answer, corrupt_answer)),
+        float(experiments.answer_gap(corrupt_logits, clean_answer, corrupt_answer)),
+    )
 
 
 def clean_streams(engine: Engine, clean_ids: list[int]) -> np.ndarray:
@@ -85,11 +93,13 @@ def clean_streams(engine: Engine, clean_ids: list[int]) -> np.ndarray:
     return experiments.clean_run(engine, list(clean_ids)).streams.numpy()
 
 
-def patch_column(engine: Engine, corrupt_ids: list[int], streams: np.ndarray, position: int, setup: PatchLogits
-                 ) -> np.ndarray:
+def patch_column(
+    engine: Engine, corrupt_ids: list[int], streams: np.ndarray, position: int, setup: PatchLogits
+) -> np.ndarray:
     """Share of the clean answer restored by patching ``position`` after each block: (L,), one batched forward."""
-    gaps = experiments.patch_position(engine, list(corrupt_ids), torch.from_numpy(streams), position,
-                                      setup.clean_answer, setup.corrupt_answer)
+    gaps = experiments.patch_position(
+        engine, list(corrupt_ids), torch.from_numpy(streams), position, setup.clean_answer, setup.corrupt_answer
+    )
     return experiments.restored_share(gaps, setup.clean_gap, setup.corrupt_gap).numpy()
 
 
@@ -108,8 +118,9 @@ class AttributionTerms:
     mlps: np.ndarray  # (L,)
 
 
-def attribution(engine: Engine, ids: list[int], target: int, spec: Interventions | None = None,
-                means: np.ndarray | None = None) -> AttributionTerms:
+def attribution(
+    engine: Engine, ids: list[int], target: int, spec: Interventions | None = None, means: np.ndarray | None = None
+) -> AttributionTerms:
     """``target``'s logit split into the embeddings, every head, every MLP and the biases (under ``spec``)."""
     split = engine.logit_attribution(list(ids), target, with_means(spec, means))
     heads, mlps = split.heads.numpy(), split.mlps.numpy()
@@ -125,5 +136,6 @@ def attribution(engine: Engine, ids: list[int], target: int, spec: Interventions
         if value != 0:
             labels.append(label)
             values.append(value)
-    return AttributionTerms(split.logit, split.total, split.residual, split.bound, split.magnitude, labels,
-                            np.array(values), heads, mlps)
+    return AttributionTerms(
+        split.logit, split.total, split.residual, split.bound, split.magnitude, labels, np.array(values), heads, mlps
+    )

@@ -1,4 +1,5 @@
 """The facts about a loaded model that pages show, as one plain dataclass (no tensor, no module)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,9 +30,13 @@ def model_info(engine: Engine) -> ModelInfo:
     embed = engine.model.embed
     rows, width = embed.num_embeddings, embed.embedding_dim  # nn.Embedding and QuantEmbedding both keep these
     return ModelInfo(
-        config=engine.config, device=str(engine.device), dtype=str(engine.dtype).removeprefix("torch."),
-        dtype_bytes=engine.dtype.itemsize, parameter_count=engine.parameter_count,
-        weights_description=engine.weights_description, eos_ids=frozenset(engine.eos_ids),
+        config=engine.config,
+        device=str(engine.device),
+        dtype=str(engine.dtype).removeprefix("torch."),
+        dtype_bytes=engine.dtype.itemsize,
+        parameter_count=engine.parameter_count,
+        weights_description=engine.weights_description,
+        eos_ids=frozenset(engine.eos_ids),
         position_scheme="rope" if engine.model.rope is not None else "learned",
         embedding_shape=(int(rows), int(width)),
     )

@@ -1,4 +1,5 @@
 """Giving freed memory back to the system after a computation with large temporaries."""
+
 from __future__ import annotations
 
 import ctypes

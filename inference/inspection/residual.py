@@ -6,6 +6,7 @@ Owns ``traced_prompt`` (one traced forward of a prompt, as the block walk and th
 stream, also under interventions, for the Experiments page). Returns token ids and numbers;
 the explorer writes the tokens' text itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,12 +20,24 @@ from ..model.trace import ForwardTrace
 
 # One pre-norm block (SmolLM2 / Llama), in order; the RMSNorm before attention sits inside "attention".
 BLOCK_STAGES: tuple[str, ...] = (
-    "block input", "attention output", "residual add 1", "RMSNorm", "feed-forward output", "residual add 2",
+    "block input",
+    "attention output",
+    "residual add 1",
+    "RMSNorm",
+    "feed-forward output",
+    "residual add 2",
 )
 # A block with four norms (Gemma 3): each sub-layer is normalised before and after.
 FOUR_NORM_STAGES: tuple[str, ...] = (
-    "block input", "RMSNorm (pre-attention)", "attention output", "RMSNorm (post-attention)", "residual add 1",
-    "RMSNorm (pre-MLP)", "feed-forward output", "RMSNorm (post-MLP)", "residual add 2",
+    "block input",
+    "RMSNorm (pre-attention)",
+    "attention output",
+    "RMSNorm (post-attention)",
+    "residual add 1",
+    "RMSNorm (pre-MLP)",
+    "feed-forward output",
+    "RMSNorm (post-MLP)",
+    "residual add 2",
 )
 
 
@@ -108,12 +121,26 @@ def _block_walk(trace: ForwardTrace) -> BlockWalk:
     four_norms = trace.layers[0].attn_before_norm is not None
     for layer in trace.layers:
         if four_norms:  # the sub-layers' raw outputs, then what their post-norms make of them
-            stages = [layer.block_input, layer.attn_input, layer.attn_before_norm, layer.attn_output,
-                      layer.after_attn, layer.mlp_input, layer.mlp_before_norm, layer.mlp_output,
-                      layer.block_output]  # each (1, T, D)
+            stages = [
+                layer.block_input,
+                layer.attn_input,
+                layer.attn_before_norm,
+                layer.attn_output,
+                layer.after_attn,
+                layer.mlp_input,
+                layer.mlp_before_norm,
+                layer.mlp_output,
+                layer.block_output,
+            ]  # each (1, T, D)
         else:
-            stages = [layer.block_input, layer.attn_output, layer.after_attn, layer.mlp_input,
-                      layer.mlp_output, layer.block_output]  # each (1, T, D)
+            stages = [
+                layer.block_input,
+                layer.attn_output,
+                layer.after_attn,
+                layer.mlp_input,
+                layer.mlp_output,
+                layer.block_output,
+            ]  # each (1, T, D)
         stacked = torch.stack([s[0] for s in stages])  # (S, T, D)
         norms.append(stacked.norm(dim=-1).numpy())  # (S, T)
         vectors.append(stacked[:, -1].numpy())  # (S, D)

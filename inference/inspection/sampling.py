@@ -5,6 +5,7 @@ the cumulative ranges, u and the chosen token, as numpy), ``draw_ids`` (draws 0.
 request's seeded stream) and ``chi2_survival`` (the χ² distribution's tail, for comparing many
 draws with the exact probabilities). The sampler itself is ``inference.generation.sampling``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,18 +27,32 @@ class RecordedDraw:
     range_ends: np.ndarray | None = None  # (K,) float64
 
 
-def recorded_draw(logits: np.ndarray, params: SamplingParams, previous_ids: list[int] | None = None,
-                  draw_index: int = 0) -> RecordedDraw:
+def recorded_draw(
+    logits: np.ndarray, params: SamplingParams, previous_ids: list[int] | None = None, draw_index: int = 0
+) -> RecordedDraw:
     """Draw number ``draw_index`` of ``params``' seeded stream from ``logits`` (V,), with every number it used:
     computed from (seed, draw_index) alone (``generator_for``), never by replaying the draws before it."""
-    result = sample(torch.from_numpy(np.asarray(logits)), params, generator_for(params, draw_index),
-                    previous_ids=previous_ids, record=True)
+    result = sample(
+        torch.from_numpy(np.asarray(logits)),
+        params,
+        generator_for(params, draw_index),
+        previous_ids=previous_ids,
+        record=True,
+    )
     ranges = {}
     if result.range_token_ids is not None:
-        ranges = dict(range_token_ids=result.range_token_ids.numpy().copy(),
-                      range_starts=result.range_starts.double().numpy(), range_ends=result.range_ends.double().numpy())
-    return RecordedDraw(result.token_id, result.probability, result.u,
-                        {name: probs.numpy() for name, probs in result.stage_probs.items()}, **ranges)
+        ranges = dict(
+            range_token_ids=result.range_token_ids.numpy().copy(),
+            range_starts=result.range_starts.double().numpy(),
+            range_ends=result.range_ends.double().numpy(),
+        )
+    return RecordedDraw(
+        result.token_id,
+        result.probability,
+        result.u,
+        {name: probs.numpy() for name, probs in result.stage_probs.items()},
+        **ranges,
+    )
 
 
 def draw_ids(logits: np.ndarray, params: SamplingParams, n: int, previous_ids: list[int] | None = None) -> list[int]:

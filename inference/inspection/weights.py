@@ -5,6 +5,7 @@ what it decodes to and what the 4-bit kernel holds), the file's bytes per block 
 machine's memory speed measured now, a prompt through several engines (one per weights mode)
 compared with float32, and greedy decode speed.
 """
+
 from __future__ import annotations
 
 import time
@@ -71,8 +72,19 @@ def stored_block(tensors: Mapping, tensor: str, row: int = 0, block: int = 0) ->
         codes = groups.codes[0, 32 * block : 32 * (block + 1)].tolist()
         scale = float(groups.scale[0, block])
     rows = int(found.shape[1]) if len(found.shape) > 1 else 1
-    return StoredBlock(tensor, type_name, (rows, int(found.shape[0])), row, block, codes, scale, offset, decoded,
-                       held, int(raw.nbytes) // max(len(decoded_row) // 32, 1))
+    return StoredBlock(
+        tensor,
+        type_name,
+        (rows, int(found.shape[0])),
+        row,
+        block,
+        codes,
+        scale,
+        offset,
+        decoded,
+        held,
+        int(raw.nbytes) // max(len(decoded_row) // 32, 1),
+    )
 
 
 @dataclass(frozen=True)
@@ -111,8 +123,9 @@ class ModeComparison:
     positions: int
 
 
-def compare_modes(engines: Mapping[str, Engine], ids: list[int], top_n: int = 8,
-                  compare_values: int = 16 * 2**20) -> ModeComparison:
+def compare_modes(
+    engines: Mapping[str, Engine], ids: list[int], top_n: int = 8, compare_values: int = 16 * 2**20
+) -> ModeComparison:
     """``ids`` through each engine (weights mode -> engine; "none", float32, is the reference): next-token
     probabilities of float32's top tokens, top-1 agreement and KL against float32, over the last positions,
     at most ``compare_values`` logits per mode in float64 (one mode's logits at a time)."""
@@ -128,8 +141,15 @@ def compare_modes(engines: Mapping[str, Engine], ids: list[int], top_n: int = 8,
         agreement.append(float((logp.argmax(-1) == reference.argmax(-1)).double().mean()))
         kls.append(float((reference.exp() * (reference - logp)).sum(-1).mean()))
         del logp
-    return ModeComparison(list(engines), [engine.weights_description for engine in engines.values()], top,
-                          np.stack(probs), agreement, kls, len(ids) - start)
+    return ModeComparison(
+        list(engines),
+        [engine.weights_description for engine in engines.values()],
+        top,
+        np.stack(probs),
+        agreement,
+        kls,
+        len(ids) - start,
+    )
 
 
 def decode_speed(engine: Engine, prompt_ids: list[int], n_tokens: int = 24) -> float:

@@ -18,11 +18,12 @@ compute from it (that is what an ablation measures).
 
 The sum differs from the model's logit only by float rounding (the two are sums of the
 same numbers taken in other orders); ``rounding_bound`` is the derived bound of
-``tests/tolerances.py`` with the sum of the terms' magnitudes as the scale, because
+``inference/model/tolerances.py`` with the sum of the terms' magnitudes as the scale, because
 terms that cancel carry the rounding of their own size. A quantized model (``quant.py``) is
 split with its decoded weights, and bounded with bfloat16's roundoff, since its matmuls round
 their inputs to bfloat16.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,17 +59,24 @@ class LogitAttribution:
     @property
     def total(self) -> float:
         """The sum of every term: equals ``logit`` up to rounding."""
-        return (self.embedding + float(self.heads.sum()) + float(self.attention_bias.sum()) + float(self.mlps.sum())
-                + self.patches + self.final_bias)
+        return (
+            self.embedding
+            + float(self.heads.sum())
+            + float(self.attention_bias.sum())
+            + float(self.mlps.sum())
+            + self.patches
+            + self.final_bias
+        )
 
     @property
     def residual(self) -> float:
         return self.total - self.logit
 
 
-def rounding_bound(magnitude: float, reduction: int, depth: int, compared: int,
-                   dtype: torch.dtype = torch.float32) -> float:
-    """``tests/tolerances.py``'s bound: sqrt(2) · sqrt(2 ln N) · u · scale · sqrt(n · depth).
+def rounding_bound(
+    magnitude: float, reduction: int, depth: int, compared: int, dtype: torch.dtype = torch.float32
+) -> float:
+    """``inference/model/tolerances.py``'s bound: sqrt(2) · sqrt(2 ln N) · u · scale · sqrt(n · depth).
 
     Two evaluations of one sum in other orders; each length-``reduction`` reduction carries
     an error of about u·sqrt(n)·scale, ``depth`` layers add in quadrature, and the largest of
@@ -91,8 +99,14 @@ def _norm_scale(norm) -> torch.Tensor:
     return 1.0 + weight if isinstance(norm, GemmaRMSNorm) else weight
 
 
-def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrace, token_id: int,
-                    position: int = -1, patched_layers: Iterable[int] = ()) -> LogitAttribution:
+def attribute_logit(
+    model: Transformer,
+    logits: torch.Tensor,
+    trace: ForwardTrace,
+    token_id: int,
+    position: int = -1,
+    patched_layers: Iterable[int] = (),
+) -> LogitAttribution:
     """Split ``logits[position, token_id]`` of a traced forward (row 0) into per-component terms.
 
     ``patched_layers``: blocks whose output a residual patch replaced; the change the patch
@@ -126,31 +140,50 @@ def attribute_logit(model: Transformer, logits: torch.Tensor, trace: ForwardTrac
         for index, (block, layer) in enumerate(zip(model.layers, trace.layers)):
             out = block.attn.out
             head_out = layer.head_outputs[0, :, position].double()  # (H, hd)
-            weight = _dense_weight(out).double().cpu().view(config.d_model, config.n_heads, config.head_dim)  # (D, H, hd)
+            weight = (
+                _dense_weight(out).double().cpu().view(config.d_model, config.n_heads, config.head_dim)
+            )  # (D, H, hd)
             per_head = torch.einsum("dhk,hk->hd", weight, head_out)  # (H, D)
             if block.post_attn_norm is not None:  # Gemma 3: the sum of the heads is normalised before the stream
                 raw = layer.attn_before_norm[0, position].double()  # (D,) the attention output before its norm
                 post_rms = math.sqrt(float((raw**2).mean()) + block.post_attn_norm.eps)  # frozen σ_post
                 per_head = per_head * _norm_scale(block.post_attn_norm) / post_rms  # (H, D)
             heads.append(term(per_head))
-            biases.append(term(out.bias.double().cpu()) if out.bias is not None else torch.zeros((), dtype=torch.float64))
+            biases.append(
+                term(out.bias.double().cpu()) if out.bias is not None else torch.zeros((), dtype=torch.float64)
+            )
             mlps.append(term(layer.mlp_output[0, position]))
             if index in patched:
                 jump = layer.block_output[0, position].double() - (
-                    layer.after_attn[0, position].double() + layer.mlp_output[0, position].double())
+                    layer.after_attn[0, position].double() + layer.mlp_output[0, position].double()
+                )
                 patch_total += float(term(jump))
         embedding = float(term(trace.embeddings[0, position]))
         final_bias = float(norm.bias.double().cpu() @ unembed) if layer_norm and norm.bias is not None else 0.0
     heads_t, biases_t, mlps_t = torch.stack(heads), torch.stack(biases), torch.stack(mlps)  # (L, H), (L,), (L,)
-    magnitude = (abs(embedding) + float(heads_t.abs().sum()) + float(biases_t.abs().sum()) + float(mlps_t.abs().sum())
-                 + abs(patch_total) + abs(final_bias))
+    magnitude = (
+        abs(embedding)
+        + float(heads_t.abs().sum())
+        + float(biases_t.abs().sum())
+        + float(mlps_t.abs().sum())
+        + abs(patch_total)
+        + abs(final_bias)
+    )
     reduction = max(config.d_model, config.d_ff, config.n_heads * config.head_dim)
     dtype = next(model.parameters()).dtype
     if getattr(model, "quantization", None) is not None:
         dtype = torch.bfloat16  # quantized matmuls round their inputs to bfloat16: that is the rounding to bound
     return LogitAttribution(
-        token_id=token_id, position=position, logit=float(logits[position, token_id]), embedding=embedding,
-        heads=heads_t, attention_bias=biases_t, mlps=mlps_t, patches=patch_total, final_bias=final_bias,
-        inverse_rms=inverse_rms, magnitude=magnitude,
+        token_id=token_id,
+        position=position,
+        logit=float(logits[position, token_id]),
+        embedding=embedding,
+        heads=heads_t,
+        attention_bias=biases_t,
+        mlps=mlps_t,
+        patches=patch_total,
+        final_bias=final_bias,
+        inverse_rms=inverse_rms,
+        magnitude=magnitude,
         bound=rounding_bound(magnitude, reduction, config.n_layers, config.vocab_size, dtype),
     )

@@ -5,6 +5,7 @@ for the three families the engine runs (Llama-style, GPT-2-style and Gemma 3), a
 the facts derived from it (KV-cache bytes, which layers are local). It knows
 nothing about weights, devices or tokenizers.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,9 +54,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.n_heads % self.n_kv_heads != 0:
-            raise UnsupportedModelError(
-                f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}"
-            )
+            raise UnsupportedModelError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
         if self.sliding_window is not None and self.sliding_window < 1:
             raise UnsupportedModelError(f"sliding_window must be >= 1, got {self.sliding_window}")
         if self.local_layers and self.sliding_window is None:
@@ -113,7 +112,7 @@ class ModelConfig:
         return self.sliding_window if self.is_local(layer) else None
 
     @classmethod
-    def from_hf_dict(cls, hf: dict[str, Any], name: str = "model") -> "ModelConfig":
+    def from_hf_dict(cls, hf: dict[str, Any], name: str = "model") -> ModelConfig:
         """Build from a transformers ``config.json`` dict (Llama, GPT-2 or Gemma 3 family)."""
         model_type = hf.get("model_type", "")
         if model_type in LLAMA_MODEL_TYPES or "LlamaForCausalLM" in hf.get("architectures", []):
@@ -128,7 +127,7 @@ class ModelConfig:
         )
 
     @classmethod
-    def _from_llama(cls, hf: dict[str, Any], name: str) -> "ModelConfig":
+    def _from_llama(cls, hf: dict[str, Any], name: str) -> ModelConfig:
         rope = hf.get("rope_parameters") or {}
         scaling = hf.get("rope_scaling") or {}
         rope_type = rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
@@ -156,7 +155,7 @@ class ModelConfig:
         )
 
     @classmethod
-    def _from_gpt2(cls, hf: dict[str, Any], name: str) -> "ModelConfig":
+    def _from_gpt2(cls, hf: dict[str, Any], name: str) -> ModelConfig:
         d_model = hf.get("n_embd", 768)
         n_heads = hf.get("n_head", 12)
         activation = hf.get("activation_function", "gelu_new")
@@ -182,9 +181,8 @@ class ModelConfig:
             name=name,
         )
 
-
     @classmethod
-    def _from_gemma3(cls, hf: dict[str, Any], name: str) -> "ModelConfig":
+    def _from_gemma3(cls, hf: dict[str, Any], name: str) -> ModelConfig:
         activation = hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh"
         if activation not in GEMMA3_ACTIVATIONS:
             raise UnsupportedModelError(f"Gemma 3 activation {activation!r} is not supported")
@@ -223,7 +221,8 @@ class ModelConfig:
             name=name,
             sliding_window=int(hf["sliding_window"]) if hf.get("sliding_window") else None,
             local_layers=tuple(i for i, kind in enumerate(layer_types) if kind == "sliding_attention")
-            if hf.get("sliding_window") else (),
+            if hf.get("sliding_window")
+            else (),
             rope_local_theta=float(local_rope["rope_theta"]),
             rope_scaling=float(global_rope.get("factor", 1.0)),
             query_pre_attn_scalar=float(hf.get("query_pre_attn_scalar") or (hf.get("head_dim") or d_model // n_heads)),

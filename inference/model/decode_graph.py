@@ -25,6 +25,7 @@ the Llama and Gemma 3 families: a Gemma local layer gets its own RoPE angles and
 the same in columns as in positions). Attention is written as plain products and a softmax over the
 gathered cache columns, which the compiler fuses into loops that read the cache once.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,9 +41,16 @@ class StepGraph(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, columns: torch.Tensor,
-                key_ok: torch.Tensor, keys: torch.Tensor,
-                values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        columns: torch.Tensor,
+        key_ok: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Logits (B, V) in float32 for each row's next token, and its new keys and values (B, L, n_kv, hd)."""
         model, config = self.model, self.model.config
         x = model.embed(ids[:, None])  # (B, 1, D)
@@ -58,8 +66,16 @@ class StepGraph(nn.Module):
         new_keys, new_values = [], []
         for index, block in enumerate(model.layers):
             local = block.is_local
-            x, k, v = _block(block, x, local_angles if local else angles, local_ok if local else key_ok, is_new,
-                             keys[index], values[index], slots)
+            x, k, v = _block(
+                block,
+                x,
+                local_angles if local else angles,
+                local_ok if local else key_ok,
+                is_new,
+                keys[index],
+                values[index],
+                slots,
+            )
             new_keys.append(k)
             new_values.append(v)
         logits = model.lm_head(model.final_norm(x))[:, 0].float()  # (B, V)
@@ -71,8 +87,16 @@ def _angles(rope, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Te
     return rope(positions[:, None], dtype)  # each (B, 1, 1, hd)
 
 
-def _block(block, x: torch.Tensor, angles, key_ok: torch.Tensor, is_new: torch.Tensor, keys: torch.Tensor,
-           values: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _block(
+    block,
+    x: torch.Tensor,
+    angles,
+    key_ok: torch.Tensor,
+    is_new: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``Block.forward`` for one new token per row; x (B, 1, D), keys/values this layer's (P, n_kv, C, hd)."""
     attn_output, k, v = _attention(block.attn, block.attn_norm(x), angles, key_ok, is_new, keys, values, slots)
     if block.post_attn_norm is not None:
@@ -84,8 +108,16 @@ def _block(block, x: torch.Tensor, angles, key_ok: torch.Tensor, is_new: torch.T
     return x + mlp_output, k, v
 
 
-def _attention(attn, x: torch.Tensor, angles, key_ok: torch.Tensor, is_new: torch.Tensor, keys: torch.Tensor,
-               values: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _attention(
+    attn,
+    x: torch.Tensor,
+    angles,
+    key_ok: torch.Tensor,
+    is_new: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    slots: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The attention sub-layer's output (B, 1, D), and this step's K and V (B, n_kv, hd) for the cache."""
     config = attn.config
     batch, n_heads, n_kv, head_dim = x.shape[0], config.n_heads, config.n_kv_heads, config.head_dim

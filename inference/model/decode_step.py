@@ -19,6 +19,7 @@ beside the app) share one compile through a file lock.
 
 Prefill, traced forwards, interventions and the GPT-2 family never take this path.
 """
+
 from __future__ import annotations
 
 import copy
@@ -77,8 +78,9 @@ class StepStatus:
 class DecodeStep:
     """The compiled decode step of one loaded model, shared by every request; see the module docstring."""
 
-    def __init__(self, model, mode: str, cache_dir: Path, background: bool = True,
-                 graphs: tuple[str, ...] = GRAPHS) -> None:
+    def __init__(
+        self, model, mode: str, cache_dir: Path, background: bool = True, graphs: tuple[str, ...] = GRAPHS
+    ) -> None:
         self.mode = mode  # "float32", "bfloat16", "gguf", ... (part of the key, and said in the manifest)
         self.cache_dir = cache_dir
         self._graph = StepGraph(_sharing_copy(model)).eval()  # export swaps tensors on its modules, not the model's
@@ -111,8 +113,13 @@ class DecodeStep:
     @staticmethod
     def applies(model, kv_cache, steps: int, trace) -> bool:
         """Whether this forward is a plain one-token step of a family the graph covers, through a cache."""
-        return (steps == 1 and trace is None and kv_cache is not None and hasattr(kv_cache, "decode_view")
-                and model.config.family in FAMILIES)
+        return (
+            steps == 1
+            and trace is None
+            and kv_cache is not None
+            and hasattr(kv_cache, "decode_view")
+            and model.config.family in FAMILIES
+        )
 
     def __call__(self, input_ids: torch.Tensor, kv_cache, positions: torch.Tensor | None) -> torch.Tensor | None:
         """Logits (B, 1, V) of one step, its K/V written and committed; None when no compiled graph serves it
@@ -131,8 +138,9 @@ class DecodeStep:
                 logits, new_keys, new_values = runner(*inputs)  # (B, V), (B, L, n_kv, hd) twice
         except RuntimeError as exc:  # a size outside the package's ranges: this step (and the next) run eagerly
             self._runners.pop("any", None)
-            self._status = StepStatus("eager", f"the compiled step failed ({str(exc).splitlines()[0][:200]}); "
-                                      "the eager step runs")
+            self._status = StepStatus(
+                "eager", f"the compiled step failed ({str(exc).splitlines()[0][:200]}); the eager step runs"
+            )
             return None  # the eager forward computes the step instead
         view.keys[:, view.slots, :, view.columns] = new_keys  # every layer's new column, one indexed copy each
         view.values[:, view.slots, :, view.columns] = new_values
@@ -152,8 +160,11 @@ class DecodeStep:
             self._status = StepStatus("ready", "; ".join(notes), tuple(self._runners), seconds)
         except Exception as exc:  # any compiler failure leaves the eager step in place, and says why
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            self._status = StepStatus("eager", f"compiling the decode step failed ({type(exc).__name__}: "
-                                      f"{first_line}); the eager step runs", tuple(self._runners))
+            self._status = StepStatus(
+                "eager",
+                f"compiling the decode step failed ({type(exc).__name__}: {first_line}); the eager step runs",
+                tuple(self._runners),
+            )
 
     def _package(self, name: str) -> tuple[Path, str]:
         """The package of graph ``name``: found on disk, or compiled now (under a lock other processes share)."""
@@ -170,8 +181,9 @@ class DecodeStep:
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
             exported = export_graph(self._graph, name)
-            torch._inductor.aoti_compile_and_package(exported, package_path=str(staging / "step.pt2"),
-                                                     inductor_configs=dict(INDUCTOR_OPTIONS))
+            torch._inductor.aoti_compile_and_package(
+                exported, package_path=str(staging / "step.pt2"), inductor_configs=dict(INDUCTOR_OPTIONS)
+            )
             seconds = time.perf_counter() - started
             (staging / "manifest.json").write_text(json.dumps({**manifest, "compile_seconds": seconds}, indent=1))
             shutil.rmtree(folder, ignore_errors=True)
@@ -181,8 +193,12 @@ class DecodeStep:
 
 def _fits(view: DecodeView, cache_dtype: torch.dtype) -> bool:
     """Whether the package can read this cache: it indexes its inputs by the strides and dtype it was built for."""
-    return (view.keys.dtype == cache_dtype and view.values.dtype == cache_dtype and view.keys.is_contiguous()
-            and view.values.is_contiguous())
+    return (
+        view.keys.dtype == cache_dtype
+        and view.values.dtype == cache_dtype
+        and view.keys.is_contiguous()
+        and view.values.is_contiguous()
+    )
 
 
 def _sharing_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -190,8 +206,13 @@ def _sharing_copy(model: torch.nn.Module) -> torch.nn.Module:
     memo = {}
     for module in model.modules():
         for value in vars(module).values():
-            for item in (value.values() if isinstance(value, dict) else vars(value).values()
-                         if hasattr(value, "__dataclass_fields__") else [value]):
+            for item in (
+                value.values()
+                if isinstance(value, dict)
+                else vars(value).values()
+                if hasattr(value, "__dataclass_fields__")
+                else [value]
+            ):
                 if isinstance(item, torch.Tensor):
                     memo[id(item)] = item
     return copy.deepcopy(model, memo)
@@ -206,16 +227,26 @@ def export_graph(graph: StepGraph, name: str = "any"):
     batch, pool, capacity, seen = 3, 5, 64, 9  # example sizes only, all different (export must not equate them)
     shape = (config.n_layers, pool, config.n_kv_heads, capacity, config.head_dim)
     rows = torch.arange(batch, device=device)
-    view = DecodeView(rows, torch.full_like(rows, seen - 1), torch.ones(batch, seen, dtype=torch.bool, device=device),
-                      torch.zeros(shape, dtype=cache_dtype, device=device),
-                      torch.zeros(shape, dtype=cache_dtype, device=device))
+    view = DecodeView(
+        rows,
+        torch.full_like(rows, seen - 1),
+        torch.ones(batch, seen, dtype=torch.bool, device=device),
+        torch.zeros(shape, dtype=cache_dtype, device=device),
+        torch.zeros(shape, dtype=cache_dtype, device=device),
+    )
     # positions a tensor of their own: export would take two inputs that are one tensor for one input
     inputs = _graph_inputs(torch.zeros(batch, dtype=torch.long, device=device), view.columns.clone(), view)
     rows_dim = {0: Dim("rows", min=1, max=4096)}
     cache = {1: Dim("pool", min=1, max=4096), 3: Dim("cache_len", min=1, max=config.max_seq_len)}
-    dynamic = (rows_dim, rows_dim, rows_dim, rows_dim, {0: rows_dim[0], 1: Dim("key_len", min=1,
-                                                                               max=config.max_seq_len)},
-               cache, cache)
+    dynamic = (
+        rows_dim,
+        rows_dim,
+        rows_dim,
+        rows_dim,
+        {0: rows_dim[0], 1: Dim("key_len", min=1, max=config.max_seq_len)},
+        cache,
+        cache,
+    )
     with torch.no_grad():
         return torch.export.export(graph, inputs, dynamic_shapes=dynamic, strict=False)
 
@@ -245,10 +276,17 @@ def artifact_key(model, mode: str, graph: str) -> tuple[str, dict]:
         code.update((Path(__file__).parent / source).read_bytes())
     config: ModelConfig = model.config
     manifest = {
-        "format": PACKAGE_FORMAT, "model": config.name, "mode": mode, "graph": graph, "family": config.family,
-        "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "device": str(next(model.parameters()).device), "options": INDUCTOR_OPTIONS,
-        "code_sha256": code.hexdigest(), "weights_sha256": digest.hexdigest(),
+        "format": PACKAGE_FORMAT,
+        "model": config.name,
+        "mode": mode,
+        "graph": graph,
+        "family": config.family,
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "device": str(next(model.parameters()).device),
+        "options": INDUCTOR_OPTIONS,
+        "code_sha256": code.hexdigest(),
+        "weights_sha256": digest.hexdigest(),
         "config": repr(config),
     }
     key = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:32]

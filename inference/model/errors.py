@@ -1,4 +1,5 @@
 """The errors raised while finding, reading or converting a model (shared by every loader module)."""
+
 from __future__ import annotations
 
 

@@ -9,6 +9,7 @@ with a manifest of checksums (``checksummed_folder``, also used for other derive
 folders). A cache whose checksums don't match is rebuilt, never used. The engine then
 loads that folder like any other HF folder.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -76,8 +77,9 @@ def converted_folder(gguf_path: Path) -> Path:
     return checksummed_folder(folder, gguf_path, source_hash, lambda out: _convert(gguf_path, out))
 
 
-def checksummed_folder(folder: Path, source: Path, source_hash: str, build: Callable[[Path], None],
-                       cache_format: int = CACHE_FORMAT) -> Path:
+def checksummed_folder(
+    folder: Path, source: Path, source_hash: str, build: Callable[[Path], None], cache_format: int = CACHE_FORMAT
+) -> Path:
     """``folder`` if its manifest matches ``source_hash`` and every file's checksum; else built anew by ``build``."""
     if _cache_is_valid(folder, source_hash, cache_format):
         return folder
@@ -143,7 +145,7 @@ def _convert(gguf_path: Path, out: Path) -> None:
     _save_tokenizer(gguf_path, out)
 
 
-def read_raw_weights(gguf_path: Path) -> dict[str, "GGUFWeight"]:
+def read_raw_weights(gguf_path: Path) -> dict[str, GGUFWeight]:
     """Every tensor of the file as stored (block type and raw row bytes), by Hugging Face name, rows in HF order.
 
     For ``quant="gguf"``: the blocks are kept, not dequantized (``inference.model.quant``). Only the

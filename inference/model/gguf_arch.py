@@ -8,6 +8,7 @@ undone; Gemma 3: norm weights stored as 1 + w, so 1 is taken off again, as trans
 does). Reading and dequantizing the file is ``gguf.py``'s concern; renaming HF tensors
 into the engine's layout is ``weights.py``'s.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -59,6 +60,7 @@ def architecture(name: str | None) -> GGUFArchitecture:
 def _reader(meta: Metadata, arch: str) -> Callable[..., Any]:
     def get(key: str, default: Any = None) -> Any:
         return meta.get(f"{arch}.{key}", default)
+
     return get
 
 
@@ -170,8 +172,10 @@ def _gemma3_config(meta: Metadata) -> dict[str, Any]:
         "layer_types": ["sliding_attention" if is_local else "full_attention" for is_local in local],
         "rope_parameters": {
             "full_attention": global_rope,
-            "sliding_attention": {"rope_type": "default",
-                                  "rope_theta": float(get("rope.freq_base_swa", GEMMA3_LOCAL_ROPE_BASE))},
+            "sliding_attention": {
+                "rope_type": "default",
+                "rope_theta": float(get("rope.freq_base_swa", GEMMA3_LOCAL_ROPE_BASE)),
+            },
         },
         "final_logit_softcapping": None,
         "attn_logit_softcapping": None,

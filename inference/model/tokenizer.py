@@ -13,6 +13,7 @@ pre-tokenizer's split, and the chat template. Two schemes are told apart:
 Nothing outside this file touches the wrapped objects; ``StreamDecoder`` turns
 generated ids into UTF-8-safe text deltas.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ class TokenizerError(ValueError):
 
 def byte_level_alphabet() -> dict[str, int]:
     """GPT-2's byte-level alphabet, reversed: the printable stand-in character -> the byte it stands for."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     codes = printable[:]
     extra = 0
     for byte in range(256):
@@ -57,7 +60,7 @@ class Tokenizer:
         self._backend = hf_tokenizer.backend_tokenizer  # tokenizers.Tokenizer
 
     @classmethod
-    def from_folder(cls, folder: str | Path) -> "Tokenizer":
+    def from_folder(cls, folder: str | Path) -> Tokenizer:
         from transformers import AutoTokenizer
 
         return cls(AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False))
@@ -215,12 +218,12 @@ class StreamDecoder:
         text = self.tokenizer.decode(self.ids)
         if text.endswith("\ufffd"):
             return ""  # wait for the rest of the character
-        delta = text[len(self.emitted):]
+        delta = text[len(self.emitted) :]
         self.emitted = text
         return delta
 
     def flush(self) -> str:
         text = self.tokenizer.decode(self.ids)
-        delta = text[len(self.emitted):]
+        delta = text[len(self.emitted) :]
         self.emitted = text
         return delta

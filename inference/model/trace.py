@@ -4,6 +4,7 @@ A ``ForwardTrace`` is passed into ``Transformer.forward`` only when the UI wants
 show what happened inside; the fast path never builds one. Everything recorded is
 detached, float32 and on the CPU, so it can be cached and plotted directly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

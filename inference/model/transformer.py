@@ -11,6 +11,7 @@ local layers that see a sliding window of keys, with their own RoPE base.
 Q/K/V are one fused projection, as are the gated MLP's gate and up projections, so a
 decode step launches as few matmuls as possible.
 """
+
 from __future__ import annotations
 
 import math
@@ -147,8 +148,9 @@ class Attention(nn.Module):
         attended = attended.transpose(1, 2).reshape(batch, steps, cfg.n_heads * cfg.head_dim)  # (B, T, H*hd)
         return self.out(attended)
 
-    def _fast_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                        mask: torch.Tensor | None) -> torch.Tensor:
+    def _fast_attention(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """SDPA, with grouped-query attention arranged for the device (all paths give the same numbers)."""
         batch, n_heads, steps, head_dim = q.shape
         group, n_kv = self.config.queries_per_kv, self.config.n_kv_heads
@@ -165,7 +167,9 @@ class Attention(nn.Module):
             grouped = q.view(batch, n_kv, group, head_dim)  # (B, n_kv, group, hd)
             if mask is not None and mask.shape[1] > 1:  # a per-head mask (cut edges), laid out like the groups
                 mask = mask.view(batch, n_kv, group, -1)  # (B, n_kv, group, S)
-            out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=mask, scale=self.scale)  # (B, n_kv, group, hd)
+            out = F.scaled_dot_product_attention(
+                grouped, k, v, attn_mask=mask, scale=self.scale
+            )  # (B, n_kv, group, hd)
             return out.view(batch, n_heads, 1, head_dim)  # (B, H, 1, hd)
         if group > 1 and not q.is_cuda:
             # SDPA's enable_gqa path is ~40x slower than plain SDPA on CPU (torch 2.13):
@@ -173,7 +177,12 @@ class Attention(nn.Module):
             k = k.repeat_interleave(group, dim=1)  # (B, H, S, hd)
             v = v.repeat_interleave(group, dim=1)  # (B, H, S, hd)
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=mask is None and steps > 1, enable_gqa=q.is_cuda and group > 1,
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            is_causal=mask is None and steps > 1,
+            enable_gqa=q.is_cuda and group > 1,
             scale=self.scale,
         )  # (B, H, T, hd)
 
@@ -192,8 +201,12 @@ class Attention(nn.Module):
         scaled = (raw / math.sqrt(self.config.score_scale_dim)).masked_fill(~mask, float("-inf"))
         probs = scaled.float().softmax(dim=-1).to(q.dtype)  # (B, H, T, S)
         record.update(
-            queries=keep(q), keys=keep(k), values=keep(v),
-            raw_scores=keep(raw), scaled_scores=keep(scaled), attention_probs=keep(probs),
+            queries=keep(q),
+            keys=keep(k),
+            values=keep(v),
+            raw_scores=keep(raw),
+            scaled_scores=keep(scaled),
+            attention_probs=keep(probs),
         )
         return probs @ v_rep  # (B, H, T, hd)
 
@@ -235,8 +248,9 @@ class Block(nn.Module):
         self.post_attn_norm = make_norm(config) if config.norms_per_block == 4 else None
         self.post_mlp_norm = make_norm(config) if config.norms_per_block == 4 else None
 
-    def forward(self, x, rope_angles, kv_cache, mask, trace: ForwardTrace | None,
-                edits: ForwardEdits | None = None) -> torch.Tensor:
+    def forward(
+        self, x, rope_angles, kv_cache, mask, trace: ForwardTrace | None, edits: ForwardEdits | None = None
+    ) -> torch.Tensor:
         record = {} if trace is not None else None
         attn_input = self.attn_norm(x)
         attn_output = attn_sublayer = self.attn(attn_input, rope_angles, kv_cache, mask, record, edits)
@@ -254,13 +268,20 @@ class Block(nn.Module):
             out = edits.residual(self.attn.layer_index, out)
         if trace is not None:
             four_norms = self.post_attn_norm is not None
-            trace.layers.append(LayerTrace(
-                block_input=keep(x), attn_output=keep(attn_output), after_attn=keep(after_attn),
-                mlp_input=keep(mlp_input), mlp_output=keep(mlp_output), block_output=keep(out), **record,
-                attn_input=keep(attn_input),
-                attn_before_norm=keep(attn_sublayer) if four_norms else None,
-                mlp_before_norm=keep(mlp_sublayer) if four_norms else None,
-            ))
+            trace.layers.append(
+                LayerTrace(
+                    block_input=keep(x),
+                    attn_output=keep(attn_output),
+                    after_attn=keep(after_attn),
+                    mlp_input=keep(mlp_input),
+                    mlp_output=keep(mlp_output),
+                    block_output=keep(out),
+                    **record,
+                    attn_input=keep(attn_input),
+                    attn_before_norm=keep(attn_sublayer) if four_norms else None,
+                    mlp_before_norm=keep(mlp_sublayer) if four_norms else None,
+                )
+            )
         return out
 
 
@@ -274,11 +295,13 @@ class Transformer(nn.Module):
         self.pos_embed = nn.Embedding(config.max_seq_len, config.d_model) if config.family == "gpt2" else None
         self.rope = (
             RotaryEmbedding(config.head_dim, config.rope_theta, config.max_seq_len, config.rope_scaling)
-            if config.family in ("llama", "gemma3") else None
+            if config.family in ("llama", "gemma3")
+            else None
         )
         self.rope_local = (  # Gemma 3's local layers rotate with their own base
             RotaryEmbedding(config.head_dim, config.rope_local_theta, config.max_seq_len)
-            if config.local_layers else None
+            if config.local_layers
+            else None
         )
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.final_norm = make_norm(config)
@@ -307,8 +330,12 @@ class Transformer(nn.Module):
         positions after the cache. ``interventions`` (one spec, or one per row) changes
         the forward as ``interventions.py`` describes.
         """
-        if self.decode_step is not None and padding_mask is None and interventions is None and self.decode_step.applies(
-                self, kv_cache, input_ids.shape[1], trace):
+        if (
+            self.decode_step is not None
+            and padding_mask is None
+            and interventions is None
+            and self.decode_step.applies(self, kv_cache, input_ids.shape[1], trace)
+        ):
             with torch.inference_mode():
                 logits = self.decode_step(input_ids, kv_cache, positions)  # (B, 1, V), or None: not compiled (yet)
             if logits is not None:
@@ -316,8 +343,9 @@ class Transformer(nn.Module):
         with torch.inference_mode():
             return self._forward(input_ids, kv_cache, positions, padding_mask, last_only, trace, interventions)
 
-    def _forward(self, input_ids, kv_cache, positions, padding_mask, last_only, trace,
-                 interventions: Spec = None) -> torch.Tensor:
+    def _forward(
+        self, input_ids, kv_cache, positions, padding_mask, last_only, trace, interventions: Spec = None
+    ) -> torch.Tensor:
         batch, steps = input_ids.shape
         start = kv_cache.length if kv_cache is not None else 0
         if positions is None:
@@ -337,8 +365,9 @@ class Transformer(nn.Module):
         rope_angles = self.rope(positions, x.dtype) if self.rope is not None else None
         if self.rope_local is not None:  # Gemma 3: local layers have their own angles and a windowed mask
             local_angles = self.rope_local(positions, x.dtype)
-            local_mask = self._mask(batch, steps, start, kv_cache, padding_mask, input_ids.device,
-                                    self.config.sliding_window)
+            local_mask = self._mask(
+                batch, steps, start, kv_cache, padding_mask, input_ids.device, self.config.sliding_window
+            )
         for block in self.layers:
             if block.is_local:
                 x = block(x, local_angles, kv_cache, local_mask, trace, edits)

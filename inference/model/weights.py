@@ -5,6 +5,7 @@ Owns the name maps from Hugging Face Llama, GPT-2 and Gemma 3 state dicts to
 matrices on the way. Reading files is not its concern (``loader.py`` and ``gguf.py``
 do that).
 """
+
 from __future__ import annotations
 
 import torch
@@ -52,7 +53,9 @@ def _llama(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.
         )
         out[dst + "mlp.down.weight"] = _take(hf, mlp + "down_proj.weight")
         if config.mlp_bias:
-            out[dst + "mlp.gate_up.bias"] = torch.cat([_take(hf, mlp + "gate_proj.bias"), _take(hf, mlp + "up_proj.bias")])
+            out[dst + "mlp.gate_up.bias"] = torch.cat(
+                [_take(hf, mlp + "gate_proj.bias"), _take(hf, mlp + "up_proj.bias")]
+            )
             out[dst + "mlp.down.bias"] = _take(hf, mlp + "down_proj.bias")
     return out
 
@@ -102,8 +105,10 @@ def projection_sources(config: ModelConfig) -> dict[str, list[str]]:
     plus ``"embed"`` (the token rows) and ``"lm_head"`` (the token rows again when the embeddings are tied)."""
     if config.family not in ("llama", "gemma3"):  # Gemma 3 names its projections as Llama does
         raise WeightsError(f"no checkpoint-name map for quantizing the {config.family!r} family")
-    sources = {"embed": ["model.embed_tokens.weight"],
-               "lm_head": ["model.embed_tokens.weight" if config.tie_embeddings else "lm_head.weight"]}
+    sources = {
+        "embed": ["model.embed_tokens.weight"],
+        "lm_head": ["model.embed_tokens.weight" if config.tie_embeddings else "lm_head.weight"],
+    }
     for i in range(config.n_layers):
         layer = f"model.layers.{i}."
         sources[f"layers.{i}.attn.qkv"] = [layer + f"self_attn.{p}_proj.weight" for p in "qkv"]

@@ -12,6 +12,7 @@ ones a client in another process may be asked to run by name (``ProcessServer.ca
 runs them on an ``EngineClient`` of its own). The rest (a walk's ``Stepper``, progress callbacks,
 batch runs timed for the page, other clients) run where the caller is.
 """
+
 from __future__ import annotations
 
 import threading
@@ -65,13 +66,35 @@ if TYPE_CHECKING:
     from .server import EngineServer, RequestHandle
 
 # Methods that take and return plain values only (ids, text, settings, specs, arrays, dataclasses of those).
-PLAIN_CALLS = frozenset({
-    "encode_prompt", "last_logits", "attention", "window", "trace", "lens",
-    "embedding_rows", "nearest", "word_cosines", "projection_vectors", "rope_angles", "rope_cos", "rope_wavelengths",
-    "rope_tables", "learned_positions",
-    "head_means", "next_token_probs", "greedy_text", "head_importance_layer", "patch_logits", "clean_streams",
-    "patch_column", "attribution", "generate", "decode_speed",
-})
+PLAIN_CALLS = frozenset(
+    {
+        "encode_prompt",
+        "last_logits",
+        "attention",
+        "window",
+        "trace",
+        "lens",
+        "embedding_rows",
+        "nearest",
+        "word_cosines",
+        "projection_vectors",
+        "rope_angles",
+        "rope_cos",
+        "rope_wavelengths",
+        "rope_tables",
+        "learned_positions",
+        "head_means",
+        "next_token_probs",
+        "greedy_text",
+        "head_importance_layer",
+        "patch_logits",
+        "clean_streams",
+        "patch_column",
+        "attribution",
+        "generate",
+        "decode_speed",
+    }
+)
 
 
 class EngineClient:
@@ -82,8 +105,9 @@ class EngineClient:
     (``load_engine``'s ``model``: the GGUF file, if any, is found from it when a page asks).
     """
 
-    def __init__(self, engine: Engine, server: Callable[[], EngineServer] | None = None,
-                 source: str | Path | None = None) -> None:
+    def __init__(
+        self, engine: Engine, server: Callable[[], EngineServer] | None = None, source: str | Path | None = None
+    ) -> None:
         self._engine = engine
         self._server = server
         self._source = source
@@ -127,8 +151,9 @@ class EngineClient:
         """One traced forward of ``ids`` read at its last position (the Overview picture)."""
         return last_position(self._engine, ids)
 
-    def lens(self, ids: list[int], keep_from: int, spec: Interventions | None = None,
-             means: np.ndarray | None = None) -> Lens:
+    def lens(
+        self, ids: list[int], keep_from: int, spec: Interventions | None = None, means: np.ndarray | None = None
+    ) -> Lens:
         """The logit lens of one traced forward of ``ids`` under ``spec``, from position ``keep_from`` on."""
         return logit_lens(self._engine, ids, keep_from, with_means(spec, means))
 
@@ -164,16 +189,19 @@ class EngineClient:
     def head_means(self, ids: list[int]) -> np.ndarray:
         return head_means(self._engine, ids)
 
-    def next_token_probs(self, ids: list[int], spec: Interventions | None = None,
-                         means: np.ndarray | None = None) -> np.ndarray:
+    def next_token_probs(
+        self, ids: list[int], spec: Interventions | None = None, means: np.ndarray | None = None
+    ) -> np.ndarray:
         return next_token_probs(self._engine, ids, spec, means)
 
-    def greedy_text(self, ids: list[int], n_tokens: int, spec: Interventions | None = None,
-                    means: np.ndarray | None = None) -> str:
+    def greedy_text(
+        self, ids: list[int], n_tokens: int, spec: Interventions | None = None, means: np.ndarray | None = None
+    ) -> str:
         return greedy_text(self._engine, ids, n_tokens, spec, means)
 
-    def head_importance_layer(self, ids: list[int], target: int, mode: str, factor: float, layer: int,
-                              means: np.ndarray | None = None) -> np.ndarray:
+    def head_importance_layer(
+        self, ids: list[int], target: int, mode: str, factor: float, layer: int, means: np.ndarray | None = None
+    ) -> np.ndarray:
         return head_importance_layer(self._engine, ids, target, mode, factor, layer, means)
 
     def patch_logits(self, clean_ids: list[int], corrupt_ids: list[int]) -> PatchLogits:
@@ -182,12 +210,14 @@ class EngineClient:
     def clean_streams(self, clean_ids: list[int]) -> np.ndarray:
         return clean_streams(self._engine, clean_ids)
 
-    def patch_column(self, corrupt_ids: list[int], streams: np.ndarray, position: int, setup: PatchLogits
-                     ) -> np.ndarray:
+    def patch_column(
+        self, corrupt_ids: list[int], streams: np.ndarray, position: int, setup: PatchLogits
+    ) -> np.ndarray:
         return patch_column(self._engine, corrupt_ids, streams, position, setup)
 
-    def attribution(self, ids: list[int], target: int, spec: Interventions | None = None,
-                    means: np.ndarray | None = None) -> AttributionTerms:
+    def attribution(
+        self, ids: list[int], target: int, spec: Interventions | None = None, means: np.ndarray | None = None
+    ) -> AttributionTerms:
         return attribution(self._engine, ids, target, spec, means)
 
     # -- generation --------------------------------------------------------------------
@@ -212,12 +242,18 @@ class EngineClient:
     def cache_bytes(self, stepper: Stepper) -> CacheBytes:
         return cache_bytes(stepper)
 
-    def measure_cache_timing(self, prompt_ids: list[int], n_tokens: int,
-                             progress: Callable[[float, str], None] | None = None) -> CacheTiming:
+    def measure_cache_timing(
+        self, prompt_ids: list[int], n_tokens: int, progress: Callable[[float, str], None] | None = None
+    ) -> CacheTiming:
         return measure_cache_timing(self._engine, prompt_ids, n_tokens, progress)
 
-    def submit(self, prompt: str | list[int], params: SamplingParams | None = None, chat: bool = False,
-               interventions: Interventions | None = None) -> RequestHandle:
+    def submit(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        chat: bool = False,
+        interventions: Interventions | None = None,
+    ) -> RequestHandle:
         """Queue a request on the model's shared generation server (batched with every session's)."""
         if self._server is None:
             raise RuntimeError("this client has no generation server")
@@ -234,8 +270,9 @@ class EngineClient:
     def run_static(self, prompts: list[str | list[int]], params: list[SamplingParams]) -> BatchRun:
         return run_static(self._engine, prompts, params)
 
-    def run_continuous(self, prompts: list[str | list[int]], params: list[SamplingParams], n_slots: int,
-                       share_prefixes: bool = False) -> BatchRun:
+    def run_continuous(
+        self, prompts: list[str | list[int]], params: list[SamplingParams], n_slots: int, share_prefixes: bool = False
+    ) -> BatchRun:
         return run_continuous(self._engine, prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)
 
     # -- the weights -------------------------------------------------------------------

@@ -4,6 +4,7 @@ The defaults are the shared class server's (the app uses them as they are); a te
 a benchmark passes its own. Why these numbers: ``docs/batching.md`` and
 ``docs/classroom.md`` give the measurements behind them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

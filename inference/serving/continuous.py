@@ -19,6 +19,7 @@ spec per row, and its slot's K/V are written under them alone. ``run_continuous`
 prompts this way (the explorer's Batching page, the tests, the benchmark);
 ``server.py`` drives the same runner from a background thread for many callers.
 """
+
 from __future__ import annotations
 
 import time
@@ -44,14 +45,25 @@ class ContinuousBatcher:
         config = config or ServeConfig()
         self.engine = engine
         self.cache = SlotKVCache(engine.config, config.n_slots, config.slot_capacity, engine.device, engine.dtype)
-        self.scheduler = Scheduler(config.n_slots, config.slot_capacity, engine.config.max_seq_len, engine.eos_ids,
-                                   config.max_prefill_tokens, share_prefixes=config.share_prefixes)
+        self.scheduler = Scheduler(
+            config.n_slots,
+            config.slot_capacity,
+            engine.config.max_seq_len,
+            engine.eos_ids,
+            config.max_prefill_tokens,
+            share_prefixes=config.share_prefixes,
+        )
         self.keep_logits = keep_logits
         self.logits: dict[int, list[torch.Tensor]] = {}  # request -> (V,) per token, with keep_logits
         self.steps_done = 0
 
-    def add(self, prompt_ids: list[int], params: SamplingParams | None = None,
-            request_id: int | None = None, interventions: Interventions | None = None) -> Sequence:
+    def add(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams | None = None,
+        request_id: int | None = None,
+        interventions: Interventions | None = None,
+    ) -> Sequence:
         """Queue an encoded prompt (with its own interventions, if any); it joins at the next step with a free slot."""
         params = params or SamplingParams()
         seq = Sequence(list(prompt_ids), params)
@@ -74,8 +86,10 @@ class ContinuousBatcher:
         if scheduled is None:
             return None
         tick = time.perf_counter()
-        fed = {seq.request_id: 0 if seq in scheduled.twins else n
-               for seq, n in zip(scheduled.sequences, scheduled.new_token_counts)}
+        fed = {
+            seq.request_id: 0 if seq in scheduled.twins else n
+            for seq, n in zip(scheduled.sequences, scheduled.new_token_counts)
+        }
         for seq in scheduled.sequences:
             seq.max_batch_size = max(seq.max_batch_size, len(scheduled.sequences))
         logits = self._run(scheduled)  # (B, V)
@@ -116,20 +130,31 @@ class ContinuousBatcher:
         seq.output_probs.append(choice.probability)
         return choice.token_id
 
-    def _record(self, scheduled: ScheduledStep, fed: dict[int, int], token_ids: list[int],
-                finished: list[Sequence], seconds: float) -> BatchStep:
+    def _record(
+        self,
+        scheduled: ScheduledStep,
+        fed: dict[int, int],
+        token_ids: list[int],
+        finished: list[Sequence],
+        seconds: float,
+    ) -> BatchStep:
         width = max(fed.values())
         computed = sum(n > 0 for n in fed.values())  # rows of the forward (a twin is not one)
         scheduler = self.scheduler
         return BatchStep(
-            index=self.steps_done, phase=scheduled.phase,
-            request_ids=[seq.request_id for seq in scheduled.sequences], new_tokens=fed,
+            index=self.steps_done,
+            phase=scheduled.phase,
+            request_ids=[seq.request_id for seq in scheduled.sequences],
+            new_tokens=fed,
             sampled={seq.request_id: t for seq, t in zip(scheduled.sequences, token_ids)},
-            batch_positions=width * computed, wasted_positions=width * computed - sum(fed.values()),
-            cache_slots_in_use=scheduler.slots_in_use, cache_slots_total=self.cache.n_slots,
+            batch_positions=width * computed,
+            wasted_positions=width * computed - sum(fed.values()),
+            cache_slots_in_use=scheduler.slots_in_use,
+            cache_slots_total=self.cache.n_slots,
             cache_positions_in_use=scheduler.positions_in_use,
             cache_positions_reserved=scheduler.slots_in_use * self.cache.capacity,
-            finished=[seq.request_id for seq in finished], seconds=seconds,
+            finished=[seq.request_id for seq in finished],
+            seconds=seconds,
             slots={seq.request_id: seq.slot for seq in scheduled.sequences},
             reused_positions=dict(scheduled.reused),
         )
@@ -137,10 +162,14 @@ class ContinuousBatcher:
     def result(self, seq: Sequence, index: int) -> BatchResult:
         """A finished (or cancelled) sequence as a ``BatchResult``."""
         return BatchResult(
-            index=index, prompt_ids=seq.prompt_ids, token_ids=list(seq.output_ids),
+            index=index,
+            prompt_ids=seq.prompt_ids,
+            token_ids=list(seq.output_ids),
             probabilities=list(seq.output_probs),
-            text=self.engine.tokenizer.decode(seq.output_ids), finish_reason=seq.finish_reason,
-            time_to_first_token=seq.time_to_first_token, time_per_output_token=seq.time_per_output_token,
+            text=self.engine.tokenizer.decode(seq.output_ids),
+            finish_reason=seq.finish_reason,
+            time_to_first_token=seq.time_to_first_token,
+            time_per_output_token=seq.time_per_output_token,
             max_batch_size=seq.max_batch_size or None,  # None: cancelled before its first forward
             logits=self.logits.pop(seq.request_id, []) if self.keep_logits else None,
         )
@@ -171,16 +200,18 @@ def run_continuous(
     if not live:
         return BatchRun(results, [])
     if slot_capacity is None:
-        slot_capacity = min(engine.config.max_seq_len,
-                            max(len(r.prompt_ids) + all_params[r.index].max_new_tokens for r in live))
+        slot_capacity = min(
+            engine.config.max_seq_len, max(len(r.prompt_ids) + all_params[r.index].max_new_tokens for r in live)
+        )
     config = replace(ServeConfig(), slot_capacity=slot_capacity)
     config = replace(config, n_slots=n_slots or min(len(live), config.n_slots), share_prefixes=share_prefixes)
     batcher = ContinuousBatcher(engine, config, keep_logits=keep_logits)
     sequences = {}
     for result in live:
         try:
-            sequences[result.index] = batcher.add(result.prompt_ids, all_params[result.index], result.index,
-                                                  specs[result.index])
+            sequences[result.index] = batcher.add(
+                result.prompt_ids, all_params[result.index], result.index, specs[result.index]
+            )
         except ValueError as exc:
             result.finish_reason, result.error = "error", exc
     steps = []

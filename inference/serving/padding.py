@@ -1,4 +1,5 @@
 """Left padding: prompts of different lengths laid out as one (B, T) batch whose last column is each row's newest token."""
+
 from __future__ import annotations
 
 import torch

@@ -25,6 +25,7 @@ the bound, and hands out the same ``RequestHandle``; the child holds the batcher
 and the generators. If the child dies, the requests it held fail with a clear error and
 the next ``submit`` starts a new one.
 """
+
 from __future__ import annotations
 
 import io
@@ -94,7 +95,9 @@ class ProcessServer(_ServerFront):
         caller waits for its own result.
         """
         if name not in PLAIN_CALLS:
-            raise ValueError(f"{name!r} is not a call the engine's child runs (one of: {', '.join(sorted(PLAIN_CALLS))})")
+            raise ValueError(
+                f"{name!r} is not a call the engine's child runs (one of: {', '.join(sorted(PLAIN_CALLS))})"
+            )
         check_plain((args, kwargs), f"the arguments of {name}")
         future: Future = Future()
         with self._lock:
@@ -122,8 +125,9 @@ class ProcessServer(_ServerFront):
     def _start_child(self) -> _Child:
         child = _Child(self._load, self.config)
         weakref.finalize(self, _kill, child.proc)  # a server dropped without close() must not leave its child
-        threading.Thread(target=_read, args=(weakref.ref(self), child), name="engine-server-reader",
-                         daemon=True).start()
+        threading.Thread(
+            target=_read, args=(weakref.ref(self), child), name="engine-server-reader", daemon=True
+        ).start()
         return child
 
     def _arrived(self, child: _Child, message: tuple) -> None:
@@ -212,10 +216,18 @@ class _Child:
 
     def __init__(self, load: dict[str, Any], config: ServeConfig) -> None:
         mine, theirs = socket.socketpair()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(PACKAGE_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD_COMMAND.format(fd=theirs.fileno())],
-                                     pass_fds=(theirs.fileno(),), env=env, cwd=PACKAGE_ROOT)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(PACKAGE_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+            ),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD_COMMAND.format(fd=theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env=env,
+            cwd=PACKAGE_ROOT,
+        )
         theirs.close()
         self.conn = Connection(mine.detach())
         self.outboxes: dict[int, object] = {}  # request -> its outbox, until its outcome arrives
@@ -331,8 +343,16 @@ def main(fd: int) -> None:
             break
         if message[0] == "submit":
             _, request_id, ids, params, interventions, submitted_at = message
-            server._accept(_Submission(request_id, ids, params, _PipeOutbox(request_id, send),
-                                       submitted_at=submitted_at, interventions=interventions))
+            server._accept(
+                _Submission(
+                    request_id,
+                    ids,
+                    params,
+                    _PipeOutbox(request_id, send),
+                    submitted_at=submitted_at,
+                    interventions=interventions,
+                )
+            )
         elif message[0] == "call":
             runner.submit(call, *message[1:])
         elif message[0] == "cancel":
@@ -346,9 +366,14 @@ def main(fd: int) -> None:
 
 # -- what may cross: plain values only ---------------------------------------------------
 _PLAIN_TYPES = (type(None), bool, int, float, complex, str, bytes)
-_NUMPY_GLOBALS = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy._core.multiarray", "_reconstruct"),
-                  ("numpy._core.multiarray", "scalar"), ("numpy.core.multiarray", "_reconstruct"),
-                  ("numpy.core.multiarray", "scalar")}
+_NUMPY_GLOBALS = {
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+}
 _BUILTIN_GLOBALS = {"frozenset", "set", "complex"}
 
 

@@ -5,6 +5,7 @@ did, for the explorer), ``BatchRun``, and the input checks both batching modes s
 (``check_batch_inputs``, ``encode_each``, ``prepare_each`` for per-request interventions).
 No tensors are computed here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -78,8 +79,10 @@ def check_batch_inputs(
     if params_list is None:
         return [SamplingParams() for _ in prompts]
     if len(params_list) != len(prompts):
-        raise ValueError(f"got {len(prompts)} prompts but {len(params_list)} sampling parameter sets: "
-                         "pass one per prompt (or None for the defaults)")
+        raise ValueError(
+            f"got {len(prompts)} prompts but {len(params_list)} sampling parameter sets: "
+            "pass one per prompt (or None for the defaults)"
+        )
     for index, params in enumerate(params_list):
         if params is not None and not isinstance(params, SamplingParams):
             raise ValueError(f"params_list[{index}] is a {type(params).__name__}, not SamplingParams")
@@ -97,15 +100,18 @@ def encode_each(engine: Engine, prompts: list[str | list[int]], chat: bool = Fal
     return results
 
 
-def prepare_each(engine: Engine, results: list[BatchResult],
-                 interventions_list: list[Interventions | None] | None) -> dict[int, Interventions | None]:
+def prepare_each(
+    engine: Engine, results: list[BatchResult], interventions_list: list[Interventions | None] | None
+) -> dict[int, Interventions | None]:
     """Each request's own interventions, checked and prepared against its prompt; a bad one fails only its request."""
     if interventions_list is None:
         return {r.index: None for r in results}
     if not isinstance(interventions_list, (list, tuple)) or len(interventions_list) != len(results):
-        raise ValueError(f"got {len(results)} prompts but interventions_list has "
-                         f"{len(interventions_list) if isinstance(interventions_list, (list, tuple)) else 'no'} "
-                         "entries: pass one per prompt (or None for a request without)")
+        raise ValueError(
+            f"got {len(results)} prompts but interventions_list has "
+            f"{len(interventions_list) if isinstance(interventions_list, (list, tuple)) else 'no'} "
+            "entries: pass one per prompt (or None for a request without)"
+        )
     prepared = {}
     for result, spec in zip(results, interventions_list):
         if not result.ok:

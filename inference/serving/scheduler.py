@@ -22,6 +22,7 @@ request whose whole prompt equals one admitted in the same step is its twin: the
 runner computes the prompt once and copies it (``ScheduledStep.twins``). The K/V a
 sequence wrote under interventions are its own: it neither reuses nor lends them.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -181,8 +182,9 @@ class Scheduler:
         if not self.share_prefixes or seq.interventions is not None:
             return None
         # the first one admitted with this prompt is never a twin itself (none before it matched)
-        return next((other for other in admitted
-                     if other.interventions is None and other.prompt_ids == seq.prompt_ids), None)
+        return next(
+            (other for other in admitted if other.interventions is None and other.prompt_ids == seq.prompt_ids), None
+        )
 
     def _longest_prefix(self, seq: Sequence) -> tuple[int | None, int]:
         """The slot holding the longest start of ``seq``'s prompt, and how many positions of it to reuse

@@ -18,6 +18,7 @@ and the cache; callers talk to it through thread-safe queues.
 Typical use from Streamlit: build the server once with ``st.cache_resource`` around
 the cached engine, then in a page ``for event in server.submit(prompt, params): ...``.
 """
+
 from __future__ import annotations
 
 import queue
@@ -126,22 +127,31 @@ class _ServerFront:
         self._in_flight = 0
         self._closed = False
 
-    def submit(self, prompt: str | list[int], params: SamplingParams | None = None,
-               chat: bool = False, interventions: Interventions | None = None) -> RequestHandle:
+    def submit(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        chat: bool = False,
+        interventions: Interventions | None = None,
+    ) -> RequestHandle:
         """Queue a request (with its own interventions, if any); raises ``PromptError`` for a bad prompt,
         ``InterventionError`` for a bad spec, ``BusyError`` when full."""
         params = params or SamplingParams()
         ids = self.engine.encode_prompt(prompt, chat=chat)
         spec = self.engine.prepare_interventions(interventions, ids)
         if len(ids) >= self.position_limit:
-            raise PromptError(f"the prompt is {len(ids)} tokens but this server's cache slots hold "
-                              f"{self.position_limit} (and one more is needed for the answer): shorten it")
+            raise PromptError(
+                f"the prompt is {len(ids)} tokens but this server's cache slots hold "
+                f"{self.position_limit} (and one more is needed for the answer): shorten it"
+            )
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine server is closed")
             if self._in_flight >= self.max_in_flight:
-                raise BusyError(f"the server is busy: {self._in_flight} requests are running or waiting "
-                                f"(limit {self.max_in_flight}); try again in a moment")
+                raise BusyError(
+                    f"the server is busy: {self._in_flight} requests are running or waiting "
+                    f"(limit {self.max_in_flight}); try again in a moment"
+                )
             self._in_flight += 1
         request_id = new_request_id()
         outbox: queue.SimpleQueue = queue.SimpleQueue()

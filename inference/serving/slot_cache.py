@@ -23,6 +23,7 @@ new tokens arrive (``begin_step``). Within one forward the new tokens are laid o
 left-padded (each row's last column is its newest token, so ``last_only`` works);
 pad columns are never written to the pool.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -99,9 +100,14 @@ class SlotKVCache:
         first = rows[0].slot
         in_order = [row.slot for row in rows] == list(range(first, first + len(rows)))
         self._plan = _StepPlan(
-            slots=slots, contiguous_from=first if in_order else None,
-            write_slots=slots[:, None].expand_as(real)[real], write_positions=positions[real],
-            real=real, all_real=bool(real.all()), key_len=key_len, mask=mask[:, None],  # (B, 1, T, S)
+            slots=slots,
+            contiguous_from=first if in_order else None,
+            write_slots=slots[:, None].expand_as(real)[real],
+            write_positions=positions[real],
+            real=real,
+            all_real=bool(real.all()),
+            key_len=key_len,
+            mask=mask[:, None],  # (B, 1, T, S)
             positions=positions,
         )
         self.length = max(row.cached for row in rows)

@@ -15,6 +15,7 @@ passes one spec per row, so batch mates never see each other's edits.
 
 Continuous batching (admit and retire at every step) lives in ``continuous.py``.
 """
+
 from __future__ import annotations
 
 import time
@@ -58,8 +59,14 @@ def run_static(
 class _StaticBatch:
     """The state of one static batch: its cache, its rows' settings, and where each row is."""
 
-    def __init__(self, engine: Engine, results: list[BatchResult], params: list[SamplingParams],
-                 keep_logits: bool, started: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        results: list[BatchResult],
+        params: list[SamplingParams],
+        keep_logits: bool,
+        started: float,
+    ) -> None:
         self.engine, self.results, self.params, self.started = engine, results, params, started
         self.interventions: list[Interventions | None] | None = None  # one spec per row, or None for none
         self.lengths = [len(r.prompt_ids) for r in results]  # real tokens per row (prompt + outputs)
@@ -70,8 +77,7 @@ class _StaticBatch:
             for result in results:
                 result.logits = []
         width = max(self.lengths)
-        longest_answer = max(min(p.max_new_tokens, engine.config.max_seq_len - n)
-                             for p, n in zip(params, self.lengths))
+        longest_answer = max(min(p.max_new_tokens, engine.config.max_seq_len - n) for p, n in zip(params, self.lengths))
         self.cache = engine.new_cache(width + longest_answer, batch_size=len(results))
 
     def run(self) -> list[BatchStep]:
@@ -85,12 +91,12 @@ class _StaticBatch:
             result.time_to_first_token = self.first_token_at[row] - self.started
             result.max_batch_size = len(self.results)  # every row is in every forward of a static batch
             if len(result.token_ids) > 1:
-                result.time_per_output_token = (
-                    (self.finished_at[row] - self.first_token_at[row]) / (len(result.token_ids) - 1))
+                result.time_per_output_token = (self.finished_at[row] - self.first_token_at[row]) / (
+                    len(result.token_ids) - 1
+                )
         return steps
 
-    def _forward(self, index: int, ids: torch.Tensor, positions: torch.Tensor,
-                 mask: torch.Tensor | None) -> BatchStep:
+    def _forward(self, index: int, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> BatchStep:
         """One forward of the whole batch (prefill when ``mask`` is given), then one token per active row."""
         engine, tick = self.engine, time.perf_counter()
         active_rows = [row for row, done in enumerate(self.done) if not done]
@@ -101,24 +107,34 @@ class _StaticBatch:
             logits = engine.decode_batch(ids, self.cache, positions, self.interventions)  # (B, V)
         now = time.perf_counter()
         fed = {r.index: (len(r.prompt_ids) if mask is not None else 1) for r in active}
-        sampled = {self.results[row].index: self._take(row, self.results[row], logits[row], now)
-                   for row in active_rows}
+        sampled = {self.results[row].index: self._take(row, self.results[row], logits[row], now) for row in active_rows}
         rows = len(self.results)
         return BatchStep(
-            index=index, phase="prefill" if mask is not None else "decode",
-            request_ids=[r.index for r in self.results], new_tokens=fed, sampled=sampled,
-            batch_positions=ids.numel(), wasted_positions=ids.numel() - sum(fed.values()),
-            cache_slots_in_use=rows, cache_slots_total=rows,
-            cache_positions_in_use=sum(self.lengths) - rows, cache_positions_reserved=self.cache.capacity * rows,
-            finished=[r.index for r in active if r.finish_reason is not None], seconds=time.perf_counter() - tick,
+            index=index,
+            phase="prefill" if mask is not None else "decode",
+            request_ids=[r.index for r in self.results],
+            new_tokens=fed,
+            sampled=sampled,
+            batch_positions=ids.numel(),
+            wasted_positions=ids.numel() - sum(fed.values()),
+            cache_slots_in_use=rows,
+            cache_slots_total=rows,
+            cache_positions_in_use=sum(self.lengths) - rows,
+            cache_positions_reserved=self.cache.capacity * rows,
+            finished=[r.index for r in active if r.finish_reason is not None],
+            seconds=time.perf_counter() - tick,
             slots={r.index: row for row, r in enumerate(self.results)},
         )
 
     def _take(self, row: int, result: BatchResult, logits: torch.Tensor, now: float) -> int:
         """Sample row's next token with its own settings and seeded stream; note whether it is done."""
         params = self.params[row]
-        choice = sample(logits, params, generator_for(params, len(result.token_ids)),
-                        previous_ids=result.prompt_ids + result.token_ids)
+        choice = sample(
+            logits,
+            params,
+            generator_for(params, len(result.token_ids)),
+            previous_ids=result.prompt_ids + result.token_ids,
+        )
         result.token_ids.append(choice.token_id)
         result.probabilities.append(choice.probability)
         if result.logits is not None:
@@ -126,8 +142,9 @@ class _StaticBatch:
         self.lengths[row] += 1
         if self.first_token_at[row] is None:
             self.first_token_at[row] = now
-        reason = finish_reason(params, self.engine.eos_ids, result.token_ids, self.lengths[row],
-                               self.engine.config.max_seq_len)
+        reason = finish_reason(
+            params, self.engine.eos_ids, result.token_ids, self.lengths[row], self.engine.config.max_seq_len
+        )
         if reason is not None:
             result.finish_reason, self.done[row], self.finished_at[row] = reason, True, now
         return choice.token_id

@@ -3,6 +3,7 @@
 Each helper takes the numbers its chart draws (token texts in the display notation of
 ``ui.token_text``) and returns the sentence that holds for them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -45,8 +46,9 @@ def _span(layer_labels: Sequence[str], run: tuple[int, int]) -> str:
     return f"layers {layer_labels[first].removeprefix('layer ')}–{layer_labels[last].removeprefix('layer ')}"
 
 
-def answer_formation_sentence(layer_labels: Sequence[str], top_guesses: Sequence[str],
-                              final_probabilities: Sequence[float]) -> str:
+def answer_formation_sentence(
+    layer_labels: Sequence[str], top_guesses: Sequence[str], final_probabilities: Sequence[float]
+) -> str:
     """Which readouts put the final answer on top at the last position, and how sure they are.
 
     ``top_guesses[i]`` is readout i's top-1 token at the last position (the last readout is
@@ -65,41 +67,61 @@ def answer_formation_sentence(layer_labels: Sequence[str], top_guesses: Sequence
         spans = [_span(layer_labels, run) for run in runs]
         listed = ", ".join(spans[:-1]) + f" and {spans[-1]}"
         before_last = runs[-2]  # the lead just before the final one: other guesses lead right after it
-        back = ("only the output puts it back on top" if runs[-1][0] == last else
-                f"it is back on top from {_layer_name(layer_labels[runs[-1][0]])} on")
-        where = (f"it is the top guess in {len(leads)} of the {len(top_guesses)} readouts ({listed}); after "
-                 f"{_span(layer_labels, before_last)} other guesses lead, and {back}")
-    sure = (f"; the surest readout is {_layer_name(layer_labels[peak])} (p = {final_probabilities[peak]:.2f})"
-            if peak != last else "")
-    return (f"At the last position the final answer is {_bold(final)}: {where}. It gets p = "
-            f"{final_probabilities[-1]:.2f} at the output{sure}.")
+        back = (
+            "only the output puts it back on top"
+            if runs[-1][0] == last
+            else f"it is back on top from {_layer_name(layer_labels[runs[-1][0]])} on"
+        )
+        where = (
+            f"it is the top guess in {len(leads)} of the {len(top_guesses)} readouts ({listed}); after "
+            f"{_span(layer_labels, before_last)} other guesses lead, and {back}"
+        )
+    sure = (
+        f"; the surest readout is {_layer_name(layer_labels[peak])} (p = {final_probabilities[peak]:.2f})"
+        if peak != last
+        else ""
+    )
+    return (
+        f"At the last position the final answer is {_bold(final)}: {where}. It gets p = "
+        f"{final_probabilities[-1]:.2f} at the output{sure}."
+    )
 
 
 def lens_suggestion(prompt: str | None, answer: str | None, current_prompt: str) -> str:
     """The "find where the answer takes over" suggestion, for an example checked on this model (``prompt`` None:
     no candidate holds, and the suggestion asks for a prompt whose answer the user knows instead)."""
     if prompt is None:
-        return ("- Type a prompt whose next word you know (a capital, a weekday after three others) and find the layer "
-                "where that word takes over.")
+        return (
+            "- Type a prompt whose next word you know (a capital, a weekday after three others) and find the layer "
+            "where that word takes over."
+        )
     if prompt == current_prompt:
-        return (f"- This model answers {_bold(answer)} here: find the layer where it takes over in the chart above, "
-                "and how sure the readouts are before it.")
-    return (f"- Change the prompt to “{prompt}”: this model answers it with {_bold(answer)}. Find the layer where "
-            f"{_bold(answer)} takes over.")
+        return (
+            f"- This model answers {_bold(answer)} here: find the layer where it takes over in the chart above, "
+            "and how sure the readouts are before it."
+        )
+    return (
+        f"- Change the prompt to “{prompt}”: this model answers it with {_bold(answer)}. Find the layer where "
+        f"{_bold(answer)} takes over."
+    )
 
 
 # -- Logits & temperature ---------------------------------------------------------------------
-STAGE_ORDER_CAPTION = ("Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty "
-                       "→ logits ÷ T → softmax → top-k → top-p → min-p → renormalise. The first row is the softmax at "
-                       "T = 1, for reference. Grey cells were cut at that stage.")
+STAGE_ORDER_CAPTION = (
+    "Numbers from the engine's own sampler (`sample(record=True)`), in its order: repetition penalty "
+    "→ logits ÷ T → softmax → top-k → top-p → min-p → renormalise. The first row is the softmax at "
+    "T = 1, for reference. Grey cells were cut at that stage."
+)
 
 
 def greedy_sentence(top_logit_token: str, greedy_token: str, same: bool) -> str:
     """What greedy decoding picks, and why it is not the highest raw logit when they differ."""
     if same:
         return f"**Greedy decoding** takes the highest score: {_bold(greedy_token)}."
-    return (f"**Greedy decoding** would take {_bold(top_logit_token)}, but the repetition penalty lowers tokens "
-            f"already in the prompt, so it takes {_bold(greedy_token)}.")
+    return (
+        f"**Greedy decoding** would take {_bold(top_logit_token)}, but the repetition penalty lowers tokens "
+        f"already in the prompt, so it takes {_bold(greedy_token)}."
+    )
 
 
 FILTER_STAGES = ("top_k", "top_p", "min_p")  # the stages that remove tokens; softmax and temperature remove none
@@ -131,12 +153,16 @@ def survivors_sentence(final_left: int, only_token: str | None, removed: int = 0
     """How many tokens can be drawn after every stage, and why the others cannot: ``removed`` by the filters, or
     ``rounded_to_zero`` by float32 at this temperature (softmax itself removes nothing)."""
     if final_left == 1 and only_token is not None:
-        text = (f"Only **one token can be drawn** after every stage: {_bold(only_token)}, so every draw picks it — the "
-                "same as greedy.")
+        text = (
+            f"Only **one token can be drawn** after every stage: {_bold(only_token)}, so every draw picks it — the "
+            "same as greedy."
+        )
     else:
         text = f"**{final_left:,} tokens can be drawn** and share the final, renormalised probability."
-    zeros = (f"{rounded_to_zero:,} token{'s' * (rounded_to_zero != 1)} round{'s' * (rounded_to_zero == 1)} to exactly 0 "
-             "in float32 at this temperature (too small to represent), so never drawn")
+    zeros = (
+        f"{rounded_to_zero:,} token{'s' * (rounded_to_zero != 1)} round{'s' * (rounded_to_zero == 1)} to exactly 0 "
+        "in float32 at this temperature (too small to represent), so never drawn"
+    )
     if removed and rounded_to_zero:
         text += f" The filters removed {removed:,}; {zeros}."
     elif removed:
@@ -146,18 +172,21 @@ def survivors_sentence(final_left: int, only_token: str | None, removed: int = 0
     return text
 
 
-def filter_suggestion(temperature: float, top_probability: float, kept_top_p: int, kept_min_p: int,
-                      top_p: float = 0.5, min_p: float = 0.1) -> str:
+def filter_suggestion(
+    temperature: float, top_probability: float, kept_top_p: int, kept_min_p: int, top_p: float = 0.5, min_p: float = 0.1
+) -> str:
     """The top-p / min-p experiment, with what each would keep on this prompt at this temperature."""
     if kept_top_p == kept_min_p:
         verdict = "here both keep the same number"
     else:
         verdict = f"so {'top-p' if kept_top_p < kept_min_p else 'min-p'} cuts more here"
-    return (f"- Set top-p to {top_p:g}, then min-p to {min_p:g}: at T = {temperature:g} on this prompt, top-p {top_p:g} "
-            f"alone keeps {_plural(kept_top_p, 'token')} and min-p {min_p:g} alone {_plural(kept_min_p, 'token')}, "
-            f"{verdict}. Top-p keeps the most probable tokens until their mass reaches {top_p:g}; min-p keeps every "
-            f"token above {min_p:g} × the top probability ({top_probability:.3f} here, a bar of "
-            f"{min_p * top_probability:.3f}). Both depend on how sure the model is about this prompt.")
+    return (
+        f"- Set top-p to {top_p:g}, then min-p to {min_p:g}: at T = {temperature:g} on this prompt, top-p {top_p:g} "
+        f"alone keeps {_plural(kept_top_p, 'token')} and min-p {min_p:g} alone {_plural(kept_min_p, 'token')}, "
+        f"{verdict}. Top-p keeps the most probable tokens until their mass reaches {top_p:g}; min-p keeps every "
+        f"token above {min_p:g} × the top probability ({top_probability:.3f} here, a bar of "
+        f"{min_p * top_probability:.3f}). Both depend on how sure the model is about this prompt."
+    )
 
 
 # -- Sampling ---------------------------------------------------------------------------------
@@ -168,32 +197,42 @@ def histogram_sentence(n_bins: int, statistic: float, dof: int, p_value: float) 
     consistent = p_value >= P_THRESHOLD
     verdict = "consistent with" if consistent else "**not** consistent with"
     compare = "≥" if consistent else "<"
-    return (f"Pearson's χ² over {n_bins} bins: χ² = {statistic:.2f} with {_plural(dof, 'degree')} of freedom, "
-            f"p = **{p_value:.3g}** {compare} {P_THRESHOLD:g} — the draws are {verdict} the probabilities. "
-            "The law of large numbers: the more draws, the closer the bars.")
+    return (
+        f"Pearson's χ² over {n_bins} bins: χ² = {statistic:.2f} with {_plural(dof, 'degree')} of freedom, "
+        f"p = **{p_value:.3g}** {compare} {P_THRESHOLD:g} — the draws are {verdict} the probabilities. "
+        "The law of large numbers: the more draws, the closer the bars."
+    )
 
 
 def greedy_vs_sampled_sentence(temperature: float, identical: bool) -> str:
     """Greedy against the user's temperature: what each row follows."""
     if temperature == 0:
-        return ("Your temperature is 0, so the second row is greedy too: both take the top token at every step "
-                "and no u is drawn.")
-    same = (" Here the two continuations are identical: every u landed in the top token's range." if identical
-            else "")
-    return ("Greedy always takes the top token (the sampler gives it all the mass, p = 1); sampling follows the "
-            "seed's u values." + same)
+        return (
+            "Your temperature is 0, so the second row is greedy too: both take the top token at every step "
+            "and no u is drawn."
+        )
+    same = " Here the two continuations are identical: every u landed in the top token's range." if identical else ""
+    return (
+        "Greedy always takes the top token (the sampler gives it all the mass, p = 1); sampling follows the "
+        "seed's u values." + same
+    )
 
 
 def sampling_suggestions(temperature: float) -> list[str]:
     """The Sampling page's "what to try next", each true for the settings in force (at T = 0 no u is drawn)."""
-    first = ("- Set T above 0 first: at T = 0 every draw is the top token and no u is drawn. Then press **Draw again** "
-             "a few times, change the seed in the sidebar and start over: the same seed always replays the same draws."
-             if temperature == 0 else
-             "- Press **Draw again** a few times, then change the seed in the sidebar and start over: the same seed "
-             "always replays the same draws.")
-    return [first, "- Draw 1,000 times at T = 0.3 and at T = 1.5: does the histogram still follow the probabilities? "
-                   "The χ² verdict says so either way.",
-            "- Next: **Generation & KV cache** — repeat the draw, token after token."]
+    first = (
+        "- Set T above 0 first: at T = 0 every draw is the top token and no u is drawn. Then press **Draw again** "
+        "a few times, change the seed in the sidebar and start over: the same seed always replays the same draws."
+        if temperature == 0
+        else "- Press **Draw again** a few times, then change the seed in the sidebar and start over: the same seed "
+        "always replays the same draws."
+    )
+    return [
+        first,
+        "- Draw 1,000 times at T = 0.3 and at T = 1.5: does the histogram still follow the probabilities? "
+        "The χ² verdict says so either way.",
+        "- Next: **Generation & KV cache** — repeat the draw, token after token.",
+    ]
 
 
 def two_settings_sentence(t_a: float, t_b: float, split: int | None) -> str:

@@ -3,6 +3,7 @@
 Token texts arrive in the display notation (``ui.token_text``); each helper makes
 whitespace visible itself, so a sentence names a token exactly as its chart does.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -25,10 +26,15 @@ def _times(ratio: float) -> str:
 # -- Tokenization ---------------------------------------------------------------------------
 def word_level_caption(vocabulary_words: int, n_tokens: int, n_unknown: int) -> str:
     """The word-level tokenizer's caption: its vocabulary, and what happened to this text's words."""
-    lost = (f"{n_unknown} unknown: their meaning is lost." if n_unknown else
-            "none unknown: every word of this text is in the paragraph, but any other word would be lost.")
-    return (f"Vocabulary: the {vocabulary_words:,} distinct words and marks of the paragraph, plus <unk>. "
-            f"{n_tokens} tokens, {lost}")
+    lost = (
+        f"{n_unknown} unknown: their meaning is lost."
+        if n_unknown
+        else "none unknown: every word of this text is in the paragraph, but any other word would be lost."
+    )
+    return (
+        f"Vocabulary: the {vocabulary_words:,} distinct words and marks of the paragraph, plus <unk>. "
+        f"{n_tokens} tokens, {lost}"
+    )
 
 
 def prompt_tokens_caption(n_own: int, n_total: int, specials: Sequence[str], chat: bool) -> str | None:
@@ -41,13 +47,17 @@ def prompt_tokens_caption(n_own: int, n_total: int, specials: Sequence[str], cha
     named = ", ".join(_code(s) for s in dict.fromkeys(specials))
     if chat:
         plain = others - len(specials)
-        return (f"The model reads {fmt.count(n_total, 'token')} in all: your text's {n_own:,} and "
-                f"{fmt.count(others, 'token')} of the chat template around it ({len(specials):,} special "
-                f"marker{'s' * (len(specials) != 1)}: {named}; {plain:,} ordinary tokens of the template's own words). "
-                "The counts above are your text's tokens only.")
-    return (f"The model reads {fmt.count(n_total, 'token')}: your text's {n_own:,} and "
-            f"{fmt.count(others, 'special token')} the tokenizer adds ({named}), which is not text. The counts above "
-            "are your text's tokens only.")
+        return (
+            f"The model reads {fmt.count(n_total, 'token')} in all: your text's {n_own:,} and "
+            f"{fmt.count(others, 'token')} of the chat template around it ({len(specials):,} special "
+            f"marker{'s' * (len(specials) != 1)}: {named}; {plain:,} ordinary tokens of the template's own words). "
+            "The counts above are your text's tokens only."
+        )
+    return (
+        f"The model reads {fmt.count(n_total, 'token')}: your text's {n_own:,} and "
+        f"{fmt.count(others, 'special token')} the tokenizer adds ({named}), which is not text. The counts above "
+        "are your text's tokens only."
+    )
 
 
 def rare_character_sentence(character: str, stored: Sequence[str], shown: Sequence[str], byte_level: bool) -> str:
@@ -55,20 +65,25 @@ def rare_character_sentence(character: str, stored: Sequence[str], shown: Sequen
     a character), with the entries as stored beside it when they differ (byte-level BPE's printable stand-ins)."""
     utf8 = character.encode("utf-8")
     pieces = ", ".join(_code(piece) for piece in shown)
-    line = (f"The rare character {character} (U+{ord(character):04X}, {len(utf8)} UTF-8 bytes: "
-            f"{' '.join(f'{b:02X}' for b in utf8)}) becomes {fmt.count(len(shown), 'token')}: {pieces}")
+    line = (
+        f"The rare character {character} (U+{ord(character):04X}, {len(utf8)} UTF-8 bytes: "
+        f"{' '.join(f'{b:02X}' for b in utf8)}) becomes {fmt.count(len(shown), 'token')}: {pieces}"
+    )
     if byte_level and list(stored) != list(shown):
         kept = ", ".join(f"`{raw}`" for raw in stored)
-        line += (f" (stored in the vocabulary as {kept}: byte-level BPE writes every byte as a printable stand-in "
-                 "character)")
+        line += (
+            f" (stored in the vocabulary as {kept}: byte-level BPE writes every byte as a printable stand-in character)"
+        )
     return line + "."
 
 
 def bpe_caption(vocab_size: int, n_text_tokens: int, specials: Sequence[str]) -> str:
     """The model's BPE column: its vocabulary and the text's own tokens (a start token it adds named apart)."""
-    added = (f" (plus {', '.join(_code(s) for s in specials)}, which the tokenizer adds: not text)" if specials else "")
-    return (f"Vocabulary: {vocab_size:,} subwords. {fmt.count(n_text_tokens, 'token')}{added}, nothing unknown: rare "
-            "words are spelled from pieces.")
+    added = f" (plus {', '.join(_code(s) for s in specials)}, which the tokenizer adds: not text)" if specials else ""
+    return (
+        f"Vocabulary: {vocab_size:,} subwords. {fmt.count(n_text_tokens, 'token')}{added}, nothing unknown: rare "
+        "words are spelled from pieces."
+    )
 
 
 def raw_bytes_caption(n_bytes: int, n_bpe_tokens: int) -> str:
@@ -81,28 +96,37 @@ def raw_bytes_caption(n_bytes: int, n_bpe_tokens: int) -> str:
     return f"Vocabulary: 256 byte values. {n_bytes} tokens: nothing unknown, but {longer}."
 
 
-def id_neighbours_sentence(word: str, word_pieces: Sequence[str], centre_id: int,
-                           neighbours: Sequence[tuple[int, str, int | None]]) -> str:
+def id_neighbours_sentence(
+    word: str, word_pieces: Sequence[str], centre_id: int, neighbours: Sequence[tuple[int, str, int | None]]
+) -> str:
     """Why the ids around a word's id mean nothing: computed from the neighbours' merge ranks when they have them.
 
     ``neighbours`` holds (id, piece, rank of the merge that made the piece or None), in id order.
     """
-    first = (f"{_code(word)} is token id {centre_id:,}" if len(word_pieces) == 1 else
-             f"{_code(word)} is {len(word_pieces)} tokens; its first, {_code(word_pieces[0])}, has id {centre_id:,}")
+    first = (
+        f"{_code(word)} is token id {centre_id:,}"
+        if len(word_pieces) == 1
+        else f"{_code(word)} is {len(word_pieces)} tokens; its first, {_code(word_pieces[0])}, has id {centre_id:,}"
+    )
     others = [piece for token_id, piece, _ in neighbours if token_id != centre_id]
     listed = ", ".join(_code(p) for p in others[:4])
     ranks = [rank for _, _, rank in neighbours]
     if all(rank is not None for rank in ranks) and all(a < b for a, b in zip(ranks, ranks[1:])):
-        order = (f"their merge ranks ({ranks[0]:,}–{ranks[-1]:,}) rise with their ids: the vocabulary is numbered in "
-                 "the order the tokenizer learned its merges, not by meaning")
+        order = (
+            f"their merge ranks ({ranks[0]:,}–{ranks[-1]:,}) rise with their ids: the vocabulary is numbered in "
+            "the order the tokenizer learned its merges, not by meaning"
+        )
     else:
         order = "the vocabulary is not ordered by meaning"
-    return (f"{first}. The ids right next to it hold {listed}: {order}. Adding, subtracting or comparing ids is "
-            "meaningless; meaning comes later, from the **embedding** row each id selects (next page).")
+    return (
+        f"{first}. The ids right next to it hold {listed}: {order}. Adding, subtracting or comparing ids is "
+        "meaningless; meaning comes later, from the **embedding** row each id selects (next page)."
+    )
 
 
-def merge_replay_caption(n_merges: int, n_symbols: int, n_parts: int, same_as_tokenizer: bool, cut: bool,
-                         unit: str = "bytes") -> str:
+def merge_replay_caption(
+    n_merges: int, n_symbols: int, n_parts: int, same_as_tokenizer: bool, cut: bool, unit: str = "bytes"
+) -> str:
     """The merge-by-merge summary; it claims agreement with the real tokenizer only when the split is the same.
 
     ``unit``: what the replay starts from ("bytes" for byte-level BPE, "characters" for SentencePiece)."""
@@ -117,14 +141,22 @@ def merge_replay_caption(n_merges: int, n_symbols: int, n_parts: int, same_as_to
 def tokenization_suggestions(has_template: bool, chat_on: bool) -> list[str]:
     """The page's "what to try next", each one possible in the app as it is now (no "turn on" for a switch already on,
     nor for a model without a chat template)."""
-    lines = ["- Type a word the model has surely never seen (your name backwards) and watch it break into pieces.",
-             "- Add an emoji or Hebrew text to the prompt: one character can be several byte tokens."]
+    lines = [
+        "- Type a word the model has surely never seen (your name backwards) and watch it break into pieces.",
+        "- Add an emoji or Hebrew text to the prompt: one character can be several byte tokens.",
+    ]
     if has_template and chat_on:
-        lines.append("- Turn **Chat template** off in the sidebar: the template's markers and words disappear, and the "
-                     "counts above stay the same, since they count only your text's tokens.")
+        lines.append(
+            "- Turn **Chat template** off in the sidebar: the template's markers and words disappear, and the "
+            "counts above stay the same, since they count only your text's tokens."
+        )
     elif has_template:
-        lines.append("- Turn on **Chat template** in the sidebar: the special tokens around your prompt are tokens too.")
-    lines.append("- Then open **Embeddings**: each id selects one row of a big matrix, and that is where meaning begins.")
+        lines.append(
+            "- Turn on **Chat template** in the sidebar: the special tokens around your prompt are tokens too."
+        )
+    lines.append(
+        "- Then open **Embeddings**: each id selects one row of a big matrix, and that is where meaning begins."
+    )
     return lines
 
 
@@ -132,23 +164,36 @@ def tokenization_suggestions(has_template: bool, chat_on: bool) -> list[str]:
 def closeness_sentence(word: str, near: str, far: str, cosine_near: float, cosine_far: float) -> str:
     """Which of two words a word's embedding row points nearer to, with the two cosines."""
     if cosine_near >= cosine_far:
-        return (f"In this model the row of *{word}* points nearer to *{near}* (cosine {cosine_near:.2f}) than to "
-                f"*{far}* ({cosine_far:.2f}).")
-    return (f"In this model the row of *{word}* points nearer to *{far}* (cosine {cosine_far:.2f}) than to *{near}* "
-            f"({cosine_near:.2f}): training does not always sort words the way we would.")
+        return (
+            f"In this model the row of *{word}* points nearer to *{near}* (cosine {cosine_near:.2f}) than to "
+            f"*{far}* ({cosine_far:.2f})."
+        )
+    return (
+        f"In this model the row of *{word}* points nearer to *{far}* (cosine {cosine_far:.2f}) than to *{near}* "
+        f"({cosine_near:.2f}): training does not always sort words the way we would."
+    )
 
 
 def pca_caption(n_vectors: int, explained: tuple[float, float], n_unlabelled: int) -> str:
     """The PCA map's caption: how much of the spread two axes keep (the sum of the axes' own shown shares), and
     which labels moved to the hover."""
     _, kept = fmt.parts_pct(explained)
-    guide = ("so distances on the map are only a rough guide" if sum(explained) < 0.8 else
-             "so the map keeps most of their spread")
-    hidden = (f" {n_unlabelled} label{'s' * (n_unlabelled != 1)} would overlap another and "
-              f"{'are' if n_unlabelled != 1 else 'is'} left to the hover (every point has one)." if n_unlabelled else "")
-    return (f"PCA keeps the two directions along which these {n_vectors} vectors vary most; together they hold "
-            f"{kept} of the variance, {guide}.{hidden} Words are taken with a leading space, as they appear "
-            "inside a sentence.")
+    guide = (
+        "so distances on the map are only a rough guide"
+        if sum(explained) < 0.8
+        else "so the map keeps most of their spread"
+    )
+    hidden = (
+        f" {n_unlabelled} label{'s' * (n_unlabelled != 1)} would overlap another and "
+        f"{'are' if n_unlabelled != 1 else 'is'} left to the hover (every point has one)."
+        if n_unlabelled
+        else ""
+    )
+    return (
+        f"PCA keeps the two directions along which these {n_vectors} vectors vary most; together they hold "
+        f"{kept} of the variance, {guide}.{hidden} Words are taken with a leading space, as they appear "
+        "inside a sentence."
+    )
 
 
 def variants_of(word: str, pieces: Sequence[str]) -> int:
@@ -165,8 +210,11 @@ def neighbours_suggestion(word: str, in_prompt: bool, neighbours: Sequence[str])
     """The "look at its neighbours" suggestion, with this model's real nearest rows of ``word``."""
     listed = ", ".join(_code(p) for p in neighbours[:6])
     same = variants_of(word, neighbours)
-    kind = (f"the first {same} are spellings of *{word}* itself (case, plural, a leading space)" if same > 1 else
-            f"the first is {'a spelling of' if same else 'not even a spelling of'} *{word}* itself")
+    kind = (
+        f"the first {same} are spellings of *{word}* itself (case, plural, a leading space)"
+        if same > 1
+        else f"the first is {'a spelling of' if same else 'not even a spelling of'} *{word}* itself"
+    )
     where = f"Pick {_code(' ' + word)} above" if in_prompt else f"Put *{word}* in the prompt and pick it above"
     return f"{where}: its nearest rows are {listed}; {kind}."
 
@@ -178,31 +226,50 @@ def repeated_token_sentence(pieces: Sequence[str], ids: Sequence[int], rows: np.
         if token_id in first_seen:
             earlier = first_seen[token_id]
             if np.array_equal(rows[earlier], rows[position]):
-                return (f"{_code(pieces[position])} appears at positions {earlier} and {position}: its two rows in the "
-                        "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next.")
+                return (
+                    f"{_code(pieces[position])} appears at positions {earlier} and {position}: its two rows in the "
+                    "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next."
+                )
         first_seen.setdefault(token_id, position)
-    return ("Put the same word twice in the prompt (the same token: mind the leading space): its two rows in the "
-            "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next.")
+    return (
+        "Put the same word twice in the prompt (the same token: mind the leading space): its two rows in the "
+        "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next."
+    )
 
 
-def rope_pair_sentence(query_piece: str, key_piece: str, layer: int, head: int, weight: float, distance: int,
-                       layer_kind: str = "", scores: Sequence[float] = ()) -> str:
+def rope_pair_sentence(
+    query_piece: str,
+    key_piece: str,
+    layer: int,
+    head: int,
+    weight: float,
+    distance: int,
+    layer_kind: str = "",
+    scores: Sequence[float] = (),
+) -> str:
     """The real query/key pair of the RoPE distance chart (``layer_kind``: e.g. "a local layer: RoPE base 10,000"),
     and, from ``scores`` (the pair scored at every distance drawn), how much distance changes it."""
-    pair = (f"the query and the key of {_code(query_piece)} itself" if distance == 0 else
-            f"the query of {_code(query_piece)} and the key of {_code(key_piece)}")
+    pair = (
+        f"the query and the key of {_code(query_piece)} itself"
+        if distance == 0
+        else f"the query of {_code(query_piece)} and the key of {_code(key_piece)}"
+    )
     kind = f" ({layer_kind})" if layer_kind else ""
-    text = (f"A real pair: {pair} in layer {layer}{kind}, head {head}, which puts {fmt.pct(weight)} of the weight from "
-            f"one on the other. Undo their rotations, rotate them again as if they were *d* positions apart, and score "
-            f"them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; the line "
-            "shows how the same two vectors would score nearer or farther.")
+    text = (
+        f"A real pair: {pair} in layer {layer}{kind}, head {head}, which puts {fmt.pct(weight)} of the weight from "
+        f"one on the other. Undo their rotations, rotate them again as if they were *d* positions apart, and score "
+        f"them: the red diamond, at the real distance {distance}, is the score the forward pass recorded; the line "
+        "shows how the same two vectors would score nearer or farther."
+    )
     if len(scores):
         low, high = float(np.min(scores)), float(np.max(scores))
         size = max(abs(low), abs(high)) or 1.0
         span = f"from {fmt.fixed(low, 2)} to {fmt.fixed(high, 2)}"
         if (high - low) < 0.01 * size:
-            text += (f" For this pair distance barely matters: over distances 0–{len(scores) - 1} the score only goes "
-                     f"{span} ({fmt.pct((high - low) / size, 1)} of its size), so the axis is zoomed in.")
+            text += (
+                f" For this pair distance barely matters: over distances 0–{len(scores) - 1} the score only goes "
+                f"{span} ({fmt.pct((high - low) / size, 1)} of its size), so the axis is zoomed in."
+            )
         else:
             text += f" Over distances 0–{len(scores) - 1} the score goes {span}: where the key sits changes it."
     return text
@@ -214,14 +281,20 @@ def sink_sentence(weights: np.ndarray, pieces: Sequence[str], query: int) -> str
     mean = np.asarray(weights, dtype=np.float64)[:, : query + 1].mean(axis=0)  # (keys,) mean over layers
     top = int(np.argmax(mean))
     if query == 0:
-        return f"The first token can only look at itself: all of its weight, in every head, stays on {_code(pieces[0])}."
+        return (
+            f"The first token can only look at itself: all of its weight, in every head, stays on {_code(pieces[0])}."
+        )
     if top == 0:
-        return (f"Averaged over heads and layers, {fmt.pct(mean[0])} of the weight of {_code(pieces[query])} goes to "
-                f"the **first token** {_code(pieces[0])}, more than to any other: models use it as a resting place (an "
-                "*attention sink*) when a head has nothing to fetch. The average hides what single heads do.")
-    return (f"Averaged over heads and layers, the most weight of {_code(pieces[query])} ({fmt.pct(mean[top])}) goes "
-            f"to {_code(pieces[top])} at position {top}; the first token gets {fmt.pct(mean[0])}. Single heads differ "
-            "from this average.")
+        return (
+            f"Averaged over heads and layers, {fmt.pct(mean[0])} of the weight of {_code(pieces[query])} goes to "
+            f"the **first token** {_code(pieces[0])}, more than to any other: models use it as a resting place (an "
+            "*attention sink*) when a head has nothing to fetch. The average hides what single heads do."
+        )
+    return (
+        f"Averaged over heads and layers, the most weight of {_code(pieces[query])} ({fmt.pct(mean[top])}) goes "
+        f"to {_code(pieces[top])} at position {top}; the first token gets {fmt.pct(mean[0])}. Single heads differ "
+        "from this average."
+    )
 
 
 def _heads(best: Sequence[tuple[int, int, float]]) -> str:
@@ -230,12 +303,18 @@ def _heads(best: Sequence[tuple[int, int, float]]) -> str:
 
 def no_pronoun_sentence(example: str) -> str:
     """The section's sentence for a prompt with no pronoun of the kinds the page reads."""
-    return ("This prompt has no pronoun (it, he, she, they, …; er, sie, es; il, elle) whose heads could be read "
-            f"here. Put one after two nouns, as in “{example}”, to see which heads send it to each noun.")
+    return (
+        "This prompt has no pronoun (it, he, she, they, …; er, sie, es; il, elle) whose heads could be read "
+        f"here. Put one after two nouns, as in “{example}”, to see which heads send it to each noun."
+    )
 
 
-def pronoun_sentence(pronoun: str, antecedents: Sequence[tuple[str, int, Sequence[tuple[int, int, float]], bool]],
-                     n_heads: int, min_share: float) -> str:
+def pronoun_sentence(
+    pronoun: str,
+    antecedents: Sequence[tuple[str, int, Sequence[tuple[int, int, float]], bool]],
+    n_heads: int,
+    min_share: float,
+) -> str:
     """Which earlier content words a pronoun's heads send it to, counted over every head.
 
     ``antecedents`` holds (word, heads that send the pronoun to it, its strongest heads as (layer, head, share),
@@ -244,32 +323,50 @@ def pronoun_sentence(pronoun: str, antecedents: Sequence[tuple[str, int, Sequenc
     """
     p = _code(pronoun)
     if not antecedents:
-        return (f"No content word comes before {p}, so there is nothing for its heads to resolve here. Put one or two "
-                "nouns before it.")
+        return (
+            f"No content word comes before {p}, so there is nothing for its heads to resolve here. Put one or two "
+            "nouns before it."
+        )
     sink = [word for word, _, _, first in antecedents if first]
     counted = [(word, n, best) for word, n, best, first in antecedents if not first]
-    note = (f" {', '.join(_code(w) for w in sink)} is the first token, where heads park weight they do not need, so "
-            "no head is counted for it." if sink else "")
+    note = (
+        f" {', '.join(_code(w) for w in sink)} is the first token, where heads park weight they do not need, so "
+        "no head is counted for it."
+        if sink
+        else ""
+    )
     total = sum(n for _, n, _ in counted)
     listed = ", ".join(_code(w) for w, _, _ in counted)
     if not counted:
         return f"The only content word before {p} is the first token.{note}"
     if total == 0:
-        return (f"No head puts {fmt.pct(min_share)} or more of the weight of {p} on an earlier content word "
-                f"({listed}) ahead of every other earlier word: here its heads look elsewhere.{note}")
-    parts = [f"{_code(word)} in {n}" + (f" (strongest {_heads(best)})" if best and n else "")
-             for word, n, best in sorted(counted, key=lambda item: -item[1])]
-    text = (f"Leaving out the first token, {total} of the {n_heads} heads send {p} mostly to one content word before "
-            f"it (at least {fmt.pct(min_share)} of their weight, more than any other earlier word): "
-            + "; ".join(parts) + ".")
+        return (
+            f"No head puts {fmt.pct(min_share)} or more of the weight of {p} on an earlier content word "
+            f"({listed}) ahead of every other earlier word: here its heads look elsewhere.{note}"
+        )
+    parts = [
+        f"{_code(word)} in {n}" + (f" (strongest {_heads(best)})" if best and n else "")
+        for word, n, best in sorted(counted, key=lambda item: -item[1])
+    ]
+    text = (
+        f"Leaving out the first token, {total} of the {n_heads} heads send {p} mostly to one content word before "
+        f"it (at least {fmt.pct(min_share)} of their weight, more than any other earlier word): "
+        + "; ".join(parts)
+        + "."
+    )
     ranked = sorted(counted, key=lambda item: -item[1])
     if len(counted) > 1 and ranked[0][1] > ranked[1][1]:
-        text += (f" Of the {len(counted)} content words before {p}, more heads pick {_code(ranked[0][0])} than any "
-                 f"other: in this model {p} leans to *{ranked[0][0]}*.")
+        text += (
+            f" Of the {len(counted)} content words before {p}, more heads pick {_code(ranked[0][0])} than any "
+            f"other: in this model {p} leans to *{ranked[0][0]}*."
+        )
     elif len(counted) > 1:
         tied = [w for w, n, _ in ranked if n == ranked[0][1]]
-        text += (f" Of the {len(counted)} content words before {p}, as many heads pick "
-                 + " as ".join(_code(w) for w in tied) + ": the heads do not settle it.")
+        text += (
+            f" Of the {len(counted)} content words before {p}, as many heads pick "
+            + " as ".join(_code(w) for w in tied)
+            + ": the heads do not settle it."
+        )
     return text + note
 
 
@@ -283,8 +380,9 @@ def _where(first: int, last: int) -> str:
     return f"position {first}" if first == last else f"positions {first}–{last}"
 
 
-def causal_suggestion(query_piece: str, query: int, later: tuple[str, int, int] | None,
-                      earlier: tuple[str, int, int] | None) -> str:
+def causal_suggestion(
+    query_piece: str, query: int, later: tuple[str, int, int] | None, earlier: tuple[str, int, int] | None
+) -> str:
     """What an edit of the prompt can and cannot change in the heads from ``query``: the causal mask's lesson.
 
     ``later`` and ``earlier`` are words of the user's own text, (text, first position, last position): one after the
@@ -294,19 +392,25 @@ def causal_suggestion(query_piece: str, query: int, later: tuple[str, int, int] 
     q = _code(query_piece)
     if later is None and earlier is None:
         if query == 0:
-            return (f"- This prompt is one token: {q} can only attend to itself, so every weight is 1. Add words after "
-                    "it and watch the later tokens spread their weight over the earlier ones.")
+            return (
+                f"- This prompt is one token: {q} can only attend to itself, so every weight is 1. Add words after "
+                "it and watch the later tokens spread their weight over the earlier ones."
+            )
         return ""
     parts = []
     if later is not None:
         word, first, last = later
-        parts.append(f"Changing {_code(word)} ({_where(first, last)}) cannot move any head of {q} (position {query}): "
-                     f"it comes later, and the causal mask hides later tokens, so every weight from {q} stays exactly "
-                     f"the same. Only queries at or after position {first} can see it.")
+        parts.append(
+            f"Changing {_code(word)} ({_where(first, last)}) cannot move any head of {q} (position {query}): "
+            f"it comes later, and the causal mask hides later tokens, so every weight from {q} stays exactly "
+            f"the same. Only queries at or after position {first} can see it."
+        )
     if earlier is not None:
         word, first, last = earlier
-        parts.append(f"Changing {_code(word)} ({_where(first, last)}), which comes before {q}, can: try another word "
-                     f"there and watch the row of {q} in the heatmaps change.")
+        parts.append(
+            f"Changing {_code(word)} ({_where(first, last)}), which comes before {q}, can: try another word "
+            f"there and watch the row of {q} in the heatmaps change."
+        )
     return "- " + " ".join(parts)
 
 
@@ -328,5 +432,7 @@ def previous_token_sentence(previous_heads: np.ndarray, n_tokens: int) -> str | 
         verdict = "here, unusually, late heads look at the previous token more often than early ones"
     else:
         verdict = "as many early as late heads do"
-    return (f"- Compare early and late layers: in layers 0–{band - 1}, {early} of {total} heads put most weight on "
-            f"the previous token; in layers {n_layers - band}–{n_layers - 1}, {late} of {total}: {verdict}.")
+    return (
+        f"- Compare early and late layers: in layers 0–{band - 1}, {early} of {total} heads put most weight on "
+        f"the previous token; in layers {n_layers - band}–{n_layers - 1}, {late} of {total}: {verdict}."
+    )

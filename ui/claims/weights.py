@@ -1,4 +1,5 @@
 """Sentences of the Quantization page, each computed from the block on screen and the file's own counts."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -28,8 +29,10 @@ def _a(word: str) -> str:
 def type_phrase(type_name: str) -> str:
     """One block type in words: 'Q5_0: blocks of 32 weights share one scale d, each weight a five-bit code'."""
     unit = "super-blocks" if WEIGHTS_PER_BLOCK[type_name] == 256 else "blocks"
-    return (f"**{type_name}**: {unit} of {WEIGHTS_PER_BLOCK[type_name]} weights share {SHARED[type_name]}; each weight "
-            f"keeps {_a(BITS_WORD[CODE_BITS[type_name]])} code")
+    return (
+        f"**{type_name}**: {unit} of {WEIGHTS_PER_BLOCK[type_name]} weights share {SHARED[type_name]}; each weight "
+        f"keeps {_a(BITS_WORD[CODE_BITS[type_name]])} code"
+    )
 
 
 def intro_sentence(weights_by_type: Mapping[str, int]) -> str:
@@ -37,8 +40,10 @@ def intro_sentence(weights_by_type: Mapping[str, int]) -> str:
     such as the norms included in the shares), each described as it is laid out."""
     quantized = {t: n for t, n in weights_by_type.items() if t in SHARED}
     if not quantized:
-        return ("This model's file stores its weights as plain floats: there are no blocks of codes to show. The "
-                "comparison below quantizes them on load (int8, int4).")
+        return (
+            "This model's file stores its weights as plain floats: there are no blocks of codes to show. The "
+            "comparison below quantizes them on load (int8, int4)."
+        )
     total = sum(weights_by_type.values())
     order = sorted(quantized, key=lambda t: -quantized[t])
     kinds = list(order) + ["float"]
@@ -48,27 +53,42 @@ def intro_sentence(weights_by_type: Mapping[str, int]) -> str:
     floats = f"; the remaining {share_of['float']} (norms and the like) stay float32" if rest else ""
     if len(order) == 1:
         return f"This model's file stores its weights in one block type, {phrases[0]}{floats}."
-    return (f"This model's file mixes {len(order)} block types: " + "; ".join(phrases) + f"{floats}. Pick one "
-            "below to see a real block of it.")
+    return (
+        f"This model's file mixes {len(order)} block types: " + "; ".join(phrases) + f"{floats}. Pick one "
+        "below to see a real block of it."
+    )
 
 
-def block_sentence(type_name: str, n_weights: int, n_bytes: int, codes: Sequence[int], code_bits: int,
-                   fields: Mapping[str, float], sub_codes: Mapping[str, Sequence[int]], rule: str) -> str:
+def block_sentence(
+    type_name: str,
+    n_weights: int,
+    n_bytes: int,
+    codes: Sequence[int],
+    code_bits: int,
+    fields: Mapping[str, float],
+    sub_codes: Mapping[str, Sequence[int]],
+    rule: str,
+) -> str:
     """What the block on screen holds: its bytes, bits per weight, its codes' span and its own scales."""
     codes = np.asarray(codes)
     stored = ", ".join(f"{name} = {value:.6g}" for name, value in fields.items())
     subs = "; ".join(f"its {len(v)} {name}s {int(np.min(v))}–{int(np.max(v))}" for name, v in sub_codes.items())
-    return (f"The file keeps these {n_weights} weights in **{n_bytes} bytes** — {fmt.fixed(8 * n_bytes / n_weights, 2)} "
-            f"bits per weight, against 32 for float32 — as {n_weights} {BITS_WORD[code_bits]} codes (here "
-            f"{int(codes.min())} to {int(codes.max())}), {stored} (fp16)" + (f", {subs}" if subs else "")
-            + f": {rule}.")
+    return (
+        f"The file keeps these {n_weights} weights in **{n_bytes} bytes** — {fmt.fixed(8 * n_bytes / n_weights, 2)} "
+        f"bits per weight, against 32 for float32 — as {n_weights} {BITS_WORD[code_bits]} codes (here "
+        f"{int(codes.min())} to {int(codes.max())}), {stored} (fp16)" + (f", {subs}" if subs else "") + f": {rule}."
+    )
 
 
 def check_sentence(decoded: np.ndarray, reference: np.ndarray) -> str:
     """The block decoded here from its bytes against the ``gguf`` package's own dequantization of the same bytes."""
     difference = float(np.abs(np.asarray(decoded, np.float64) - np.asarray(reference, np.float64)).max())
     if difference == 0:
-        return ("Decoded here from these bytes, and by the `gguf` package's own `dequantize` from the same bytes: the "
-                "same numbers, bit for bit.")
-    return (f"Decoded here from these bytes against the `gguf` package's own `dequantize`: they differ by up to "
-            f"{difference:.2e}.")
+        return (
+            "Decoded here from these bytes, and by the `gguf` package's own `dequantize` from the same bytes: the "
+            "same numbers, bit for bit."
+        )
+    return (
+        f"Decoded here from these bytes against the `gguf` package's own `dequantize`: they differ by up to "
+        f"{difference:.2e}."
+    )

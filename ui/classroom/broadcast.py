@@ -25,6 +25,7 @@ Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``r
   never the key itself), so the teacher's reload or second tab needs no key; tokens live as long as the
   server process, and "Leave teacher mode" revokes the session's.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -90,19 +91,26 @@ def _prove(given: str) -> bool:
     """Check a key the user gave; say what happened either way."""
     tries = st.session_state.get(state.CLASS_TRIES, 0)
     if tries >= MAX_KEY_TRIES:
-        st.session_state[state.CLASS_MESSAGE] = ("error", f"{MAX_KEY_TRIES} wrong keys: this session does not ask again. "
-                                              "Open a new tab to try once more.")
+        st.session_state[state.CLASS_MESSAGE] = (
+            "error",
+            f"{MAX_KEY_TRIES} wrong keys: this session does not ask again. Open a new tab to try once more.",
+        )
         return False
     if key_matches(given):
         st.session_state[state.CLASS_TEACHER] = True
         st.session_state[state.CLASS_TOKEN] = room().issue_teacher_token()
         st.session_state.setdefault(state.CLASS_BROADCASTING, True)
         st.session_state[state.CLASS_FOLLOW] = False
-        st.session_state[state.CLASS_MESSAGE] = ("success", "Teacher mode: students who follow see your page and settings.")
+        st.session_state[state.CLASS_MESSAGE] = (
+            "success",
+            "Teacher mode: students who follow see your page and settings.",
+        )
         return True
     st.session_state[state.CLASS_TRIES] = tries + 1
-    st.session_state[state.CLASS_MESSAGE] = ("error", "That is not the teacher key: nothing changed. Students can follow "
-                                          "but not broadcast.")
+    st.session_state[state.CLASS_MESSAGE] = (
+        "error",
+        "That is not the teacher key: nothing changed. Students can follow but not broadcast.",
+    )
     return False
 
 
@@ -134,7 +142,10 @@ def read_link() -> None:
     st.session_state[state.CLASS_LINK_KEY] = given
     st.session_state[state.CLASS_FORGET_LINK] = True
     if teacher_key() is None:
-        st.session_state[state.CLASS_MESSAGE] = ("error", "This server has no teacher key, so the link's key was ignored.")
+        st.session_state[state.CLASS_MESSAGE] = (
+            "error",
+            "This server has no teacher key, so the link's key was ignored.",
+        )
     else:
         _prove(given)
 
@@ -227,7 +238,9 @@ def show_rounds(**drawn: object) -> None:
 
 
 def _rounds_changed(now: Rounds) -> bool:
-    return any(getattr(now, field) != value for field, value in st.session_state.get(state.CLASS_ROUNDS_SHOWN, {}).items())
+    return any(
+        getattr(now, field) != value for field, value in st.session_state.get(state.CLASS_ROUNDS_SHOWN, {}).items()
+    )
 
 
 @st.fragment(run_every=POLL_S)
@@ -241,8 +254,10 @@ def _heartbeat() -> None:
     if is_teacher():
         n = the_room.followers(SEEN_S)
         broadcasting = st.session_state.get(state.CLASS_BROADCASTING, True)
-        st.caption(f"You are the teacher. {n} student{'s' * (n != 1)} following now"
-                   + ("." if broadcasting else " (your view is not broadcast: they keep their own)."))
+        st.caption(
+            f"You are the teacher. {n} student{'s' * (n != 1)} following now"
+            + ("." if broadcasting else " (your view is not broadcast: they keep their own).")
+        )
         return
     if not following():
         return
@@ -253,8 +268,10 @@ def _heartbeat() -> None:
     if not broadcast.version:
         st.caption("Following the teacher: waiting for the teacher's first page.")
     elif not broadcast.live:
-        st.caption(f"The teacher is not broadcasting right now ({_ago(broadcast.at)}): your page and settings "
-                   "are your own until they start again.")
+        st.caption(
+            f"The teacher is not broadcasting right now ({_ago(broadcast.at)}): your page and settings "
+            "are your own until they start again."
+        )
     else:
         title = next((spec.title for spec in navigation.PAGES if spec.url_path == broadcast.page), broadcast.page)
         st.caption(f"Following the teacher: **{title}** (the teacher's view last changed {_ago(broadcast.at)}).")
@@ -266,8 +283,10 @@ def _ago(at: float) -> str:
 
 
 def _follow_help() -> str:
-    return (f"Your page and settings follow the teacher's: your tab asks the server every {POLL_S:g} s, then reruns "
-            "on the teacher's view. Switch off to explore on your own; switch on again to catch up.")
+    return (
+        f"Your page and settings follow the teacher's: your tab asks the server every {POLL_S:g} s, then reruns "
+        "on the teacher's view. Switch off to explore on your own; switch on again to catch up."
+    )
 
 
 def _unlock() -> None:
@@ -318,14 +337,20 @@ def render_sidebar() -> None:
         if is_teacher():
             st.session_state.setdefault(state.CLASS_BROADCASTING, True)
             st.session_state[state.widget_key(state.CLASS_BROADCASTING)] = st.session_state[state.CLASS_BROADCASTING]
-            st.toggle("Broadcast my view", key=state.widget_key(state.CLASS_BROADCASTING), on_change=_store_broadcasting,
-                      help=f"Students who follow get your page, prompt, model and settings: their tabs ask every "
-                           f"{POLL_S:g} s, then rerun on your view. Off: they keep their own view and are told so.")
+            st.toggle(
+                "Broadcast my view",
+                key=state.widget_key(state.CLASS_BROADCASTING),
+                on_change=_store_broadcasting,
+                help=f"Students who follow get your page, prompt, model and settings: their tabs ask every "
+                f"{POLL_S:g} s, then rerun on your view. Off: they keep their own view and are told so.",
+            )
             _heartbeat()  # the follower count, live
             st.button("Leave teacher mode", key=state.CLASS_LEAVE, on_click=_leave, type="tertiary")
             return
         st.session_state[state.widget_key(state.CLASS_FOLLOW)] = bool(st.session_state.get(state.CLASS_FOLLOW, True))
-        st.toggle("Follow the teacher", key=state.widget_key(state.CLASS_FOLLOW), on_change=_step_on, help=_follow_help())
+        st.toggle(
+            "Follow the teacher", key=state.widget_key(state.CLASS_FOLLOW), on_change=_step_on, help=_follow_help()
+        )
         _heartbeat()
         with st.expander("I am the teacher", key=state.CLASS_TEACHER_PANEL, on_change="rerun"):
             key_message = st.session_state.pop(state.CLASS_KEY_MESSAGE, None)
@@ -348,10 +373,12 @@ def _cookie_script() -> list[str]:
     there yet; values are 32 hex digits or empty (HEX_ID / secrets.token_hex): safe inside the script."""
     wanted = {STUDENT_COOKIE: student_id(), TEACHER_COOKIE: st.session_state.get(state.CLASS_TOKEN) or ""}
     have = _cookies()
-    changes = {name: value for name, value in wanted.items() if have.get(name, "") != value
-               and (value or name in have)}
-    return [f'window.parent.document.cookie = "{name}={value}; path=/; SameSite=Strict; '
-            f'max-age={31536000 if value else 0}";' for name, value in changes.items()]
+    changes = {name: value for name, value in wanted.items() if have.get(name, "") != value and (value or name in have)}
+    return [
+        f'window.parent.document.cookie = "{name}={value}; path=/; SameSite=Strict; '
+        f'max-age={31536000 if value else 0}";'
+        for name, value in changes.items()
+    ]
 
 
 def _scripts(statements: list[str]) -> None:

@@ -14,6 +14,7 @@ seeded stream, and ``add_draws`` keeps only the numbers not yet counted for that
 in that round (a rerun, a double click or a reload that sends the same draws again adds
 nothing). A guess is stored per student, so a second guess replaces the first.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -138,8 +139,9 @@ class Room:
         if not isinstance(page, str) or len(page) > 64:
             raise RoomError("the page must be a url path")
         if len(query) > MAX_QUERY_ITEMS or any(
-                not isinstance(k, str) or not isinstance(v, str) or len(k) > 64 or len(v) > MAX_QUERY_VALUE
-                for k, v in query.items()):
+            not isinstance(k, str) or not isinstance(v, str) or len(k) > 64 or len(v) > MAX_QUERY_VALUE
+            for k, v in query.items()
+        ):
             raise RoomError("a broadcast carries link parameters only (short names, text values)")
         with self._lock:
             old = self._broadcast
@@ -163,8 +165,11 @@ class Room:
         """The current rounds' ids and whether the guesses are revealed (cheap: every open class page polls it)."""
         with self._lock:
             guesses = self._guesses
-            return Rounds(self._draws.round_id if self._draws else None, guesses.round_id if guesses else None,
-                          bool(guesses and guesses.revealed))
+            return Rounds(
+                self._draws.round_id if self._draws else None,
+                guesses.round_id if guesses else None,
+                bool(guesses and guesses.revealed),
+            )
 
     # -- draw for the class ----------------------------------------------------------------------------
     def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
@@ -186,9 +191,12 @@ class Room:
         with self._lock:
             if self._draws is None:
                 return None
-            return DrawRound(self._draws.round_id, self._draws.experiment,
-                             {student: list(tokens) for student, tokens in self._draws.draws.items()},
-                             self._draws.number)
+            return DrawRound(
+                self._draws.round_id,
+                self._draws.experiment,
+                {student: list(tokens) for student, tokens in self._draws.draws.items()},
+                self._draws.number,
+            )
 
     def draws_of(self, round_id: str, student: str) -> int:
         """How many of ``student``'s draws the round has counted (its next draw's number)."""
@@ -213,8 +221,8 @@ class Room:
             mine = current.draws.setdefault(student, [])
             if first > len(mine):
                 raise RoomError(f"draw {first} comes after draw {len(mine)}, which was never counted")
-            new = tokens[len(mine) - first:]
-            new = new[:max(0, MAX_DRAWS_PER_STUDENT - len(mine))]
+            new = tokens[len(mine) - first :]
+            new = new[: max(0, MAX_DRAWS_PER_STUDENT - len(mine))]
             mine.extend(int(t) for t in new)
             return len(new)
 

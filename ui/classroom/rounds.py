@@ -14,6 +14,7 @@ the page instead of drawing it under the old text.
 The teacher does not draw or guess: the pooled bars and the guesses are the students' only, so "by N students"
 is always true, and the teacher's presses cannot tilt what the class is asked to read.
 """
+
 from __future__ import annotations
 
 import re
@@ -116,21 +117,34 @@ def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
     now = broadcast.room().rounds()
     row = st.container(horizontal=True)
     if "draw" in kinds:
-        row.button("New draw round on my prompt and settings", key=state.CLASS_NEW_DRAWS, on_click=_start,
-                   args=("draw", now.draw_id), type="primary",
-                   help="Starts afresh: the current draw round's draws are dropped.")
+        row.button(
+            "New draw round on my prompt and settings",
+            key=state.CLASS_NEW_DRAWS,
+            on_click=_start,
+            args=("draw", now.draw_id),
+            type="primary",
+            help="Starts afresh: the current draw round's draws are dropped.",
+        )
     if "guess" in kinds:
-        row.button("New guess round on my prompt", key=state.CLASS_NEW_GUESSES, on_click=_start, args=("guess", now.guess_id),
-                   help="Starts afresh: the current guess round's guesses are dropped and the box opens again.")
+        row.button(
+            "New guess round on my prompt",
+            key=state.CLASS_NEW_GUESSES,
+            on_click=_start,
+            args=("guess", now.guess_id),
+            help="Starts afresh: the current guess round's guesses are dropped and the box opens again.",
+        )
         rnd = broadcast.room().guess_round()
-        row.button("Reveal the model's answer", key=state.CLASS_REVEAL, on_click=_reveal,
-                   disabled=rnd is None or rnd.revealed)
+        row.button(
+            "Reveal the model's answer", key=state.CLASS_REVEAL, on_click=_reveal, disabled=rnd is None or rnd.revealed
+        )
     experiment = current_experiment()
     if isinstance(experiment, str):
         st.caption(f"A new round cannot start on your view now: {experiment}.")
     else:
-        st.caption(f"A new round asks the class for {describe(experiment)}: your prompt and settings now. "
-                   "You do not draw or guess yourself: the bars and the guesses are the students' only.")
+        st.caption(
+            f"A new round asks the class for {describe(experiment)}: your prompt and settings now. "
+            "You do not draw or guess yourself: the bars and the guesses are the students' only."
+        )
     message = st.session_state.pop(state.CLASS_TEACHER_MESSAGE, None)
     if message:
         st.error(message)
@@ -151,11 +165,14 @@ def _draw(shown_round: str, shown_mine: int) -> None:
     if first != (shown_mine if rnd.round_id == shown_round else 0):
         return  # this press was counted already (in a round started after the page was drawn: it had none there)
     if rnd.round_id != shown_round:  # the teacher started a round just before this press: it counts in that one
-        st.session_state[state.CLASS_DRAW_MESSAGE] = ("info", "The teacher had just started a new draw round: your press counts "
-                                                  "in it (the text above now describes it).")
+        st.session_state[state.CLASS_DRAW_MESSAGE] = (
+            "info",
+            "The teacher had just started a new draw round: your press counts in it (the text above now describes it).",
+        )
     try:
-        room.add_draws(rnd.round_id, student, first,
-                       student_draws(rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS))
+        room.add_draws(
+            rnd.round_id, student, first, student_draws(rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS)
+        )
     except RoomError as error:
         st.session_state[state.CLASS_DRAW_MESSAGE] = ("warning", str(error))
 
@@ -181,8 +198,13 @@ def _live_draws(round_id: str) -> None:
     if teacher:
         st.caption(f"Your students press **Draw {DRAWS_PER_PRESS} for the class** on their own laptops.")
     else:
-        st.button(f"Draw {DRAWS_PER_PRESS} for the class", key=state.CLASS_DRAW, on_click=_draw, args=(round_id, mine),
-                  type="primary")
+        st.button(
+            f"Draw {DRAWS_PER_PRESS} for the class",
+            key=state.CLASS_DRAW,
+            on_click=_draw,
+            args=(round_id, mine),
+            type="primary",
+        )
     message = st.session_state.pop(state.CLASS_DRAW_MESSAGE, None)
     if message:
         getattr(st, message[0])(message[1])
@@ -191,12 +213,22 @@ def _live_draws(round_id: str) -> None:
     if not teacher:
         st.caption(claims.own_draws_sentence(mine))
     gof = pooled.gof
-    charts.show(sampling_figs.make_draw_histogram(pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(),
-                                                  pooled.n_draws, gof.statistic, gof.dof, gof.p_value,
-                                                  who=f"The class ({n_students} student{'s' * (n_students != 1)}): "),
-                key="class_histogram",
-                data=sampling_figs.histogram_table(pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(),
-                                                   pooled.n_draws))
+    charts.show(
+        sampling_figs.make_draw_histogram(
+            pooled.labels,
+            pooled.observed.tolist(),
+            pooled.expected.tolist(),
+            pooled.n_draws,
+            gof.statistic,
+            gof.dof,
+            gof.p_value,
+            who=f"The class ({n_students} student{'s' * (n_students != 1)}): ",
+        ),
+        key="class_histogram",
+        data=sampling_figs.histogram_table(
+            pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(), pooled.n_draws
+        ),
+    )
     gaps = abs(pooled.observed - pooled.expected)
     widest = int(gaps.argmax())
     text = claims.pooled_sentence(pooled.n_draws, n_students, float(gaps[widest]), pooled.labels[widest])
@@ -204,8 +236,12 @@ def _live_draws(round_id: str) -> None:
         text += " " + claims.too_few_sentence(pooled.n_draws)
     elif pooled.n_draws and gof.dof:
         plan = pooled_bins(rnd.experiment, pooled.n_draws)
-        text += "\n\n" + claims.bins_sentence(len(pooled.labels), plan) + " " + histogram_sentence(
-            gof.n_bins, gof.statistic, gof.dof, gof.p_value)
+        text += (
+            "\n\n"
+            + claims.bins_sentence(len(pooled.labels), plan)
+            + " "
+            + histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value)
+        )
     st.markdown(text + claims.space_note(pooled.labels))
 
 
@@ -216,8 +252,10 @@ def _guess(shown_round: str) -> None:
     text = st.session_state.get(state.class_guess_box(shown_round), "")
     rnd = broadcast.room().guess_round()
     if rnd is None or rnd.round_id != shown_round:
-        st.session_state[state.CLASS_GUESS_MESSAGE] = ("The teacher started a new guess round just before you sent your guess: "
-                                           "read its prompt below and guess again.")
+        st.session_state[state.CLASS_GUESS_MESSAGE] = (
+            "The teacher started a new guess round just before you sent your guess: "
+            "read its prompt below and guess again."
+        )
         return
     try:
         broadcast.room().guess(shown_round, broadcast.student_id(), text)
@@ -232,31 +270,42 @@ def guess_panel() -> None:
     if rnd is None:
         st.info("No guess round yet: the teacher starts one on their prompt.", icon=":material/groups:")
         return
-    st.markdown(f"**Guess round {rnd.number}:** what is {next_token_phrase(rnd.experiment)} for "
-                f"{rnd.experiment.model}? The prompt (its end) is below; " +
-                ("the teacher has revealed the answer." if rnd.revealed else "guess before the teacher reveals it."))
+    st.markdown(
+        f"**Guess round {rnd.number}:** what is {next_token_phrase(rnd.experiment)} for "
+        f"{rnd.experiment.model}? The prompt (its end) is below; "
+        + ("the teacher has revealed the answer." if rnd.revealed else "guess before the teacher reveals it.")
+    )
     # The prompt as plain text, never Markdown; st.text, not st.code: a code block loads the syntax highlighter's
     # scripts the first time a tab shows one, which delays the round reaching it (docs/classroom.md measures it).
     st.container(border=True).text(rnd.experiment.prompt[-300:])
     mine = rnd.guesses.get(broadcast.student_id())
     if broadcast.is_teacher():
-        st.caption("Your students type their guesses on their own laptops; you reveal the answer when the room "
-                   "is ready.")
+        st.caption(
+            "Your students type their guesses on their own laptops; you reveal the answer when the room is ready."
+        )
     elif rnd.revealed:
-        st.text_input("Your guess (closed: the answer is out)", value=mine or "", disabled=True,
-                      key=state.class_guess_closed(rnd.round_id),
-                      placeholder="you sent no guess in this round")
+        st.text_input(
+            "Your guess (closed: the answer is out)",
+            value=mine or "",
+            disabled=True,
+            key=state.class_guess_closed(rnd.round_id),
+            placeholder="you sent no guess in this round",
+        )
     else:
         with st.form(state.CLASS_GUESS_FORM, border=False, enter_to_submit=True):
             row = st.container(horizontal=True, vertical_alignment="bottom")
-            row.text_input("Your guess (one word; Enter sends it)", key=state.class_guess_box(rnd.round_id), max_chars=40)
+            row.text_input(
+                "Your guess (one word; Enter sends it)", key=state.class_guess_box(rnd.round_id), max_chars=40
+            )
             row.form_submit_button("Send my guess", key=state.CLASS_GUESS, on_click=_guess, args=(rnd.round_id,))
     message = st.session_state.pop(state.CLASS_GUESS_MESSAGE, None)
     if message:
         st.warning(message)
     if mine is not None and not broadcast.is_teacher():
-        st.caption(f"Your guess: `{mine!r}`" + (" (guessing is closed)." if rnd.revealed else
-                                                " (send another to change it, until the reveal)."))
+        st.caption(
+            f"Your guess: `{mine!r}`"
+            + (" (guessing is closed)." if rnd.revealed else " (send another to change it, until the reveal).")
+        )
     _live_guesses(rnd.round_id, rnd.revealed)
 
 
@@ -270,9 +319,21 @@ def _live_guesses(round_id: str, revealed: bool) -> None:
         st.markdown(f"**{n:,} guess{'es' * (n != 1)} in.** The class view appears when the teacher reveals the answer.")
         return
     view = guess_view(rnd.experiment, list(rnd.guesses.values()))
-    charts.show(figs.make_guesses(view.labels, view.class_share.tolist(), view.model_prob.tolist(), view.n_guesses),
-                key="class_guesses",
-                data=figs.guesses_table(view.labels, view.class_share.tolist(), view.model_prob.tolist()))
-    st.markdown(claims.guesses_sentence(view.n_guesses, view.top_token, view.top_prob, view.top_guessed,
-                                        view.most_guessed, view.most_guessed_count, view.most_guessed_prob,
-                                        view.several_tokens) + claims.space_note(view.labels))
+    charts.show(
+        figs.make_guesses(view.labels, view.class_share.tolist(), view.model_prob.tolist(), view.n_guesses),
+        key="class_guesses",
+        data=figs.guesses_table(view.labels, view.class_share.tolist(), view.model_prob.tolist()),
+    )
+    st.markdown(
+        claims.guesses_sentence(
+            view.n_guesses,
+            view.top_token,
+            view.top_prob,
+            view.top_guessed,
+            view.most_guessed,
+            view.most_guessed_count,
+            view.most_guessed_prob,
+            view.several_tokens,
+        )
+        + claims.space_note(view.labels)
+    )

@@ -8,6 +8,7 @@ a query's attention over layers, grouped-query head groups), and, for a model wi
 local layers, one traced forward of a prompt longer than its sliding window, kept as
 small pooled maps with the window's effect measured (``window_view``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,9 +66,18 @@ def attention_maps(model: str, ids: list[int]) -> AttentionMaps:
     client = client_for(model)
     arrays = client.attention(ids[:MAX_TOKENS])  # in the engine's child on a process server
     config = client.config
-    return AttentionMaps(arrays.raw_scores, arrays.probs, arrays.queries, arrays.keys, config.head_dim,
-                         config.n_kv_heads, len(ids), config.score_scale_dim, config.sliding_window,
-                         config.local_layers)
+    return AttentionMaps(
+        arrays.raw_scores,
+        arrays.probs,
+        arrays.queries,
+        arrays.keys,
+        config.head_dim,
+        config.n_kv_heads,
+        len(ids),
+        config.score_scale_dim,
+        config.sliding_window,
+        config.local_layers,
+    )
 
 
 def attention_kind(n_heads: int, n_kv_heads: int) -> str:
@@ -156,8 +166,9 @@ class DistanceScores:
     recorded: float  # the scaled score the forward pass recorded at the actual positions
 
 
-def scores_by_distance(model: str, maps: AttentionMaps, layer: int, head: int, query: int, key: int,
-                       max_distance: int = 64) -> DistanceScores:
+def scores_by_distance(
+    model: str, maps: AttentionMaps, layer: int, head: int, query: int, key: int, max_distance: int = 64
+) -> DistanceScores:
     """Take one real query and key, undo their RoPE rotations, and score them again at other distances.
 
     With RoPE the score depends only on how far apart the two tokens are, so it can be

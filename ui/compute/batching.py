@@ -7,6 +7,7 @@ continuous batching and every request alone, all on the shared engine, returned 
 plain data for the figures in ``ui/figures/batching.py``. The editor's rows as the
 session keeps them are ``ui/session/requests.py``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -93,8 +94,10 @@ def padded_batch(model: str, prompts: tuple[str, ...]) -> PaddedBatch:
     """The prompts left-padded exactly as static batching pads them (the engine's ``left_pad``)."""
     client = client_for(model)
     ids, mask, positions, masks = client.padded_batch([client.encode_prompt(p) for p in prompts])  # (B, T), (B, T, T)
-    texts = [[text if real else None for text, real in zip(token_texts(client.tokenizer, row_ids), row_mask)]
-             for row_ids, row_mask in zip(ids.tolist(), mask.tolist())]
+    texts = [
+        [text if real else None for text, real in zip(token_texts(client.tokenizer, row_ids), row_mask)]
+        for row_ids, row_mask in zip(ids.tolist(), mask.tolist())
+    ]
     return PaddedBatch(texts, positions, mask, masks, float(1 - mask.astype(np.float32).mean()))
 
 
@@ -164,8 +167,11 @@ def _mode_run(run: BatchRun, n_rows: int, position_bytes: int, allocated_positio
             held.pop(request, None)
     results = run.results
     return ModeRun(
-        grid=grid, phases=[s.phase for s in run.steps], texts=[r.text for r in results],
-        token_ids=[list(r.token_ids) for r in results], output_tokens=sum(len(r.token_ids) for r in results),
+        grid=grid,
+        phases=[s.phase for s in run.steps],
+        texts=[r.text for r in results],
+        token_ids=[list(r.token_ids) for r in results],
+        output_tokens=sum(len(r.token_ids) for r in results),
         seconds=sum(s.seconds for s in run.steps),
         computed_positions=sum(s.batch_positions for s in run.steps),
         wasted_positions=sum(s.wasted_positions for s in run.steps),
@@ -181,13 +187,23 @@ def _mode_run(run: BatchRun, n_rows: int, position_bytes: int, allocated_positio
     )
 
 
-def compare(model: str, prompts: list[str], budgets: list[int], temperature: float, seed: int, n_slots: int,
-            progress: Callable[[float, str], None] | None = None, share_prefixes: bool = False) -> Comparison:
+def compare(
+    model: str,
+    prompts: list[str],
+    budgets: list[int],
+    temperature: float,
+    seed: int,
+    n_slots: int,
+    progress: Callable[[float, str], None] | None = None,
+    share_prefixes: bool = False,
+) -> Comparison:
     """Static, continuous (``n_slots`` cache slots; ``share_prefixes``: a prompt reuses the start a slot holds)
     and solo runs of the same requests and settings."""
     client = client_for(model)
-    params = [SamplingParams(temperature=temperature, max_new_tokens=b, seed=seed + i, stop_on_eos=True)
-              for i, b in enumerate(budgets)]
+    params = [
+        SamplingParams(temperature=temperature, max_new_tokens=b, seed=seed + i, stop_on_eos=True)
+        for i, b in enumerate(budgets)
+    ]
     report = progress or (lambda share, text: None)
     position_bytes = client.config.kv_cache_bytes(1, client.info.dtype_bytes)  # K and V, every layer
     report(0.05, "static batching: one left-padded batch")
@@ -196,7 +212,9 @@ def compare(model: str, prompts: list[str], budgets: list[int], temperature: flo
     static = _mode_run(static_run, len(prompts), position_bytes, static_reserved)
     report(0.35, f"continuous batching: {n_slots} cache slots")
     continuous_run = client.run_continuous(prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)
-    slot_capacity = min(client.config.max_seq_len, max(len(client.encode_prompt(p)) + b for p, b in zip(prompts, budgets)))
+    slot_capacity = min(
+        client.config.max_seq_len, max(len(client.encode_prompt(p)) + b for p, b in zip(prompts, budgets))
+    )
     continuous = _mode_run(continuous_run, n_slots, position_bytes, n_slots * slot_capacity)
     solo, solo_texts = [], []
     for i, (prompt, p) in enumerate(zip(prompts, params)):
@@ -224,8 +242,12 @@ CURVE_PROMPT = "The cat sat"
 CURVE_STEPS = 4  # decode steps timed per size: ~2 s in all on 2 CPU cores
 
 
-def throughput_curve(model: str, sizes: tuple[int, ...] | None = None, decode_steps: int | None = None,
-                     progress: Callable[[float, str], None] | None = None) -> ThroughputCurve:
+def throughput_curve(
+    model: str,
+    sizes: tuple[int, ...] | None = None,
+    decode_steps: int | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> ThroughputCurve:
     """Static batches of ``CURVE_PROMPT`` at each size (default ``CURVE_SIZES``), greedy: the median of their
     ``decode_steps`` (default ``CURVE_STEPS``) decode steps' times."""
     client = client_for(model)
@@ -238,16 +260,24 @@ def throughput_curve(model: str, sizes: tuple[int, ...] | None = None, decode_st
         run = client.run_static([CURVE_PROMPT] * size, params)
         medians.append(1000 * float(np.median([s.seconds for s in run.steps if s.phase == "decode"])))
     report(1.0, "done")
-    return ThroughputCurve(list(sizes), medians, [1000 * b / ms for b, ms in zip(sizes, medians)], CURVE_PROMPT,
-                           decode_steps)
+    return ThroughputCurve(
+        list(sizes), medians, [1000 * b / ms for b, ms in zip(sizes, medians)], CURVE_PROMPT, decode_steps
+    )
 
 
 def check_table(comparison: Comparison, row_labels: list[int] | None = None) -> list[dict]:
     """Each request's output alone, in the static batch and in the continuous batch, and whether they agree."""
     labels = row_labels or list(range(len(comparison.prompts)))
-    return [{
-        "request": labels[i], "prompt": prompt, "alone": comparison.solo_texts[i],
-        "static batch": comparison.static.texts[i], "continuous batch": comparison.continuous.texts[i],
-        "identical": "✓" if comparison.solo[i] == comparison.static.token_ids[i] == comparison.continuous.token_ids[i]
-        else "✗",
-    } for i, prompt in enumerate(comparison.prompts)]
+    return [
+        {
+            "request": labels[i],
+            "prompt": prompt,
+            "alone": comparison.solo_texts[i],
+            "static batch": comparison.static.texts[i],
+            "continuous batch": comparison.continuous.texts[i],
+            "identical": "✓"
+            if comparison.solo[i] == comparison.static.token_ids[i] == comparison.continuous.token_ids[i]
+            else "✗",
+        }
+        for i, prompt in enumerate(comparison.prompts)
+    ]

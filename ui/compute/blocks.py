@@ -10,6 +10,7 @@ engine's own fast path (``inference.model.quant_formats``) is a separate reading
 this one serves the Quantization page's block view, and ``stored_layout`` reads a block of a
 model's file (its tensor directory read once per server, ``tensor_directory``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,7 @@ import numpy as np
 import streamlit as st
 
 # type name -> (weights per block, bytes per block), as ggml stores them
-SIZES = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q8_0": (32, 34), "Q4_K": (256, 144),
-         "Q6_K": (256, 210)}
+SIZES = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q8_0": (32, 34), "Q4_K": (256, 144), "Q6_K": (256, 210)}
 
 
 @dataclass(frozen=True)
@@ -77,21 +77,40 @@ def _legacy(type_name: str, raw: np.ndarray) -> BlockLayout:
         m = _f16(raw, 2)
         codes = _nibbles(raw[4:20])
         scale, offset, rule, fields = d, m, "w = d · q + m", {"d": d, "m": m}
-        layout, bits, span = "2 bytes: the scale d (fp16); 2 bytes: the offset m (fp16); 16 bytes: 32 four-bit codes", 4, (0, 15)
+        layout, bits, span = (
+            "2 bytes: the scale d (fp16); 2 bytes: the offset m (fp16); 16 bytes: 32 four-bit codes",
+            4,
+            (0, 15),
+        )
     elif type_name == "Q5_0":
         high = int(raw[2:6].view("<u4")[0])  # bit j is the fifth bit of weight j
         codes = _nibbles(raw[6:22]) | (((high >> np.arange(32)) & 1) << 4)
         scale, offset, rule, fields = d, -16 * d, "w = d · (q − 16)", {"d": d}
-        layout = ("2 bytes: the scale d (fp16); 4 bytes: the fifth bit of each of the 32 codes; 16 bytes: their low "
-                  "four bits")
+        layout = (
+            "2 bytes: the scale d (fp16); 4 bytes: the fifth bit of each of the 32 codes; 16 bytes: their low four bits"
+        )
         bits, span = 5, (0, 31)
     else:  # Q8_0
         codes = raw[2:34].view(np.int8).astype(np.int64)
         scale, offset, rule, fields = d, 0.0, "w = d · q", {"d": d}
         layout, bits, span = "2 bytes: the scale d (fp16); 32 bytes: 32 signed eight-bit codes", 8, (-128, 127)
     decoded = (np.float32(scale) * codes.astype(np.float32) + np.float32(offset)).astype(np.float32)
-    return BlockLayout(type_name, n, size, codes, bits, span, n, np.array([scale]), np.array([offset]), decoded,
-                       fields, {}, rule, layout)
+    return BlockLayout(
+        type_name,
+        n,
+        size,
+        codes,
+        bits,
+        span,
+        n,
+        np.array([scale]),
+        np.array([offset]),
+        decoded,
+        fields,
+        {},
+        rule,
+        layout,
+    )
 
 
 def _q4_k_scale_min(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,10 +135,23 @@ def _q4_k(raw: np.ndarray) -> BlockLayout:
     offsets = -np.float32(dmin) * mn.astype(np.float32)
     group = np.repeat(np.arange(8), 32)
     decoded = (scales[group] * codes.astype(np.float32) + offsets[group]).astype(np.float32)
-    return BlockLayout("Q4_K", 256, 144, codes, 4, (0, 15), 32, scales, offsets, decoded, {"d": d, "dmin": dmin},
-                       {"scale": sc, "min": mn}, "w = d · sᵢ · q − dmin · mᵢ (group i of 32 weights)",
-                       "2 bytes: d (fp16); 2 bytes: dmin (fp16); 12 bytes: 8 six-bit scales sᵢ and 8 six-bit mins mᵢ; "
-                       "128 bytes: 256 four-bit codes")
+    return BlockLayout(
+        "Q4_K",
+        256,
+        144,
+        codes,
+        4,
+        (0, 15),
+        32,
+        scales,
+        offsets,
+        decoded,
+        {"d": d, "dmin": dmin},
+        {"scale": sc, "min": mn},
+        "w = d · sᵢ · q − dmin · mᵢ (group i of 32 weights)",
+        "2 bytes: d (fp16); 2 bytes: dmin (fp16); 12 bytes: 8 six-bit scales sᵢ and 8 six-bit mins mᵢ; "
+        "128 bytes: 256 four-bit codes",
+    )
 
 
 def _q6_k(raw: np.ndarray) -> BlockLayout:
@@ -138,10 +170,23 @@ def _q6_k(raw: np.ndarray) -> BlockLayout:
     offsets = -32 * scales
     group = np.repeat(np.arange(16), 16)
     decoded = (scales[group] * (codes - 32).astype(np.float32)).astype(np.float32)
-    return BlockLayout("Q6_K", 256, 210, codes, 6, (0, 63), 16, scales, offsets, decoded, {"d": d}, {"scale": sc},
-                       "w = d · sᵢ · (q − 32) (group i of 16 weights)",
-                       "128 bytes: the low four bits of 256 six-bit codes; 64 bytes: their top two bits; 16 bytes: 16 "
-                       "signed eight-bit scales sᵢ; 2 bytes: d (fp16)")
+    return BlockLayout(
+        "Q6_K",
+        256,
+        210,
+        codes,
+        6,
+        (0, 63),
+        16,
+        scales,
+        offsets,
+        decoded,
+        {"d": d},
+        {"scale": sc},
+        "w = d · sᵢ · (q − 32) (group i of 16 weights)",
+        "128 bytes: the low four bits of 256 six-bit codes; 64 bytes: their top two bits; 16 bytes: 16 "
+        "signed eight-bit scales sᵢ; 2 bytes: d (fp16)",
+    )
 
 
 KERNEL_TYPES = ("Q4_0", "Q4_1", "Q4_K")  # the types the engine's 4-bit kernel runs as groups of 32 (quant_formats)
@@ -267,7 +312,7 @@ def block_types(model: str) -> dict[str, list[str]]:
     (empty without a GGUF file)."""
     found = _directory(model)
     out: dict[str, list[str]] = {}
-    for name, entry in (found[1].items() if found else ()):
+    for name, entry in found[1].items() if found else ():
         if entry.type_name in SIZES and len(entry.shape) > 1:
             out.setdefault(entry.type_name, []).append(name)
     return out
@@ -278,7 +323,7 @@ def weights_by_type(model: str) -> dict[str, int]:
     """Weights stored per block type (float types included) in ``model``'s GGUF file (empty without one)."""
     found = _directory(model)
     out: dict[str, int] = {}
-    for entry in (found[1].values() if found else ()):
+    for entry in found[1].values() if found else ():
         out[entry.type_name] = out.get(entry.type_name, 0) + int(np.prod(entry.shape))
     return out
 

@@ -14,6 +14,7 @@ Owns the arithmetic behind ``pages/class.py`` and the Sampling page's "Draw for 
   probability of that token at T = 1.
 Results are plain numpy/Python.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -80,7 +81,9 @@ class BinPlan:
 
     alone: int  # tokens expected at least MIN_EXPECTED times: a bin each
     pooled: int  # the other survivors, counted together
-    pooled_bin: bool  # they make a bin of their own (False: together still under MIN_EXPECTED, so they join the smallest)
+    pooled_bin: (
+        bool  # they make a bin of their own (False: together still under MIN_EXPECTED, so they join the smallest)
+    )
 
     @property
     def n_bins(self) -> int:
@@ -144,10 +147,15 @@ def guess_view(experiment: Experiment, guesses: list[str]) -> GuessView:
     most = tally.most_common(1)[0] if tally else None
     texts = token_texts(experiment.model, ids)
     return GuessView(
-        n_guesses=n, labels=texts, class_share=share, model_prob=probs[ids].astype(np.float64),
-        top_token=token_texts(experiment.model, [top[0]])[0], top_prob=float(probs[top[0]]),
+        n_guesses=n,
+        labels=texts,
+        class_share=share,
+        model_prob=probs[ids].astype(np.float64),
+        top_token=token_texts(experiment.model, [top[0]])[0],
+        top_prob=float(probs[top[0]]),
         top_guessed=tally.get(top[0], 0),
-        most_guessed=texts[0] if most else None, most_guessed_count=most[1] if most else 0,
+        most_guessed=texts[0] if most else None,
+        most_guessed_count=most[1] if most else 0,
         most_guessed_prob=float(probs[most[0]]) if most else 0.0,
         several_tokens=sum(not single for _, single in read),
     )

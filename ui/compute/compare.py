@@ -5,6 +5,7 @@ its next-token top 10, and its greedy continuation with the decode speed measure
 while it ran, plus the first point where two continuations part. Plain Python data,
 the model's name first in every cached call; no torch outside the engine's own calls.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,11 +43,19 @@ def model_card(model: str) -> ModelCard:
     client = client_for(model)
     config, info = client.config, client.info
     return ModelCard(
-        name=config.name, family=config.family, parameters=info.parameter_count,
-        n_layers=config.n_layers, d_model=config.d_model, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
-        head_dim=config.head_dim, vocab_size=config.vocab_size,
-        kv_bytes_per_token=config.kv_cache_bytes(1, info.dtype_bytes), dtype=info.dtype,
-        local_layers=len(config.local_layers), window=config.sliding_window,
+        name=config.name,
+        family=config.family,
+        parameters=info.parameter_count,
+        n_layers=config.n_layers,
+        d_model=config.d_model,
+        n_heads=config.n_heads,
+        n_kv_heads=config.n_kv_heads,
+        head_dim=config.head_dim,
+        vocab_size=config.vocab_size,
+        kv_bytes_per_token=config.kv_cache_bytes(1, info.dtype_bytes),
+        dtype=info.dtype,
+        local_layers=len(config.local_layers),
+        window=config.sliding_window,
         tokenizer_scheme=client.tokenizer.scheme,
     )
 
@@ -82,7 +91,8 @@ def greedy_continuation(model: str, prompt: str, n_tokens: int = CONTINUATION_TO
     steps = client_for(model).generate(prompt, SamplingParams(temperature=0, max_new_tokens=n_tokens))
     decode = steps[1:]
     return Continuation(
-        pieces=[step.text for step in steps], text="".join(step.text for step in steps),
+        pieces=[step.text for step in steps],
+        text="".join(step.text for step in steps),
         decode_tok_s=len(decode) / sum(step.seconds for step in decode) if decode else None,
         prefill_ms=1000 * steps[0].seconds,
     )

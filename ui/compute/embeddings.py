@@ -4,6 +4,7 @@ Everything is read from the loaded model's own weights through its client (``Eng
 rows by lookup, every row's length kept once per engine, nearest neighbours block by block,
 RoPE's own tables) and returned as numpy or plain Python, bounded by ``max_entries``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

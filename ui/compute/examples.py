@@ -5,6 +5,7 @@ loaded model: Gemma 3 270M answers "The capital of France is" with " the", not "
 suggestion here has a short list of candidates, tried in order on the model itself, and the page
 offers the first one whose promise holds (or says nothing it cannot keep).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

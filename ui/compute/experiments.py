@@ -9,6 +9,7 @@ the greedy continuation, the head-importance sweep and the activation-patching s
 and the direct logit attribution. Every result is plain numpy/Python, keyed by the
 model's name first.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -61,8 +62,9 @@ def _means_for(model: str, ids: tuple[int, ...], spec: Interventions | None) -> 
 
 def check_prompt(ids: list[int], limit: int = MAX_TOKENS, what: str = "The prompt") -> None:
     if len(ids) > limit:
-        raise ExperimentError(f"{what} has {len(ids):,} tokens; experiments trace every layer and run at most "
-                              f"{limit} tokens: shorten it")
+        raise ExperimentError(
+            f"{what} has {len(ids):,} tokens; experiments trace every layer and run at most {limit} tokens: shorten it"
+        )
 
 
 # -- before and after ---------------------------------------------------------------------
@@ -115,10 +117,17 @@ def before_after(model: str, ids: tuple[int, ...], settings: Settings, top_n: in
     top_b, top_a = int(np.argmax(before)), int(np.argmax(after))
     spec = prepared_spec(model, ids, settings)
     return BeforeAfter(
-        token_ids=chosen, token_strings=token_texts(tokenizer, chosen), before=before[chosen], after=after[chosen],
-        top_before=top_b, top_after=top_a, top_before_text=token_texts(tokenizer, [top_b])[0],
-        top_after_text=token_texts(tokenizer, [top_a])[0], kl_bits=kl_bits(before, after),
-        entropy_before=entropy_bits(before), entropy_after=entropy_bits(after),
+        token_ids=chosen,
+        token_strings=token_texts(tokenizer, chosen),
+        before=before[chosen],
+        after=after[chosen],
+        top_before=top_b,
+        top_after=top_a,
+        top_before_text=token_texts(tokenizer, [top_b])[0],
+        top_after_text=token_texts(tokenizer, [top_a])[0],
+        kl_bits=kl_bits(before, after),
+        entropy_before=entropy_bits(before),
+        entropy_after=entropy_bits(after),
         description=spec.describe() if spec is not None else "no intervention",
     )
 
@@ -137,7 +146,7 @@ class LensPair:
         if self.region is None:
             return int(self.changed.sum())
         inside = np.zeros_like(self.changed)
-        inside[self.region[0]:, self.region[1]:] = True
+        inside[self.region[0] :, self.region[1] :] = True
         return int((self.changed & ~inside).sum())
 
 
@@ -174,15 +183,18 @@ def target_token(model: str, text: str, fallback: int) -> int:
         return fallback
     ids = client_for(model).tokenizer.encode(text)
     if len(ids) != 1:
-        raise ExperimentError(f"{text!r} is {len(ids)} tokens for this model; the target must be exactly one "
-                              "(mind the leading space: “ cat” is one token, “cat” may be another)")
+        raise ExperimentError(
+            f"{text!r} is {len(ids)} tokens for this model; the target must be exactly one "
+            "(mind the leading space: “ cat” is one token, “cat” may be another)"
+        )
     return ids[0]
 
 
 # -- head importance ------------------------------------------------------------------------
 @st.cache_data(max_entries=2048, show_spinner=False)  # n_heads floats each
-def head_importance_layer(model: str, ids: tuple[int, ...], target: int, mode: str, factor: float,
-                          layer: int) -> np.ndarray:
+def head_importance_layer(
+    model: str, ids: tuple[int, ...], target: int, mode: str, factor: float, layer: int
+) -> np.ndarray:
     """log p(target) with each head of ``layer`` changed alone: (H,), one forward over a batch of H rows."""
     means = mean_outputs(model, ids) if mode == "mean" else None
     return client_for(model).head_importance_layer(list(ids), target, mode, factor, layer, means)
@@ -199,8 +211,14 @@ class HeadImportance:
         return self.logprobs - self.baseline
 
 
-def head_importance(model: str, ids: tuple[int, ...], target: int, mode: str, factor: float,
-                    on_progress: Callable[[int, int], None] | None = None) -> HeadImportance:
+def head_importance(
+    model: str,
+    ids: tuple[int, ...],
+    target: int,
+    mode: str,
+    factor: float,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> HeadImportance:
     """Every head changed in turn, a layer per forward; ``on_progress(done, total)`` after each layer."""
     n_layers = client_for(model).config.n_layers
     rows = []
@@ -240,14 +258,23 @@ def patch_setup(model: str, clean: str, corrupt: str) -> PatchSetup:
         raise ExperimentError(str(error)) from None
     tokenizer = client.tokenizer
     if logits.clean_answer == logits.corrupt_answer:
-        raise ExperimentError(f"both prompts' most likely next token is {token_texts(tokenizer, [logits.clean_answer])[0]!r}: "
-                              "patching measures how much of the clean answer comes back, so the corrupted prompt "
-                              "must answer something else")
+        raise ExperimentError(
+            f"both prompts' most likely next token is {token_texts(tokenizer, [logits.clean_answer])[0]!r}: "
+            "patching measures how much of the clean answer comes back, so the corrupted prompt "
+            "must answer something else"
+        )
     return PatchSetup(
-        tuple(clean_ids), tuple(corrupt_ids), token_texts(tokenizer, clean_ids), token_texts(tokenizer, corrupt_ids),
-        logits.first_difference, logits.clean_answer, logits.corrupt_answer,
-        token_texts(tokenizer, [logits.clean_answer])[0], token_texts(tokenizer, [logits.corrupt_answer])[0],
-        logits.clean_gap, logits.corrupt_gap,
+        tuple(clean_ids),
+        tuple(corrupt_ids),
+        token_texts(tokenizer, clean_ids),
+        token_texts(tokenizer, corrupt_ids),
+        logits.first_difference,
+        logits.clean_answer,
+        logits.corrupt_answer,
+        token_texts(tokenizer, [logits.clean_answer])[0],
+        token_texts(tokenizer, [logits.corrupt_answer])[0],
+        logits.clean_gap,
+        logits.corrupt_gap,
     )
 
 
@@ -259,10 +286,12 @@ def clean_streams(model: str, clean_ids: tuple[int, ...]) -> np.ndarray:
 @st.cache_data(max_entries=1024, show_spinner=False)  # L floats each
 def patch_position_column(model: str, setup: PatchSetup, position: int) -> np.ndarray:
     """Share of the clean answer restored by patching ``position`` after each block: (L,), one batched forward."""
-    logits = PatchLogits(setup.first_difference, setup.clean_answer, setup.corrupt_answer, setup.clean_gap,
-                         setup.corrupt_gap)
-    return client_for(model).patch_column(list(setup.corrupt_ids), clean_streams(model, setup.clean_ids), position,
-                                          logits)
+    logits = PatchLogits(
+        setup.first_difference, setup.clean_answer, setup.corrupt_answer, setup.clean_gap, setup.corrupt_gap
+    )
+    return client_for(model).patch_column(
+        list(setup.corrupt_ids), clean_streams(model, setup.clean_ids), position, logits
+    )
 
 
 def patching(model: str, setup: PatchSetup, on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -301,8 +330,18 @@ def attribution(model: str, ids: tuple[int, ...], target: int, settings: Setting
     client = client_for(model)
     spec = prepared_spec(model, ids, settings)
     split = client.attribution(list(ids), target, spec, _means_for(model, ids, spec))
-    return Attribution(token_texts(client.tokenizer, [target])[0], split.logit, split.total, split.residual, split.bound,
-                       split.magnitude, split.labels, split.values, split.heads, split.mlps)
+    return Attribution(
+        token_texts(client.tokenizer, [target])[0],
+        split.logit,
+        split.total,
+        split.residual,
+        split.bound,
+        split.magnitude,
+        split.labels,
+        split.values,
+        split.heads,
+        split.mlps,
+    )
 
 
 # -- the Attention page: heads that send one token to another ----------------------------------

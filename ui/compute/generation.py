@@ -6,6 +6,7 @@ tensors, the cached-vs-uncached measurement, and the display texts of a walk's t
 through the model's client. The session's walk itself (its ``Stepper`` and the buttons' actions)
 is ``ui/session/walk.py``; figures live in ``ui/figures/generation.py``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -36,7 +37,11 @@ def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
             forced[int(index)] = int(token)
         else:
             dropped += 1
-    note = f"`forced`: {dropped} malformed or out-of-walk entr{'ies' if dropped > 1 else 'y'} ignored." if dropped else None
+    note = (
+        f"`forced`: {dropped} malformed or out-of-walk entr{'ies' if dropped > 1 else 'y'} ignored."
+        if dropped
+        else None
+    )
     return forced, note
 
 
@@ -60,8 +65,11 @@ def parse_forced_token(tokenizer: Tokenizer, text: str) -> int:
         pieces = token_text.token_texts(tokenizer, ids[:5])  # <0xNN> for pieces of a character
         listed = ", ".join(f"'{p}'" for p in pieces) + (", …" if len(ids) > 5 else "")
         typable = next((p for p in pieces if "<0x" not in p), None)
-        example = (f"e.g. '{typable}'" if typable else
-                   "and a piece of a character (<0xNN>) cannot be typed alone: rewind and let the model choose it")
+        example = (
+            f"e.g. '{typable}'"
+            if typable
+            else "and a piece of a character (<0xNN>) cannot be typed alone: rewind and let the model choose it"
+        )
         raise StepperError(f"{shown} is {len(ids):,} tokens ({listed}), not one: force a single token, {example}")
     return ids[0]
 
@@ -79,8 +87,13 @@ def cache_view(model: str, stepper: Stepper, layer: int, max_positions: int = 96
     """One layer's cached K and V as numpy (the last ``max_positions`` positions at most)."""
     client = client_for(model)
     view = client.cache_view(stepper, layer, max_positions)
-    return CacheView(view.keys, view.values, token_text.token_texts(client.tokenizer, view.token_ids), view.new_rows,
-                     view.first_position)
+    return CacheView(
+        view.keys,
+        view.values,
+        token_text.token_texts(client.tokenizer, view.token_ids),
+        view.new_rows,
+        view.first_position,
+    )
 
 
 def cache_bytes(model: str, stepper: Stepper) -> CacheBytes:
@@ -88,8 +101,9 @@ def cache_bytes(model: str, stepper: Stepper) -> CacheBytes:
     return client_for(model).cache_bytes(stepper)
 
 
-def measure_cache_timing(model: str, prompt_ids: list[int], n_tokens: int,
-                         progress: Callable[[float, str], None] | None = None) -> CacheTiming:
+def measure_cache_timing(
+    model: str, prompt_ids: list[int], n_tokens: int, progress: Callable[[float, str], None] | None = None
+) -> CacheTiming:
     """Greedy tokens one at a time (at most ``MAX_TIMING_TOKENS``), a cached decode step against a full recompute."""
     return client_for(model).measure_cache_timing(prompt_ids, min(n_tokens, MAX_TIMING_TOKENS), progress)
 
@@ -107,9 +121,18 @@ def candidate_texts(model: str, candidates: list) -> list[str]:
 def steps_table(model: str, stepper: Stepper) -> list[dict]:
     """One row per chosen token for ``st.dataframe``."""
     texts = chosen_texts(model, stepper)
-    return [{
-        "step": c.index, "token": visible(text), "forced": c.forced, "p (T=1)": fmt.prob(c.probability, 4),
-        "phase": c.phase, "ms": round(1000 * c.seconds, 1), "cache reused": c.cache_len_before,
-        "top 3": " | ".join(f"{visible(t)} {fmt.pct(p.probability)}"
-                            for t, p in zip(candidate_texts(model, c.top[:3]), c.top[:3])),
-    } for c, text in zip(stepper.chosen, texts)]
+    return [
+        {
+            "step": c.index,
+            "token": visible(text),
+            "forced": c.forced,
+            "p (T=1)": fmt.prob(c.probability, 4),
+            "phase": c.phase,
+            "ms": round(1000 * c.seconds, 1),
+            "cache reused": c.cache_len_before,
+            "top 3": " | ".join(
+                f"{visible(t)} {fmt.pct(p.probability)}" for t, p in zip(candidate_texts(model, c.top[:3]), c.top[:3])
+            ),
+        }
+        for c, text in zip(stepper.chosen, texts)
+    ]

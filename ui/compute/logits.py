@@ -9,6 +9,7 @@ never the model. Every probability shown comes from the engine's own ``sample(re
 softmax formula over the same cached logits. Drawing tokens lives in ``ui/compute/sampling.py``;
 figures live in ``ui/figures/``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,6 +31,8 @@ STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T =
     "min_p": "min-p",
     "final": "final (renormalised)",
 }
+
+
 # -- the forward pass, once per prompt ---------------------------------------------------
 @dataclass(frozen=True)
 class PromptLogits:
@@ -189,8 +192,9 @@ def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) 
     all_ids = client.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
     traced = client.trace(ids, max_positions)
-    return TracedPrompt(lens=lens_view(model, traced.lens, ids), walk=traced.walk, prompt_tokens=len(all_ids),
-                        traced_tokens=len(ids))
+    return TracedPrompt(
+        lens=lens_view(model, traced.lens, ids), walk=traced.walk, prompt_tokens=len(all_ids), traced_tokens=len(ids)
+    )
 
 
 def lens_view(model: str, lens: Lens, ids: list[int]) -> LogitLens:
@@ -199,7 +203,7 @@ def lens_view(model: str, lens: Lens, ids: list[int]) -> LogitLens:
     strings = [[token_text.token_texts(tokenizer, row.tolist()) for row in layer] for layer in lens.top_ids]
     return LogitLens(
         layer_labels=["embed"] + [f"layer {i}" for i in range(len(lens.top_ids) - 1)],
-        position_tokens=token_text.token_texts(tokenizer, ids[lens.keep_from:]),
+        position_tokens=token_text.token_texts(tokenizer, ids[lens.keep_from :]),
         top_ids=lens.top_ids,
         top_probs=lens.top_probs,
         top_strings=strings,

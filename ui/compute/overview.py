@@ -6,6 +6,7 @@ the chosen token appended. Everything comes from a single traced forward (``clie
 ``MAX_TOKENS`` tokens of) the prompt, kept as small numpy arrays: the picture is light, and its
 numbers are the model's own for the current prompt and model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,13 +73,25 @@ def overview(model: str, prompt: str, chat: bool) -> Overview:
     mlp = traced.mlp_last[layer]  # (D,)
     config = client.config
     return Overview(
-        model=model, prompt=prompt, prompt_tokens=len(all_ids), traced_tokens=len(ids), first_shown=first,
-        token_ids=ids[first:], token_strings=token_texts(client.tokenizer, ids[first:]),
-        embeddings=traced.embeddings[first:, :STRIP].copy(), d_model=config.d_model,
-        embed_scale=float(config.embed_scale), n_layers=config.n_layers, layer=layer,
-        attention=attention[first:].astype(np.float64), attention_elsewhere=float(attention[:first].sum()),
-        mlp_output=mlp[:STRIP].copy(), mlp_norm=float(np.linalg.norm(mlp)),
+        model=model,
+        prompt=prompt,
+        prompt_tokens=len(all_ids),
+        traced_tokens=len(ids),
+        first_shown=first,
+        token_ids=ids[first:],
+        token_strings=token_texts(client.tokenizer, ids[first:]),
+        embeddings=traced.embeddings[first:, :STRIP].copy(),
+        d_model=config.d_model,
+        embed_scale=float(config.embed_scale),
+        n_layers=config.n_layers,
+        layer=layer,
+        attention=attention[first:].astype(np.float64),
+        attention_elsewhere=float(attention[:first].sum()),
+        mlp_output=mlp[:STRIP].copy(),
+        mlp_norm=float(np.linalg.norm(mlp)),
         final_vector=traced.final_last[:STRIP].copy(),
-        top_ids=[int(i) for i in top], top_strings=token_texts(client.tokenizer, [int(i) for i in top]),
-        top_logits=[float(row[i]) for i in top], top_probs=[float(p[i]) for i in top],
+        top_ids=[int(i) for i in top],
+        top_strings=token_texts(client.tokenizer, [int(i) for i in top]),
+        top_logits=[float(row[i]) for i in top],
+        top_probs=[float(p[i]) for i in top],
     )

@@ -8,6 +8,7 @@ user's own tokens. ``own_positions`` finds them by walking the token bytes along
 tokenizer read and keeping those inside the prompt's span; ``words`` groups own tokens into words
 (``ĠKat`` + ``ze`` is one word, *Katze*).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

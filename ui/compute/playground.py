@@ -7,6 +7,7 @@ server, by the same functions the page's other charts use (``ui.compute.logits.s
 frame is what the page would show after a release at that T: the browser test checks each one
 against the page's own numbers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,9 +40,11 @@ class Frames:
             "labels": [[fmt.prob(p, 2, 2) for p in row] for row in self.probs],
             "entropy": [float(h) for h in self.entropy],
             "top": [float(p) for p in self.top_probability],
-            "summaries": [f"T = {t:g} · entropy {fmt.bits(h)} · top probability {fmt.prob(top)} · "
-                          f"{fmt.count(n, 'token')} hold 90 %"
-                          for t, h, top, n in zip(self.temperatures, self.entropy, self.top_probability, self.for_90)],
+            "summaries": [
+                f"T = {t:g} · entropy {fmt.bits(h)} · top probability {fmt.prob(top)} · "
+                f"{fmt.count(n, 'token')} hold 90 %"
+                for t, h, top, n in zip(self.temperatures, self.entropy, self.top_probability, self.for_90)
+            ],
         }
 
 

@@ -6,6 +6,7 @@ needs per weight, for the whole model and per generated token; this machine's me
 measured live; and the same prompt through the model in each weights mode (a client per
 mode, loaded once per server), compared with float32. Plain data for ``ui/figures/quant.py``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,7 +19,13 @@ from inference.inspection import StoredBlock, memory_read_speed
 from ui.compute.token_text import token_texts
 from ui.shell.resources import client_for, client_in_mode
 
-MODE_LABELS = {"none": "float32", "bf16": "bfloat16", "gguf": "as stored (gguf)", "int8": "int8 rows", "int4": "int4 groups"}
+MODE_LABELS = {
+    "none": "float32",
+    "bf16": "bfloat16",
+    "gguf": "as stored (gguf)",
+    "int8": "int8 rows",
+    "int4": "int4 groups",
+}
 BYTES_PER_WEIGHT = {"float32": 4.0, "bfloat16": 2.0, "Q8_0": 34 / 32, "Q4_1": 20 / 32, "Q4_0": 18 / 32}
 
 
@@ -99,9 +106,16 @@ def compare_modes(model: str, prompt: str, chat: bool, top_n: int = 8) -> ModeCo
     clients = {mode: client_in_mode(model, mode) for mode in available_modes(model)}
     ids = clients["none"].encode_prompt(prompt, chat=chat)
     compared = compare_clients(clients, ids, top_n)
-    return ModeComparison(compared.modes, compared.descriptions, compared.token_ids,
-                          token_texts(clients["none"].tokenizer, compared.token_ids), compared.next_probs,
-                          compared.top1_agreement, compared.mean_kl, compared.positions)
+    return ModeComparison(
+        compared.modes,
+        compared.descriptions,
+        compared.token_ids,
+        token_texts(clients["none"].tokenizer, compared.token_ids),
+        compared.next_probs,
+        compared.top1_agreement,
+        compared.mean_kl,
+        compared.positions,
+    )
 
 
 def decode_speed(model: str, mode: str, prompt_ids: list[int], n_tokens: int = 24) -> float:

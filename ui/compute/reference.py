@@ -9,6 +9,7 @@ before it (function words left out), and ``resolve`` reads every head's row for 
 have nothing to fetch (the attention sink), so its weight says nothing about reference. Pure numpy on
 the arrays ``ui.compute.attention.attention_maps`` recorded; no model.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,12 +20,32 @@ import numpy as np
 from ui.compute.own_text import Word
 
 MIN_SHARE = 0.1  # a head counts for a candidate when the candidate gets at least this share of its row
-PRONOUNS = frozenset({
-    "it", "he", "she", "they", "him", "her", "them", "its", "his", "their",  # English
-    "er", "sie", "es", "ihn", "ihm",  # German
-    "il", "elle", "ils", "elles", "lui",  # French
-})
-FUNCTION_WORDS = frozenset("""
+PRONOUNS = frozenset(
+    {
+        "it",
+        "he",
+        "she",
+        "they",
+        "him",
+        "her",
+        "them",
+        "its",
+        "his",
+        "their",  # English
+        "er",
+        "sie",
+        "es",
+        "ihn",
+        "ihm",  # German
+        "il",
+        "elle",
+        "ils",
+        "elles",
+        "lui",  # French
+    }
+)
+FUNCTION_WORDS = frozenset(
+    """
 a an the and or but nor so yet if then than because since while when where why how what which who whom whose that
 this these those there here not no yes very too also just only even still all any some each every both either
 on in at of to for with by from as into onto over under about after before between through during without within
@@ -34,7 +55,8 @@ most few less least didn doesn isn wasn weren aren hasn haven hadn won wouldn co
 der die das den dem des ein eine einen einem einer eines und oder aber auf im an am zu zum zur mit von vom für
 weil dass ist war sind waren nicht auch noch schon sehr als wie wenn
 le la les un une des et ou mais sur dans au aux de du pour avec par parce que qu est était ne pas très
-""".split())
+""".split()
+)
 
 
 def _parts(text: str) -> list[str]:
@@ -49,8 +71,13 @@ def is_pronoun(text: str) -> bool:
 def is_content_word(text: str) -> bool:
     """Letters only (apostrophes aside), two or more, its stem neither a function word nor a pronoun."""
     parts = _parts(text)
-    return (bool(parts) and len(parts[0]) >= 2 and all(part.isalpha() for part in parts)
-            and parts[0] not in FUNCTION_WORDS and not is_pronoun(text))
+    return (
+        bool(parts)
+        and len(parts[0]) >= 2
+        and all(part.isalpha() for part in parts)
+        and parts[0] not in FUNCTION_WORDS
+        and not is_pronoun(text)
+    )
 
 
 def find_pronoun(words: Sequence[Word]) -> int | None:
@@ -67,7 +94,9 @@ def candidates(words: Sequence[Word], before: int) -> list[Word]:
 class Antecedent:
     word: Word
     n_heads: int  # heads that send the pronoun to this word
-    best: list[tuple[int, int, float]]  # of the heads that send it here: (layer, head, share of the row), strongest first
+    best: list[
+        tuple[int, int, float]
+    ]  # of the heads that send it here: (layer, head, share of the row), strongest first
     only_first_token: bool  # the word is the first token alone: its weight cannot be told from the sink's
 
 
@@ -98,8 +127,9 @@ def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: i
     found = candidates(words, pronoun_index)
     n_layers, n_heads = probs.shape[:2]
     if not earlier or not found:
-        return Reference(pronoun, query, [Antecedent(w, 0, [], w.start == 0 and w.end == 1) for w in found],
-                         n_layers * n_heads)
+        return Reference(
+            pronoun, query, [Antecedent(w, 0, [], w.start == 0 and w.end == 1) for w in found], n_layers * n_heads
+        )
     weights = _word_weights(probs[:, :, query, :], earlier, query)  # (L, H, W)
     strongest = weights.argmax(-1)  # (L, H) the earlier word each head weighs most
     strongest_share = weights.max(-1)

@@ -9,6 +9,7 @@ per-draw u values, so draw ``k`` of the histogram is exactly draw ``k`` of "Draw
 test checks this against ``sample`` itself). Continuations come from the model's shared generation server (the same
 tokens as ``Engine.generate``). Results are plain numpy/Python.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -64,10 +65,20 @@ def draw(model: str, prompt: str, chat: bool, params: SamplingParams, draw_index
         ends = result.range_ends[:top_n]
         chosen = (float(result.range_starts[rank]), float(result.range_ends[rank]))
     return Draw(
-        draw_index=draw_index, greedy=params.greedy, u=result.u, token_id=result.token_id,
-        token_string=token_texts(model, [result.token_id])[0], probability=result.probability,
-        chosen_rank=rank, chosen_start=chosen[0], chosen_end=chosen[1], survivors=survivors,
-        range_ids=ids, range_strings=token_texts(model, ids), range_starts=starts, range_ends=ends,
+        draw_index=draw_index,
+        greedy=params.greedy,
+        u=result.u,
+        token_id=result.token_id,
+        token_string=token_texts(model, [result.token_id])[0],
+        probability=result.probability,
+        chosen_rank=rank,
+        chosen_start=chosen[0],
+        chosen_end=chosen[1],
+        survivors=survivors,
+        range_ids=ids,
+        range_strings=token_texts(model, ids),
+        range_starts=starts,
+        range_ends=ends,
     )
 
 
@@ -126,8 +137,9 @@ class Histogram:
     drawn_ids: list[int]  # every draw, in order (draw k = "Draw again" number k)
 
 
-def draw_token_ids(model: str, prompt: str, chat: bool, params: SamplingParams, n: int
-                   ) -> tuple[list[int], list[int], np.ndarray]:
+def draw_token_ids(
+    model: str, prompt: str, chat: bool, params: SamplingParams, n: int
+) -> tuple[list[int], list[int], np.ndarray]:
     """Draws 0..n-1 of the seeded stream: (drawn ids, the sampler's range order, its final probs in that order).
 
     The draws come from the engine's ``sample_many``: exactly ``n`` calls of ``sample``
@@ -144,8 +156,9 @@ def draw_token_ids(model: str, prompt: str, chat: bool, params: SamplingParams, 
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def draw_history(model: str, prompt: str, chat: bool, params: SamplingParams, upto: int, last: int = 12
-                 ) -> list[tuple[int, str]]:
+def draw_history(
+    model: str, prompt: str, chat: bool, params: SamplingParams, upto: int, last: int = 12
+) -> list[tuple[int, str]]:
     """(draw number, token text) of the last ``last`` draws among draws 0..upto of the seeded stream."""
     drawn, _, _ = draw_token_ids(model, prompt, chat, params, upto + 1)
     first = max(0, upto + 1 - last)
@@ -153,8 +166,7 @@ def draw_history(model: str, prompt: str, chat: bool, params: SamplingParams, up
 
 
 @st.cache_data(max_entries=64, show_spinner="Drawing…")
-def draw_many(model: str, prompt: str, chat: bool, params: SamplingParams, n: int = 1000, top_n: int = 10
-              ) -> Histogram:
+def draw_many(model: str, prompt: str, chat: bool, params: SamplingParams, n: int = 1000, top_n: int = 10) -> Histogram:
     """Draw ``n`` tokens with the page's settings and compare their frequencies with the exact probabilities."""
     drawn, order, probs = draw_token_ids(model, prompt, chat, params, n)
     slot_of = {token: slot for slot, token in enumerate(order)}
@@ -245,8 +257,9 @@ def continuation_store(model: str) -> ContinuationStore:
     return ContinuationStore()
 
 
-def continuations(model: str, prompt: str, chat: bool, keys: list[SamplingParams], n_tokens: int = 10
-                  ) -> list[Continuation]:
+def continuations(
+    model: str, prompt: str, chat: bool, keys: list[SamplingParams], n_tokens: int = 10
+) -> list[Continuation]:
     """``n_tokens`` tokens for each of the settings ``keys`` (each ``SamplingParams.canonical``), from the shared
     server (the same tokens as ``Engine.generate``).
 
@@ -281,19 +294,23 @@ def continuations(model: str, prompt: str, chat: bool, keys: list[SamplingParams
     return [found[key] for key in keys]
 
 
-def _generate(model: str, prompt: str, chat: bool, keys: list[SamplingParams], n_tokens: int
-              ) -> dict[SamplingParams, Continuation]:
+def _generate(
+    model: str, prompt: str, chat: bool, keys: list[SamplingParams], n_tokens: int
+) -> dict[SamplingParams, Continuation]:
     """The continuations for ``keys``, submitted together to the shared server."""
     client = client_for(model)
-    handles = [(key, client.submit(prompt, dataclasses.replace(key, max_new_tokens=n_tokens), chat=chat))
-               for key in keys]
+    handles = [
+        (key, client.submit(prompt, dataclasses.replace(key, max_new_tokens=n_tokens), chat=chat)) for key in keys
+    ]
     tokenizer = client.tokenizer
     found = {}
     for key, handle in handles:
         result = handle.result(timeout=300)
         found[key] = Continuation(  # texts in the one token notation (ui.token_text), not decoded with "�"
-            token_ids=result.token_ids, token_strings=token_text.token_texts(tokenizer, result.token_ids),
-            probabilities=result.probabilities, text=token_text.sequence_text(tokenizer, result.token_ids),
+            token_ids=result.token_ids,
+            token_strings=token_text.token_texts(tokenizer, result.token_ids),
+            probabilities=result.probabilities,
+            text=token_text.sequence_text(tokenizer, result.token_ids),
             finish_reason=result.finish_reason,
             max_batch_size=result.max_batch_size,
         )
@@ -313,5 +330,19 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-__all__ = ["Draw", "draw", "draw_history", "Histogram", "draw_many", "draw_token_ids", "GoodnessOfFit", "chi_square_gof",
-           "chi2_survival", "Continuation", "ContinuationStore", "continuation", "continuations", "first_divergence"]
+__all__ = [
+    "Draw",
+    "draw",
+    "draw_history",
+    "Histogram",
+    "draw_many",
+    "draw_token_ids",
+    "GoodnessOfFit",
+    "chi_square_gof",
+    "chi2_survival",
+    "Continuation",
+    "ContinuationStore",
+    "continuation",
+    "continuations",
+    "first_divergence",
+]

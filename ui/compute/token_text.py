@@ -11,6 +11,7 @@ stay as they are, and special tokens keep their own text (``<|im_start|>``).
 The bytes come from the tokenizer's public API (``Tokenizer.piece_bytes``: byte-level BPE
 or SentencePiece with its ``<0xNN>`` byte fallback), never from decoding.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -22,7 +23,7 @@ _HANDLER = "llm_explorer_hex_bytes"
 
 def _hex_bytes(error: UnicodeDecodeError) -> tuple[str, int]:
     """Codec error handler: the undecodable bytes as ``<0xNN>`` each, then decoding goes on."""
-    return "".join(f"<0x{b:02X}>" for b in error.object[error.start:error.end]), error.end
+    return "".join(f"<0x{b:02X}>" for b in error.object[error.start : error.end]), error.end
 
 
 codecs.register_error(_HANDLER, _hex_bytes)

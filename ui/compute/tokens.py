@@ -8,6 +8,7 @@ live with ``tokenizers``. Bytes that are only part of a UTF-8 character are writ
 ``<0xNN>`` everywhere (the project's one notation, also SentencePiece's own for its
 byte-fallback tokens). Everything returned is plain Python, safe for ``st.cache_data``.
 """
+
 from __future__ import annotations
 
 import json
@@ -82,8 +83,16 @@ def tokenizer_facts(model: str) -> TokenizerFacts:
     """What sets ``model``'s tokenizer apart, read off the tokenizer itself."""
     tokenizer = client_for(model).tokenizer
     rare = tokenizer.encode(RARE_CHARACTER, special_tokens=False)
-    return TokenizerFacts(tokenizer.scheme, tokenizer.space_symbol, tokenizer.vocab_size, tokenizer.byte_fallback,
-                          tokenizer.bos_token, RARE_CHARACTER, tokenizer.raw_tokens(rare), rare)
+    return TokenizerFacts(
+        tokenizer.scheme,
+        tokenizer.space_symbol,
+        tokenizer.vocab_size,
+        tokenizer.byte_fallback,
+        tokenizer.bos_token,
+        RARE_CHARACTER,
+        tokenizer.raw_tokens(rare),
+        rare,
+    )
 
 
 def symbol_unit(model: str) -> str:
@@ -131,7 +140,7 @@ def bpe_steps(model: str, word: str) -> list[MergeStep]:
             break
         rank, i = min(candidates)
         pair = (parts[i], parts[i + 1])
-        parts = parts[:i] + [pair[0] + pair[1]] + parts[i + 2:]
+        parts = parts[:i] + [pair[0] + pair[1]] + parts[i + 2 :]
         steps.append(MergeStep(parts[:], pair, rank))
     return steps
 
@@ -166,7 +175,9 @@ def train_tiny_bpe(corpus: str, vocab_size: int, prompt: str) -> TinyBPE:
     tokenizer = HFTokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        vocab_size=vocab_size,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train_from_iterator([corpus], trainer=trainer)
     pairs = parse_merges(json.loads(tokenizer.to_str())["model"]["merges"])
@@ -201,8 +212,10 @@ def id_neighbours(model: str, word: str, spread: int = 3) -> IdNeighbours | None
     raw = client.tokenizer.raw_tokens(around)
     made = _merge_rank_of_entry(model)
     specials = client.tokenizer.special_ids
-    rows = [(i, piece_text(r, i in specials, client.tokenizer), None if i in specials else made.get(r))
-            for i, r in zip(around, raw)]
+    rows = [
+        (i, piece_text(r, i in specials, client.tokenizer), None if i in specials else made.get(r))
+        for i, r in zip(around, raw)
+    ]
     return IdNeighbours(token_texts(client.tokenizer, ids), centre, rows)
 
 

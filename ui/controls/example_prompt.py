@@ -4,6 +4,7 @@
 what was there before; while the example is still the prompt, the button offers that
 previous prompt back instead. Nothing the user typed is ever lost.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -38,7 +39,11 @@ def render(page: str) -> None:
     previous = st.session_state.get(state.EXAMPLE_PREVIOUS)
     showing_example = (state.get(state.PROMPT), bool(state.get(state.CHAT))) == (EXAMPLE_PROMPT, False)
     if showing_example and previous is not None:
-        st.button(f"Back to your prompt: “{_short(previous[0])}”", key=state.restore_prompt_button(page),
-                  icon=":material/undo:", on_click=restore_previous)
+        st.button(
+            f"Back to your prompt: “{_short(previous[0])}”",
+            key=state.restore_prompt_button(page),
+            icon=":material/undo:",
+            on_click=restore_previous,
+        )
     else:
         st.button(f"Use the example: “{EXAMPLE_PROMPT}”", key=state.use_example_button(page), on_click=use_example)

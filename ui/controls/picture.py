@@ -5,6 +5,7 @@ clicked (or focused and Enter pressed), sends that part's page back; ``render`` 
 page switches there within the same session, so the prompt, model and settings stay. No library,
 nothing fetched; the page's own links below the picture reach the same pages without a script.
 """
+
 from __future__ import annotations
 
 import streamlit as st

@@ -9,6 +9,7 @@ broadcast follow as for the page's own slider. The browser records each frame's 
 event to the paint after it (``window.__temperaturePlayground.frameMs``), which the real-browser
 test reads.
 """
+
 from __future__ import annotations
 
 import math

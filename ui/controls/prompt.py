@@ -6,6 +6,7 @@ right-to-left scripts, control characters, typed special tokens), then returns t
 tokens or ``None``; the part-2 pages call ``current_prompt_logits()``, the same check
 with the prompt's next-token logits.
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -24,21 +25,29 @@ def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> 
     """Plain-words notes about characters that tokenize in surprising ways."""
     notes = []
     if any(unicodedata.category(ch) == "So" or ord(ch) > 0xFFFF for ch in text):
-        notes.append("The prompt contains emoji or symbols: each is several UTF-8 bytes, often split over "
-                     "several tokens (pieces of a character are shown as <0xNN>).")
+        notes.append(
+            "The prompt contains emoji or symbols: each is several UTF-8 bytes, often split over "
+            "several tokens (pieces of a character are shown as <0xNN>)."
+        )
     if any(unicodedata.bidirectional(ch) in ("R", "AL") for ch in text):
-        notes.append("The prompt contains right-to-left text: tokens are always shown in reading order of "
-                     "the model, position 0 first, left to right.")
+        notes.append(
+            "The prompt contains right-to-left text: tokens are always shown in reading order of "
+            "the model, position 0 first, left to right."
+        )
     controls = sorted({ch for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\n\t"})
     if controls:
         names = ", ".join(f"U+{ord(ch):04X}" for ch in controls[:5])
-        notes.append(f"The prompt contains control characters ({names}); they are tokens too, shown as ␀-style symbols.")
+        notes.append(
+            f"The prompt contains control characters ({names}); they are tokens too, shown as ␀-style symbols."
+        )
     typed = [special for special in special_texts if special in text]
     if typed:
         names = ", ".join(f"`{special}`" for special in typed[:3])
-        notes.append(f"The prompt contains the text of special tokens ({names}): the tokenizer reads each as "
-                     "that one special token, not as characters, so the model sees a real marker (say, the start "
-                     "of a chat turn).")
+        notes.append(
+            f"The prompt contains the text of special tokens ({names}): the tokenizer reads each as "
+            "that one special token, not as characters, so the model sees a real marker (say, the start "
+            "of a chat turn)."
+        )
     return notes
 
 

@@ -9,6 +9,7 @@ A stored value the controls cannot show (set from code or an old session, never 
 the widgets) is brought into the control's range with a note, since Streamlit raises
 on a slider whose value lies outside it.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,17 +22,31 @@ from inference import SamplingError, SamplingParams
 from ui.session import state
 
 TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = (  # their session keys
-    state.TEMPERATURE, state.TOP_K, state.TOP_P, state.MIN_P, state.REPETITION_PENALTY)
+    state.TEMPERATURE,
+    state.TOP_K,
+    state.TOP_P,
+    state.MIN_P,
+    state.REPETITION_PENALTY,
+)
 DEFAULTS: dict[str, Any] = {TEMPERATURE: 0.8, TOP_K: 0, TOP_P: 1.0, MIN_P: 0.0, REPETITION_PENALTY: 1.0}
 SMALLEST_TOP_P = 0.001
 # What each control can show: (lowest, highest or None for no upper end), and the sliders' steps.
 # The widgets, ``fit_to_controls`` and the shared links (``ui.session.links``) all read these.
 RANGES: dict[str, tuple[float, float | None]] = {
-    TEMPERATURE: (0.0, 2.0), TOP_K: (0, None), TOP_P: (0.0, 1.0), MIN_P: (0.0, 1.0), REPETITION_PENALTY: (0.5, 2.0),
+    TEMPERATURE: (0.0, 2.0),
+    TOP_K: (0, None),
+    TOP_P: (0.0, 1.0),
+    MIN_P: (0.0, 1.0),
+    REPETITION_PENALTY: (0.5, 2.0),
 }
 STEPS: dict[str, float] = {TEMPERATURE: 0.05, TOP_P: 0.01, MIN_P: 0.01, REPETITION_PENALTY: 0.05}
-LABELS = {TEMPERATURE: "temperature", TOP_K: "top-k", TOP_P: "top-p", MIN_P: "min-p",
-          REPETITION_PENALTY: "repetition penalty"}
+LABELS = {
+    TEMPERATURE: "temperature",
+    TOP_K: "top-k",
+    TOP_P: "top-p",
+    MIN_P: "min-p",
+    REPETITION_PENALTY: "repetition penalty",
+}
 
 
 @dataclass
@@ -64,24 +79,35 @@ def resolve(raw: dict[str, Any], seed: Any, vocab_size: int, max_new_tokens: int
         seed_value = parse_seed(seed)
         top_k = int(raw[TOP_K])
         if top_k > vocab_size:
-            notes.append(f"top-k = {top_k:,} is larger than the vocabulary ({vocab_size:,} tokens): "
-                         f"clamped to {vocab_size:,}, which keeps every token (the same as top-k off).")
+            notes.append(
+                f"top-k = {top_k:,} is larger than the vocabulary ({vocab_size:,} tokens): "
+                f"clamped to {vocab_size:,}, which keeps every token (the same as top-k off)."
+            )
             top_k = vocab_size
         top_p = float(raw[TOP_P])
         if top_p <= 0:
-            notes.append(f"top-p must be above 0 (it keeps the smallest set whose mass reaches p): "
-                         f"using {SMALLEST_TOP_P}, which keeps only the most probable token.")
+            notes.append(
+                f"top-p must be above 0 (it keeps the smallest set whose mass reaches p): "
+                f"using {SMALLEST_TOP_P}, which keeps only the most probable token."
+            )
             top_p = SMALLEST_TOP_P
         params = SamplingParams(
-            temperature=float(raw[TEMPERATURE]), top_k=top_k, top_p=top_p, min_p=float(raw[MIN_P]),
-            repetition_penalty=float(raw[REPETITION_PENALTY]), max_new_tokens=max_new_tokens, seed=seed_value,
+            temperature=float(raw[TEMPERATURE]),
+            top_k=top_k,
+            top_p=top_p,
+            min_p=float(raw[MIN_P]),
+            repetition_penalty=float(raw[REPETITION_PENALTY]),
+            max_new_tokens=max_new_tokens,
+            seed=seed_value,
         )
     except (SamplingError, ValueError, TypeError) as error:
         return Settings(params=None, notes=notes, error=f"Invalid setting: {error}")
     if params.greedy:
-        notes.append("Temperature 0 means greedy decoding: dividing by T = 0 is undefined, so the sampler "
-                     "skips the draw and always takes the highest-scoring token, whatever the seed. "
-                     "top-k, top-p and min-p then change nothing.")
+        notes.append(
+            "Temperature 0 means greedy decoding: dividing by T = 0 is undefined, so the sampler "
+            "skips the draw and always takes the highest-scoring token, whatever the seed. "
+            "top-k, top-p and min-p then change nothing."
+        )
     return Settings(params=params, notes=notes)
 
 
@@ -93,18 +119,21 @@ def fit_to_controls(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             continue
         low, high = RANGES[key]
         kind = type(DEFAULTS[key])  # float for the sliders, int for top-k
-        usable = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-            isinstance(value, int) or (not math.isnan(value) and (kind is float or value.is_integer())))
+        usable = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and (isinstance(value, int) or (not math.isnan(value) and (kind is float or value.is_integer())))
+        )
         if not usable:
             fitted[key] = DEFAULTS[key]
-            notes.append(f"{LABELS[key]} = {value!r} is not a setting the control can hold: "
-                         f"reset to {DEFAULTS[key]:g}.")
+            notes.append(
+                f"{LABELS[key]} = {value!r} is not a setting the control can hold: reset to {DEFAULTS[key]:g}."
+            )
             continue
         fitted[key] = kind(max(value, low) if high is None else min(max(value, low), high))
         if fitted[key] != value:
             span = f"{low:g}–{high:g}" if high is not None else f"≥ {low:g}"
-            notes.append(f"{LABELS[key]} = {value:g} is outside the control's range ({span}): "
-                         f"using {fitted[key]:g}.")
+            notes.append(f"{LABELS[key]} = {value:g} is outside the control's range ({span}): using {fitted[key]:g}.")
     return fitted, notes
 
 
@@ -115,23 +144,45 @@ def render(vocab_size: int) -> Settings:
     st.session_state.update(fitted)
     columns = st.columns(5)
     with columns[0]:
-        st.slider("Temperature T", *RANGES[TEMPERATURE], step=STEPS[TEMPERATURE],
-                  help="0 = greedy. Logits are divided by T before softmax.",
-                  **state.bind(TEMPERATURE, DEFAULTS[TEMPERATURE]))
+        st.slider(
+            "Temperature T",
+            *RANGES[TEMPERATURE],
+            step=STEPS[TEMPERATURE],
+            help="0 = greedy. Logits are divided by T before softmax.",
+            **state.bind(TEMPERATURE, DEFAULTS[TEMPERATURE]),
+        )
     with columns[1]:
-        st.number_input("top-k (0 = off)", min_value=RANGES[TOP_K][0], step=1,
-                        help="Keep only the k most probable tokens.", **state.bind(TOP_K, DEFAULTS[TOP_K]))
+        st.number_input(
+            "top-k (0 = off)",
+            min_value=RANGES[TOP_K][0],
+            step=1,
+            help="Keep only the k most probable tokens.",
+            **state.bind(TOP_K, DEFAULTS[TOP_K]),
+        )
     with columns[2]:
-        st.slider("top-p (1 = off)", *RANGES[TOP_P], step=STEPS[TOP_P],
-                  help="Keep the smallest set of most probable tokens whose mass reaches p.",
-                  **state.bind(TOP_P, DEFAULTS[TOP_P]))
+        st.slider(
+            "top-p (1 = off)",
+            *RANGES[TOP_P],
+            step=STEPS[TOP_P],
+            help="Keep the smallest set of most probable tokens whose mass reaches p.",
+            **state.bind(TOP_P, DEFAULTS[TOP_P]),
+        )
     with columns[3]:
-        st.slider("min-p (0 = off)", *RANGES[MIN_P], step=STEPS[MIN_P],
-                  help="Drop tokens below min-p × the top probability.", **state.bind(MIN_P, DEFAULTS[MIN_P]))
+        st.slider(
+            "min-p (0 = off)",
+            *RANGES[MIN_P],
+            step=STEPS[MIN_P],
+            help="Drop tokens below min-p × the top probability.",
+            **state.bind(MIN_P, DEFAULTS[MIN_P]),
+        )
     with columns[4]:
-        st.slider("Repetition penalty (1 = off)", *RANGES[REPETITION_PENALTY], step=STEPS[REPETITION_PENALTY],
-                  help="Push down tokens already in the prompt (divide positive logits, multiply negative ones).",
-                  **state.bind(REPETITION_PENALTY, DEFAULTS[REPETITION_PENALTY]))
+        st.slider(
+            "Repetition penalty (1 = off)",
+            *RANGES[REPETITION_PENALTY],
+            step=STEPS[REPETITION_PENALTY],
+            help="Push down tokens already in the prompt (divide positive logits, multiply negative ones).",
+            **state.bind(REPETITION_PENALTY, DEFAULTS[REPETITION_PENALTY]),
+        )
     raw = {key: st.session_state.get(key, default) for key, default in DEFAULTS.items()}
     settings = resolve(raw, state.get(state.SEED), vocab_size)
     settings.notes[:0] = fit_notes

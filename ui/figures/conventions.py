@@ -15,6 +15,7 @@
 Plain numbers in, plain values out; the figure modules call these, and ``tests/test_conventions.py``
 checks the pages' paired charts against them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -78,8 +79,9 @@ def cell_chars(n_cells: int, font_px: float, plot_px: float = PLOT_PX) -> int:
 MIN_CELL_FONT_PX = 9
 
 
-def fit_cells(labels: Sequence[str], n_cells: int, font_px: float,
-              min_font_px: float = MIN_CELL_FONT_PX) -> tuple[int, dict[str, str]]:
+def fit_cells(
+    labels: Sequence[str], n_cells: int, font_px: float, min_font_px: float = MIN_CELL_FONT_PX
+) -> tuple[int, dict[str, str]]:
     """A font size for labels drawn inside ``n_cells`` equal cells, and each label as drawn: the font shrinks
     (down to ``min_font_px``) until the longest label fits, and a label still too long is cut with "…"."""
     width = PLOT_PX / max(n_cells, 1) - 4
@@ -94,6 +96,7 @@ def spread_out(positions: Sequence[float], min_gap: float, period: float | None 
     ``min_gap`` (on a circle of ``period`` when given): earlier points win."""
     kept: list[float] = []
     keep = []
+
     def gap(x: float, y: float) -> float:
         d = abs(x - y)
         return min(d, period - d) if period else d

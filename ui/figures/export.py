@@ -21,6 +21,7 @@ Columns, in this order; one that is empty on every row is left out (``trace``,
 - ``base``: where a bar starts, when it does not start at 0
 - ``text``: the text drawn on the point or cell
 """
+
 from __future__ import annotations
 
 import base64

@@ -18,6 +18,7 @@ One rule per kind of number, so a table, a chart label and the sentence under it
 
 Plain Python in, ``str`` out (``summary``: a small dataclass); no Streamlit, no model.
 """
+
 from __future__ import annotations
 
 import math
@@ -105,7 +106,7 @@ def whole_pct(shares: Sequence[float], digits: int = 1) -> list[str]:
     kept = [0.0 if t else x for x, t in zip(exact, tiny)]
     floors = [math.floor(x) for x in kept]
     missing = 100 * scale - sum(floors)
-    for i in sorted((i for i in range(len(kept)) if not tiny[i]), key=lambda i: floors[i] - kept[i])[:max(missing, 0)]:
+    for i in sorted((i for i in range(len(kept)) if not tiny[i]), key=lambda i: floors[i] - kept[i])[: max(missing, 0)]:
         floors[i] += 1
     step = f"{1 / scale:.{digits}f}"
     return [f"<{step}%" if t else f"{f / scale:.{digits}f}%" for f, t in zip(floors, tiny)]
@@ -148,5 +149,6 @@ def summary(values: Sequence[float]) -> Summary:
     data = [float(v) for v in values]
     if not data:
         raise ValueError("no values to summarise")
-    return Summary(len(data), statistics.median(data), float(np.percentile(data, 95)), min(data), max(data),
-                   statistics.fmean(data))
+    return Summary(
+        len(data), statistics.median(data), float(np.percentile(data, 95)), min(data), max(data), statistics.fmean(data)
+    )

@@ -1,4 +1,5 @@
 """Figures for the Tokenization page: token chips as HTML and the token-id chart (with its table)."""
+
 from __future__ import annotations
 
 import html
@@ -31,9 +32,11 @@ def chip_html(text: str, colour: str, label: str | None = None, border: str = "1
     The chip isolates its own text direction, so right-to-left scripts stay in token order.
     """
     below = f"<br><span style='font-size:0.7em;color:#555'>{html.escape(label)}</span>" if label is not None else ""
-    return (f"<span style='display:inline-block;unicode-bidi:isolate;margin:2px;padding:2px 5px;"
-            f"background:{colour};border:{border};border-radius:4px;font-family:monospace;"
-            f"text-align:center;white-space:pre'>{html.escape(visible(text))}{below}</span>")
+    return (
+        f"<span style='display:inline-block;unicode-bidi:isolate;margin:2px;padding:2px 5px;"
+        f"background:{colour};border:{border};border-radius:4px;font-family:monospace;"
+        f"text-align:center;white-space:pre'>{html.escape(visible(text))}{below}</span>"
+    )
 
 
 def chips_html(chips: list[str], line_height: float = 2.2) -> str:
@@ -57,15 +60,21 @@ def make_token_id_chart(pieces: list[str], ids: list[int]) -> go.Figure:
     labels = [f"{i}: {visible(p)}" for i, p in enumerate(pieces)]
     fig = go.Figure(
         go.Bar(
-            x=labels, y=ids, text=[str(i) for i in ids], textposition="outside",
+            x=labels,
+            y=ids,
+            text=[str(i) for i in ids],
+            textposition="outside",
             marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(ids))],
-            marker_line_color="#888", marker_line_width=1,
+            marker_line_color="#888",
+            marker_line_width=1,
             hovertemplate="position %{x}<br>id %{y}<extra></extra>",
         )
     )
     fig.update_layout(
         title="Token ids by position (an id is a row number in the vocabulary, not a quantity)",
-        xaxis_title="position: token", yaxis_title="token id", height=360,
+        xaxis_title="position: token",
+        yaxis_title="token id",
+        height=360,
         margin=dict(l=40, r=20, t=50, b=80),
     )
     return fig

@@ -6,6 +6,7 @@ the plain, hashable ``Settings`` every cached helper is keyed by, and the text f
 link carries (``off=13.8,3.8``, ``cut=7-1``, ``mlp_off=2,5``) with their strict parsers.
 No torch here: ``Settings.spec()`` builds the engine's ``Interventions`` on demand.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,11 @@ HEADS, HEAD_MODE, HEAD_FACTOR = state.EXP_HEADS, state.EXP_HEAD_MODE, state.EXP_
 EDGES, MLPS, MLP_FACTOR, TARGET = state.EXP_EDGES, state.EXP_MLPS, state.EXP_MLP_FACTOR, state.EXP_TARGET
 CLEAN, CORRUPT, SWEEP, PATCHING = state.EXP_CLEAN, state.EXP_CORRUPT, state.EXP_SWEEP, state.EXP_PATCHING
 
-HEAD_MODES = {"zero": "switch off (output = 0)", "mean": "replace by its mean over the prompt",
-              "scale": "scale by a factor"}
+HEAD_MODES = {
+    "zero": "switch off (output = 0)",
+    "mean": "replace by its mean over the prompt",
+    "scale": "scale by a factor",
+}
 FACTOR_RANGE = (-1.0, 3.0)  # slider range of both scale factors
 FACTOR_STEP = 0.1
 MAX_ITEMS = 64  # heads, edges or MLPs a link may carry
@@ -30,8 +34,19 @@ DEFAULT_CLEAN = "The cat sat on the mat because it was tired, so the"
 DEFAULT_CORRUPT = "The dog sat on the mat because it was tired, so the"
 EXAMPLE_PROMPT = DEFAULT_CLEAN  # the sidebar prompt the Experiments page suggests
 
-DEFAULTS = {HEADS: (), HEAD_MODE: "zero", HEAD_FACTOR: 0.0, EDGES: (), MLPS: (), MLP_FACTOR: 0.0, TARGET: "",
-            CLEAN: DEFAULT_CLEAN, CORRUPT: DEFAULT_CORRUPT, SWEEP: False, PATCHING: False}
+DEFAULTS = {
+    HEADS: (),
+    HEAD_MODE: "zero",
+    HEAD_FACTOR: 0.0,
+    EDGES: (),
+    MLPS: (),
+    MLP_FACTOR: 0.0,
+    TARGET: "",
+    CLEAN: DEFAULT_CLEAN,
+    CORRUPT: DEFAULT_CORRUPT,
+    SWEEP: False,
+    PATCHING: False,
+}
 
 
 @dataclass(frozen=True)
@@ -71,8 +86,14 @@ def current() -> Settings:
     """The session's experiment."""
     init()
     get = st.session_state.get
-    return Settings(tuple(get(HEADS)), get(HEAD_MODE), float(get(HEAD_FACTOR)), tuple(get(EDGES)),
-                    tuple(get(MLPS)), float(get(MLP_FACTOR)))
+    return Settings(
+        tuple(get(HEADS)),
+        get(HEAD_MODE),
+        float(get(HEAD_FACTOR)),
+        tuple(get(EDGES)),
+        tuple(get(MLPS)),
+        float(get(MLP_FACTOR)),
+    )
 
 
 def set_heads(heads: list[tuple[int, int]]) -> None:

@@ -16,6 +16,7 @@ and the two directions:
 
 Values never reach HTML: notes show them ``repr``-quoted inside code spans.
 """
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,15 @@ class Param:
 def _sampling(name: str, kind: str = "float", high: Bound | None = None) -> Param:
     """A sampling setting, with the range and step of its control (``high`` where the control has no upper end)."""
     low, control_high = sampling_controls.RANGES[name]
-    return Param(name, name, kind, sampling_controls.DEFAULTS[name], low,
-                 control_high if control_high is not None else high, sampling_controls.STEPS.get(name))
+    return Param(
+        name,
+        name,
+        kind,
+        sampling_controls.DEFAULTS[name],
+        low,
+        control_high if control_high is not None else high,
+        sampling_controls.STEPS.get(name),
+    )
 
 
 # In restore order: model, prompt and chat first, since the other ranges depend on them.
@@ -127,8 +135,9 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
     """The session value for ``raw`` and an optional note; ``_Ignored`` when it cannot be used."""
     if param.kind == "text":
         if len(raw) > MAX_PROMPT_CHARS:
-            return raw[:MAX_PROMPT_CHARS], (f"`{param.name}` in the link had {len(raw):,} characters: "
-                                            f"kept the first {MAX_PROMPT_CHARS:,}.")
+            return raw[:MAX_PROMPT_CHARS], (
+                f"`{param.name}` in the link had {len(raw):,} characters: kept the first {MAX_PROMPT_CHARS:,}."
+            )
         return raw, None
     if param.kind in ("heads", "edges", "layers"):
         return _parse_list(param, raw, limits)
@@ -144,11 +153,13 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
     if param.kind == "model":
         offered = models.allowlist()
         if value in models.missing():
-            raise _Ignored(f"`model` ignored: {_quote(value)} is not installed on this server; "
-                           f"{models.missing()[value]}.")
+            raise _Ignored(
+                f"`model` ignored: {_quote(value)} is not installed on this server; {models.missing()[value]}."
+            )
         if value not in offered:
-            raise _Ignored(f"`model` ignored: {_quote(value)} is not one of the models this server offers "
-                           f"({', '.join(offered)}).")
+            raise _Ignored(
+                f"`model` ignored: {_quote(value)} is not one of the models this server offers ({', '.join(offered)})."
+            )
         return value, None
     if param.kind == "bool":
         if value.lower() not in _TRUE | _FALSE:
@@ -169,8 +180,9 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
     result = int(clamped) if param.kind == "int" else float(clamped)
     note = None
     if number < low or number > high:
-        note = (f"`{param.name}` = {_quote(value)} is outside {_number(low)}…{_number(high)}: "
-                f"clamped to {_number(result)}.")
+        note = (
+            f"`{param.name}` = {_quote(value)} is outside {_number(low)}…{_number(high)}: clamped to {_number(result)}."
+        )
     return result, note
 
 
@@ -217,7 +229,8 @@ def restore() -> None:
     query = {name: st.query_params[name] for name in st.query_params if name not in NOT_STATE}
     notes = apply_query(query)
     st.session_state[state.LINK_NOTES] = notes[:MAX_NOTES] + (
-        [f"…and {len(notes) - MAX_NOTES} more."] if len(notes) > MAX_NOTES else [])
+        [f"…and {len(notes) - MAX_NOTES} more."] if len(notes) > MAX_NOTES else []
+    )
 
 
 def apply_query(query: dict[str, str], reset_missing: bool = False, skip: frozenset[str] = frozenset()) -> list[str]:
@@ -279,7 +292,11 @@ def current_query() -> dict[str, str]:
             query.update(walk.walk_query())
             continue
         value = st.session_state.get(param.key)
-        if value is None or value == param.default or (param.key == state.ATT_QUERY and value == _prompt_default_query()):
+        if (
+            value is None
+            or value == param.default
+            or (param.key == state.ATT_QUERY and value == _prompt_default_query())
+        ):
             continue
         if param.kind == "bool":
             query[param.name] = "1" if value else "0"
@@ -318,6 +335,8 @@ def show_notes() -> None:
     notes = st.session_state.get(state.LINK_NOTES)
     if not notes:
         return
-    st.warning("**Some of this link's settings were not used as given:**\n\n" +
-               "\n".join(f"- {note}" for note in notes), icon=":material/link:")
+    st.warning(
+        "**Some of this link's settings were not used as given:**\n\n" + "\n".join(f"- {note}" for note in notes),
+        icon=":material/link:",
+    )
     st.button("Dismiss", key=state.LINK_NOTES_DISMISS, on_click=st.session_state.pop, args=(state.LINK_NOTES, None))

@@ -4,6 +4,7 @@ A data editor's widget state holds edits relative to the rows it was created wit
 it those rows unchanged while that state lives, and the rows as the user left them after Streamlit
 dropped it (another page was opened), so every edit is applied once and survives a page switch.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -21,7 +22,9 @@ def editor_data() -> list[dict]:
     page), the editor starts again from the rows as the user left them.
     """
     if state.BATCH_REQUESTS not in st.session_state or state.BATCH_ROWS_ORIGIN not in st.session_state:
-        st.session_state[state.BATCH_ROWS_ORIGIN] = [dict(row) for row in st.session_state.get(state.BATCH_ROWS_LATEST, DEFAULT_REQUESTS)]
+        st.session_state[state.BATCH_ROWS_ORIGIN] = [
+            dict(row) for row in st.session_state.get(state.BATCH_ROWS_LATEST, DEFAULT_REQUESTS)
+        ]
     return st.session_state[state.BATCH_ROWS_ORIGIN]
 
 

@@ -13,6 +13,7 @@ from the plain key before the widget is drawn and copied back by ``on_change``:
 
     st.text_area("Prompt", **state.bind(state.PROMPT))
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,6 +32,7 @@ PAGE = "_page"  # str: url path of the page being run (``ui.shell.navigation.cur
 LINK_RESTORED = "_url_restored"  # bool: this session's link was read
 LINK_NOTES = "_url_notes"  # list[str]: what was not used of the link as given
 LINK_NOTES_DISMISS = "url_notes_dismiss"  # button
+
 
 # -- every chart's CSV download (ui/shell/charts.py) ---------------------------------------------------------
 def csv_button(chart_key: str) -> str:
@@ -128,7 +130,13 @@ GEN_FORCE = "gen_force"  # str: the token "Force it" feeds
 GEN_LAYER = "gen_layer"  # int: the layer whose cache is drawn
 GEN_TIMING_N = "gen_timing_n"  # int: tokens the measurement generates
 GEN_NEXT, GEN_RUN, GEN_RESTART, GEN_REWIND, GEN_FORCE_GO, GEN_MEASURE = (  # buttons
-    "gen_next", "gen_run", "gen_restart", "gen_rewind", "gen_force_go", "gen_measure")
+    "gen_next",
+    "gen_run",
+    "gen_restart",
+    "gen_rewind",
+    "gen_force_go",
+    "gen_measure",
+)
 
 # -- Quantization -----------------------------------------------------------------------------
 QUANT_COMPARE_ON = "quant_compare_on"  # bool: the visitor asked for the prompt in every mode

@@ -5,6 +5,7 @@ model's client and kept under ``state.GEN_STEPPER``), replaying the walk a share
 the link's ``step`` / ``forced`` parameters for the walk, the buttons' callback (``act``) and
 "Run N" (``run_steps``). The walk's numbers and texts are ``ui/compute/generation.py``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,7 +34,10 @@ def current_stepper(model: str, prompt_ids: list[int], params: SamplingParams) -
         st.session_state[state.GEN_STEPPER] = stepper
         steps = st.session_state.pop(state.GEN_REPLAY_STEPS, 0)
         forced = st.session_state.pop(state.GEN_REPLAY_FORCED, {})
-        if steps and st.session_state.pop(state.GEN_REPLAY_PROMPT, None) == (state.get(state.PROMPT), state.get(state.CHAT)):
+        if steps and st.session_state.pop(state.GEN_REPLAY_PROMPT, None) == (
+            state.get(state.PROMPT),
+            state.get(state.CHAT),
+        ):
             replay(stepper, steps, forced)
     stepper.params = params  # settings changed mid-walk apply from the next step on
     return stepper
@@ -57,7 +61,10 @@ def walk_query() -> dict[str, str]:
     if stepper is not None and stepper.prompt_ids == _current_prompt_ids():
         steps, forced = len(stepper.chosen), {c.index: c.token_id for c in stepper.chosen if c.forced}
     elif stepper is None:
-        steps, forced = st.session_state.get(state.GEN_REPLAY_STEPS, 0), st.session_state.get(state.GEN_REPLAY_FORCED, {})
+        steps, forced = (
+            st.session_state.get(state.GEN_REPLAY_STEPS, 0),
+            st.session_state.get(state.GEN_REPLAY_FORCED, {}),
+        )
     else:  # a walk for another prompt: the page starts a new one when next opened
         steps, forced = 0, {}
     query = {"step": str(steps)} if steps else {}

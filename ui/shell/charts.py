@@ -11,6 +11,7 @@ building one, called only when the button is clicked). Each figure module has a
 ``*_table`` builder beside each ``make_*`` figure. A chart given no table falls back to
 the numbers read off its traces (``ui.figures.export.figure_csv``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -50,8 +51,14 @@ def show(fig: go.Figure, key: str, name: str | None = None, data: TableSource = 
     shown = presenter_copy(fig) if presenting() else fig
     st.plotly_chart(shown, key=key, config=chart_config(stem))
     st.download_button(
-        "Download CSV", data=lambda: table_csv(data, fig), file_name=f"{stem}.csv", mime="text/csv",
-        key=state.csv_button(key), type="tertiary", icon=":material/download:", on_click="ignore",
+        "Download CSV",
+        data=lambda: table_csv(data, fig),
+        file_name=f"{stem}.csv",
+        mime="text/csv",
+        key=state.csv_button(key),
+        type="tertiary",
+        icon=":material/download:",
+        on_click="ignore",
         help="The numbers behind this chart, one row each, with named columns",
     )
 

@@ -11,6 +11,7 @@ file, a Hugging Face folder, or a hub id); ``LLM_EXPLORER_MODEL`` replaces the d
 entry's source. Both are read, and their entries checked, with every other setting
 (``inference.settings``).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,9 @@ Entries = tuple[tuple[str, str | None], ...]
 
 
 @lru_cache(maxsize=8)
-def _parse(default_source: str | None, extra: tuple[tuple[str, str], ...]
-           ) -> tuple[Entries, tuple[tuple[str, str], ...]]:
+def _parse(
+    default_source: str | None, extra: tuple[tuple[str, str], ...]
+) -> tuple[Entries, tuple[tuple[str, str], ...]]:
     """(offered name -> source, missing packaged name -> install hint); installs are checked once per value."""
     default_name = os.path.basename(default_source.rstrip("/")) if default_source else DEFAULT_NAME
     models: dict[str, str | None] = {checked_model_name(default_name.removesuffix(".gguf")): default_source}

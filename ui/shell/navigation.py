@@ -9,6 +9,7 @@ side by side). ``url_path`` is the deep link (``/attention``); it must equal the
 without ``.py`` (see ``redirect_legacy_run`` for why; a number prefix, as Streamlit's own multipage
 mode uses for order, would only repeat the order ``PAGES`` already owns).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -45,13 +46,15 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/experiments.py", "Experiments", "experiments", ":material/science:"),
     PageSpec("pages/logits.py", "Logits & temperature", "logits", ":material/bar_chart:"),
     PageSpec("pages/sampling.py", "Sampling", "sampling", ":material/casino:"),
-    PageSpec("pages/generation.py", "Generation & KV cache", "generation", ":material/autorenew:",
-             opens_with_chart=False),  # charts appear after the first step
+    PageSpec(
+        "pages/generation.py", "Generation & KV cache", "generation", ":material/autorenew:", opens_with_chart=False
+    ),  # charts appear after the first step
     PageSpec("pages/quantization.py", "Quantization", "quantization", ":material/compress:"),
     PageSpec("pages/batching.py", "Batching", "batching", ":material/stacks:"),
     PageSpec("pages/compare.py", "Two models side by side", "compare", ":material/compare_arrows:"),
-    PageSpec("pages/class.py", "The class, together", "class", ":material/groups:",
-             opens_with_chart=False),  # charts appear once the teacher starts a round
+    PageSpec(
+        "pages/class.py", "The class, together", "class", ":material/groups:", opens_with_chart=False
+    ),  # charts appear once the teacher starts a round
 ]
 
 
@@ -61,10 +64,11 @@ def build() -> StreamlitPage:
     # :material/...: favicon from fonts.gstatic.com. The app's emoji favicon is an inline data: URL, and
     # the icons stay on the overview's page links (drawn with the bundled font): nothing leaves the machine.
     pages = [
-        st.Page(spec.script, title=spec.title, url_path=spec.url_path, default=(i == 0))
-        for i, spec in enumerate(PAGES)
+        st.Page(spec.script, title=spec.title, url_path=spec.url_path, default=(i == 0)) for i, spec in enumerate(PAGES)
     ]
-    return st.navigation(pages, position="sidebar", expanded=True)  # every page listed (13: past the 12 it shows unasked)
+    return st.navigation(
+        pages, position="sidebar", expanded=True
+    )  # every page listed (13: past the 12 it shows unasked)
 
 
 def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:

@@ -5,6 +5,7 @@ secondary sidebar controls left out (see ``ui.sidebar``), chart fonts enlarged (
 ``ui.shell.charts``), and a Previous / Next bar that walks the pages in the story's order.
 The prompt and every other setting live in the session, so they carry across.
 """
+
 from __future__ import annotations
 
 import streamlit as st

@@ -9,6 +9,7 @@ cached page result in ``ui/compute/``, takes the model's *name* (one of
 ``ui.shell.models.allowlist()``) as an explicit argument, so the name is part of every cache key
 and two sessions on two models never see each other's numbers.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -30,8 +31,9 @@ from inference.settings import SettingsError
 from ui.shell import models
 
 
-@st.cache_resource(show_spinner="Loading the model (the first start converts its GGUF file)…",
-                   max_entries=models.MAX_MODELS)
+@st.cache_resource(
+    show_spinner="Loading the model (the first start converts its GGUF file)…", max_entries=models.MAX_MODELS
+)
 def engine_for(model: str) -> Engine:
     """The engine of the allowlisted model ``model`` (its source comes from the allowlist, never from the browser)."""
     engine = load_engine(**engine_settings(model))
@@ -88,8 +90,9 @@ def server_for(model: str) -> EngineServer | ProcessServer:
     defaults; a full queue raises ``BusyError``, which pages show as a "busy, try again" message. In a
     thread of this process, or in a process of its own (``LLM_EXPLORER_SERVER``)."""
     operator = settings.current()
-    config = ServeConfig(threads=app_threads(), share_prefixes=operator.prefix_cache,
-                         n_slots=operator.slots or ServeConfig.n_slots)
+    config = ServeConfig(
+        threads=app_threads(), share_prefixes=operator.prefix_cache, n_slots=operator.slots or ServeConfig.n_slots
+    )
     if operator.server == "process":
         return ProcessServer(engine_for(model), engine_settings(model), config)
     return EngineServer(engine_for(model), config)
