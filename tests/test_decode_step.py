@@ -209,15 +209,17 @@ def test_no_compiler_is_said_at_load(tmp_path, tokenizer_folder, monkeypatch):
 
 def test_the_sidebar_says_what_runs(step_cache, monkeypatch):
     from inference.model.decode_step import StepStatus
+    from inference.serving.client import EngineClient
     from ui.shell.sidebar import model_facts
 
     engine = eager_engine("gemma3", "float32")
-    assert "Decode step" not in model_facts(engine)  # compile=False: nothing to say
+    client = EngineClient(engine)  # the sidebar reads the engine through its client
+    assert "Decode step" not in model_facts(client)  # compile=False: nothing to say
     monkeypatch.setattr(DecodeStep, "_build", lambda self, graphs: None)
     engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=True)
-    assert model_facts(engine)["Decode step"] == "compiling the fast step… (eager until then)"
+    assert model_facts(client)["Decode step"] == "compiling the fast step… (eager until then)"
     engine.model.decode_step._status = StepStatus("ready", "any: loaded from disk", ("any",), 1.2)
-    assert model_facts(engine)["Decode step"] == "compiled"
+    assert model_facts(client)["Decode step"] == "compiled"
 
 
 def test_a_step_the_package_cannot_run_falls_back_for_good(step_cache):
