@@ -156,13 +156,13 @@ def bench_decode_forward(
     for batch in batches:
         caches[batch] = engine.new_cache(cached + repeats + 1, batch_size=batch)
         prompt = torch.full((batch, cached), 5, device=engine.device)  # (B, S)
-        engine.model(prompt, kv_cache=caches[batch], last_only=True)
+        engine.prefill_batch(prompt, caches[batch])
     times: dict[int, list[tuple[float, float]]] = {batch: [] for batch in batches}
     for _ in range(repeats):
         for batch in batches:
             token = torch.full((batch, 1), 7, device=engine.device)  # (B, 1)
             clock = Clock()
-            engine.model(token, kv_cache=caches[batch], last_only=True)
+            engine.decode_batch(token, caches[batch])
             times[batch].append(clock.elapsed())
     median = lambda values: sorted(values)[len(values) // 2]  # noqa: E731
     return {
