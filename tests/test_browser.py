@@ -627,13 +627,18 @@ def _reach(students, predicate_js: str, action, timeout_s: float = FOLLOW_REACH_
         }}""")
     started = time.time() * 1000
     action()
-    deadline = time.monotonic() + timeout_s
+    return _arrivals(students, "window.__arrived", started, time.monotonic() + timeout_s)
+
+
+def _arrivals(students, arrived_js: str, started_ms: float, deadline: float) -> list[float]:
+    """Seconds from ``started_ms`` (epoch ms) to the arrival time each tab recorded in ``arrived_js`` (null until it
+    arrived), polled until all arrived or ``deadline`` (monotonic) passed; ``inf`` for a tab that never did."""
     while True:
-        arrived = [page.evaluate("() => window.__arrived") for page in students]
+        arrived = [page.evaluate(f"() => {arrived_js}") for page in students]
         if all(arrived) or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    return [(at - started) / 1000 if at else float("inf") for at in arrived]
+    return [(at - started_ms) / 1000 if at else float("inf") for at in arrived]
 
 
 def _round_numbers(page, kind: str) -> list[int]:
@@ -669,19 +674,14 @@ def _reach_round(students, teacher, kind: str, also_js: str, action, timeout_s: 
     _wait_for(teacher, newer, timeout_s)
     _wait_for_run_to_finish(teacher)
     number = max(_round_numbers(teacher, kind))
-    while True:
-        arrived = [page.evaluate(f"() => window.__firstSeen['{number}'] || null") for page in students]
-        if all(arrived) or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
+    seconds = _arrivals(students, f"window.__firstSeen['{number}'] || null", started, deadline)
     for page in students:
         page.evaluate("() => clearInterval(window.__roundTimer)")
-    return [(at - started) / 1000 if at else float("inf") for at in arrived]
+    return seconds
 
 
 def _student_tab(browser, url: str):
     page = browser.new_context(viewport=LAPTOP).new_page()
-    page.on("framenavigated", lambda f, p=page: print("NAV", id(p) % 1000, time.strftime("%H:%M:%S"), f.url))
     page.goto(f"{url}/")
     _wait_text(page, "Following the teacher")
     page.evaluate("() => { window.__sameDocument = true; }")  # gone if the tab ever reloads

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 from streamlit.proto.ClientState_pb2 import ClientState
-from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.app_session import AppSession, AppSessionState
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 
 from ui.shell import fragment_races
@@ -50,7 +50,10 @@ def patched(monkeypatch):
 
 def _session(page: str = PAGE_B, runner: _Runner | None = None, loop=None) -> SimpleNamespace:
     return SimpleNamespace(
-        _pages_manager=SimpleNamespace(current_page_script_hash=page), _scriptrunner=runner, _event_loop=loop
+        _pages_manager=SimpleNamespace(current_page_script_hash=page),
+        _scriptrunner=runner,
+        _event_loop=loop,
+        _state=AppSessionState.APP_IS_RUNNING,
     )
 
 
@@ -116,6 +119,17 @@ def test_a_press_waits_for_the_finishing_runner_then_goes_on(patched):
     assert [data.fragment_id for data in handed] == ["draw"]
 
 
+def test_a_waiting_press_is_dropped_when_the_session_closes(patched):
+    async def scenario() -> list:
+        session = _session(runner=_Runner(stopped=True), loop=asyncio.get_running_loop())
+        AppSession._create_scriptrunner(session, RerunData(fragment_id="draw", is_auto_rerun=False))
+        session._state, session._scriptrunner = AppSessionState.SHUTDOWN_REQUESTED, None  # the tab closed
+        await asyncio.sleep(5 * fragment_races.RETRY_S)
+        return list(patched.created)
+
+    assert asyncio.run(scenario()) == []
+
+
 def test_the_patch_reads_attributes_streamlit_has():
     """The attributes the patch reads exist on Streamlit's classes (an upgrade that renames one fails here, not
     silently in a class)."""
@@ -123,5 +137,5 @@ def test_the_patch_reads_attributes_streamlit_has():
 
     assert hasattr(PagesManager, "current_page_script_hash")
     names = AppSession.__init__.__code__.co_names
-    assert {"_pages_manager", "_scriptrunner", "_event_loop"} <= set(names)
+    assert {"_pages_manager", "_scriptrunner", "_event_loop", "_state"} <= set(names)
     assert hasattr(AppSession, "_create_scriptrunner")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 
-from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.app_session import AppSession, AppSessionState
 
 _MARK = "_llmx_works_around_fragment_races"
 RETRY_S = 0.02  # how often a waiting fragment request looks again for the old runner's end
@@ -69,6 +69,8 @@ def install() -> None:
 
     def hand_over(self: AppSession, rerun_data) -> None:
         """A waiting fragment request: to the runner that exists now, or a new one once the old one is gone."""
+        if self._state == AppSessionState.SHUTDOWN_REQUESTED:  # the tab closed meanwhile: nothing to run
+            return
         if self._scriptrunner is None:
             original_create(self, rerun_data)
         elif not self._scriptrunner.request_rerun(rerun_data):  # still the finishing one: look again soon
