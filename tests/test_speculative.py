@@ -145,20 +145,24 @@ CODE = """def mean(values):
 
 
 def mean_of_squares(values):
-"""  # the model copies the first function's body with one change: a copy-heavy prompt
+"""
+QUOTE = (  # through the chat template, the model quotes it back: a copy-heavy answer
+    'Repeat this sentence exactly, then stop: "The old lighthouse keeper climbed the hundred and twelve steps '
+    'every evening to light the lamp, even after the ships stopped coming."'
+)
+REAL_PROMPTS = {"short": ("The cat sat", False), "code": (CODE, False), "quote-chat": (QUOTE, True)}
 
 
-@pytest.mark.parametrize("drafter", ["lookup", "self:15"])
-@pytest.mark.parametrize("prompt", ["The cat sat", CODE], ids=["short", "code"])
-def test_greedy_speculation_is_plain_greedy_on_smollm2(engine, drafter, prompt):
-    run = assert_greedy_matches_plain(engine, prompt, Speculation.parse(drafter), max_new_tokens=32)
+@pytest.mark.parametrize(
+    "prompt, drafter",
+    [("short", "lookup"), ("code", "lookup"), ("quote-chat", "lookup"), ("short", "self:15"), ("code", "self:15")],
+)
+def test_greedy_speculation_is_plain_greedy_on_smollm2(engine, prompt, drafter):
+    text, chat = REAL_PROMPTS[prompt]
+    run = assert_greedy_matches_plain(engine, text, Speculation.parse(drafter), max_new_tokens=24, chat=chat)
     assert run.drafted > 0
-    if drafter == "lookup" and prompt == CODE:
-        assert run.tokens_per_forward > 1.5, run.tokens_per_forward  # the copied body is drafted and kept
-
-
-def test_greedy_speculation_is_plain_greedy_on_smollm2_chat(engine):
-    assert_greedy_matches_plain(engine, "Name three colours.", Speculation.parse("lookup"), 24, chat=True)
+    if prompt == "quote-chat":
+        assert run.tokens_per_forward > 1.5, run.tokens_per_forward  # the quoted sentence is drafted and kept
 
 
 @pytest.mark.parametrize("drafter", ["lookup", "self:9"])
