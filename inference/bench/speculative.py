@@ -30,9 +30,10 @@ PROMPTS = {  # name -> (prompt, chat template)
     "the cat sat": ("The cat sat", False),
     "the cat sat on the mat": ("The cat sat on the mat because it was tired.", False),
     "bank is closed (chat)": ("Bank is closed", True),
-    "code with an edit": (
-        "def mean(values):\n    total = 0\n    for value in values:\n        total += value\n"
-        "    return total / len(values)\n\n\ndef mean_of_squares(values):\n",
+    "code with an edit": (  # a second function begun as a copy of the first with one change
+        "# stats.py\n\ndef mean(values):\n    total = 0\n    count = 0\n    for value in values:\n"
+        "        total += value\n        count += 1\n    return total / count\n\n\n"
+        "def mean_of_squares(values):\n    total = 0\n",
         False,
     ),
     "quoted back (chat)": (
