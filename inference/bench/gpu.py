@@ -311,11 +311,11 @@ def decode_speed(engine: Engine, kind: str, batch: int, steps: int, backend: str
     if kind == "eager":
         cache = engine.new_cache(capacity, batch_size=batch)
         ids = torch.randint(0, engine.config.vocab_size, (batch, prompt_len), device=engine.device)
-        engine.model(ids, kv_cache=cache, last_only=True)
-        token = ids[:, -1:]
+        engine.prefill_batch(ids, kv_cache=cache)
+        token = ids[:, -1:]  # (B, 1)
 
-        def one() -> None:
-            engine.model(token, kv_cache=cache)
+        def one() -> None:  # the engine's own step, its logits brought to the host as every runner needs them
+            engine.decode_batch(token, cache)
     else:
         static = StaticStep(engine, batch, capacity, kind, backend)
         static.key_ok[:, :prompt_len] = True
