@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--drafters", default=speculative.DEFAULT_DRAFTERS, help="with --speculate: lookup, self:k")
     parser.add_argument("--draft-tokens", type=int, default=4, help="with --speculate: tokens drafted per step")
     parser.add_argument("--mode", default="fp32", help="with --speculate: the one weights mode (see --modes)")
+    parser.add_argument(
+        "--prompts", default=None, help=f"with --speculate: some of {', '.join(speculative.PROMPTS)} (default: all)"
+    )
     args = parser.parse_args(argv)
     threads = set_threads(
         args.threads or available_cores()
@@ -301,7 +304,11 @@ def _speculate(args: argparse.Namespace, threads: int) -> None:
         print(f"{args.mode}: decode step {engine.wait_for_step().line}", flush=True)
     before = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     drafters = [d for d in args.drafters.split(",") if d]
-    report = speculative.run(engine, drafters, args.draft_tokens, args.new_tokens, args.repeats)
+    prompts = [p for p in args.prompts.split(",") if p] if args.prompts else None
+    unknown = [p for p in prompts or [] if p not in speculative.PROMPTS]
+    if unknown:
+        raise SystemExit(f"unknown prompts {unknown}: choose from {', '.join(speculative.PROMPTS)}")
+    report = speculative.run(engine, drafters, args.draft_tokens, args.new_tokens, args.repeats, prompts)
     after = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     report.update(threads=threads, mode=args.mode, loadavg=[before, after])
     speculative.print_table(report, threads, (before, after))

@@ -51,18 +51,26 @@ def _timed_run(engine: Engine, prompt: str, chat: bool, params: SamplingParams, 
     return result, time.perf_counter() - started
 
 
-def run(engine: Engine, drafters: list[str], draft_tokens: int, new_tokens: int, repeats: int) -> dict:
+def run(
+    engine: Engine,
+    drafters: list[str],
+    draft_tokens: int,
+    new_tokens: int,
+    repeats: int,
+    prompts: list[str] | None = None,
+) -> dict:
     params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_on_eos=False)
     speculations = {name: Speculation.parse(name, draft_tokens) for name in drafters}
     for speculation in speculations.values():
         speculation.check(engine.config.n_layers)
-    rows = {(p, d): {"ratios": [], "tok_s": [], "plain_tok_s": []} for p in PROMPTS for d in speculations}
+    chosen = {name: PROMPTS[name] for name in prompts or PROMPTS}
+    rows = {(p, d): {"ratios": [], "tok_s": [], "plain_tok_s": []} for p in chosen for d in speculations}
     warm_up = SamplingParams(temperature=0, max_new_tokens=8)
-    for prompt, chat in PROMPTS.values():  # first-call allocations out of the timings
+    for prompt, chat in chosen.values():  # first-call allocations out of the timings
         for speculation in [None, *speculations.values()]:
             _timed_run(engine, prompt, chat, warm_up, speculation)
     for _ in range(repeats):
-        for prompt_name, (prompt, chat) in PROMPTS.items():
+        for prompt_name, (prompt, chat) in chosen.items():
             for drafter, speculation in speculations.items():
                 plain, plain_seconds = _timed_run(engine, prompt, chat, params, None)
                 speculated, seconds = _timed_run(engine, prompt, chat, params, speculation)
@@ -73,6 +81,11 @@ def run(engine: Engine, drafters: list[str], draft_tokens: int, new_tokens: int,
                 row["acceptance"] = speculated.acceptance_rate
                 row["tokens_per_forward"] = speculated.tokens_per_forward
                 row["same_tokens"] = speculated.token_ids == plain.token_ids
+                print(  # progress: a long run on a busy machine says where it is
+                    f"  {prompt_name} / {drafter}: {new_tokens / seconds:.1f} tok/s against "
+                    f"{new_tokens / plain_seconds:.1f} plain ({plain_seconds / seconds:.2f}x)",
+                    flush=True,
+                )
     return {
         "model": engine.config.name,
         "weights": engine.weights_description,
