@@ -36,7 +36,7 @@ import time
 import streamlit as st
 
 from inference import settings
-from ui.classroom.room import Broadcast, Room, Rounds
+from ui.classroom.room import Broadcast, Room, RoomStore, Rounds
 from ui.session import links, state
 from ui.session.walk import walk_query
 from ui.shell import navigation
@@ -52,9 +52,16 @@ NOT_FOLLOWED = frozenset({"present"})  # the teacher's projector layout is not t
 
 
 @st.cache_resource(show_spinner=False)
-def room() -> Room:
-    """The one room of this server process (every session of every model shares it)."""
-    return Room()
+def room() -> RoomStore:
+    """The class's room, one per server process (every session of every model shares it): in this process's memory
+    (the default), or in the Redis every replica of the class shares (``LLM_EXPLORER_ROOM``, the class named by
+    ``LLM_EXPLORER_CLASS_ID``). Nothing connects here: a server starts while Redis is down."""
+    operator = settings.current()
+    if operator.room is None:
+        return Room()
+    from ui.classroom.redis_room import RedisRoom  # only a shared room needs the Redis client
+
+    return RedisRoom.from_url(operator.room, operator.class_id)
 
 
 def teacher_key() -> str | None:

@@ -1,0 +1,417 @@
+"""The class room in Redis: the same room as ``ui.classroom.room.Room`` (``RoomStore``), shared by every replica of a
+class, so a teacher on one replica and students on another are one class (``LLM_EXPLORER_ROOM``).
+
+Owns the room's keys in Redis and the Lua scripts that change them. Every change is one script (Redis runs a
+script alone, start to end), so a draw counts exactly once whichever replica receives it, a guess that arrives
+after the reveal is refused, and a request that fails midway changed nothing. Every script is safe to send twice
+(a client retry after a lost reply): draws are numbered per student, a guess replaces the same guess, a new round
+names the round it replaces (``replacing``), a broadcast equal to the current one changes nothing.
+
+The keys of class ``<id>`` (``LLM_EXPLORER_CLASS_ID``; ``{<id>}`` is Redis' hash tag: a class's keys stay together
+on one node of a cluster), prefix ``llmx:{<id>}:``:
+
+- ``broadcast``: hash ``version``, ``page``, ``query`` (JSON), ``at`` (Redis' clock), ``live`` (``1``/``0``);
+- ``draw``: hash ``id``, ``number``, ``experiment`` (JSON); ``draw:streams``: student -> its draws in order
+  (``12,7,12``); ``draw:lens``: student -> how many; ``draw:counts``: token id -> pooled draws;
+- ``guess``: hash ``id``, ``number``, ``experiment``, ``revealed``; ``guess:guesses``: student -> the guess;
+- ``seen``: sorted set, student -> the time of its last poll, by Redis' own clock (``TIME``), so replicas whose
+  clocks differ still agree on who follows now;
+- ``teacher:<sha256 of a token>``: a teacher session's token, hashed, expiring ``TEACHER_TOKEN_TTL_S`` after its
+  last use (the token itself lives only in the teacher's cookie).
+
+What cannot be read back as the room wrote it (a key of another type, JSON that does not parse, settings
+``SamplingParams`` refuses) counts as no round (or no broadcast), never an exception; a new round replaces it.
+Redis out of reach raises ``RoomUnavailable`` (nothing changed); the pages say the class panel is paused.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from inference import SamplingParams
+from ui.classroom.room import (
+    ANY,
+    MAX_DRAWS_PER_STUDENT,
+    MAX_STUDENTS,
+    Broadcast,
+    DrawRound,
+    Experiment,
+    GuessRound,
+    RoomError,
+    RoomUnavailable,
+    Rounds,
+    check_broadcast,
+    checked_guess,
+)
+
+TEACHER_TOKEN_TTL_S = 12 * 3600  # a school day after the teacher's last reload or key check
+SEEN_KEEP_S = 3600  # followers not seen for an hour leave the seen set
+TIMEOUT_S = 1.0  # a poll waits this long for Redis at most: the heartbeat ticks every 0.5 s
+_ANY = "*"  # ``replacing=ANY`` in a script's arguments (round ids are hex)
+
+T = TypeVar("T")
+
+# -- the scripts (KEYS and ARGV as each one's comment says; every refusal is a code the caller turns into RoomError)
+# A key of another type than the room writes (corrupt) is dropped by the script that writes it, as "nothing yet".
+_REPAIR = """for _, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'none' and kind ~= '%s' then redis.call('DEL', key) end
+end
+"""
+
+_BROADCAST = (
+    _REPAIR % "hash"
+    + """-- KEYS: broadcast; ARGV: page, query (canonical JSON)
+local old = redis.call('HMGET', KEYS[1], 'version', 'page', 'query', 'live')
+local version = tonumber(old[1]) or 0
+if version > 0 and old[2] == ARGV[1] and old[3] == ARGV[2] and old[4] == '1' then return version end
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'version', version + 1, 'page', ARGV[1], 'query', ARGV[2], 'live', '1',
+  'at', string.format('%d.%06d', t[1], t[2]))
+return version + 1"""
+)
+
+_PAUSE = (
+    _REPAIR % "hash"
+    + """-- KEYS: broadcast
+local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
+if version > 0 and redis.call('HGET', KEYS[1], 'live') == '1' then
+  local t = redis.call('TIME')
+  version = version + 1
+  redis.call('HSET', KEYS[1], 'version', version, 'live', '0', 'at', string.format('%d.%06d', t[1], t[2]))
+end
+return version"""
+)
+
+_NEW_ROUND = (
+    _REPAIR % "hash"
+    + """-- KEYS: the round's hash, then its other keys; ARGV: replacing (a round id, '' for none, '*' for any), new id,
+-- experiment (JSON). A corrupt round counts as no round, and is replaced.
+local current = redis.call('HGET', KEYS[1], 'id') or ''
+if ARGV[1] ~= '*' and current ~= ARGV[1] then return current end
+local number = (tonumber(redis.call('HGET', KEYS[1], 'number')) or 0) + 1
+redis.call('DEL', unpack(KEYS))
+redis.call('HSET', KEYS[1], 'id', ARGV[2], 'number', number, 'experiment', ARGV[3], 'revealed', '0')
+return ARGV[2]"""
+)
+
+_ADD_DRAWS = """-- KEYS: draw, draw:streams, draw:lens, draw:counts; ARGV: round id, student, first, max students, max draws,
+-- tokens... Returns {0, added}, {-1} round over, {-2} round full, {-3, counted} a gap.
+if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return {-1, 0} end
+local student, first = ARGV[2], tonumber(ARGV[3])
+local have = tonumber(redis.call('HGET', KEYS[3], student))
+if have == nil then
+  if redis.call('HLEN', KEYS[3]) >= tonumber(ARGV[4]) then return {-2, 0} end
+  have = 0
+end
+if first > have then return {-3, have} end
+local room, added = tonumber(ARGV[5]) - have, {}
+for i = 6 + have - first, #ARGV do
+  if #added >= room then break end
+  added[#added + 1] = ARGV[i]
+  redis.call('HINCRBY', KEYS[4], ARGV[i], 1)
+end
+if #added > 0 then
+  local old, text = redis.call('HGET', KEYS[2], student), table.concat(added, ',')
+  if old and old ~= '' then text = old .. ',' .. text end
+  redis.call('HSET', KEYS[2], student, text)
+end
+redis.call('HSET', KEYS[3], student, have + #added)
+return {0, #added}"""
+
+_GUESS = """-- KEYS: guess, guess:guesses; ARGV: round id, student, text, max students.
+-- Returns 0 stored, -1 round over, -2 revealed, -3 round full.
+if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return -1 end
+if redis.call('HGET', KEYS[1], 'revealed') == '1' then return -2 end
+if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[4]) then return -3 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return 0"""
+
+_REVEAL = """-- KEYS: guess; ARGV: round id
+if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then redis.call('HSET', KEYS[1], 'revealed', '1') end
+return 0"""
+
+_SEEN = (
+    _REPAIR % "zset"
+    + """-- KEYS: seen; ARGV: student, most kept, seconds kept
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+local extra = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
+if extra > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, extra - 1) end
+return 0"""
+)
+
+_FOLLOWERS = """-- KEYS: seen; ARGV: within (seconds)
+local t = redis.call('TIME')
+return redis.call('ZCOUNT', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1e6 - tonumber(ARGV[1]), '+inf')"""
+
+
+def _guarded(method: Callable[..., T]) -> Callable[..., T]:
+    """Redis out of reach (or refusing) becomes ``RoomUnavailable``, with the reason and without the password."""
+
+    @functools.wraps(method)
+    def call(self: RedisRoom, *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except redis.AuthenticationError as error:
+            raise RoomUnavailable(f"the class room (Redis at {self.where}) refused this server's password") from error
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            raise RoomUnavailable(f"the class room (Redis at {self.where}) cannot be reached") from error
+        except redis.ResponseError as error:
+            reason = "is full (maxmemory)" if str(error).startswith("OOM") else f"refused the request ({error})"
+            raise RoomUnavailable(f"the class room (Redis at {self.where}) {reason}") from error
+
+    return call
+
+
+class RedisRoom:
+    """The class room of class ``class_id`` in the Redis behind ``client`` (thread-safe: the client pools connections)."""
+
+    def __init__(self, client: redis.Redis, class_id: str, where: str = "?") -> None:
+        self._redis = client
+        self.class_id = class_id
+        self.where = where  # host:port/db, for messages (never the password)
+        self.prefix = f"llmx:{{{class_id}}}:"
+        register = client.register_script
+        self._broadcast, self._pause = register(_BROADCAST), register(_PAUSE)
+        self._new_round, self._add_draws = register(_NEW_ROUND), register(_ADD_DRAWS)
+        self._guess, self._reveal = register(_GUESS), register(_REVEAL)
+        self._seen, self._followers = register(_SEEN), register(_FOLLOWERS)
+
+    @classmethod
+    def from_url(cls, url: str, class_id: str) -> RedisRoom:
+        """A room on the Redis at ``url`` (``redis://:password@host:port/db``); connects on first use, not here, so a
+        server starts while Redis is down (its class panel says so until Redis is back)."""
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=TIMEOUT_S,
+            socket_connect_timeout=TIMEOUT_S,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),  # one retry, on a fresh connection (a restart)
+            retry_on_error=[redis.ConnectionError],
+            health_check_interval=30,
+        )
+        return cls(client, class_id, where=_where(url))
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    # -- the teacher's reloads -------------------------------------------------------------------------
+    @_guarded
+    def issue_teacher_token(self) -> str:
+        token = secrets.token_hex(16)
+        self._redis.set(self._token_key(token), "1", ex=TEACHER_TOKEN_TTL_S)
+        return token
+
+    @_guarded
+    def is_teacher_token(self, token: str) -> bool:
+        """True for a token this class issued and nobody revoked; each check keeps it another ``TEACHER_TOKEN_TTL_S``."""
+        return bool(self._redis.expire(self._token_key(token), TEACHER_TOKEN_TTL_S))
+
+    @_guarded
+    def revoke_teacher_token(self, token: str) -> None:
+        self._redis.delete(self._token_key(token))
+
+    def _token_key(self, token: str) -> str:
+        return self.key("teacher:" + hashlib.sha256(token.encode()).hexdigest())
+
+    # -- who follows -----------------------------------------------------------------------------------
+    @_guarded
+    def seen(self, student: str) -> None:
+        self._seen(keys=[self.key("seen")], args=[student, MAX_STUDENTS, SEEN_KEEP_S])
+
+    @_guarded
+    def followers(self, within_s: float) -> int:
+        return int(self._followers(keys=[self.key("seen")], args=[within_s]))
+
+    # -- the teacher's view ----------------------------------------------------------------------------
+    @_guarded
+    def broadcast(self, page: str, query: dict[str, str]) -> int:
+        check_broadcast(page, query)
+        return int(self._broadcast(keys=[self.key("broadcast")], args=[page, _canonical(query)]))
+
+    @_guarded
+    def pause(self) -> int:
+        return int(self._pause(keys=[self.key("broadcast")]))
+
+    @_guarded
+    def current(self) -> Broadcast:
+        try:
+            fields = _text(self._redis.hgetall(self.key("broadcast")))
+            version = int(fields.get("version", 0))
+            if not version:
+                return Broadcast(0, "", {}, 0.0)
+            query = json.loads(fields["query"])
+            if not isinstance(query, dict) or not all(isinstance(v, str) for v in query.values()):
+                raise ValueError("the query is not link parameters")
+            return Broadcast(version, fields["page"], query, float(fields["at"]), fields["live"] == "1")
+        except (ValueError, KeyError, TypeError, redis.ResponseError):  # corrupt: no broadcast yet
+            return Broadcast(0, "", {}, 0.0)
+
+    @_guarded
+    def rounds(self) -> Rounds:
+        draw_id, guess_id, revealed = self._read(
+            lambda pipe: (pipe.hget(self.key("draw"), "id"), pipe.hmget(self.key("guess"), "id", "revealed")),
+            lambda draw, guess: (_id(draw), _id(guess[0]), guess[1] == b"1" and _id(guess[0]) is not None),
+            default=(None, None, False),
+        )
+        return Rounds(draw_id, guess_id, revealed)
+
+    # -- draw for the class ----------------------------------------------------------------------------
+    def _draw_keys(self) -> list[str]:
+        return [self.key(name) for name in ("draw", "draw:streams", "draw:lens", "draw:counts")]
+
+    @_guarded
+    def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+        return self._start(self._draw_keys(), experiment, replacing)
+
+    @_guarded
+    def draw_round(self) -> DrawRound | None:
+        def build(head: dict, streams: dict, lens: dict, counts: dict) -> DrawRound | None:
+            head, streams, lens = _text(head), _text(streams), _text(lens)
+            if not _id(head.get("id")):
+                return None
+            draws = {student: _tokens(streams.get(student, "")) for student in lens}
+            if any(len(draws[student]) != int(n) for student, n in lens.items()):
+                raise ValueError("a student's count is not its stream's length")
+            pooled = {int(token): int(n) for token, n in counts.items()}
+            return DrawRound(head["id"], _experiment(head["experiment"]), draws, int(head["number"]), pooled)
+
+        return self._read(lambda pipe: [pipe.hgetall(key) for key in self._draw_keys()], build, default=None)
+
+    @_guarded
+    def draws_of(self, round_id: str, student: str) -> int:
+        def count(draw_id: bytes | None, n: bytes | None) -> int:
+            return int(n or 0) if _id(draw_id) == round_id else 0
+
+        return self._read(
+            lambda pipe: (pipe.hget(self.key("draw"), "id"), pipe.hget(self.key("draw:lens"), student)), count, 0
+        )
+
+    @_guarded
+    def add_draws(self, round_id: str, student: str, first: int, tokens: list[int]) -> int:
+        code, value = self._add_draws(
+            keys=self._draw_keys(),
+            args=[round_id, student, int(first), MAX_STUDENTS, MAX_DRAWS_PER_STUDENT, *(int(t) for t in tokens)],
+        )
+        if code == -1:
+            raise RoomError("this draw round is over: the teacher started a new one")
+        if code == -2:
+            raise RoomError(f"the round already has {MAX_STUDENTS} students")
+        if code == -3:
+            raise RoomError(f"draw {first} comes after draw {value}, which was never counted")
+        return int(value)
+
+    # -- guess the next token --------------------------------------------------------------------------
+    def _guess_keys(self) -> list[str]:
+        return [self.key("guess"), self.key("guess:guesses")]
+
+    @_guarded
+    def new_guess_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+        return self._start(self._guess_keys(), experiment, replacing)
+
+    @_guarded
+    def guess_round(self) -> GuessRound | None:
+        def build(head: dict, guesses: dict) -> GuessRound | None:
+            head = _text(head)
+            if not _id(head.get("id")):
+                return None
+            revealed = head["revealed"] == "1"
+            return GuessRound(
+                head["id"], _experiment(head["experiment"]), _text(guesses), revealed, int(head["number"])
+            )
+
+        return self._read(lambda pipe: [pipe.hgetall(key) for key in self._guess_keys()], build, default=None)
+
+    @_guarded
+    def guess(self, round_id: str, student: str, text: str) -> None:
+        text = checked_guess(text)
+        code = self._guess(keys=self._guess_keys(), args=[round_id, student, text, MAX_STUDENTS])
+        if code == -1:
+            raise RoomError("this guess round is over: the teacher started a new one")
+        if code == -2:
+            raise RoomError("the answer is out: guesses are closed until the next round")
+        if code == -3:
+            raise RoomError(f"the round already has {MAX_STUDENTS} guesses")
+
+    @_guarded
+    def reveal(self, round_id: str) -> None:
+        self._reveal(keys=[self.key("guess")], args=[round_id])
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _start(self, keys: list[str], experiment: Experiment, replacing: str | None | object) -> str:
+        shown = _ANY if replacing is ANY else (replacing or "")
+        started = self._new_round(keys=keys, args=[shown, secrets.token_hex(6), _experiment_json(experiment)])
+        return started.decode() if isinstance(started, bytes) else str(started)
+
+    def _read(self, queue: Callable, build: Callable[..., T], default: T) -> T:
+        """Queue reads on one MULTI (one consistent snapshot, one round trip), then build the value from the replies;
+        what cannot be built (corrupt data) is ``default``. Redis out of reach raises (``_guarded`` says so)."""
+        pipe = self._redis.pipeline(transaction=True)
+        queue(pipe)
+        try:
+            replies = pipe.execute(raise_on_error=True)
+            return build(*replies)
+        except (ValueError, KeyError, TypeError, redis.ResponseError) as error:
+            if isinstance(error, redis.ResponseError) and not str(error).startswith("WRONGTYPE"):
+                raise
+            return default
+
+
+def _where(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return parts.path
+    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path or '/0'}"
+
+
+def _canonical(query: dict[str, str]) -> str:
+    return json.dumps(query, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _text(fields: dict) -> dict[str, str]:
+    return {key.decode(): value.decode() for key, value in fields.items()}
+
+
+def _id(value: bytes | str | None) -> str | None:
+    """A round id as the room wrote it (hex), else None (no round)."""
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    return value if value and all(c in "0123456789abcdef" for c in value) else None
+
+
+def _tokens(text: str) -> list[int]:
+    return [int(token) for token in text.split(",")] if text else []
+
+
+def _experiment_json(experiment: Experiment) -> str:
+    params = experiment.params
+    return json.dumps(
+        {
+            "model": experiment.model,
+            "prompt": experiment.prompt,
+            "chat": experiment.chat,
+            "params": asdict(params) if isinstance(params, SamplingParams) else None,
+        }
+    )
+
+
+def _experiment(text: str) -> Experiment:
+    """An experiment read back; ``ValueError`` (or ``TypeError``/``KeyError``) when it is not one the room wrote."""
+    data = json.loads(text)
+    if not isinstance(data["model"], str) or not isinstance(data["prompt"], str) or not isinstance(data["chat"], bool):
+        raise ValueError("not an experiment")
+    params = SamplingParams(**data["params"]) if data["params"] is not None else SamplingParams()
+    return Experiment(data["model"], data["prompt"], data["chat"], params)
