@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 import redis
 
-REDIS_SERVER = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
+REDIS_SERVER = shutil.which("redis-server") or (
+    "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
+)
 INSTALL_HINT = "Debian redis-server is not installed (apt-get install redis-server)"
 MAXMEMORY = "64mb"
 

@@ -58,6 +58,7 @@ def class_server(monkeypatch, store):
     """A teacher key set by the operator, and an empty room (in either store)."""
     monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, KEY)
     broadcast.room.clear()
+    assert isinstance(broadcast.room(), Room) == (store is Room)  # the app's room is the store under test
     yield
     broadcast.room.clear()
 

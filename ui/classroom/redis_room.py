@@ -262,12 +262,22 @@ class RedisRoom:
 
     @_guarded
     def rounds(self) -> Rounds:
-        draw_id, guess_id, revealed = self._read(
-            lambda pipe: (pipe.hget(self.key("draw"), "id"), pipe.hmget(self.key("guess"), "id", "revealed")),
-            lambda draw, guess: (_id(draw), _id(guess[0]), guess[1] == b"1" and _id(guess[0]) is not None),
-            default=(None, None, False),
+        """The rounds' ids, each checked as ``draw_round``/``guess_round`` check their head (a round whose head cannot
+        be read is no round here either); one round trip, the two heads only (every open class page polls this)."""
+
+        def ids(draw: dict, guess: dict) -> Rounds:
+            draw_head, guess_head = _head(_text(draw)), _head(_text(guess))
+            return Rounds(
+                draw_head[0] if draw_head else None,
+                guess_head[0] if guess_head else None,
+                bool(guess_head) and _text(guess).get("revealed") == "1",
+            )
+
+        return self._read(
+            lambda pipe: (pipe.hgetall(self.key("draw")), pipe.hgetall(self.key("guess"))),
+            ids,
+            Rounds(None, None, False),
         )
-        return Rounds(draw_id, guess_id, revealed)
 
     # -- draw for the class ----------------------------------------------------------------------------
     def _draw_keys(self) -> list[str]:
@@ -280,14 +290,16 @@ class RedisRoom:
     @_guarded
     def draw_round(self) -> DrawRound | None:
         def build(head: dict, streams: dict, lens: dict, counts: dict) -> DrawRound | None:
-            head, streams, lens = _text(head), _text(streams), _text(lens)
-            if not _id(head.get("id")):
+            streams, lens, known = _text(streams), _text(lens), _head(_text(head))
+            if known is None:
                 return None
             draws = {student: _tokens(streams.get(student, "")) for student in lens}
             if any(len(draws[student]) != int(n) for student, n in lens.items()):
                 raise ValueError("a student's count is not its stream's length")
-            pooled = {int(token): int(n) for token, n in counts.items()}
-            return DrawRound(head["id"], _experiment(head["experiment"]), draws, int(head["number"]), pooled)
+            pooled = {int(token): int(n) for token, n in _text(counts).items()}
+            if sum(pooled.values()) != sum(map(len, draws.values())):
+                raise ValueError("the pooled counts are not the streams' sum")
+            return DrawRound(*known[:2], draws, known[2], pooled)
 
         return self._read(lambda pipe: [pipe.hgetall(key) for key in self._draw_keys()], build, default=None)
 
@@ -325,13 +337,10 @@ class RedisRoom:
     @_guarded
     def guess_round(self) -> GuessRound | None:
         def build(head: dict, guesses: dict) -> GuessRound | None:
-            head = _text(head)
-            if not _id(head.get("id")):
+            known = _head(_text(head))
+            if known is None:
                 return None
-            revealed = head["revealed"] == "1"
-            return GuessRound(
-                head["id"], _experiment(head["experiment"]), _text(guesses), revealed, int(head["number"])
-            )
+            return GuessRound(*known[:2], _text(guesses), _text(head).get("revealed") == "1", known[2])
 
         return self._read(lambda pipe: [pipe.hgetall(key) for key in self._guess_keys()], build, default=None)
 
@@ -390,6 +399,18 @@ def _id(value: bytes | str | None) -> str | None:
     if isinstance(value, bytes):
         value = value.decode(errors="replace")
     return value if value and all(c in "0123456789abcdef" for c in value) else None
+
+
+def _head(fields: dict[str, str]) -> tuple[str, Experiment, int] | None:
+    """A round's id, experiment and number as the room wrote them, or None (no round, or one that cannot be read)."""
+    round_id = _id(fields.get("id"))
+    if round_id is None:
+        return None
+    try:
+        number = int(fields["number"])
+        return (round_id, _experiment(fields["experiment"]), number) if number > 0 else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _tokens(text: str) -> list[int]:
