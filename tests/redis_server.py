@@ -1,5 +1,5 @@
 """A real ``redis-server`` (Debian's package) for the tests: loopback only, a password, no persistence
-(``--save ''``, no AOF), ``maxmemory`` with ``noeviction`` (a full room refuses writes, it never drops a round),
+(``--save ''``; an append-only file only where a test stops and starts it: ``persist``), ``maxmemory`` with ``noeviction`` (a full room refuses writes, it never drops a round),
 on a free port; stopped and started again on the same port for the outage tests.
 
 Tests that need it skip, with the install command, where the binary is missing (as the browser tests do for
@@ -34,12 +34,13 @@ def free_port() -> int:
 class RedisServer:
     """One ``redis-server`` process on 127.0.0.1:``port`` with ``password``; ``stop()`` and ``start()`` again."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, persist: bool = False) -> None:
         if REDIS_SERVER is None:
             pytest.skip(INSTALL_HINT)
         self.folder = folder
         self.port = free_port()
         self.password = secrets.token_hex(16)
+        self.persist = persist  # an append-only file, so a stop and start keeps the room (as docs/school.md runs it)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -53,7 +54,7 @@ class RedisServer:
             "--port", str(self.port),
             "--requirepass", self.password,
             "--save", "",
-            "--appendonly", "no",
+            "--appendonly", "yes" if self.persist else "no",
             "--maxmemory", MAXMEMORY,
             "--maxmemory-policy", "noeviction",
             "--dir", str(self.folder),

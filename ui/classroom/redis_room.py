@@ -257,7 +257,11 @@ class RedisRoom:
             if not isinstance(query, dict) or not all(isinstance(v, str) for v in query.values()):
                 raise ValueError("the query is not link parameters")
             return Broadcast(version, fields["page"], query, float(fields["at"]), fields["live"] == "1")
-        except (ValueError, KeyError, TypeError, redis.ResponseError):  # corrupt: no broadcast yet
+        except redis.ResponseError as error:
+            if "WRONGTYPE" not in str(error):
+                raise
+            return Broadcast(0, "", {}, 0.0)  # corrupt: no broadcast yet
+        except (ValueError, KeyError, TypeError):
             return Broadcast(0, "", {}, 0.0)
 
     @_guarded
@@ -374,7 +378,7 @@ class RedisRoom:
             replies = pipe.execute(raise_on_error=True)
             return build(*replies)
         except (ValueError, KeyError, TypeError, redis.ResponseError) as error:
-            if isinstance(error, redis.ResponseError) and not str(error).startswith("WRONGTYPE"):
+            if isinstance(error, redis.ResponseError) and "WRONGTYPE" not in str(error):
                 raise
             return default
 
