@@ -294,3 +294,48 @@ def test_the_app_pauses_the_class_panel_while_redis_is_down_and_follows_when_bac
     finally:
         broadcast.room.clear()
         server.stop()
+
+
+# ---- replicas that differ do not join --------------------------------------------------------------------------------
+def test_a_replica_whose_fingerprint_differs_refuses_to_join(redis_server):
+    from ui.classroom.fingerprint import differences
+
+    class_id = "t" + secrets.token_hex(6)
+    ours = {"code": "c1", "models": {"SmolLM2-135M-Instruct": "aa"}, "weights": "gguf", "teacher key": "k"}
+    first = RedisRoom.from_url(redis_server.url, class_id, lambda: ours)
+    same = RedisRoom.from_url(redis_server.url, class_id, lambda: dict(ours))
+    other = RedisRoom.from_url(
+        redis_server.url, class_id, lambda: {**ours, "weights": "none", "models": {"SmolLM2-135M-Instruct": "bb"}}
+    )
+    assert first.broadcast("logits", {"prompt": "a"}) == 1  # the first replica writes the class's fingerprint
+    assert same.current().version == 1  # the same fingerprint joins
+    with pytest.raises(redis_room.ReplicaRefused) as refused:
+        other.current()
+    message = str(refused.value)
+    assert "the model SmolLM2-135M-Instruct's checksum" in message and "the weights" in message
+    assert "the code" not in message and "the teacher key" not in message
+    with pytest.raises(redis_room.ReplicaRefused):  # and it stays out: nothing it sends reaches the room
+        other.broadcast("sampling", {"prompt": "forged"})
+    assert first.current().page == "logits"
+    assert isinstance(refused.value, RoomUnavailable)  # the app shows it as the paused class panel, with this message
+    assert differences(ours, ours) == []
+
+
+@pytest.mark.real_model
+def test_the_fingerprint_names_the_real_models_checksum_and_hides_the_key(monkeypatch):
+    import hashlib
+
+    from inference import gguf_source
+    from ui.classroom.fingerprint import replica_fingerprint
+
+    monkeypatch.setenv("LLM_EXPLORER_TEACHER_KEY", "correct horse")
+    monkeypatch.setenv("LLM_EXPLORER_QUANT", "gguf")
+    settings.reload()
+    found = replica_fingerprint({"SmolLM2-135M-Instruct": None})
+    with open(gguf_source(None), "rb") as handle:
+        assert found["models"] == {"SmolLM2-135M-Instruct": hashlib.file_digest(handle, "sha256").hexdigest()}
+    assert found["weights"] == "gguf" and found["class"] == "class" and len(found["code"]) == 64
+    assert "correct horse" not in str(found) and found["teacher key"] != "none"
+    monkeypatch.setenv("LLM_EXPLORER_TEACHER_KEY", "another key")
+    settings.reload()
+    assert replica_fingerprint({"SmolLM2-135M-Instruct": None})["teacher key"] != found["teacher key"]

@@ -59,13 +59,16 @@ NOT_FOLLOWED = frozenset({"present"})  # the teacher's projector layout is not t
 def room() -> RoomStore:
     """The class's room, one per server process (every session of every model shares it): in this process's memory
     (the default), or in the Redis every replica of the class shares (``LLM_EXPLORER_ROOM``, the class named by
-    ``LLM_EXPLORER_CLASS_ID``). Nothing connects here: a server starts while Redis is down."""
+    ``LLM_EXPLORER_CLASS_ID``), which this replica joins at its first request if its startup fingerprint is the
+    class's (``ui.classroom.fingerprint``). Nothing connects here: a server starts while Redis is down."""
     operator = settings.current()
     if operator.room is None:
         return Room()
-    from ui.classroom.redis_room import RedisRoom  # only a shared room needs the Redis client
+    from ui.classroom.fingerprint import replica_fingerprint  # only a shared room needs these
+    from ui.classroom.redis_room import RedisRoom
+    from ui.shell import models
 
-    return RedisRoom.from_url(operator.room, operator.class_id)
+    return RedisRoom.from_url(operator.room, operator.class_id, lambda: replica_fingerprint(models.allowlist()))
 
 
 def paused(error: RoomUnavailable) -> str:

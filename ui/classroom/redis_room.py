@@ -17,7 +17,10 @@ on one node of a cluster), prefix ``llmx:{<id>}:``:
 - ``seen``: sorted set, student -> the time of its last poll, by Redis' own clock (``TIME``), so replicas whose
   clocks differ still agree on who follows now;
 - ``teacher:<sha256 of a token>``: a teacher session's token, hashed, expiring ``TEACHER_TOKEN_TTL_S`` after its
-  last use (the token itself lives only in the teacher's cookie).
+  last use (the token itself lives only in the teacher's cookie);
+- ``fingerprint``: the first replica's startup fingerprint (``ui.classroom.fingerprint``): a replica whose own
+  differs refuses to join (``ReplicaRefused``, before its first request), so one class never mixes two models,
+  weights modes, teacher keys or checkouts.
 
 What cannot be read back as the room wrote it (a key of another type, JSON that does not parse, settings
 ``SamplingParams`` refuses) counts as no round (or no broadcast), never an exception; a new round replaces it.
@@ -61,6 +64,11 @@ TIMEOUT_S = 1.0  # a poll waits this long for Redis at most: the heartbeat ticks
 _ANY = "*"  # ``replacing=ANY`` in a script's arguments (round ids are hex)
 
 T = TypeVar("T")
+
+
+class ReplicaRefused(RoomUnavailable):
+    """This replica's startup fingerprint differs from the class's: it does not join (the message says what differs)."""
+
 
 # -- the scripts (KEYS and ARGV as each one's comment says; every refusal is a code the caller turns into RoomError)
 # A key of another type than the room writes (corrupt) is dropped by the script that writes it, as "nothing yet".
@@ -154,6 +162,15 @@ if extra > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, extra - 1) end
 return 0"""
 )
 
+_JOIN = (
+    _REPAIR % "string"
+    + """-- KEYS: fingerprint; ARGV: this replica's. Returns 0 (joined: first, or the same) or the class's fingerprint.
+local have = redis.call('GET', KEYS[1])
+if not have then redis.call('SET', KEYS[1], ARGV[1]) return 0 end
+if have == ARGV[1] then return 0 end
+return have"""
+)
+
 _FOLLOWERS = """-- KEYS: seen; ARGV: within (seconds)
 local t = redis.call('TIME')
 return redis.call('ZCOUNT', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1e6 - tonumber(ARGV[1]), '+inf')"""
@@ -165,6 +182,7 @@ def _guarded(method: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(method)
     def call(self: RedisRoom, *args: Any, **kwargs: Any) -> T:
         try:
+            self._join()
             return method(self, *args, **kwargs)
         except redis.AuthenticationError as error:
             raise RoomUnavailable(f"the class room (Redis at {self.where}) refused this server's password") from error
@@ -180,8 +198,12 @@ def _guarded(method: Callable[..., T]) -> Callable[..., T]:
 class RedisRoom:
     """The class room of class ``class_id`` in the Redis behind ``client`` (thread-safe: the client pools connections)."""
 
-    def __init__(self, client: redis.Redis, class_id: str, where: str = "?") -> None:
+    def __init__(
+        self, client: redis.Redis, class_id: str, where: str = "?", fingerprint: Callable[[], dict] | None = None
+    ) -> None:
         self._redis = client
+        self._fingerprint = fingerprint  # computed at the first request (it hashes the model files); None: no check
+        self._joined = fingerprint is None
         self.class_id = class_id
         self.where = where  # host:port/db, for messages (never the password)
         self.prefix = f"llmx:{{{class_id}}}:"
@@ -190,9 +212,10 @@ class RedisRoom:
         self._new_round, self._add_draws = register(_NEW_ROUND), register(_ADD_DRAWS)
         self._guess, self._reveal = register(_GUESS), register(_REVEAL)
         self._seen, self._followers = register(_SEEN), register(_FOLLOWERS)
+        self._join_script = register(_JOIN)
 
     @classmethod
-    def from_url(cls, url: str, class_id: str) -> RedisRoom:
+    def from_url(cls, url: str, class_id: str, fingerprint: Callable[[], dict] | None = None) -> RedisRoom:
         """A room on the Redis at ``url`` (``redis://:password@host:port/db``); connects on first use, not here, so a
         server starts while Redis is down (its class panel says so until Redis is back)."""
         client = redis.Redis.from_url(
@@ -203,10 +226,36 @@ class RedisRoom:
             retry_on_error=[redis.ConnectionError],
             health_check_interval=30,
         )
-        return cls(client, class_id, where=_where(url))
+        return cls(client, class_id, where=_where(url), fingerprint=fingerprint)
 
     def key(self, name: str) -> str:
         return self.prefix + name
+
+    def _join(self) -> None:
+        """Before this replica's first request: write its fingerprint, or check it against the class's."""
+        if self._joined:
+            return
+        ours = self._fingerprint()
+        text = json.dumps(ours, sort_keys=True)
+        theirs = self._join_script(keys=[self.key("fingerprint")], args=[text])
+        if theirs == 0:
+            self._joined = True
+            return
+        try:
+            known = json.loads(theirs)
+            if not isinstance(known, dict):
+                raise ValueError("not a fingerprint")
+        except ValueError:  # corrupt: as if none was written
+            self._redis.set(self.key("fingerprint"), text)
+            self._joined = True
+            return
+        from ui.classroom.fingerprint import differences
+
+        raise ReplicaRefused(
+            f"this replica cannot join class {self.class_id!r}: {', '.join(differences(ours, known)) or 'its settings'} "
+            "differ from those of the class's other replicas. Start every replica from the same checkout, model "
+            "files and settings (scripts/run-school.sh clears a class's fingerprint when it starts the school)"
+        )
 
     # -- the teacher's reloads -------------------------------------------------------------------------
     @_guarded
