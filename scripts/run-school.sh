@@ -15,6 +15,8 @@
 #                     queue up to 5 s, then get HAProxy's 503 page, not a hang [60]
 # Environment:
 #   SCHOOL_REDIS_PASSWORD   Redis' password [a random one for this run]
+#   SCHOOL_ROOM             a Redis url (redis://:password@127.0.0.1:6390/0) already running: use it, start none
+#                           (several classes, each its own run-school.sh, port and LLM_EXPLORER_CLASS_ID, one Redis)
 #   SCHOOL_COOKIE_SECRET    Streamlit's server.cookieSecret, the same on every replica [a random one for this run]
 #   LLM_EXPLORER_*          the app's settings, passed to every replica (LLM_EXPLORER_CLASS_ID names the class)
 set -euo pipefail
@@ -42,7 +44,7 @@ done
 find_binary() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; } || { [ -x "/usr/bin/$1" ] && echo "/usr/bin/$1"; } || true; }
 redis_server=$(find_binary redis-server)
 haproxy=$(find_binary haproxy)
-[ -n "$redis_server" ] || { echo "run-school.sh: redis-server is missing (apt-get install redis-server)" >&2; exit 1; }
+[ -n "${SCHOOL_ROOM:-}" ] || [ -n "$redis_server" ] || { echo "run-school.sh: redis-server is missing (apt-get install redis-server)" >&2; exit 1; }
 [ -n "$haproxy" ] || { echo "run-school.sh: haproxy is missing (apt-get install haproxy)" >&2; exit 1; }
 [ -n "${LLM_EXPLORER_TEACHER_KEY:-}" ] || echo "note: LLM_EXPLORER_TEACHER_KEY is not set: no class mode (every page works, nobody can broadcast)" >&2
 
@@ -70,6 +72,8 @@ trap 'stop_all; exit 0' INT TERM
 # 1. Redis: loopback only, a password, the room kept in an append-only file (a Redis restart keeps the rounds),
 #    no snapshots, a memory limit that refuses writes when reached instead of evicting a class's keys.
 umask 077
+redis_pid=""
+if [ -z "${SCHOOL_ROOM:-}" ]; then
 cat > "$run/redis.conf" <<EOF
 bind 127.0.0.1 -::1
 port $redis_port
@@ -87,6 +91,10 @@ EOF
 redis_pid=$!
 pids+=("$redis_pid")
 room_url="redis://:$password@127.0.0.1:$redis_port/0"
+else
+  room_url=$SCHOOL_ROOM
+fi
+room_where=$([ -n "${SCHOOL_ROOM:-}" ] && echo "the Redis of SCHOOL_ROOM" || echo "Redis on 127.0.0.1:$redis_port")
 ROOM_URL=$room_url CLASS_ID=$class_id "$python" - <<'EOF'
 import os, time
 import redis
@@ -150,10 +158,11 @@ haproxy_pid=$!
 pids+=("$haproxy_pid")
 
 echo "school: http://$address:$port/ -> $replicas replicas on 127.0.0.1:$first_port..$((first_port + replicas - 1))," \
-  "class '$class_id' in Redis on 127.0.0.1:$redis_port (logs in $run). Ctrl-C stops all."
+  "class '$class_id' in $room_where (logs in $run). Ctrl-C stops all."
 # Until Ctrl-C, or until Redis or HAProxy stops (then all of it stops). A replica that dies is only taken out of
 # HAProxy's list (its tabs reconnect to the others); as services, systemd restarts it (docs/school.md).
 set +e
-wait -n "$redis_pid" "$haproxy_pid"
+# shellcheck disable=SC2086
+wait -n $redis_pid "$haproxy_pid"
 echo "Redis or HAProxy stopped; the end of the logs:" >&2
 tail -n 5 "$run"/*.log >&2
