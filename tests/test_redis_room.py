@@ -339,3 +339,41 @@ def test_the_fingerprint_names_the_real_models_checksum_and_hides_the_key(monkey
     monkeypatch.setenv("LLM_EXPLORER_TEACHER_KEY", "another key")
     settings.reload()
     assert replica_fingerprint({"SmolLM2-135M-Instruct": None})["teacher key"] != found["teacher key"]
+
+
+def test_a_full_redis_refuses_writes_and_says_so(tmp_path):
+    """``maxmemory`` with ``noeviction``: a full Redis refuses a change (the panel says "full"); reads go on."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        room = RedisRoom.from_url(server.url, "c")
+        round_id = room.new_draw_round(EXPERIMENT)
+        client = server.client()
+        client.set("ballast", b"x" * 4_000_000)
+        client.config_set("maxmemory", "2mb")
+        with pytest.raises(RoomUnavailable, match="is full"):
+            room.add_draws(round_id, "s", 0, [1, 2])
+        assert room.draw_round().draws == {}  # nothing half counted; the round still reads
+        client.delete("ballast")
+        client.config_set("maxmemory", "64mb")  # room again
+        assert room.add_draws(round_id, "s", 0, [1, 2]) == 2
+    finally:
+        server.stop()
+
+
+def test_a_press_on_unreadable_data_is_refused_before_any_write(replicas, redis_server):
+    """A script's writes before an error would stay: every check comes first, so a refused press wrote nothing."""
+    a, _ = replicas
+    client = redis_server.client()
+    round_id = a.new_draw_round(EXPERIMENT)
+    a.add_draws(round_id, "s", 0, [1, 2])
+    client.hset(a.key("draw:counts"), "3", "x")  # the third token's pooled count is unreadable
+    before = {key: client.dump(key) for key in client.keys(a.prefix + "draw*")}
+    with pytest.raises(RoomError, match="cannot be read back"):
+        a.add_draws(round_id, "s", 2, [1, 3])  # token 1 would be counted before token 3's count fails
+    assert {key: client.dump(key) for key in client.keys(a.prefix + "draw*")} == before
+    client.set(a.key("guess:guesses"), "junk")
+    guess_round = a.new_guess_round(EXPERIMENT)  # replaces the corrupt guesses
+    client.set(a.key("guess:guesses"), "junk")
+    with pytest.raises(RoomError, match="cannot be read back"):
+        a.guess(guess_round, "s", "mat")

@@ -61,6 +61,7 @@ from ui.classroom.room import (
 TEACHER_TOKEN_TTL_S = 12 * 3600  # a school day after the teacher's last reload or key check
 SEEN_KEEP_S = 3600  # followers not seen for an hour leave the seen set
 TIMEOUT_S = 1.0  # a poll waits this long for Redis at most: the heartbeat ticks every 0.5 s
+UNREADABLE = "this round's data cannot be read back: nothing was counted, and the teacher's next round replaces it"
 _ANY = "*"  # ``replacing=ANY`` in a script's arguments (round ids are hex)
 
 T = TypeVar("T")
@@ -71,6 +72,10 @@ class ReplicaRefused(RoomUnavailable):
 
 
 # -- the scripts (KEYS and ARGV as each one's comment says; every refusal is a code the caller turns into RoomError)
+# Every script that writes starts with a shebang: Redis then refuses it whole when it is out of memory, before its
+# first command (a script without one runs until its first write fails, keeping the writes before it).
+_WRITES = "#!lua\n"
+
 # A key of another type than the room writes (corrupt) is dropped by the script that writes it, as "nothing yet".
 _REPAIR = """for _, key in ipairs(KEYS) do
   local kind = redis.call('TYPE', key).ok
@@ -79,7 +84,8 @@ end
 """
 
 _BROADCAST = (
-    _REPAIR % "hash"
+    _WRITES
+    + _REPAIR % "hash"
     + """-- KEYS: broadcast; ARGV: page, query (canonical JSON)
 local old = redis.call('HMGET', KEYS[1], 'version', 'page', 'query', 'live')
 local version = tonumber(old[1]) or 0
@@ -91,7 +97,8 @@ return version + 1"""
 )
 
 _PAUSE = (
-    _REPAIR % "hash"
+    _WRITES
+    + _REPAIR % "hash"
     + """-- KEYS: broadcast
 local version = tonumber(redis.call('HGET', KEYS[1], 'version')) or 0
 if version > 0 and redis.call('HGET', KEYS[1], 'live') == '1' then
@@ -103,7 +110,8 @@ return version"""
 )
 
 _NEW_ROUND = (
-    _REPAIR % "hash"
+    _WRITES
+    + _REPAIR % "hash"
     + """-- KEYS: the round's hash, then its other keys; ARGV: replacing (a round id, '' for none, '*' for any), new id,
 -- experiment (JSON). A corrupt round counts as no round, and is replaced.
 local current = redis.call('HGET', KEYS[1], 'id') or ''
@@ -114,11 +122,20 @@ redis.call('HSET', KEYS[1], 'id', ARGV[2], 'number', number, 'experiment', ARGV[
 return ARGV[2]"""
 )
 
-_ADD_DRAWS = """-- KEYS: draw, draw:streams, draw:lens, draw:counts; ARGV: round id, student, first, max students, max draws,
--- tokens... Returns {0, added}, {-1} round over, {-2} round full, {-3, counted} a gap.
+_ADD_DRAWS = (
+    _WRITES
+    + """-- KEYS: draw, draw:streams, draw:lens, draw:counts; ARGV: round id, student, first, max students, max draws,
+-- tokens... Returns {0, added}, {-1} round over, {-2} round full, {-3, counted} a gap, {-4} unreadable. Every check
+-- comes before the first write: a refused press wrote nothing (a script's writes before an error would stay).
+for _, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'none' and kind ~= 'hash' then return {-4, 0} end
+end
 if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return {-1, 0} end
 local student, first = ARGV[2], tonumber(ARGV[3])
-local have = tonumber(redis.call('HGET', KEYS[3], student))
+local raw = redis.call('HGET', KEYS[3], student)
+if raw and not string.match(raw, '^%d+$') then return {-4, 0} end
+local have = tonumber(raw)
 if have == nil then
   if redis.call('HLEN', KEYS[3]) >= tonumber(ARGV[4]) then return {-2, 0} end
   have = 0
@@ -127,9 +144,11 @@ if first > have then return {-3, have} end
 local room, added = tonumber(ARGV[5]) - have, {}
 for i = 6 + have - first, #ARGV do
   if #added >= room then break end
+  local n = redis.call('HGET', KEYS[4], ARGV[i])
+  if n and not string.match(n, '^%d+$') then return {-4, 0} end
   added[#added + 1] = ARGV[i]
-  redis.call('HINCRBY', KEYS[4], ARGV[i], 1)
 end
+for _, token in ipairs(added) do redis.call('HINCRBY', KEYS[4], token, 1) end
 if #added > 0 then
   local old, text = redis.call('HGET', KEYS[2], student), table.concat(added, ',')
   if old and old ~= '' then text = old .. ',' .. text end
@@ -137,21 +156,34 @@ if #added > 0 then
 end
 redis.call('HSET', KEYS[3], student, have + #added)
 return {0, #added}"""
+)
 
-_GUESS = """-- KEYS: guess, guess:guesses; ARGV: round id, student, text, max students.
--- Returns 0 stored, -1 round over, -2 revealed, -3 round full.
+_GUESS = (
+    _WRITES
+    + """-- KEYS: guess, guess:guesses; ARGV: round id, student, text, max students.
+-- Returns 0 stored, -1 round over, -2 revealed, -3 round full, -4 unreadable (checked before the write).
+for _, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'none' and kind ~= 'hash' then return -4 end
+end
 if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return -1 end
 if redis.call('HGET', KEYS[1], 'revealed') == '1' then return -2 end
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 and redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[4]) then return -3 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return 0"""
+)
 
-_REVEAL = """-- KEYS: guess; ARGV: round id
+_REVEAL = (
+    _WRITES
+    + _REPAIR % "hash"
+    + """-- KEYS: guess; ARGV: round id
 if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then redis.call('HSET', KEYS[1], 'revealed', '1') end
 return 0"""
+)
 
 _SEEN = (
-    _REPAIR % "zset"
+    _WRITES
+    + _REPAIR % "zset"
     + """-- KEYS: seen; ARGV: student, most kept, seconds kept
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -163,7 +195,8 @@ return 0"""
 )
 
 _JOIN = (
-    _REPAIR % "string"
+    _WRITES
+    + _REPAIR % "string"
     + """-- KEYS: fingerprint; ARGV: this replica's. Returns 0 (joined: first, or the same) or the class's fingerprint.
 local have = redis.call('GET', KEYS[1])
 if not have then redis.call('SET', KEYS[1], ARGV[1]) return 0 end
@@ -171,7 +204,19 @@ if have == ARGV[1] then return 0 end
 return have"""
 )
 
-_FOLLOWERS = """-- KEYS: seen; ARGV: within (seconds)
+_READ_HASHES = """#!lua flags=no-writes
+-- KEYS: hashes. Returns each one's fields and values (HGETALL), read at one moment.
+local out = {}
+for i, key in ipairs(KEYS) do out[i] = redis.call('HGETALL', key) end
+return out"""
+
+_DRAWS_OF = """#!lua flags=no-writes
+-- KEYS: draw, draw:lens; ARGV: round id, student. Returns how many of the student's draws the round counted.
+if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return 0 end
+return redis.call('HGET', KEYS[2], ARGV[2]) or 0"""
+
+_FOLLOWERS = """#!lua flags=no-writes
+-- KEYS: seen; ARGV: within (seconds)
 local t = redis.call('TIME')
 return redis.call('ZCOUNT', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1e6 - tonumber(ARGV[1]), '+inf')"""
 
@@ -189,7 +234,8 @@ def _guarded(method: Callable[..., T]) -> Callable[..., T]:
         except (redis.ConnectionError, redis.TimeoutError) as error:
             raise RoomUnavailable(f"the class room (Redis at {self.where}) cannot be reached") from error
         except redis.ResponseError as error:
-            reason = "is full (maxmemory)" if str(error).startswith("OOM") else f"refused the request ({error})"
+            full = isinstance(error, redis.exceptions.OutOfMemoryError) or "maxmemory" in str(error)
+            reason = "is full (maxmemory): nothing was changed" if full else f"refused the request ({error})"
             raise RoomUnavailable(f"the class room (Redis at {self.where}) {reason}") from error
 
     return call
@@ -203,7 +249,7 @@ class RedisRoom:
     ) -> None:
         self._redis = client
         self._fingerprint = fingerprint  # computed at the first request (it hashes the model files); None: no check
-        self._joined = fingerprint is None
+        self._joined = False
         self.class_id = class_id
         self.where = where  # host:port/db, for messages (never the password)
         self.prefix = f"llmx:{{{class_id}}}:"
@@ -213,6 +259,8 @@ class RedisRoom:
         self._guess, self._reveal = register(_GUESS), register(_REVEAL)
         self._seen, self._followers = register(_SEEN), register(_FOLLOWERS)
         self._join_script = register(_JOIN)
+        self._read_hashes, self._draws_of = register(_READ_HASHES), register(_DRAWS_OF)
+        self._scripts = [value for value in vars(self).values() if isinstance(value, redis.commands.core.Script)]
 
     @classmethod
     def from_url(cls, url: str, class_id: str, fingerprint: Callable[[], dict] | None = None) -> RedisRoom:
@@ -232,8 +280,15 @@ class RedisRoom:
         return self.prefix + name
 
     def _join(self) -> None:
-        """Before this replica's first request: write its fingerprint, or check it against the class's."""
+        """Before this replica's first request: load the scripts (Redis refuses to load one while it is full, so a
+        full Redis still answers the read-only ones), then write this replica's fingerprint, or check it against the
+        class's. (A restarted Redis forgets the scripts; the client loads each again when Redis says so.)"""
         if self._joined:
+            return
+        for script in self._scripts:
+            self._redis.script_load(script.script)
+        if self._fingerprint is None:
+            self._joined = True
             return
         ours = self._fingerprint()
         text = json.dumps(ours, sort_keys=True)
@@ -327,7 +382,7 @@ class RedisRoom:
             )
 
         return self._read(
-            lambda pipe: (pipe.hgetall(self.key("draw")), pipe.hgetall(self.key("guess"))),
+            [self.key("draw"), self.key("guess")],
             ids,
             Rounds(None, None, False),
         )
@@ -354,16 +409,19 @@ class RedisRoom:
                 raise ValueError("the pooled counts are not the streams' sum")
             return DrawRound(*known[:2], draws, known[2], pooled)
 
-        return self._read(lambda pipe: [pipe.hgetall(key) for key in self._draw_keys()], build, default=None)
+        return self._read(self._draw_keys(), build, default=None)
 
     @_guarded
     def draws_of(self, round_id: str, student: str) -> int:
-        def count(draw_id: bytes | None, n: bytes | None) -> int:
-            return int(n or 0) if _id(draw_id) == round_id else 0
-
-        return self._read(
-            lambda pipe: (pipe.hget(self.key("draw"), "id"), pipe.hget(self.key("draw:lens"), student)), count, 0
-        )
+        try:
+            counted = self._draws_of(keys=[self.key("draw"), self.key("draw:lens")], args=[round_id, student])
+            return int(counted or 0)
+        except ValueError:  # corrupt: as if none counted (a press then finds the round unreadable)
+            return 0
+        except redis.ResponseError as error:
+            if "WRONGTYPE" not in str(error):
+                raise
+            return 0
 
     @_guarded
     def add_draws(self, round_id: str, student: str, first: int, tokens: list[int]) -> int:
@@ -377,6 +435,8 @@ class RedisRoom:
             raise RoomError(f"the round already has {MAX_STUDENTS} students")
         if code == -3:
             raise RoomError(f"draw {first} comes after draw {value}, which was never counted")
+        if code == -4:
+            raise RoomError(UNREADABLE)
         return int(value)
 
     # -- guess the next token --------------------------------------------------------------------------
@@ -395,7 +455,7 @@ class RedisRoom:
                 return None
             return GuessRound(*known[:2], _text(guesses), _text(head).get("revealed") == "1", known[2])
 
-        return self._read(lambda pipe: [pipe.hgetall(key) for key in self._guess_keys()], build, default=None)
+        return self._read(self._guess_keys(), build, default=None)
 
     @_guarded
     def guess(self, round_id: str, student: str, text: str) -> None:
@@ -407,6 +467,8 @@ class RedisRoom:
             raise RoomError("the answer is out: guesses are closed until the next round")
         if code == -3:
             raise RoomError(f"the round already has {MAX_STUDENTS} guesses")
+        if code == -4:
+            raise RoomError(UNREADABLE)
 
     @_guarded
     def reveal(self, round_id: str) -> None:
@@ -418,14 +480,13 @@ class RedisRoom:
         started = self._new_round(keys=keys, args=[shown, secrets.token_hex(6), _experiment_json(experiment)])
         return started.decode() if isinstance(started, bytes) else str(started)
 
-    def _read(self, queue: Callable, build: Callable[..., T], default: T) -> T:
-        """Queue reads on one MULTI (one consistent snapshot, one round trip), then build the value from the replies;
-        what cannot be built (corrupt data) is ``default``. Redis out of reach raises (``_guarded`` says so)."""
-        pipe = self._redis.pipeline(transaction=True)
-        queue(pipe)
+    def _read(self, keys: list[str], build: Callable[..., T], default: T) -> T:
+        """The hashes ``keys`` read by one read-only script (one consistent snapshot, one round trip, allowed while
+        Redis is full), built into the value; what cannot be built (corrupt data) is ``default``. Redis out of reach
+        raises (``_guarded`` says so)."""
         try:
-            replies = pipe.execute(raise_on_error=True)
-            return build(*replies)
+            replies = self._read_hashes(keys=keys)
+            return build(*(dict(zip(flat[::2], flat[1::2])) for flat in replies))
         except (ValueError, KeyError, TypeError, redis.ResponseError) as error:
             if isinstance(error, redis.ResponseError) and "WRONGTYPE" not in str(error):
                 raise
