@@ -104,6 +104,9 @@ def test_each_draw_counts_once_and_the_pool_is_the_sum_of_the_students_draws(sto
     own = [room.draw_round().draws[s] for s in ("a", "b")]
     assert own == [[1, 2, 3, 4], [4, 4]]
     assert sum(pooled.values()) == sum(map(len, own)) == 6 and pooled[4] == 3
+    view = room.draw_view("a")  # what a class page polls: the pooled counts without the streams
+    assert (view.pooled, view.students, view.mine, view.round_id) == (pooled, 2, 4, round_id)
+    assert room.draw_view("nobody").mine == 0
     new_round = room.new_draw_round(EXPERIMENT)
     with pytest.raises(RoomError, match="round is over"):
         room.add_draws(round_id, "a", 4, [1])  # a draw for the old round

@@ -33,6 +33,7 @@ import functools
 import hashlib
 import json
 import secrets
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -49,6 +50,7 @@ from ui.classroom.room import (
     MAX_STUDENTS,
     Broadcast,
     DrawRound,
+    DrawView,
     Experiment,
     GuessRound,
     RoomError,
@@ -210,6 +212,19 @@ local out = {}
 for i, key in ipairs(KEYS) do out[i] = redis.call('HGETALL', key) end
 return out"""
 
+_DRAW_VIEW = """#!lua flags=no-writes
+-- KEYS: draw, draw:lens, draw:counts; ARGV: student. Returns the head, the pooled counts, the students with draws,
+-- the draws they hold together, and the student's own count (or false where a count cannot be read).
+local students, total = 0, 0
+for _, n in ipairs(redis.call('HVALS', KEYS[2])) do
+  local value = tonumber(n)
+  if value == nil then return false end
+  if value > 0 then students = students + 1 end
+  total = total + value
+end
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[3]), students, total,
+  redis.call('HGET', KEYS[2], ARGV[1]) or '0'}"""
+
 _DRAWS_OF = """#!lua flags=no-writes
 -- KEYS: draw, draw:lens; ARGV: round id, student. Returns how many of the student's draws the round counted.
 if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return 0 end
@@ -260,6 +275,7 @@ class RedisRoom:
         self._seen, self._followers = register(_SEEN), register(_FOLLOWERS)
         self._join_script = register(_JOIN)
         self._read_hashes, self._draws_of = register(_READ_HASHES), register(_DRAWS_OF)
+        self._draw_view = register(_DRAW_VIEW)
         self._scripts = [value for value in vars(self).values() if isinstance(value, redis.commands.core.Script)]
 
     @classmethod
@@ -410,6 +426,30 @@ class RedisRoom:
             return DrawRound(*known[:2], draws, known[2], pooled)
 
         return self._read(self._draw_keys(), build, default=None)
+
+    @_guarded
+    def draw_view(self, student: str) -> DrawView | None:
+        """The round's head, pooled counts and counts per student only (one read-only script): what a class page
+        polls every ``REFRESH_S``, without the streams a school-size round makes megabytes of."""
+        keys = [self.key("draw"), self.key("draw:lens"), self.key("draw:counts")]
+        try:
+            reply = self._draw_view(keys=keys, args=[student])
+            if not reply:
+                return None  # a count that cannot be read: no round
+            head, counts, students, total, mine = reply
+            known = _head(_text(dict(zip(head[::2], head[1::2]))))
+            if known is None:
+                return None
+            pooled = Counter({int(token): int(n) for token, n in _text(dict(zip(counts[::2], counts[1::2]))).items()})
+            if sum(pooled.values()) != int(total):
+                return None  # the pooled counts are not the students' sum
+            return DrawView(*known[:2], known[2], pooled, int(students), int(mine))
+        except ValueError:
+            return None
+        except redis.ResponseError as error:
+            if "WRONGTYPE" not in str(error):
+                raise
+            return None
 
     @_guarded
     def draws_of(self, round_id: str, student: str) -> int:

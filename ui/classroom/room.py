@@ -94,6 +94,19 @@ class DrawRound:
         return Counter(token for tokens in self.draws.values() for token in tokens)
 
 
+@dataclass(frozen=True)
+class DrawView:
+    """What one student's class view of a draw round needs, without every student's stream: the pooled counts, how
+    many students drew, and how many draws are the student's own (``RoomStore.draw_view``; the page polls it)."""
+
+    round_id: str
+    experiment: Experiment
+    number: int
+    pooled: Counter  # token id -> draws, every student's
+    students: int  # students with at least one draw
+    mine: int  # the asking student's draws
+
+
 @dataclass
 class GuessRound:
     round_id: str
@@ -117,6 +130,7 @@ class RoomStore(Protocol):
     def rounds(self) -> Rounds: ...
     def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str: ...
     def draw_round(self) -> DrawRound | None: ...
+    def draw_view(self, student: str) -> DrawView | None: ...
     def draws_of(self, round_id: str, student: str) -> int: ...
     def add_draws(self, round_id: str, student: str, first: int, tokens: list[int]) -> int: ...
     def new_guess_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str: ...
@@ -245,6 +259,16 @@ class Room:
                 {student: list(tokens) for student, tokens in self._draws.draws.items()},
                 self._draws.number,
             )
+
+    def draw_view(self, student: str) -> DrawView | None:
+        """The current draw round as ``student``'s class view shows it (None: no round)."""
+        rnd = self.draw_round()  # a copy, taken under the lock; counted outside it
+        if rnd is None:
+            return None
+        students = sum(bool(tokens) for tokens in rnd.draws.values())
+        return DrawView(
+            rnd.round_id, rnd.experiment, rnd.number, rnd.counts(), students, len(rnd.draws.get(student, ()))
+        )
 
     def draws_of(self, round_id: str, student: str) -> int:
         """How many of ``student``'s draws the round has counted (its next draw's number)."""

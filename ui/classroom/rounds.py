@@ -43,6 +43,7 @@ from ui.shell.resources import client_for
 
 REFRESH_S = 2.0  # the live counts reread the room this often (each reread is one small fragment run)
 PROMPT_END_CHARS = 40  # the sentences quote the prompt's end, at most this long
+NO_DRAW_ROUND = "No class draw yet: the teacher starts one on their prompt and settings."
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
 
@@ -201,7 +202,7 @@ def _draw(shown_round: str, shown_mine: int) -> None:
 
 def _count_draws(shown_round: str, shown_mine: int) -> None:
     room, student = broadcast.room(), broadcast.student_id()
-    rnd = room.draw_round()
+    rnd = room.draw_view(student)
     if rnd is None:
         return
     first = room.draws_of(rnd.round_id, student)  # this student's next draw number: counted draws are never redone
@@ -223,12 +224,12 @@ def _count_draws(shown_round: str, shown_mine: int) -> None:
 @_class_panel
 def draw_panel() -> None:
     """The round's question, the student's button and the live pooled histogram."""
-    rnd = broadcast.room().draw_round()
+    rnd = broadcast.room().draw_view(broadcast.student_id())
     # No round readable: what ``watch`` recorded stays (a shared room's round whose data cannot be read is shown as
     # no round, while the room's ids still name it: recording None would have the heartbeat rerun on every tick).
     broadcast.show_rounds(keep=rnd is None, draw_id=rnd.round_id if rnd else None)
     if rnd is None:
-        st.info("No class draw yet: the teacher starts one on their prompt and settings.", icon=":material/groups:")
+        st.info(NO_DRAW_ROUND, icon=":material/groups:")
         return
     st.markdown(f"**Draw round {rnd.number}:** everyone draws {describe(rnd.experiment)}, each from their own seed.")
     _live_draws(rnd.round_id)
@@ -237,11 +238,11 @@ def draw_panel() -> None:
 @st.fragment(run_every=REFRESH_S)
 @_class_panel
 def _live_draws(round_id: str) -> None:
-    rnd = broadcast.room().draw_round()
+    rnd = broadcast.room().draw_view(broadcast.student_id())
     if rnd is None or rnd.round_id != round_id:
         st.rerun()  # the page's text describes another round: redraw the page
     teacher = broadcast.is_teacher()
-    mine = len(rnd.draws.get(broadcast.student_id(), ()))
+    mine = rnd.mine
     if teacher:
         st.caption(f"Your students press **Draw {DRAWS_PER_PRESS} for the class** on their own laptops.")
     else:
@@ -255,8 +256,12 @@ def _live_draws(round_id: str) -> None:
     message = st.session_state.pop(state.CLASS_DRAW_MESSAGE, None)
     if message:
         getattr(st, message[0])(message[1])
-    pooled = pooled_histogram(rnd.experiment, rnd.counts())
-    n_students = sum(bool(tokens) for tokens in rnd.draws.values())
+    try:
+        pooled = pooled_histogram(rnd.experiment, rnd.pooled)
+    except KeyError:  # a shared room's counts name a token this experiment never draws: data that cannot be read
+        st.info(NO_DRAW_ROUND, icon=":material/groups:")
+        return
+    n_students = rnd.students
     if not teacher:
         st.caption(claims.own_draws_sentence(mine))
     gof = pooled.gof
