@@ -379,3 +379,12 @@ def test_a_press_on_unreadable_data_is_refused_before_any_write(replicas, redis_
     client.set(a.key("guess:guesses"), "junk")
     with pytest.raises(RoomError, match="cannot be read back"):
         a.guess(guess_round, "s", "mat")
+
+
+def test_a_fingerprint_that_cannot_be_computed_pauses_the_class(redis_server):
+    def unreadable() -> dict:
+        raise FileNotFoundError("/models/gone.gguf")
+
+    room = RedisRoom.from_url(redis_server.url, "t" + secrets.token_hex(6), unreadable)
+    with pytest.raises(RoomUnavailable, match="fingerprint cannot be computed"):
+        room.current()

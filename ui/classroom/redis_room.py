@@ -306,7 +306,10 @@ class RedisRoom:
         if self._fingerprint is None:
             self._joined = True
             return
-        ours = self._fingerprint()
+        try:
+            ours = self._fingerprint()
+        except Exception as error:  # noqa: BLE001  (a model file that cannot be read: say so, in the class panel)
+            raise RoomUnavailable(f"this replica's startup fingerprint cannot be computed ({error})") from error
         text = json.dumps(ours, sort_keys=True)
         theirs = self._join_script(keys=[self.key("fingerprint")], args=[text])
         if theirs == 0:
