@@ -237,3 +237,18 @@ def test_a_step_the_package_cannot_run_falls_back_for_good(step_cache):
     assert torch.equal(engine.decode_step(7, cache), eager.decode_step(7, expected_cache))
     assert engine.step_status.state == "eager" and "outside [1, 4096]" in engine.step_status.detail
     assert len(cache) == 3 and torch.equal(cache.keys[:, :, :, :3], expected_cache.keys[:, :, :, :3])
+
+
+@pytest.mark.parametrize("isa, template", [("VecAVX512", True), ("VecAVX2", False)])
+def test_the_benchmark_says_whether_inductor_has_a_4_bit_micro_gemm_for_this_cpu(monkeypatch, isa, template):
+    """The 4-bit products of the compiled step can only take inductor's own micro-GEMM on AVX-512 (its only
+    4-bit template besides AMX); the benchmark says which this CPU has, so a row is read with it."""
+    from torch._inductor import cpu_vec_isa
+
+    from inference.bench.__main__ import cpu_kernels
+
+    monkeypatch.setattr(cpu_vec_isa, "pick_vec_isa", lambda: type(isa, (), {})())
+    kernels = cpu_kernels()
+    assert kernels["inductor"] == isa.removeprefix("Vec")
+    assert kernels["int4_template"] is template
+    assert kernels["aten"] == torch.backends.cpu.get_cpu_capability()

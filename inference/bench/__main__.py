@@ -61,6 +61,17 @@ def read_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5)
     return source.nbytes / best
 
 
+def cpu_kernels() -> dict:
+    """The instruction set torch dispatches to and the one inductor generates code for, and whether inductor's
+    4-bit weight micro-GEMM (``CppMicroGemmWoQInt4Avx512``, what freezing + max-autotune can pick for the
+    compiled step's 4-bit products) exists for it: it is written for AVX-512 only."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    isa = pick_vec_isa()
+    name = type(isa).__name__.removeprefix("Vec") if isa else "none"
+    return {"aten": torch.backends.cpu.get_cpu_capability(), "inductor": name, "int4_template": "AVX512" in name}
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -182,6 +193,7 @@ def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, thr
         "model": first.config.name,
         "device": str(first.device),
         "threads": threads,
+        "cpu_kernels": cpu_kernels(),
         "new_tokens": new_tokens,
         "repeats": repeats,
         "read_bandwidth_bytes_s": bandwidth,
@@ -210,6 +222,13 @@ def print_table(report: dict) -> None:
         f"tokens after an 11-token prompt; medians of {report['repeats']} interleaved runs; read bandwidth "
         f"{report['read_bandwidth_bytes_s'] / 1e9:.1f} GB/s"
     )
+    kernels = report.get("cpu_kernels")
+    if kernels:
+        template = "available" if kernels["int4_template"] else "not available (it needs AVX-512)"
+        print(
+            f"CPU kernels: torch {kernels['aten']}, inductor {kernels['inductor']}; inductor's 4-bit micro-GEMM "
+            f"{template}"
+        )
     has_llama = report["llama_cpp"] == "measured"
     print(
         f"{'mode':<14}{'decode':>10}{'batch 16':>10}{'prefill':>10}{'MiB/token':>11}{'BW share':>10}"
