@@ -13,6 +13,7 @@
 #   --maxmemory M     Redis' memory limit; full, it refuses writes (noeviction), never drops a round [256mb]
 #   --per-replica N   connections one replica takes at once (a tab holds one or two); more wait in HAProxy's
 #                     queue up to 5 s, then get HAProxy's 503 page, not a hang [60]
+#   --haproxy-config  print the HAProxy config these options make, and exit (the proxy tests start it)
 # Environment:
 #   SCHOOL_REDIS_PASSWORD   Redis' password [a random one for this run]
 #   SCHOOL_ROOM             a Redis url (redis://:password@127.0.0.1:6390/0) already running: use it, start none
@@ -22,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-replicas=2 port=8501 address=127.0.0.1 first_port=8601 redis_port=6390 maxmemory=256mb per_replica=60
+replicas=2 port=8501 address=127.0.0.1 first_port=8601 redis_port=6390 maxmemory=256mb per_replica=60 print_config=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --replicas) replicas=$2 ;;
@@ -32,7 +33,8 @@ while [ $# -gt 0 ]; do
     --redis-port) redis_port=$2 ;;
     --maxmemory) maxmemory=$2 ;;
     --per-replica) per_replica=$2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --haproxy-config) print_config=1; shift; continue ;;
     *) echo "run-school.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
   esac
   shift 2
@@ -40,6 +42,44 @@ done
 for value in "$replicas" "$port" "$first_port" "$redis_port" "$per_replica"; do
   [[ "$value" =~ ^[0-9]+$ ]] && [ "$value" -ge 1 ] || { echo "run-school.sh: $value is not a whole number >= 1" >&2; exit 2; }
 done
+
+# HAProxy's config: the tab's first GET / picks the replica with the fewest connections and a cookie keeps its
+# websocket, its downloads and its reconnects there; a replica that fails its health check (or dies) is taken out
+# and its tabs are sent to another (redispatch); past every replica's limit, a request waits 5 s, then gets a 503.
+haproxy_config() {
+  local servers="" i
+  for i in $(seq 1 "$replicas"); do
+    servers+="    server r$i 127.0.0.1:$((first_port + i - 1)) cookie r$i"$'\n'
+  done
+  cat <<EOF
+global
+    maxconn $((replicas * per_replica + 100))
+
+defaults
+    mode http
+    option redispatch
+    retries 2
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    timeout queue 5s
+    timeout http-request 10s
+    timeout tunnel 8h
+
+frontend school
+    bind $address:$port
+    default_backend replicas
+
+backend replicas
+    balance leastconn
+    cookie SERVERID insert indirect nocache
+    option httpchk GET /_stcore/health
+    http-check expect status 200
+    default-server check inter 2s fall 2 rise 1 maxconn $per_replica
+$servers
+EOF
+}
+[ "$print_config" = 1 ] && { haproxy_config; exit 0; }
 
 find_binary() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; } || { [ -x "/usr/bin/$1" ] && echo "/usr/bin/$1"; } || true; }
 redis_server=$(find_binary redis-server)
@@ -112,46 +152,16 @@ client.delete(f"llmx:{{{os.environ['CLASS_ID']}}}:fingerprint")
 EOF
 
 # 2. The replicas: loopback only, one engine each, the shared room, the same cookie secret.
-servers=""
 for i in $(seq 1 "$replicas"); do
   replica_port=$((first_port + i - 1))
   LLM_EXPLORER_ROOM=$room_url STREAMLIT_SERVER_COOKIE_SECRET=$cookie_secret \
     "$python" -m streamlit run app.py --server.port "$replica_port" --server.address 127.0.0.1 \
     > "$run/replica$i.log" 2>&1 &
   pids+=($!)
-  servers+="    server r$i 127.0.0.1:$replica_port cookie r$i"$'\n'
 done
 
-# 3. HAProxy: the tab's first GET / picks the replica with the fewest connections and a cookie keeps its websocket,
-#    its downloads and its reconnects there; a replica that fails its health check (or dies) is taken out and its
-#    tabs are sent to another (redispatch); past every replica's limit, a request waits 5 s, then gets a 503.
-cat > "$run/haproxy.cfg" <<EOF
-global
-    maxconn $((replicas * per_replica + 100))
-
-defaults
-    mode http
-    option redispatch
-    retries 2
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-    timeout queue 5s
-    timeout http-request 10s
-    timeout tunnel 8h
-
-frontend school
-    bind $address:$port
-    default_backend replicas
-
-backend replicas
-    balance leastconn
-    cookie SERVERID insert indirect nocache
-    option httpchk GET /_stcore/health
-    http-check expect status 200
-    default-server check inter 2s fall 2 rise 1 maxconn $per_replica
-$servers
-EOF
+# 3. HAProxy (haproxy_config above)
+haproxy_config > "$run/haproxy.cfg"
 "$haproxy" -c -q -f "$run/haproxy.cfg"
 "$haproxy" -db -f "$run/haproxy.cfg" &
 haproxy_pid=$!
