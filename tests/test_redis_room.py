@@ -293,6 +293,16 @@ def test_the_app_pauses_the_class_panel_while_redis_is_down_and_follows_when_bac
         assert not any("paused" in w.value for w in student.warning)
         rnd = broadcast.room().draw_round()
         assert rnd is not None and rnd.draws == {}  # the outage's press counted nothing; the round is still there
+
+        server.stop()  # the teacher leaves teacher mode while Redis is down: said, and owed to the room
+        teacher.button(key=state.CLASS_LEAVE).click()
+        teacher.run()
+        assert_clean(teacher)
+        assert any("You left teacher mode" in w.value for w in teacher.sidebar.warning)
+        server.start()
+        assert broadcast.room().current().live  # the room could not be told yet
+        teacher.run()  # the heartbeat's rerun when the room answers
+        assert not broadcast.room().current().live  # followers are now told the teacher stopped broadcasting
     finally:
         broadcast.room.clear()
         server.stop()

@@ -157,7 +157,7 @@ def read_link() -> None:
     if state.CLASS_TOKEN not in st.session_state:
         token = _cookies().get(TEACHER_COOKIE, "")
         try:
-            known = teacher_key() is not None and HEX_ID.fullmatch(token) and room().is_teacher_token(token)
+            known = bool(teacher_key() is not None and HEX_ID.fullmatch(token) and room().is_teacher_token(token))
         except RoomUnavailable:  # not checked: the run after the room is back asks again (the sidebar says so)
             known = None
             st.session_state[state.CLASS_PAUSED] = True
@@ -206,6 +206,12 @@ def publish() -> None:
     (a teacher who is not broadcasting pauses it: followers are told, and keep their own view)."""
     if not link_key_pending():  # writing the address bar now would push the link's entry into the history
         links.publish()
+    if st.session_state.get(state.CLASS_PAUSE_OWED) and not is_teacher():  # left teacher mode during an outage
+        try:
+            room().pause()
+            st.session_state.pop(state.CLASS_PAUSE_OWED)
+        except RoomUnavailable:
+            st.session_state[state.CLASS_PAUSED] = True
     if not is_teacher():
         return
     try:
@@ -382,10 +388,12 @@ def _leave() -> None:
         if token:
             room().revoke_teacher_token(token)
         room().pause()
-    except RoomUnavailable as error:  # this tab is no teacher's now; the room could not be told
+    except RoomUnavailable as error:  # this tab is no teacher's now; the room is told when it answers (publish)
+        st.session_state[state.CLASS_PAUSE_OWED] = st.session_state[state.CLASS_PAUSED] = True
         st.session_state[state.CLASS_MESSAGE] = (
             "warning",
-            f"You left teacher mode. {paused(error)} Until then, followers keep your last view.",
+            f"You left teacher mode. {paused(error)} Until then followers keep your last view; then they are told "
+            "you stopped broadcasting.",
         )
 
 
