@@ -403,6 +403,7 @@ def render_sidebar() -> None:
     (the Class page says how to turn it on). Also every tab's heartbeat, and the scripts that keep this
     browser's ids in its cookies and take a teacher-only link's key out of its history."""
     st.session_state.pop(state.CLASS_ROUNDS_SHOWN, None)  # the page of this run says which rounds it draws
+    st.session_state.pop(state.CLASS_PAUSED_SHOWN, None)  # and whether it said the class panel is paused
     with st.sidebar:
         scripts = _forget_link_script()
         message = st.session_state.pop(state.CLASS_MESSAGE, None)

@@ -57,7 +57,11 @@ def _class_panel(draw: Callable[..., None]) -> Callable[..., None]:
             draw(*args, **kwargs)
         except RoomUnavailable as error:
             st.session_state[state.CLASS_PAUSED] = True
-            st.warning(broadcast.paused(error), icon=":material/cloud_off:")
+            if st.session_state.get(state.CLASS_PAUSED_SHOWN):  # said in full above on this page: once is enough
+                st.caption(":material/cloud_off: Paused, as the class panel above says.")
+            else:
+                st.session_state[state.CLASS_PAUSED_SHOWN] = True
+                st.warning(broadcast.paused(error), icon=":material/cloud_off:")
             for key in (state.CLASS_TEACHER_MESSAGE, state.CLASS_DRAW_MESSAGE, state.CLASS_GUESS_MESSAGE):
                 message = st.session_state.pop(key, None)
                 if message:

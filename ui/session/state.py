@@ -180,6 +180,7 @@ CLASS_DRAW_MESSAGE = "_class_draw_message"  # (kind, text): about the student's 
 CLASS_GUESS_MESSAGE = "_class_guess_message"  # str: about the student's last guess, shown once
 CLASS_TEACHER_MESSAGE = "_class_teacher_message"  # str: why the teacher's round did not start, shown once
 CLASS_PAUSED = "_class_paused"  # bool: this tab drew a class panel paused (the room out of reach): rerun when back
+CLASS_PAUSED_SHOWN = "_class_paused_shown"  # bool: this page run has said in full that the class panel is paused
 CLASS_PAUSE_OWED = "_class_pause_owed"  # bool: this tab left teacher mode while the room was out of reach
 CLASS_RETRIED = "_class_retried"  # float: time.monotonic() of the heartbeat's last rerun for a paused panel
 CLASS_NEW_DRAWS, CLASS_NEW_GUESSES, CLASS_REVEAL = "class_new_draws", "class_new_guesses", "class_reveal"  # buttons
