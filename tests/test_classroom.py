@@ -142,6 +142,7 @@ def test_a_new_round_press_delivered_twice_starts_one_round(store):
 
 def test_the_broadcast_version_grows_only_on_a_change(store):
     room = store()
+    assert room.broadcast("", {}) == 0  # the empty room's own view: no change
     assert room.broadcast("logits", {"prompt": "a"}) == 1
     assert room.broadcast("logits", {"prompt": "a"}) == 1
     assert room.broadcast("sampling", {"prompt": "a"}) == 2

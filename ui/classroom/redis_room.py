@@ -89,9 +89,11 @@ _BROADCAST = (
     _WRITES
     + _REPAIR % "hash"
     + """-- KEYS: broadcast; ARGV: page, query (canonical JSON)
+-- Unchanged (the same page and query, live) keeps the version, as the memory room does; an empty room is page '',
+-- query {}, live.
 local old = redis.call('HMGET', KEYS[1], 'version', 'page', 'query', 'live')
 local version = tonumber(old[1]) or 0
-if version > 0 and old[2] == ARGV[1] and old[3] == ARGV[2] and old[4] == '1' then return version end
+if (old[2] or '') == ARGV[1] and (old[3] or '{}') == ARGV[2] and (old[4] or '1') == '1' then return version end
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'version', version + 1, 'page', ARGV[1], 'query', ARGV[2], 'live', '1',
   'at', string.format('%d.%06d', t[1], t[2]))
