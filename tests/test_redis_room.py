@@ -173,7 +173,8 @@ def test_a_corrupt_draw_round_is_no_round(replicas, redis_server, damage):
     rounds = b.rounds()  # a page that shows no round records what rounds() says: both never raise
     assert rounds.draw_id in (None, round_id)
     assert b.draws_of(round_id, "s") in (0, 3, 7)
-    started = b.new_draw_round(EXPERIMENT)  # the teacher's next round replaces it
+    started = b.new_draw_round(EXPERIMENT, replacing=rounds.draw_id)  # the teacher's press, from a page showing that
+    assert started != round_id
     assert a.draw_round().round_id == started and a.draw_round().draws == {}
 
 
@@ -398,3 +399,47 @@ def test_a_fingerprint_that_cannot_be_computed_pauses_the_class(redis_server):
     room = RedisRoom.from_url(redis_server.url, "t" + secrets.token_hex(6), unreadable)
     with pytest.raises(RoomUnavailable, match="fingerprint cannot be computed"):
         room.current()
+
+
+@pytest.mark.real_model
+def test_the_app_shows_a_corrupt_round_as_no_round(redis_server, monkeypatch):
+    """Data the room cannot read back, under open pages: no traceback, "no round", and the next round works."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.apptest_utils import APP, assert_clean
+    from ui.classroom import broadcast
+
+    monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, "correct horse")
+    monkeypatch.setenv(settings.PREFIX + "ROOM", redis_server.url)
+    monkeypatch.setenv(settings.PREFIX + "CLASS_ID", "t" + secrets.token_hex(6))
+    broadcast.room.clear()
+    try:
+        teacher, student = (AppTest.from_file(APP, default_timeout=120) for _ in range(2))
+        teacher.run()
+        teacher.text_input(key="_w_class_key").input("correct horse")
+        teacher.button(key="class_unlock").click()
+        teacher.run()
+        teacher.switch_page("pages/class.py")
+        teacher.run()
+        for button in ("class_new_draws", "class_new_guesses"):
+            teacher.button(key=button).click()
+            teacher.run()
+        student.run()  # follows the teacher onto the Class page
+        student.run()  # the heartbeat's next run there (AppTest shows the fragments' widgets from it)
+        assert "class_draw" in [b.key for b in student.button]
+        client, room = redis_server.client(), broadcast.room()
+        client.hset(room.key("draw"), "experiment", "{broken")
+        client.set(room.key("guess:guesses"), "junk")
+        for tab in (student, teacher):
+            tab.run()
+            assert_clean(tab)
+            infos = " ".join(i.value for i in tab.info)
+            assert "No class draw yet" in infos and "No guess round yet" in infos
+        teacher.button(key="class_new_draws").click()  # the teacher's next round replaces the broken one
+        teacher.run()
+        student.run()  # the heartbeat sees the new round: the page reruns
+        student.run()
+        assert_clean(student)
+        assert "class_draw" in [b.key for b in student.button]
+    finally:
+        broadcast.room.clear()

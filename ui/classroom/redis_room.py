@@ -521,9 +521,25 @@ class RedisRoom:
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _start(self, keys: list[str], experiment: Experiment, replacing: str | None | object) -> str:
+        if replacing is None:  # the page showed no round: one that is stored but cannot be read counts as none
+            replacing = self._unreadable_round(keys[0])
         shown = _ANY if replacing is ANY else (replacing or "")
         started = self._new_round(keys=keys, args=[shown, secrets.token_hex(6), _experiment_json(experiment)])
         return started.decode() if isinstance(started, bytes) else str(started)
+
+    def _unreadable_round(self, head_key: str) -> bytes | None:
+        """The id of the round stored at ``head_key`` when it cannot be read (the pages show it as no round), else None.
+        A teacher's press on a page that showed no round replaces exactly that round: if another press replaced it
+        meanwhile, the script finds that one and starts none (as for any press delivered twice)."""
+
+        def stored(head: dict) -> bytes | None:  # the raw id, as the script compares it (it may not even be text)
+            try:
+                readable = _head(_text(head)) is not None
+            except ValueError:
+                readable = False
+            return None if readable else head.get(b"id")
+
+        return self._read([head_key], stored, default=None)
 
     def _read(self, keys: list[str], build: Callable[..., T], default: T) -> T:
         """The hashes ``keys`` read by one read-only script (one consistent snapshot, one round trip, allowed while
