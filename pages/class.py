@@ -18,7 +18,7 @@ if broadcast.teacher_key() is None:
     st.info(
         "Class mode is off: this server was started without a teacher key "
         f"(`{broadcast.TEACHER_KEY_ENV}`), so nobody can broadcast, start a round or follow. "
-        "docs/broadcast.md says how to start a class server.",
+        "docs/classroom.md says how to start a class server (docs/school.md: several, for a school).",
         icon=":material/groups:",
     )
     st.stop()

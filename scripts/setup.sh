@@ -22,11 +22,20 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ "$dev" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "installing Debian's chromium for the browser tests..."
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "note: no chromium on PATH; the browser tests will be skipped (install Debian's 'chromium')" >&2
+# Debian packages the tests start: chromium (the browser tests), redis-server (the shared class room's tests) and
+# haproxy (scripts/run-school.sh). Each test skips, saying what to install, where its binary is missing.
+if [ "$dev" = 1 ]; then
+  missing=""
+  for binary in chromium redis-server haproxy; do
+    command -v "$binary" >/dev/null 2>&1 || [ -x "/usr/sbin/$binary" ] || [ -x "/usr/bin/$binary" ] || missing="$missing $binary"
+  done
+  if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ]; then
+      echo "installing Debian's$missing for the tests..."
+      # shellcheck disable=SC2086
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    else
+      echo "note: not installed:$missing; the tests that need them will be skipped (apt-get install$missing)" >&2
+    fi
   fi
 fi

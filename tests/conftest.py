@@ -30,6 +30,18 @@ def fresh_settings():
 
 
 @pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """One ``redis-server`` for the session (loopback, a password, no persistence, ``noeviction``); each test's room
+    takes a class id of its own, so tests never see each other's keys. Skipped where Debian's package is missing."""
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def tokenizer_folder():
     """A folder holding the embedded model's tokenizer files (converted once, never loaded as a model)."""
     from inference.model.gguf import converted_folder, default_gguf_path

@@ -24,21 +24,30 @@ The protocol, as the frontend uses it:
   ``double_array_value``, number input → ``double_value``, toggle/checkbox →
   ``bool_value``, button → ``trigger_value`` (sent once, like a click).
 
-Used by the load test (``tests/test_load.py``) and the load benchmark
-(``scripts/bench_load.py``).
+Through a proxy, a tab is also its cookies: ``cookies`` are what the browser holds (the app's own, like
+``llmx_student``, which the app writes by a script this client cannot run), and with ``load_page`` the session
+first loads ``GET /`` as the browser does and keeps the cookies it sets (HAProxy's ``SERVERID``, the replica the
+tab sticks to); the websocket sends them all. ``reconnect()`` is the browser's reconnect after its socket dropped
+(a replica died): a new socket with the same cookies, then the page again, with the widget states the tab holds.
+
+Used by the load test (``tests/test_load.py``), the load benchmark (``scripts/bench_load.py``) and the proxy test
+(``tests/test_school_proxy.py``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
 from typing import Any
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.Element_pb2 import Element
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
+from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 _EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
@@ -115,8 +124,12 @@ class Run:
 class StreamlitSession:
     """One browser tab on a running app: open pages, type, move sliders, click buttons."""
 
-    def __init__(self, base_url: str, timeout: float = 120.0) -> None:
-        ws_url = base_url.replace("http://", "ws://").rstrip("/") + "/_stcore/stream"
+    def __init__(
+        self, base_url: str, timeout: float = 120.0, cookies: dict[str, str] | None = None, load_page: bool = False
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.cookies = dict(cookies or {})  # name -> value, sent with the websocket (and the page load)
+        self.load_page = load_page
         self.timeout = timeout
         self.page = ""
         self.query_string = ""  # the address bar's query, as the app last set it (st.query_params)
@@ -126,7 +139,7 @@ class StreamlitSession:
         self._pages: dict[str, str] = {}  # page script hash -> url path, from the app's navigation message
         self._states: dict[str, WidgetState] = {}  # widget id -> the value this tab holds
         self._kinds: dict[str, str] = {}  # widget id -> element type, from the last run that drew it
-        self._socket = connect(ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=timeout)
+        self._socket = self._connect()
 
     # -- what a user does ------------------------------------------------------------
     def open(self, page: str) -> Run:
@@ -166,8 +179,41 @@ class StreamlitSession:
                 break
         return run
 
+    def reconnect(self, within_s: float = 10.0) -> Run:
+        """The browser's reconnect: new sockets (with this tab's cookies) until one opens, within ``within_s``, then
+        the page again, with the widget states the tab holds (a new server session: the app reruns from them)."""
+        self._socket.close()
+        deadline = time.monotonic() + within_s
+        while True:
+            try:
+                self._socket = self._connect()
+                break
+            except (OSError, TimeoutError, ConnectionError, InvalidStatus):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        return self._rerun()
+
     def close(self) -> None:
         self._socket.close()
+
+    def _connect(self):
+        """The page load (``load_page``: ``GET /``, keeping the cookies it sets), then the websocket, with the cookies."""
+        if self.load_page:
+            with urllib.request.urlopen(self._request(self.base_url + "/"), timeout=self.timeout) as response:
+                for header in response.headers.get_all("Set-Cookie") or []:
+                    self.cookies.update({name: morsel.value for name, morsel in SimpleCookie(header).items()})
+        headers = {"Cookie": self._cookie_header()} if self.cookies else None
+        ws_url = self.base_url.replace("http://", "ws://") + "/_stcore/stream"
+        return connect(
+            ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=self.timeout, additional_headers=headers
+        )
+
+    def _request(self, url: str) -> urllib.request.Request:
+        return urllib.request.Request(url, headers={"Cookie": self._cookie_header()} if self.cookies else {})
+
+    def _cookie_header(self) -> str:
+        return "; ".join(f"{name}={value}" for name, value in self.cookies.items())
 
     def __enter__(self) -> StreamlitSession:
         return self

@@ -8,17 +8,22 @@ gets the same one, as on a real server).
 - a forged broadcast goes through the link parser on the follower's side and is refused like a link;
 - pooled draws are the sum of each student's own draws, and sending the same draws again (a reload, a
   double click) adds nothing.
+
+The room's rules and the two-session tests run against both stores (``store``): the room in the server's memory
+(the default) and the Redis room every replica of a class shares (``LLM_EXPLORER_ROOM``, a real ``redis-server``;
+``tests/test_redis_room.py`` has what only a shared store can do: replicas at once, outages, corrupt data).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections import Counter
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from inference import settings
+from inference import SamplingParams, settings
 from tests.apptest_utils import APP, assert_clean
 from ui.classroom import broadcast
 from ui.classroom import room as room_module
@@ -30,11 +35,30 @@ KEY = "correct horse battery staple"
 TIMEOUT = 120
 
 
+EXPERIMENT = Experiment("m", "p", False, SamplingParams())
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request, monkeypatch):
+    """Which store the room lives in: the operator's settings for it (``LLM_EXPLORER_ROOM``, a fresh class id),
+    and ``make()``, a new empty room of that store."""
+    if request.param == "memory":
+        monkeypatch.delenv(settings.PREFIX + "ROOM", raising=False)
+        return Room
+    from ui.classroom.redis_room import RedisRoom
+
+    server = request.getfixturevalue("redis_server")
+    monkeypatch.setenv(settings.PREFIX + "ROOM", server.url)
+    monkeypatch.setenv(settings.PREFIX + "CLASS_ID", "t" + secrets.token_hex(6))
+    return lambda: RedisRoom.from_url(server.url, "t" + secrets.token_hex(6))
+
+
 @pytest.fixture
-def class_server(monkeypatch):
-    """A teacher key set by the operator, and an empty room."""
+def class_server(monkeypatch, store):
+    """A teacher key set by the operator, and an empty room (in either store)."""
     monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, KEY)
     broadcast.room.clear()
+    assert isinstance(broadcast.room(), Room) == (store is Room)  # the app's room is the store under test
     yield
     broadcast.room.clear()
 
@@ -67,9 +91,9 @@ def teacher_on_class_page(prompt: str | None = None) -> AppTest:
 
 
 # ---- the room on its own ----------------------------------------------------------------------------------
-def test_each_draw_counts_once_and_the_pool_is_the_sum_of_the_students_draws():
-    room = Room()
-    round_id = room.new_draw_round(Experiment("m", "p", False, ()))
+def test_each_draw_counts_once_and_the_pool_is_the_sum_of_the_students_draws(store):
+    room = store()
+    round_id = room.new_draw_round(EXPERIMENT)
     assert room.add_draws(round_id, "a", 0, [1, 2, 3]) == 3
     assert room.add_draws(round_id, "a", 0, [1, 2, 3]) == 0  # the same draws again (a reload): nothing added
     assert room.add_draws(round_id, "a", 2, [3, 4]) == 1  # overlapping: only draw 3 is new
@@ -80,15 +104,18 @@ def test_each_draw_counts_once_and_the_pool_is_the_sum_of_the_students_draws():
     own = [room.draw_round().draws[s] for s in ("a", "b")]
     assert own == [[1, 2, 3, 4], [4, 4]]
     assert sum(pooled.values()) == sum(map(len, own)) == 6 and pooled[4] == 3
-    new_round = room.new_draw_round(Experiment("m", "p", False, ()))
+    view = room.draw_view("a")  # what a class page polls: the pooled counts without the streams
+    assert (view.pooled, view.students, view.mine, view.round_id) == (pooled, 2, 4, round_id)
+    assert room.draw_view("nobody").mine == 0
+    new_round = room.new_draw_round(EXPERIMENT)
     with pytest.raises(RoomError, match="round is over"):
         room.add_draws(round_id, "a", 4, [1])  # a draw for the old round
     assert room.draw_round().round_id == new_round and room.draw_round().counts() == {}
 
 
-def test_a_guess_is_one_per_student_and_closes_at_the_reveal():
-    room = Room()
-    round_id = room.new_guess_round(Experiment("m", "p", False, ()))
+def test_a_guess_is_one_per_student_and_closes_at_the_reveal(store):
+    room = store()
+    round_id = room.new_guess_round(EXPERIMENT)
     room.guess(round_id, "a", " mat ")
     room.guess(round_id, "a", "floor")  # a second guess replaces the first
     room.guess(round_id, "b", "mat")
@@ -97,13 +124,13 @@ def test_a_guess_is_one_per_student_and_closes_at_the_reveal():
     with pytest.raises(RoomError, match="closed"):
         room.guess(round_id, "c", "rug")
     with pytest.raises(RoomError, match="one word"):
-        Room().guess(round_id, "a", "x" * (room_module.MAX_GUESS_CHARS + 1))
+        store().guess(round_id, "a", "x" * (room_module.MAX_GUESS_CHARS + 1))
 
 
-def test_a_new_round_press_delivered_twice_starts_one_round():
+def test_a_new_round_press_delivered_twice_starts_one_round(store):
     """Under load Streamlit can deliver one click twice; the teacher's press names the round its page showed."""
-    room = Room()
-    experiment = Experiment("m", "p", False, ())
+    room = store()
+    experiment = EXPERIMENT
     first = room.new_guess_round(experiment, replacing=None)  # the page showed no round
     assert room.new_guess_round(experiment, replacing=None) == first  # the same press again: no second round
     assert room.guess_round().number == 1
@@ -113,11 +140,15 @@ def test_a_new_round_press_delivered_twice_starts_one_round():
     assert room.draw_round().number == 1
 
 
-def test_the_broadcast_version_grows_only_on_a_change():
-    room = Room()
+def test_the_broadcast_version_grows_only_on_a_change(store):
+    room = store()
+    assert room.broadcast("", {}) == 0  # the empty room's own view: no change
     assert room.broadcast("logits", {"prompt": "a"}) == 1
     assert room.broadcast("logits", {"prompt": "a"}) == 1
     assert room.broadcast("sampling", {"prompt": "a"}) == 2
+    assert room.current().page == "sampling" and room.current().query == {"prompt": "a"} and room.current().live
+    assert room.pause() == 3 and room.pause() == 3 and not room.current().live  # paused once
+    assert room.broadcast("sampling", {"prompt": "a"}) == 4  # live again: a change
     with pytest.raises(RoomError):
         room.broadcast("logits", {"prompt": "x" * (room_module.MAX_QUERY_VALUE + 1)})
 

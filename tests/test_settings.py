@@ -19,6 +19,16 @@ def test_unset_means_the_defaults():
     read = Settings.from_env({})
     assert read == Settings(cache=read.cache) and read.cache.name == "llm-explorer"
     assert read.quant is None and read.server == "thread" and read.prefix_cache and read.slots is None
+    assert read.room is None and read.class_id == "class"  # the room in the server's memory, as before
+
+
+def test_a_rooms_password_is_never_in_a_message():
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"LLM_EXPLORER_ROOM": "http://:hunter2@127.0.0.1:6379"})
+    assert "hunter2" not in str(raised.value)
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"LLM_EXPLORER_ROOM": ":hunter2@127.0.0.1:6379"})
+    assert "hunter2" not in str(raised.value)
 
 
 def test_every_value_is_read_and_checked():
@@ -35,6 +45,8 @@ def test_every_value_is_read_and_checked():
             "LLM_EXPLORER_PREFIX_CACHE": "off",
             "LLM_EXPLORER_SLOTS": "32",
             "LLM_EXPLORER_TEACHER_KEY": " a phrase ",
+            "LLM_EXPLORER_ROOM": "redis://:secret@127.0.0.1:6380/2",
+            "LLM_EXPLORER_CLASS_ID": "7B-Physics",
             "LLM_EXPLORER_CACHE": "/tmp/cache",
         }
     )
@@ -50,6 +62,8 @@ def test_every_value_is_read_and_checked():
         False,
         32,
         "a phrase",
+        "redis://:secret@127.0.0.1:6380/2",
+        "7b-physics",
         Path("/tmp/cache"),
     )
 
@@ -68,6 +82,10 @@ def test_every_value_is_read_and_checked():
         ("DTYPE", "int3", "LLM_EXPLORER_DTYPE='int3': use one of float32"),
         ("MODELS", "no-equals-sign", "LLM_EXPLORER_MODELS entry 'no-equals-sign' is not name=source"),
         ("MODELS", "bad name=/x", "model name 'bad name' must be 1-64 letters"),
+        ("ROOM", "http://:secret@host:80", "LLM_EXPLORER_ROOM='http://…': use a Redis url"),
+        ("ROOM", "127.0.0.1:6379", "LLM_EXPLORER_ROOM='127.0.0.1:6379': use a Redis url"),
+        ("CLASS_ID", "7b physics", "LLM_EXPLORER_CLASS_ID='7b physics': use 1 to 32 lower-case letters"),
+        ("CLASS_ID", "-x", "LLM_EXPLORER_CLASS_ID='-x': use 1 to 32"),
     ],
 )
 def test_a_value_the_program_cannot_use_is_named_with_what_it_accepts(name, value, message):

@@ -24,6 +24,9 @@ Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``r
   A teacher's browser keeps a random token the room issued when the key was proved (``TEACHER_COOKIE``,
   never the key itself), so the teacher's reload or second tab needs no key; tokens live as long as the
   server process, and "Leave teacher mode" revokes the session's.
+- **A shared room out of reach** (``RoomUnavailable``: Redis down, ``LLM_EXPLORER_ROOM``): the class panel says it
+  is paused and why (``paused``), every page keeps working, and nothing is half done; the heartbeat keeps asking,
+  so following resumes by itself when the room answers again.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import time
 import streamlit as st
 
 from inference import settings
-from ui.classroom.room import Broadcast, Room, Rounds
+from ui.classroom.room import Broadcast, Room, RoomStore, RoomUnavailable, Rounds
 from ui.session import links, state
 from ui.session.walk import walk_query
 from ui.shell import navigation
@@ -47,14 +50,33 @@ TEACHER_COOKIE = "llmx_teacher"  # a room-issued token (not the key): a teacher'
 HEX_ID = re.compile(r"[0-9a-f]{32}")  # a student id or a teacher token
 MAX_KEY_TRIES = 5
 POLL_S = 0.5  # every tab's heartbeat: a follower or an open class page sees a change within this, plus a page run
+RETRY_S = 5.0  # a page whose class panel was paused reruns at most this often when the room answers again
 SEEN_S = 5.0  # a follower polled within this many seconds counts as following (the teacher's count)
 NOT_FOLLOWED = frozenset({"present"})  # the teacher's projector layout is not the students'
 
 
 @st.cache_resource(show_spinner=False)
-def room() -> Room:
-    """The one room of this server process (every session of every model shares it)."""
-    return Room()
+def room() -> RoomStore:
+    """The class's room, one per server process (every session of every model shares it): in this process's memory
+    (the default), or in the Redis every replica of the class shares (``LLM_EXPLORER_ROOM``, the class named by
+    ``LLM_EXPLORER_CLASS_ID``), which this replica joins at its first request if its startup fingerprint is the
+    class's (``ui.classroom.fingerprint``). Nothing connects here: a server starts while Redis is down."""
+    operator = settings.current()
+    if operator.room is None:
+        return Room()
+    from ui.classroom.fingerprint import replica_fingerprint  # only a shared room needs these
+    from ui.classroom.redis_room import RedisRoom
+    from ui.shell import models
+
+    return RedisRoom.from_url(operator.room, operator.class_id, lambda: replica_fingerprint(models.allowlist()))
+
+
+def paused(error: RoomUnavailable) -> str:
+    """What a page says where the class room cannot answer now."""
+    return (
+        f"The class panel is paused: {error}. Every page works as usual on your own; the class comes back by "
+        "itself when the room answers again."
+    )
 
 
 def teacher_key() -> str | None:
@@ -98,13 +120,20 @@ def _prove(given: str) -> bool:
         return False
     if key_matches(given):
         st.session_state[state.CLASS_TEACHER] = True
-        st.session_state[state.CLASS_TOKEN] = room().issue_teacher_token()
         st.session_state.setdefault(state.CLASS_BROADCASTING, True)
         st.session_state[state.CLASS_FOLLOW] = False
         st.session_state[state.CLASS_MESSAGE] = (
             "success",
             "Teacher mode: students who follow see your page and settings.",
         )
+        try:
+            st.session_state[state.CLASS_TOKEN] = room().issue_teacher_token()
+        except RoomUnavailable as error:  # the key is proved; only a reload will ask for it again
+            st.session_state[state.CLASS_TOKEN] = None
+            st.session_state[state.CLASS_MESSAGE] = (
+                "warning",
+                f"Teacher mode. {paused(error)} (A reload of this tab will ask for the key again.)",
+            )
         return True
     st.session_state[state.CLASS_TRIES] = tries + 1
     st.session_state[state.CLASS_MESSAGE] = (
@@ -127,9 +156,14 @@ def read_link() -> None:
     """
     if state.CLASS_TOKEN not in st.session_state:
         token = _cookies().get(TEACHER_COOKIE, "")
-        st.session_state[state.CLASS_TOKEN] = None
-        if teacher_key() is not None and HEX_ID.fullmatch(token) and room().is_teacher_token(token):
-            st.session_state[state.CLASS_TOKEN] = token
+        try:
+            known = bool(teacher_key() is not None and HEX_ID.fullmatch(token) and room().is_teacher_token(token))
+        except RoomUnavailable:  # not checked: the run after the room is back asks again (the sidebar says so)
+            known = None
+            st.session_state[state.CLASS_PAUSED] = True
+        if known is not None:
+            st.session_state[state.CLASS_TOKEN] = token if known else None
+        if known:
             st.session_state[state.CLASS_TEACHER] = True
             st.session_state[state.CLASS_FOLLOW] = False
     if "teacher" not in st.query_params:
@@ -172,13 +206,22 @@ def publish() -> None:
     (a teacher who is not broadcasting pauses it: followers are told, and keep their own view)."""
     if not link_key_pending():  # writing the address bar now would push the link's entry into the history
         links.publish()
+    if st.session_state.get(state.CLASS_PAUSE_OWED) and not is_teacher():  # left teacher mode during an outage
+        try:
+            room().pause()
+            st.session_state.pop(state.CLASS_PAUSE_OWED)
+        except RoomUnavailable:
+            st.session_state[state.CLASS_PAUSED] = True
     if not is_teacher():
         return
-    if st.session_state.get(state.CLASS_BROADCASTING, True):
-        query = {k: v for k, v in links.current_query().items() if k not in NOT_FOLLOWED}
-        room().broadcast(navigation.current_url_path(), query)
-    else:
-        room().pause()
+    try:
+        if st.session_state.get(state.CLASS_BROADCASTING, True):
+            query = {k: v for k, v in links.current_query().items() if k not in NOT_FOLLOWED}
+            room().broadcast(navigation.current_url_path(), query)
+        else:
+            room().pause()
+    except RoomUnavailable:  # the sidebar says so; the heartbeat reruns the app (publishing) when the room is back
+        st.session_state[state.CLASS_PAUSED] = True
 
 
 # -- the student's side -------------------------------------------------------------------------------
@@ -198,7 +241,10 @@ def follow(page_url_path: str) -> None:
     """
     if not following() or link_key_pending():  # a switch now would push the link's key into the history
         return
-    broadcast = room().current()
+    try:
+        broadcast = room().current()
+    except RoomUnavailable:  # the heartbeat says so, and reruns the app when the room answers with a new view
+        return
     if broadcast.version == 0 or broadcast.version == st.session_state.get(state.CLASS_APPLIED):
         return
     if not broadcast.live:  # paused: nothing to apply (counted as seen, so the heartbeat does not ask again)
@@ -231,10 +277,12 @@ def _step_on() -> None:
     st.session_state.pop(state.CLASS_ARRIVING, None)
 
 
-def show_rounds(**drawn: object) -> None:
+def show_rounds(keep: bool = False, **drawn: object) -> None:
     """A class page drew these rounds (``Rounds`` fields: ``draw_id``, ``guess_id``, ``revealed``): the heartbeat
-    reruns the app when the room's differ, so the page never shows one round's text over another's chart."""
-    st.session_state.setdefault(state.CLASS_ROUNDS_SHOWN, {}).update(drawn)
+    reruns the app when the room's differ, so the page never shows one round's text over another's chart.
+    ``keep``: only the fields this run has not recorded yet (``ui.classroom.rounds.watch`` recorded the others)."""
+    shown = st.session_state.setdefault(state.CLASS_ROUNDS_SHOWN, {})
+    shown.update({name: value for name, value in drawn.items() if not keep or name not in shown})
 
 
 def _rounds_changed(now: Rounds) -> bool:
@@ -246,11 +294,22 @@ def _rounds_changed(now: Rounds) -> bool:
 @st.fragment(run_every=POLL_S)
 def _heartbeat() -> None:
     """Every tab's poll: a follower's reruns the app on a new broadcast, a class page's on a new round or a
-    reveal; the teacher's counts the followers, the follower's says what it follows."""
+    reveal; the teacher's counts the followers, the follower's says what it follows. A room out of reach: it says
+    the panel is paused, and keeps ticking, so the tab follows again as soon as the room answers."""
+    try:
+        _beat()
+    except RoomUnavailable as error:
+        st.warning(paused(error), icon=":material/cloud_off:")
+
+
+def _beat() -> None:
     the_room = room()
     pending = link_key_pending()  # a rerun now could lose the script that takes the link's key out of the history
     if _rounds_changed(the_room.rounds()) and not pending:
         st.rerun()
+    if st.session_state.get(state.CLASS_PAUSED) and not pending and _may_retry():
+        st.session_state.pop(state.CLASS_PAUSED)
+        st.rerun()  # the room answers again: redraw the page whose class panel (or broadcast) was paused
     if is_teacher():
         n = the_room.followers(SEEN_S)
         broadcasting = st.session_state.get(state.CLASS_BROADCASTING, True)
@@ -275,6 +334,16 @@ def _heartbeat() -> None:
     else:
         title = next((spec.title for spec in navigation.PAGES if spec.url_path == broadcast.page), broadcast.page)
         st.caption(f"Following the teacher: **{title}** (the teacher's view last changed {_ago(broadcast.at)}).")
+
+
+def _may_retry() -> bool:
+    """At most one rerun per ``RETRY_S`` for a paused panel: a room that answers reads but refuses writes (full)
+    must not rerun a teacher's page on every tick."""
+    now = time.monotonic()
+    if now - st.session_state.get(state.CLASS_RETRIED, float("-inf")) < RETRY_S:
+        return False
+    st.session_state[state.CLASS_RETRIED] = now
+    return True
 
 
 def _ago(at: float) -> str:
@@ -305,16 +374,27 @@ def _unlock() -> None:
 def _store_broadcasting() -> None:
     st.session_state[state.CLASS_BROADCASTING] = st.session_state[state.widget_key(state.CLASS_BROADCASTING)]
     if not st.session_state[state.CLASS_BROADCASTING] and is_teacher():
-        room().pause()  # at once, not only after this run
+        try:
+            room().pause()  # at once, not only after this run
+        except RoomUnavailable:  # the run after this callback pauses it (publish), once the room answers
+            pass
 
 
 def _leave() -> None:
     st.session_state[state.CLASS_TEACHER] = False
-    if st.session_state.get(state.CLASS_TOKEN):
-        room().revoke_teacher_token(st.session_state[state.CLASS_TOKEN])
-    st.session_state[state.CLASS_TOKEN] = None
-    room().pause()
+    token, st.session_state[state.CLASS_TOKEN] = st.session_state.get(state.CLASS_TOKEN), None
     st.session_state[state.CLASS_MESSAGE] = ("info", "You left teacher mode: your view is no longer broadcast.")
+    try:
+        if token:
+            room().revoke_teacher_token(token)
+        room().pause()
+    except RoomUnavailable as error:  # this tab is no teacher's now; the room is told when it answers (publish)
+        st.session_state[state.CLASS_PAUSE_OWED] = st.session_state[state.CLASS_PAUSED] = True
+        st.session_state[state.CLASS_MESSAGE] = (
+            "warning",
+            f"You left teacher mode. {paused(error)} Until then followers keep your last view; then they are told "
+            "you stopped broadcasting.",
+        )
 
 
 def render_sidebar() -> None:
@@ -323,6 +403,7 @@ def render_sidebar() -> None:
     (the Class page says how to turn it on). Also every tab's heartbeat, and the scripts that keep this
     browser's ids in its cookies and take a teacher-only link's key out of its history."""
     st.session_state.pop(state.CLASS_ROUNDS_SHOWN, None)  # the page of this run says which rounds it draws
+    st.session_state.pop(state.CLASS_PAUSED_SHOWN, None)  # and whether it said the class panel is paused
     with st.sidebar:
         scripts = _forget_link_script()
         message = st.session_state.pop(state.CLASS_MESSAGE, None)

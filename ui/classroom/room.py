@@ -13,6 +13,11 @@ Each draw is counted exactly once: a student's draws are numbered 0, 1, 2, … i
 seeded stream, and ``add_draws`` keeps only the numbers not yet counted for that student
 in that round (a rerun, a double click or a reload that sends the same draws again adds
 nothing). A guess is stored per student, so a second guess replaces the first.
+
+This module also owns the room's interface (``RoomStore``), which two stores implement: ``Room``, here, in the
+server's memory (the default: one server, one class), and ``ui.classroom.redis_room.RedisRoom``, in Redis, shared by
+every replica of a class (``LLM_EXPLORER_ROOM``). Both refuse what the other refuses with the same ``RoomError``
+messages; only a shared store can be out of reach, which it says with ``RoomUnavailable``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the room holds the settings, never uses them: it stays plain Python
     from inference import SamplingParams
@@ -38,6 +43,11 @@ ANY = object()  # ``new_*_round(replacing=ANY)``: start a round whatever the roo
 
 class RoomError(ValueError):
     """A request the room refuses (the message says why, for the page to show)."""
+
+
+class RoomUnavailable(RuntimeError):
+    """A shared room's store cannot answer now (Redis down, unreachable, full): nothing was counted or changed by
+    the request that raised it, and the page says the class panel is paused (the message says why, no password)."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +86,25 @@ class DrawRound:
     experiment: Experiment
     draws: dict[str, list[int]] = field(default_factory=dict)  # student id -> token ids, draw 0, 1, 2, …
     number: int = 1  # 1, 2, 3, … on this server: what the class calls it ("draw round 2")
+    pooled: dict[int, int] | None = None  # token id -> draws, as a shared store keeps it; None: from ``draws``
 
     def counts(self) -> Counter:
+        if self.pooled is not None:
+            return Counter(self.pooled)
         return Counter(token for tokens in self.draws.values() for token in tokens)
+
+
+@dataclass(frozen=True)
+class DrawView:
+    """What one student's class view of a draw round needs, without every student's stream: the pooled counts, how
+    many students drew, and how many draws are the student's own (``RoomStore.draw_view``; the page polls it)."""
+
+    round_id: str
+    experiment: Experiment
+    number: int
+    pooled: Counter  # token id -> draws, every student's
+    students: int  # students with at least one draw
+    mine: int  # the asking student's draws
 
 
 @dataclass
@@ -90,8 +116,50 @@ class GuessRound:
     number: int = 1  # 1, 2, 3, … on this server ("guess round 2")
 
 
+class RoomStore(Protocol):
+    """What a room does, whichever store holds it (``Room`` in memory, ``RedisRoom`` shared): the methods below."""
+
+    def issue_teacher_token(self) -> str: ...
+    def is_teacher_token(self, token: str) -> bool: ...
+    def revoke_teacher_token(self, token: str) -> None: ...
+    def seen(self, student: str) -> None: ...
+    def followers(self, within_s: float) -> int: ...
+    def broadcast(self, page: str, query: dict[str, str]) -> int: ...
+    def pause(self) -> int: ...
+    def current(self) -> Broadcast: ...
+    def rounds(self) -> Rounds: ...
+    def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str: ...
+    def draw_round(self) -> DrawRound | None: ...
+    def draw_view(self, student: str) -> DrawView | None: ...
+    def draws_of(self, round_id: str, student: str) -> int: ...
+    def add_draws(self, round_id: str, student: str, first: int, tokens: list[int]) -> int: ...
+    def new_guess_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str: ...
+    def guess_round(self) -> GuessRound | None: ...
+    def guess(self, round_id: str, student: str, text: str) -> None: ...
+    def reveal(self, round_id: str) -> None: ...
+
+
+def check_broadcast(page: str, query: dict[str, str]) -> None:
+    """A broadcast is a url path and link parameters (short names, text values), or ``RoomError``."""
+    if not isinstance(page, str) or len(page) > 64:
+        raise RoomError("the page must be a url path")
+    if len(query) > MAX_QUERY_ITEMS or any(
+        not isinstance(k, str) or not isinstance(v, str) or len(k) > 64 or len(v) > MAX_QUERY_VALUE
+        for k, v in query.items()
+    ):
+        raise RoomError("a broadcast carries link parameters only (short names, text values)")
+
+
+def checked_guess(text: str) -> str:
+    """A guess as the room keeps it (stripped), or ``RoomError`` when it is not one short word's worth."""
+    text = text.strip()
+    if not text or len(text) > MAX_GUESS_CHARS:
+        raise RoomError(f"a guess is one word of 1 to {MAX_GUESS_CHARS} characters")
+    return text
+
+
 class Room:
-    """The teacher's broadcast and the class's rounds (every method takes the one lock)."""
+    """The teacher's broadcast and the class's rounds in this process's memory (every method takes the one lock)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -136,13 +204,7 @@ class Room:
     # -- the teacher's view ----------------------------------------------------------------------------
     def broadcast(self, page: str, query: dict[str, str]) -> int:
         """Publish the teacher's page and link parameters; the version grows only when they (or ``live``) changed."""
-        if not isinstance(page, str) or len(page) > 64:
-            raise RoomError("the page must be a url path")
-        if len(query) > MAX_QUERY_ITEMS or any(
-            not isinstance(k, str) or not isinstance(v, str) or len(k) > 64 or len(v) > MAX_QUERY_VALUE
-            for k, v in query.items()
-        ):
-            raise RoomError("a broadcast carries link parameters only (short names, text values)")
+        check_broadcast(page, query)
         with self._lock:
             old = self._broadcast
             if page != old.page or query != old.query or not old.live:
@@ -198,6 +260,16 @@ class Room:
                 self._draws.number,
             )
 
+    def draw_view(self, student: str) -> DrawView | None:
+        """The current draw round as ``student``'s class view shows it (None: no round)."""
+        rnd = self.draw_round()  # a copy, taken under the lock; counted outside it
+        if rnd is None:
+            return None
+        students = sum(bool(tokens) for tokens in rnd.draws.values())
+        return DrawView(
+            rnd.round_id, rnd.experiment, rnd.number, rnd.counts(), students, len(rnd.draws.get(student, ()))
+        )
+
     def draws_of(self, round_id: str, student: str) -> int:
         """How many of ``student``'s draws the round has counted (its next draw's number)."""
         with self._lock:
@@ -246,9 +318,7 @@ class Room:
 
     def guess(self, round_id: str, student: str, text: str) -> None:
         """Store ``student``'s guess (replacing an earlier one) while the round is not revealed."""
-        text = text.strip()
-        if not text or len(text) > MAX_GUESS_CHARS:
-            raise RoomError(f"a guess is one word of 1 to {MAX_GUESS_CHARS} characters")
+        text = checked_guess(text)
         with self._lock:
             current = self._guesses
             if current is None or current.round_id != round_id:

@@ -11,13 +11,19 @@ A page draws one round's text, controls and chart together, and tells the tab's 
 reread the room every ``REFRESH_S`` seconds; such a fragment that finds another round than its page drew reruns
 the page instead of drawing it under the old text.
 
+While the room cannot answer (``RoomUnavailable``: a shared room's Redis out of reach), each class panel says it is
+paused in its place (``_class_panel``), a press is refused with a message and counts nothing, and the tab's
+heartbeat reruns the page when the room answers again.
+
 The teacher does not draw or guess: the pooled bars and the guesses are the students' only, so "by N students"
 is always true, and the teacher's presses cannot tilt what the class is asked to read.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -25,7 +31,7 @@ from inference import PromptError, TokenizerError
 from ui.claims import classroom as claims
 from ui.claims.predicting import histogram_sentence
 from ui.classroom import broadcast
-from ui.classroom.room import Experiment, RoomError
+from ui.classroom.room import Experiment, RoomError, RoomUnavailable
 from ui.compute.classroom import DRAWS_PER_PRESS, guess_view, pooled_bins, pooled_histogram, student_draws
 from ui.compute.logits import prompt_logits
 from ui.controls import sampling as sampling_controls
@@ -37,7 +43,35 @@ from ui.shell.resources import client_for
 
 REFRESH_S = 2.0  # the live counts reread the room this often (each reread is one small fragment run)
 PROMPT_END_CHARS = 40  # the sentences quote the prompt's end, at most this long
+NO_DRAW_ROUND = "No class draw yet: the teacher starts one on their prompt and settings."
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def _class_panel(draw: Callable[..., None]) -> Callable[..., None]:
+    """A class panel that, while the room cannot answer, says the class is paused in its place (with the message of
+    a press the room refused meanwhile), and has the tab's heartbeat rerun the page when the room is back."""
+
+    @functools.wraps(draw)
+    def guarded(*args, **kwargs) -> None:
+        try:
+            draw(*args, **kwargs)
+        except RoomUnavailable as error:
+            st.session_state[state.CLASS_PAUSED] = True
+            if st.session_state.get(state.CLASS_PAUSED_SHOWN):  # said in full above on this page: once is enough
+                st.caption(":material/cloud_off: Paused, as the class panel above says.")
+            else:
+                st.session_state[state.CLASS_PAUSED_SHOWN] = True
+                st.warning(broadcast.paused(error), icon=":material/cloud_off:")
+            for key in (state.CLASS_TEACHER_MESSAGE, state.CLASS_DRAW_MESSAGE, state.CLASS_GUESS_MESSAGE):
+                message = st.session_state.pop(key, None)
+                if message:
+                    st.error(message[1] if isinstance(message, tuple) else message)
+
+    return guarded
+
+
+def _refused(what: str, error: RoomUnavailable) -> str:
+    return f"{what}: the class room cannot answer now ({error}). Nothing was counted; try again when it is back."
 
 
 def current_experiment() -> Experiment | str:
@@ -87,16 +121,22 @@ def _start(kind: str, shown: str | None) -> None:
         st.session_state[state.CLASS_TEACHER_MESSAGE] = f"No round started: {experiment}."
         return
     room = broadcast.room()
-    if kind == "draw":
-        room.new_draw_round(experiment, replacing=shown)
-    else:
-        room.new_guess_round(experiment, replacing=shown)
+    try:
+        if kind == "draw":
+            room.new_draw_round(experiment, replacing=shown)
+        else:
+            room.new_guess_round(experiment, replacing=shown)
+    except RoomUnavailable as error:
+        st.session_state[state.CLASS_TEACHER_MESSAGE] = _refused("No round started", error)
 
 
 def _reveal() -> None:
-    rnd = broadcast.room().guess_round()
-    if broadcast.is_teacher() and rnd is not None:
-        broadcast.room().reveal(rnd.round_id)
+    try:
+        rnd = broadcast.room().guess_round()
+        if broadcast.is_teacher() and rnd is not None:
+            broadcast.room().reveal(rnd.round_id)
+    except RoomUnavailable as error:
+        st.session_state[state.CLASS_TEACHER_MESSAGE] = _refused("The answer was not revealed", error)
 
 
 def watch(kinds: tuple[str, ...]) -> None:
@@ -108,6 +148,7 @@ def watch(kinds: tuple[str, ...]) -> None:
     broadcast.show_rounds(**{name: getattr(now, name) for name in fields})
 
 
+@_class_panel
 def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
     """The head of a page with class rounds: every tab watches the rounds of ``kinds`` (``watch``); the teacher
     also gets the buttons, a new round on the teacher's own prompt and settings (the old one is reset)."""
@@ -157,8 +198,15 @@ def _draw(shown_round: str, shown_mine: int) -> None:
     under load) finds more by now and adds nothing."""
     if broadcast.is_teacher():
         return
+    try:
+        _count_draws(shown_round, shown_mine)
+    except RoomUnavailable as error:
+        st.session_state[state.CLASS_DRAW_MESSAGE] = ("warning", _refused("Your press was not counted", error))
+
+
+def _count_draws(shown_round: str, shown_mine: int) -> None:
     room, student = broadcast.room(), broadcast.student_id()
-    rnd = room.draw_round()
+    rnd = room.draw_view(student)
     if rnd is None:
         return
     first = room.draws_of(rnd.round_id, student)  # this student's next draw number: counted draws are never redone
@@ -177,24 +225,28 @@ def _draw(shown_round: str, shown_mine: int) -> None:
         st.session_state[state.CLASS_DRAW_MESSAGE] = ("warning", str(error))
 
 
+@_class_panel
 def draw_panel() -> None:
     """The round's question, the student's button and the live pooled histogram."""
-    rnd = broadcast.room().draw_round()
-    broadcast.show_rounds(draw_id=rnd.round_id if rnd else None)
+    rnd = broadcast.room().draw_view(broadcast.student_id())
+    # No round readable: what ``watch`` recorded stays (a shared room's round whose data cannot be read is shown as
+    # no round, while the room's ids still name it: recording None would have the heartbeat rerun on every tick).
+    broadcast.show_rounds(keep=rnd is None, draw_id=rnd.round_id if rnd else None)
     if rnd is None:
-        st.info("No class draw yet: the teacher starts one on their prompt and settings.", icon=":material/groups:")
+        st.info(NO_DRAW_ROUND, icon=":material/groups:")
         return
     st.markdown(f"**Draw round {rnd.number}:** everyone draws {describe(rnd.experiment)}, each from their own seed.")
     _live_draws(rnd.round_id)
 
 
 @st.fragment(run_every=REFRESH_S)
+@_class_panel
 def _live_draws(round_id: str) -> None:
-    rnd = broadcast.room().draw_round()
+    rnd = broadcast.room().draw_view(broadcast.student_id())
     if rnd is None or rnd.round_id != round_id:
         st.rerun()  # the page's text describes another round: redraw the page
     teacher = broadcast.is_teacher()
-    mine = len(rnd.draws.get(broadcast.student_id(), ()))
+    mine = rnd.mine
     if teacher:
         st.caption(f"Your students press **Draw {DRAWS_PER_PRESS} for the class** on their own laptops.")
     else:
@@ -208,8 +260,12 @@ def _live_draws(round_id: str) -> None:
     message = st.session_state.pop(state.CLASS_DRAW_MESSAGE, None)
     if message:
         getattr(st, message[0])(message[1])
-    pooled = pooled_histogram(rnd.experiment, rnd.counts())
-    n_students = sum(bool(tokens) for tokens in rnd.draws.values())
+    try:
+        pooled = pooled_histogram(rnd.experiment, rnd.pooled)
+    except KeyError:  # a shared room's counts name a token this experiment never draws: data that cannot be read
+        st.info(NO_DRAW_ROUND, icon=":material/groups:")
+        return
+    n_students = rnd.students
     if not teacher:
         st.caption(claims.own_draws_sentence(mine))
     gof = pooled.gof
@@ -250,23 +306,28 @@ def _guess(shown_round: str) -> None:
     if broadcast.is_teacher():
         return
     text = st.session_state.get(state.class_guess_box(shown_round), "")
-    rnd = broadcast.room().guess_round()
+    try:
+        rnd = broadcast.room().guess_round()
+        if rnd is not None and rnd.round_id == shown_round:
+            broadcast.room().guess(shown_round, broadcast.student_id(), text)
+    except RoomUnavailable as error:
+        st.session_state[state.CLASS_GUESS_MESSAGE] = _refused("Your guess was not sent", error)
+        return
+    except RoomError as error:
+        st.session_state[state.CLASS_GUESS_MESSAGE] = str(error).capitalize() + "."
+        return
     if rnd is None or rnd.round_id != shown_round:
         st.session_state[state.CLASS_GUESS_MESSAGE] = (
             "The teacher started a new guess round just before you sent your guess: "
             "read its prompt below and guess again."
         )
-        return
-    try:
-        broadcast.room().guess(shown_round, broadcast.student_id(), text)
-    except RoomError as error:
-        st.session_state[state.CLASS_GUESS_MESSAGE] = str(error).capitalize() + "."
 
 
+@_class_panel
 def guess_panel() -> None:
     """The round's question, the student's guess box (closed at the reveal) and the live class view."""
     rnd = broadcast.room().guess_round()
-    broadcast.show_rounds(guess_id=rnd.round_id if rnd else None, revealed=bool(rnd and rnd.revealed))
+    broadcast.show_rounds(keep=rnd is None, guess_id=rnd.round_id if rnd else None, revealed=bool(rnd and rnd.revealed))
     if rnd is None:
         st.info("No guess round yet: the teacher starts one on their prompt.", icon=":material/groups:")
         return
@@ -310,6 +371,7 @@ def guess_panel() -> None:
 
 
 @st.fragment(run_every=REFRESH_S)
+@_class_panel
 def _live_guesses(round_id: str, revealed: bool) -> None:
     rnd = broadcast.room().guess_round()
     if rnd is None or rnd.round_id != round_id or rnd.revealed != revealed:
