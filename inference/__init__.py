@@ -10,7 +10,7 @@ the ones before it):
 
 - ``inference.model``: config, GGUF reading, weights, loading, the transformer, the
   KV cache, traces, the tokenizer;
-- ``inference.generation``: the sampler and its stop rule, the engine, the stepper;
+- ``inference.generation``: the sampler and its stop rule, the engine, the stepper, speculative decoding;
 - ``inference.inspection``: what the explorer reads of a model (embeddings, attention,
   the residual stream, experiments, the sampler's numbers, the KV cache, the weights), as
   numpy arrays and plain dataclasses;
@@ -25,6 +25,14 @@ The package never imports streamlit or plotly.
 from . import inspection
 from .generation.engine import Candidate, Completion, Engine, PromptError, StepRecord, load_engine
 from .generation.sampling import SampleResult, SamplingError, SamplingParams, sample, sample_many
+from .generation.speculative import (
+    DraftCheck,
+    FinalToken,
+    Speculation,
+    SpeculationError,
+    SpeculativeRun,
+    SpeculativeStep,
+)
 from .generation.stepper import Stepper, StepperError
 from .inspection import release_freed_memory
 from .model.config import ModelConfig, UnsupportedModelError
@@ -59,6 +67,12 @@ __all__ = [
     "Completion",
     "Stepper",
     "StepperError",
+    "Speculation",
+    "SpeculationError",
+    "SpeculativeRun",
+    "SpeculativeStep",
+    "DraftCheck",
+    "FinalToken",
     "ModelConfig",
     "KVCache",
     "CacheFullError",

@@ -2,7 +2,7 @@
 
     python -m inference "The cat sat" --max-new-tokens 32 --temperature 0.8 --seed 0 \
         [--model PATH_OR_ID] [--device cpu|cuda] [--dtype float32|bfloat16] [--quant gguf|int8|int4]
-        [--compile] [--no-cache] [--chat]
+        [--compile] [--no-cache] [--chat] [--speculate lookup|lookup:n|self:k [--draft-tokens N]]
 
 Errors (bad settings, missing model, empty prompt) print as one line and exit 2.
 """
@@ -17,6 +17,8 @@ from . import (
     PromptError,
     SamplingError,
     SamplingParams,
+    Speculation,
+    SpeculativeRun,
     TokenizerError,
     UnsupportedModelError,
     load_engine,
@@ -51,6 +53,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    parser.add_argument(
+        "--speculate",
+        default=None,
+        metavar="lookup|lookup:n|self:k",
+        help="speculative decoding: prompt lookup (n-grams up to n, default 3) or the model's first k layers as the "
+        "draft; the output is distributed as without it (greedy: the same tokens)",
+    )
+    parser.add_argument("--draft-tokens", type=int, default=4, help="tokens drafted per step with --speculate")
     return parser.parse_args(argv)
 
 
@@ -66,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
         )
+        speculation = Speculation.parse(args.speculate, args.draft_tokens) if args.speculate else None
+        if speculation is not None and args.no_cache:
+            raise ValueError("--speculate works through the KV cache: leave out --no-cache")
         set_threads(args.threads)  # the command line's one setting: every core unless told otherwise
         engine = load_engine(args.model, device=args.device, dtype=args.dtype, quant=args.quant, compile=args.compile)
         prompt_tokens = len(engine.encode_prompt(args.prompt, chat=args.chat))
@@ -74,22 +87,38 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[decode step: {engine.wait_for_step().line}]", file=sys.stderr)
         print(args.prompt, end="", flush=True)
         steps = []
-        for step in engine.generate(args.prompt, params, use_cache=not args.no_cache, chat=args.chat):
+        if speculation is None:
+            stream = engine.generate(args.prompt, params, use_cache=not args.no_cache, chat=args.chat)
+        else:
+            stream = engine.speculate(args.prompt, params, speculation, chat=args.chat)
+        for step in stream:
             steps.append(step)
             print(step.text, end="", flush=True)
     except (SamplingError, PromptError, ModelLoadError, UnsupportedModelError, TokenizerError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    prefill, decode = steps[0].seconds, sum(s.seconds for s in steps[1:])
     step = f"; decode step: {engine.step_status.line}" if engine.step_status else ""
     print(
         f"\n\n[{engine.config.name} on {engine.device}: {engine.weights_description}{step}; "
         f"{'no cache' if args.no_cache else 'KV cache'}] finish: {steps[-1].finish_reason}",
         file=sys.stderr,
     )
-    print(f"prefill: {prompt_tokens} tokens, {prompt_tokens / prefill:.1f} tok/s", file=sys.stderr)
-    if len(steps) > 1:
-        print(f"decode:  {len(steps) - 1} tokens, {(len(steps) - 1) / decode:.1f} tok/s", file=sys.stderr)
+    if speculation is None:
+        prefill, decode, decoded = steps[0].seconds, sum(s.seconds for s in steps[1:]), len(steps) - 1
+        print(f"prefill: {prompt_tokens} tokens, {prompt_tokens / prefill:.1f} tok/s", file=sys.stderr)
+    else:
+        run = SpeculativeRun(speculation, steps)
+        prefill, decode = steps[0].seconds, run.decode_seconds
+        decoded = len(run.token_ids) - len(steps[0].token_ids)
+        print(f"prefill: {prompt_tokens} tokens and {steps[0].drafted} drafted in {prefill:.3f} s", file=sys.stderr)
+        rate = "nothing drafted" if run.acceptance_rate is None else f"{100 * run.acceptance_rate:.0f}% kept"
+        print(
+            f"speculation: {speculation.describe()}: {run.drafted} drafted, {rate}, "
+            f"{run.tokens_per_forward:.2f} tokens per forward",
+            file=sys.stderr,
+        )
+    if decoded > 0:
+        print(f"decode:  {decoded} tokens, {decoded / decode:.1f} tok/s", file=sys.stderr)
     return 0
 
 

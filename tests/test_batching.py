@@ -34,13 +34,13 @@ class IdTokenizer:
         return "".join(f" {i}" for i in ids)
 
 
-def tiny_engine(family: str, eos_ids: tuple[int, ...] = ()) -> Engine:
-    """A 2-layer random model of ``family`` ("llama" with GQA, "gpt2", or "gemma3" with an 8-key window
-    on layer 0 and multi-query attention) behind an ``Engine``."""
+def tiny_engine(family: str, eos_ids: tuple[int, ...] = (), n_layers: int = 2) -> Engine:
+    """A random model of ``family`` ("llama" with GQA, "gpt2", or "gemma3" with an 8-key window on the
+    even layers and multi-query attention), 2 layers unless told, behind an ``Engine``."""
     gemma = (
         {
             "sliding_window": 8,
-            "local_layers": (0,),
+            "local_layers": tuple(range(0, n_layers, 2)),
             "rope_local_theta": 10000.0,
             "embed_scale": 8.0,
             "query_pre_attn_scalar": 24.0,
@@ -50,7 +50,7 @@ def tiny_engine(family: str, eos_ids: tuple[int, ...] = ()) -> Engine:
     )
     config = ModelConfig(
         family=family,
-        n_layers=2,
+        n_layers=n_layers,
         n_heads=4,
         n_kv_heads={"llama": 2, "gemma3": 1}.get(family, 4),
         d_model=64,

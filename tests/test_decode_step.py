@@ -117,6 +117,34 @@ def test_compiled_solo_equals_eager_past_the_window(engines):
     assert_same_run(eager, tokens, logits, *solo(eager, PROMPTS[1], params))
 
 
+def test_speculation_through_the_compiled_step_equals_eager_plain(engines):
+    """Speculative decoding on the compiled engine: its plain steps (nothing drafted) go through the compiled
+    graph, its verifying forwards (several positions) run eagerly; greedy tokens are the eager plain run's."""
+    from inference import Speculation
+
+    eager, compiled = engines
+    prompt, params = PROMPTS[2], greedy(24, stop_on_eos=False)  # 37 + 24 positions: past Gemma's window
+    calls, restore = counting(compiled)
+    try:
+        runs = [
+            compiled.complete(prompt, params, speculate=s) for s in (Speculation(), Speculation("self", 3, layers=1))
+        ]
+    finally:
+        restore()
+    plain_steps = sum(step.phase == "plain" for run in runs for step in run.steps)
+    assert all(calls) and len(calls) == plain_steps  # each plain step, and only those, ran the compiled graph
+    expected_tokens, expected_logits = solo(eager, prompt, params)
+    tolerance = _tolerance(eager, expected_logits)
+    for run in runs:
+        assert run.drafted > 0
+        for step, (got, expected) in enumerate(zip(run.token_ids, expected_tokens)):
+            if got != expected:
+                assert top2_margin(expected_logits[step]) < 2 * tolerance, f"step {step}: a clear choice differs"
+                break
+        else:
+            assert run.token_ids == expected_tokens
+
+
 def test_the_window_moves_the_logits_by_more_than_the_bound():
     """The positive control of the Gemma rows: the same tiny Gemma with its 8-key window lifted agrees within the
     bound up to the window's end and parts from it by far more than the bound after, so a compiled step that

@@ -21,6 +21,9 @@ compiled or loaded from disk, and in how many seconds). For each row:
 Machines here are noisy, so every system is measured once per repeat, interleaved, and
 each figure is the median over repeats. Prints a table, writes ``bench-results/engine.json``.
 Accuracy against the float32 reference is ``python -m inference.bench.accuracy``.
+
+``--speculate`` runs the speculative decoding benchmark instead (``inference/bench/speculative.py``):
+each drafter of ``--drafters`` against plain decoding, in one weights ``--mode``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ..generation.sampling import SamplingParams
 from ..model.loader import gguf_source
 from ..serving.static import run_static
 from ..threads import available_cores, set_threads
+from . import speculative
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem, timed
 
 PROMPT = "The cat sat on the mat because it was tired."
@@ -267,18 +271,52 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)"
     )
-    parser.add_argument("--out", default="bench-results/engine.json")
+    parser.add_argument("--out", default=None, help="default: bench-results/engine.json (or speculative.json)")
+    parser.add_argument("--speculate", action="store_true", help="the speculative decoding benchmark instead")
+    parser.add_argument("--drafters", default=speculative.DEFAULT_DRAFTERS, help="with --speculate: lookup, self:k")
+    parser.add_argument("--draft-tokens", type=int, default=4, help="with --speculate: tokens drafted per step")
+    parser.add_argument("--mode", default="fp32", help="with --speculate: the one weights mode (see --modes)")
+    parser.add_argument(
+        "--prompts", default=None, help=f"with --speculate: some of {', '.join(speculative.PROMPTS)} (default: all)"
+    )
     args = parser.parse_args(argv)
     threads = set_threads(
         args.threads or available_cores()
     )  # the entry point's one setting; every engine runs under it
+    if args.speculate:
+        if args.mode not in MODES:
+            parser.error(f"unknown mode {args.mode!r}: choose from {sorted(MODES)}")
+        _speculate(args, threads)
+        return
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         parser.error(f"unknown modes {unknown}: choose from {sorted(MODES)}")
     report = run(modes, args.device, args.new_tokens, args.repeats, threads, args.model)
     print_table(report)
-    out = Path(args.out)
+    _write(report, args.out or "bench-results/engine.json")
+
+
+def _speculate(args: argparse.Namespace, threads: int) -> None:
+    dtype, quant, compiled = MODES[args.mode]
+    engine = load_engine(model=args.model, device=args.device, dtype=dtype, quant=quant, compile=compiled)
+    if compiled:
+        print(f"{args.mode}: decode step {engine.wait_for_step().line}", flush=True)
+    before = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    drafters = [d for d in args.drafters.split(",") if d]
+    prompts = [p for p in args.prompts.split(",") if p] if args.prompts else None
+    unknown = [p for p in prompts or [] if p not in speculative.PROMPTS]
+    if unknown:
+        raise SystemExit(f"unknown prompts {unknown}: choose from {', '.join(speculative.PROMPTS)}")
+    report = speculative.run(engine, drafters, args.draft_tokens, args.new_tokens, args.repeats, prompts)
+    after = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    report.update(threads=threads, mode=args.mode, loadavg=[before, after])
+    speculative.print_table(report, threads, (before, after))
+    _write(report, args.out or "bench-results/speculative.json")
+
+
+def _write(report: dict, path: str) -> None:
+    out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(f"wrote {out}")

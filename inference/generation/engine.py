@@ -1,9 +1,10 @@
 """The engine: one loaded model plus tokenizer, and the generation loop around them.
 
 Owns ``load_engine``, prompt checks, the step functions every runner calls (``prefill`` /
-``decode_step`` for one request, ``prefill_batch`` / ``decode_batch`` for a batch's rows: one
-forward each, through an explicit ``KVCache``; the only callers of the model's forward, with
-the full-recompute and traced forwards below), the step-by-step ``generate`` generator, and
+``decode_step`` for one request, ``prefill_batch`` / ``decode_batch`` for a batch's rows,
+``run_layers`` / ``head_logits`` for speculative decoding: one forward each, through an explicit
+``KVCache``; the only callers of the model's forward, with the full-recompute and traced forwards
+below), the step-by-step ``generate`` generator (and ``speculate``, ``speculative.py``'s), and
 the traced forward the explorer reads. It holds weights only: every request
 brings its own cache, its own seeded draws and (optionally) its own
 interventions (``inference.model.interventions``), so many users can share one
@@ -31,18 +32,12 @@ from ..model.tokenizer import StreamDecoder, Tokenizer, TokenizerError
 from ..model.trace import ForwardTrace
 from ..model.transformer import Transformer
 from ..threads import set_threads
-from .sampling import SampleResult, SamplingParams, finish_reason, generator_for, sample
+from .sampling import Candidate, SampleResult, SamplingParams, finish_reason, generator_for, sample
+from .speculative import Speculation, SpeculativeRun, SpeculativeStep, speculate
 
 
 class PromptError(ValueError):
     """The prompt cannot be run: empty, or longer than the model's context."""
-
-
-@dataclass
-class Candidate:
-    token_id: int
-    text: str
-    probability: float  # softmax of the model's logits at T = 1
 
 
 @dataclass
@@ -224,6 +219,24 @@ class Engine:
             .cpu()
         )
 
+    def run_layers(
+        self,
+        layers: range,
+        kv_cache: KVCache,
+        token_ids: list[int] | None = None,
+        stream: torch.Tensor | None = None,
+        interventions: Interventions | None = None,
+    ) -> torch.Tensor:
+        """The residual stream (1, T, D) after blocks ``layers`` at the cache's next positions, from ``token_ids``
+        (a range from layer 0) or from ``stream`` (1, T, D) entering ``layers.start``; only those blocks' K/V
+        are written (``Transformer.forward_layers``: self-speculation's draft and its verifier)."""
+        ids = None if token_ids is None else self._ids_tensor(token_ids)
+        return self.model.forward_layers(layers, ids, stream, kv_cache=kv_cache, interventions=interventions)
+
+    def head_logits(self, stream: torch.Tensor) -> torch.Tensor:
+        """Logits (T, V), float32 on the CPU, of a stream (1, T, D) after the last block it went through."""
+        return self.model.head(stream)[0].float().cpu()
+
     def prefill_batch(
         self,
         ids: torch.Tensor,
@@ -336,8 +349,29 @@ class Engine:
         values, indices = probs.topk(min(n, probs.numel()))
         return [Candidate(int(i), self.tokenizer.decode([int(i)]), float(p)) for p, i in zip(values, indices)]
 
-    def complete(self, prompt: str | list[int], params: SamplingParams | None = None, **kwargs) -> Completion:
-        """Run ``generate`` to the end and gather the result."""
+    def speculate(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        speculation: Speculation | None = None,
+        chat: bool = False,
+        interventions: Interventions | None = None,
+        top_n: int = 5,
+    ) -> Iterator[SpeculativeStep]:
+        """Speculative decoding (``speculative.py``): one ``SpeculativeStep`` per forward of the model, the output
+        distributed as ``generate``'s (greedy: the same tokens)."""
+        return speculate(self, prompt, params, speculation, chat=chat, interventions=interventions, top_n=top_n)
+
+    def complete(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        speculate: Speculation | None = None,
+        **kwargs,
+    ) -> Completion | SpeculativeRun:
+        """Run ``generate`` to the end and gather the result; with ``speculate``, ``speculate`` instead."""
+        if speculate is not None:
+            return SpeculativeRun(speculate, list(self.speculate(prompt, params, speculate, **kwargs)))
         steps = list(self.generate(prompt, params, **kwargs))
         return Completion(steps)
 

@@ -118,6 +118,15 @@ def _check(ok: bool, message: str) -> None:
 
 
 @dataclass
+class Candidate:
+    """A possible next token and its probability (softmax of the logits at T = 1, or where a record says so)."""
+
+    token_id: int
+    text: str
+    probability: float
+
+
+@dataclass
 class SampleResult:
     token_id: int
     probability: float  # of the chosen token, in the final renormalised distribution
@@ -226,6 +235,14 @@ def _stages(
     if record:
         stages["final"] = probs
     return probs, stages
+
+
+def filtered_probs(logits: torch.Tensor, params: SamplingParams, previous_ids: list[int] | None = None) -> torch.Tensor:
+    """The distribution (V,) that ``sample`` draws from: stages 1-5 (a one-hot at the argmax when greedy).
+
+    Speculative decoding compares the draft's and the model's under the same stages (its p and q).
+    """
+    return _stages(logits, params, previous_ids, record=False)[0]
 
 
 def sample(

@@ -346,29 +346,74 @@ class Transformer(nn.Module):
     def _forward(
         self, input_ids, kv_cache, positions, padding_mask, last_only, trace, interventions: Spec = None
     ) -> torch.Tensor:
-        batch, steps = input_ids.shape
+        x = self._stream(self.all_layers, input_ids, None, kv_cache, positions, padding_mask, trace, interventions)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, D)
+        x = self.final_norm(x)
+        if trace is not None:
+            trace.final_hidden = keep(x)
+        return self.lm_head(x)
+
+    @property
+    def all_layers(self) -> range:
+        return range(len(self.layers))
+
+    def forward_layers(
+        self,
+        layers: range,
+        input_ids: torch.Tensor | None = None,
+        stream: torch.Tensor | None = None,
+        kv_cache: KVCache | None = None,
+        interventions: Spec = None,
+    ) -> torch.Tensor:
+        """The residual stream (B, T, D) after the blocks ``layers`` (a contiguous range), through ``kv_cache``.
+
+        From layer 0 the input is ``input_ids`` (B, T), embedded; from a later layer it is ``stream`` (B, T, D),
+        the stream entering ``layers.start`` at the cache's next positions. Only those layers' K/V are written,
+        then committed: self-speculation drafts with the first layers and verifies with the rest, reusing the
+        draft's K/V (``inference.generation.speculative``). ``head`` turns a stream into logits.
+        """
+        if layers.step != 1 or not 0 <= layers.start < layers.stop <= len(self.layers):
+            raise ValueError(f"layers must be a contiguous range within 0..{len(self.layers)}, got {layers}")
+        if (input_ids is None) == (layers.start == 0):
+            raise ValueError("give input_ids for a range from layer 0, and stream for one from a later layer")
+        with torch.inference_mode():
+            return self._stream(layers, input_ids, stream, kv_cache, None, None, None, interventions)
+
+    def head(self, stream: torch.Tensor) -> torch.Tensor:
+        """Logits (..., V) of residual-stream vectors (..., D): the final norm, then the output matrix."""
+        with torch.inference_mode():
+            return self.lm_head(self.final_norm(stream))
+
+    def _stream(
+        self, layers: range, input_ids, stream, kv_cache, positions, padding_mask, trace, interventions: Spec = None
+    ) -> torch.Tensor:
+        """The stream after blocks ``layers``: from ``input_ids`` embedded (layer 0 on) or from ``stream``."""
+        batch, steps = input_ids.shape if stream is None else stream.shape[:2]
+        device = input_ids.device if stream is None else stream.device
         start = kv_cache.length if kv_cache is not None else 0
         if positions is None:
-            positions = torch.arange(start, start + steps, device=input_ids.device).expand(batch, steps)
-        mask = self._mask(batch, steps, start, kv_cache, padding_mask, input_ids.device)
+            positions = torch.arange(start, start + steps, device=device).expand(batch, steps)
+        mask = self._mask(batch, steps, start, kv_cache, padding_mask, device)
         edits = None
         if interventions is not None:
-            edits = ForwardEdits.build(interventions, self.config, positions, input_ids.device, self.embed.weight.dtype)
+            edits = ForwardEdits.build(interventions, self.config, positions, device, self.embed.weight.dtype)
 
-        x = self.embed(input_ids)  # (B, T, D)
-        if self.config.embed_scale != 1.0:  # Gemma: rows scaled by sqrt(d_model), the factor in the weights' dtype
-            x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype)
-        if self.pos_embed is not None:
-            x = x + self.pos_embed(positions)
-        if trace is not None:
-            trace.embeddings, trace.cache_start, trace.cache_end = keep(x), start, start + steps
+        if stream is None:
+            x = self.embed(input_ids)  # (B, T, D)
+            if self.config.embed_scale != 1.0:  # Gemma: rows scaled by sqrt(d_model), the factor in the weights' dtype
+                x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype)
+            if self.pos_embed is not None:
+                x = x + self.pos_embed(positions)
+            if trace is not None:
+                trace.embeddings, trace.cache_start, trace.cache_end = keep(x), start, start + steps
+        else:
+            x = stream  # (B, T, D)
         rope_angles = self.rope(positions, x.dtype) if self.rope is not None else None
         if self.rope_local is not None:  # Gemma 3: local layers have their own angles and a windowed mask
             local_angles = self.rope_local(positions, x.dtype)
-            local_mask = self._mask(
-                batch, steps, start, kv_cache, padding_mask, input_ids.device, self.config.sliding_window
-            )
-        for block in self.layers:
+            local_mask = self._mask(batch, steps, start, kv_cache, padding_mask, device, self.config.sliding_window)
+        for block in self.layers[layers.start : layers.stop]:
             if block.is_local:
                 x = block(x, local_angles, kv_cache, local_mask, trace, edits)
             else:
@@ -377,12 +422,7 @@ class Transformer(nn.Module):
             if edits is not None:
                 edits.note_written(kv_cache)
             kv_cache.commit()
-        if last_only:
-            x = x[:, -1:]  # (B, 1, D)
-        x = self.final_norm(x)
-        if trace is not None:
-            trace.final_hidden = keep(x)
-        return self.lm_head(x)
+        return x
 
     def reset_rotary(self, device: torch.device | str) -> None:
         """(Re)build the RoPE modules in float32 on ``device``, whatever the weights' dtype."""

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..generation.engine import Completion, Engine, StepRecord
 from ..generation.sampling import SamplingParams
+from ..generation.speculative import Speculation, SpeculativeRun
 from ..generation.stepper import Stepper
 from ..inspection.attention import AttentionArrays, WindowView, attention_arrays, window_view
 from ..inspection.cache import CacheBytes, CacheTiming, CacheView, cache_bytes, cache_view, measure_cache_timing
@@ -92,6 +93,7 @@ PLAIN_CALLS = frozenset(
         "patch_column",
         "attribution",
         "generate",
+        "speculate",
         "decode_speed",
     }
 )
@@ -227,6 +229,12 @@ class EngineClient:
 
     def complete(self, prompt: str | list[int], params: SamplingParams) -> Completion:
         return self._engine.complete(prompt, params)
+
+    def speculate(
+        self, prompt: str | list[int], params: SamplingParams, speculation: Speculation, chat: bool = False
+    ) -> SpeculativeRun:
+        """Every step of one request decoded speculatively (``Engine.speculate``): drafts, p and q, the draws."""
+        return self._engine.complete(prompt, params, speculate=speculation, chat=chat)
 
     def stepper(self, prompt_ids: list[int], params: SamplingParams, max_steps: int) -> Stepper:
         """A new walk through generation for one session (its own KV cache)."""
