@@ -29,6 +29,8 @@ Through a proxy, a tab is also its cookies: ``cookies`` are what the browser hol
 first loads ``GET /`` as the browser does and keeps the cookies it sets (HAProxy's ``SERVERID``, the replica the
 tab sticks to); the websocket sends them all. ``reconnect()`` is the browser's reconnect after its socket dropped
 (a replica died): a new socket with the same cookies, then the page again, with the widget states the tab holds.
+The cookies an app writes by a script in an ``st.iframe`` (``document.cookie = "name=value; ...; max-age=N"``) are
+kept as the browser keeps them, so a tab reconnects as the student (and the teacher) the app made it.
 
 Used by the load test (``tests/test_load.py``), the load benchmark (``scripts/bench_load.py``) and the proxy test
 (``tests/test_school_proxy.py``).
@@ -37,6 +39,7 @@ Used by the load test (``tests/test_load.py``), the load benchmark (``scripts/be
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -54,6 +57,9 @@ _EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
 _FRAGMENT_DONE = ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 _ERROR_ALERT = 1  # Alert.Format.ERROR
 _TEXT_FIELDS = {"markdown": "body", "heading": "body", "text": "body", "alert": "body", "code": "code_text"}
+# A cookie an app's script writes (``document.cookie = "name=value; path=/; ...; max-age=N";``, as the class mode's
+# ``ui.classroom.broadcast._cookie_script`` does in an ``st.iframe``): this client keeps it, as the browser would.
+_COOKIE_SCRIPT = re.compile(r'document\.cookie = "([A-Za-z0-9_]+)=([^;"]*);[^"]*?max-age=(\d+)"')
 
 
 class ProtocolError(RuntimeError):
@@ -270,6 +276,8 @@ class StreamlitSession:
                 announced[msg.auto_rerun.fragment_id] = msg.auto_rerun.interval
             elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 run.elements[tuple(msg.metadata.delta_path)] = msg.delta.new_element
+                if msg.delta.new_element.WhichOneof("type") == "iframe":
+                    self._run_cookie_script(msg.delta.new_element.iframe.srcdoc)
             elif kind == "page_info_changed":  # the app wrote st.query_params: the browser's URL follows
                 self.query_string = msg.page_info_changed.query_string
             elif kind == "page_not_found":
@@ -283,6 +291,14 @@ class StreamlitSession:
                     self.fragments = announced
                     self._fragment_ran = {fid: time.perf_counter() for fid in announced}  # their timers start now
                 return run
+
+    def _run_cookie_script(self, html: str) -> None:
+        """The cookies an app's script in an iframe writes (max-age 0 deletes one), kept for the next connection."""
+        for name, value, max_age in _COOKIE_SCRIPT.findall(html):
+            if int(max_age) and value:
+                self.cookies[name] = value
+            else:
+                self.cookies.pop(name, None)
 
     def _forget_widgets_not_drawn(self, run: Run) -> None:
         """Like the frontend: a widget that is not on the page any more loses its state."""
