@@ -1,6 +1,7 @@
 """A class on one server, the big run: many tabs at once on a fresh ``streamlit run app.py``.
 
     .venv/bin/python scripts/bench_load.py [--students 20] [--rounds 3] [--pages 4] [--slider-moves 2]
+    .venv/bin/python scripts/bench_load.py --replicas 2 [--students 20] [--rounds 4] [--followers 10]
 
 Each tab (``tests.load_scenario.student``) opens a page, types its own prompt, then walks
 ``--pages`` of Tokenization → Attention → Logits → Sampling from its own starting point,
@@ -11,12 +12,22 @@ one tab alone on the same server in the same run (the ratio is what to compare a
 machines), the largest generation batch the Sampling page reported, the server's RSS (with its
 child processes) after each round, and every finding (an error, another tab's word, a missing own word).
 Writes ``bench-results/load.json``.
+
+``--replicas N`` compares a school with one server in the same run (``compare_replicas``): one server as today
+(the room in its memory) and N replicas behind HAProxy sharing a Redis room (``tests/school.py``, the config
+``scripts/run-school.sh`` generates), with the same class settings each, all started together; then, ``--rounds``
+times, the class's round and the followers on one and on the other, the order swapped every time. It prints the
+slider-move and broadcast p95 of each, and their ratios (the issue's goals: broadcast <= 1.2x, slider <= 1.1x),
+with /proc/loadavg and each process's RSS. On one small machine the N replicas share its cores with the one server's
+idle process: this shows what the proxy and the shared room cost, not what more machines (or cores) would add.
+Writes ``bench-results/load_replicas.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import statistics
 import sys
 import tempfile
@@ -44,6 +55,9 @@ from tests.load_scenario import (  # noqa: E402
     timings_of,
 )
 from tests.streamlit_client import StreamlitSession  # noqa: E402
+
+DEFAULT_OUT = ROOT / "bench-results" / "load.json"
+GOALS = {"slider p95": 1.1, "broadcast p95": 1.2}  # issue 24: a school's figure / one server's, at most
 
 
 def alone(url: str, moves: int) -> dict[str, list[float]]:
@@ -220,6 +234,136 @@ def report(args, result: dict) -> dict:
     }
 
 
+# -- one server against a school of N replicas ---------------------------------------------------------------------
+def pause_broadcast(url: str, timeout: float) -> None:
+    """A teacher's tab turns "Broadcast my view" off: the next round's students keep their own pages."""
+    with StreamlitSession(url, timeout=timeout) as teacher:
+        teacher.query_string = f"teacher={FOLLOW_KEY}"
+        teacher.open("")
+        teacher.set("_w_class_broadcast", False)
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def compare_replicas(args) -> dict:
+    """One server and a school of ``args.replicas`` replicas, started together, the same scenario on each in turn."""
+    from tests.redis_server import REDIS_SERVER, RedisServer
+    from tests.school import HAPROXY, School
+
+    missing = [name for name, path in (("redis-server", REDIS_SERVER), ("haproxy", HAPROXY)) if path is None]
+    if missing:
+        raise SystemExit(
+            f"bench_load.py --replicas needs Debian's {' and '.join(missing)} (apt-get install {' '.join(missing)})"
+        )
+    folder = Path(tempfile.mkdtemp(prefix="bench-school-"))
+    env = {**CLASS_SERVER_ENV, "LLM_EXPLORER_TEACHER_KEY": FOLLOW_KEY}  # the same class settings everywhere
+    redis_server = RedisServer(folder)
+    redis_server.start()
+    school_env = {
+        **env,
+        "LLM_EXPLORER_ROOM": redis_server.url,
+        "LLM_EXPLORER_CLASS_ID": "bench",
+        "STREAMLIT_SERVER_COOKIE_SECRET": secrets.token_hex(24),
+    }
+    school = None
+    try:
+        with AppServer(folder / "one-server.log", extra_env=env) as one:
+            school = School(
+                folder, ROOT / "app.py", per_replica=200, env=school_env, startup_s=300, replicas=args.replicas
+            )
+            name = f"{args.replicas} replicas"
+            urls = {"one server": one.url, name: school.url}
+            for url in [one.url, *(school.replica_url(r) for r in school.ports)]:  # every engine warm, every page once
+                warm = student(url, 0, WARM_UP_MARKER, MARKERS)
+                if findings([warm]):
+                    raise SystemExit(f"warm-up on {url}: {findings([warm])}")
+            rss = {"one server": one.rss_mib(), **{f"replica {r}": school.rss_mib(r) for r in school.ports}}
+            print(f"warmed up; RSS {', '.join(f'{k} {v:,.0f} MiB' for k, v in rss.items())}; load {loadavg()}")
+            samples = {target: {"slider": [], "broadcast": [], "findings": []} for target in urls}
+            per_repeat = []
+            words = MARKERS[-args.broadcasts :]
+            for repeat in range(args.rounds):
+                order = list(urls) if repeat % 2 == 0 else list(reversed(urls))
+                before = loadavg()
+                figures = {target: {} for target in urls}
+                for target in order:  # the class's round on one, then on the other
+                    reports = run_class(
+                        urls[target], args.students, repeat, args.pages, args.slider_moves, args.timeout
+                    )
+                    samples[target]["slider"] += timings_of(reports, "slider:")
+                    samples[target]["findings"] += findings(reports)
+                    figures[target]["slider p95"] = percentile(timings_of(reports, "slider:"), 95)
+                for target in order:  # then the followers on one, then on the other
+                    if not args.followers:
+                        break
+                    follow = follow_class(urls[target], args.followers, words, args.timeout)
+                    flat = [seconds for per in follow.latencies for seconds in per]
+                    samples[target]["broadcast"] += flat
+                    samples[target]["findings"] += follow.problems + follow.leaks + follow.missed
+                    figures[target]["broadcast p95"] = percentile(flat, 95)
+                    pause_broadcast(urls[target], args.timeout)
+                per_repeat.append({"order": order, "load before": before, "load after": loadavg(), "figures": figures})
+                print(
+                    f"repeat {repeat + 1} ({' then '.join(order)}; load {before} -> {loadavg()}): "
+                    + "; ".join(
+                        f"{figure} {figures[name][figure] / figures['one server'][figure]:.2f}x"
+                        for figure in GOALS
+                        if figure in figures[name]
+                    ),
+                    flush=True,
+                )
+            rss_after = {"one server": one.rss_mib(), **{f"replica {r}": school.rss_mib(r) for r in school.ports}}
+    finally:
+        if school is not None:
+            school.stop()
+        redis_server.stop()
+    return report_replicas(args, name, samples, per_repeat, {"warmed up": rss, "after": rss_after})
+
+
+def report_replicas(args, name: str, samples: dict, per_repeat: list[dict], rss: dict) -> dict:
+    print(
+        f"\n== one server against {name} behind HAProxy with the Redis room: {args.students} tabs at once, "
+        f"{args.followers} followers x {args.broadcasts} broadcasts, {args.rounds} repeats, interleaved (load now {loadavg()})"
+    )
+    print(f"{'figure':22} {'one server':>11} {name:>11} {'ratio':>7} {'goal':>6}")
+    figures = {}
+    for figure, key in (("slider p95", "slider"), ("slider median", "slider"), ("broadcast p95", "broadcast"),
+                        ("broadcast median", "broadcast")):  # fmt: skip
+        one, many = samples["one server"][key], samples[name][key]
+        if not one or not many:
+            continue
+        pick = (lambda v: percentile(v, 95)) if figure.endswith("p95") else statistics.median
+        figures[figure] = {"one server": pick(one), name: pick(many), "ratio": pick(many) / pick(one)}
+        goal = f"<= {GOALS[figure]}x" if figure in GOALS else ""
+        print(
+            f"{figure:22} {pick(one):10.2f}s {pick(many):10.2f}s {pick(many) / pick(one):6.2f}x {goal:>6}  (n={len(one)}, {len(many)})"
+        )
+    for figure in GOALS:
+        ratios = [
+            r["figures"][name][figure] / r["figures"]["one server"][figure]
+            for r in per_repeat
+            if figure in r["figures"][name]
+        ]
+        if ratios:
+            print(f"{figure} ratio per repeat: " + ", ".join(f"{x:.2f}" for x in ratios))
+    print(
+        "RSS: "
+        + "; ".join(
+            f"{when}: " + ", ".join(f"{k} {v:,.0f} MiB" for k, v in values.items()) for when, values in rss.items()
+        )
+    )
+    problems = samples["one server"]["findings"] + samples[name]["findings"]
+    print(f"findings: {len(problems)}" + "".join(f"\n  {p}" for p in problems[:20]))
+    result = {"figures": figures, "per_repeat": per_repeat, "rss_mib": rss, "findings": problems}
+    out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("load_replicas.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **result}, indent=2, default=str))
+    print(f"wrote {out}")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="scripts/bench_load.py")
     parser.add_argument("--students", type=int, default=20, help=f"tabs at once (at most {len(MARKERS)})")
@@ -239,8 +383,17 @@ def main() -> None:
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds one run may take before it counts as failed"
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "load.json")
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        help="compare one server with N replicas behind HAProxy sharing a Redis room, interleaved (0: one server only)",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
+    if args.replicas:
+        compare_replicas(args)
+        return
 
     settings = list(LEVERS[args.lever]) if args.lever else [{}]
     results = [report(args, measure(args, env)) for env in settings]

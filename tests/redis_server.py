@@ -15,7 +15,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 import redis
 
 REDIS_SERVER = shutil.which("redis-server") or (
@@ -36,6 +35,8 @@ class RedisServer:
 
     def __init__(self, folder: Path, persist: bool = False) -> None:
         if REDIS_SERVER is None:
+            import pytest  # only the tests start one without checking first (scripts/bench_load.py checks)
+
             pytest.skip(INSTALL_HINT)
         self.folder = folder
         self.port = free_port()

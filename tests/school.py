@@ -1,9 +1,11 @@
 """A school on loopback for the tests: HAProxy, from the config ``scripts/run-school.sh --haproxy-config`` prints, in
-front of two replicas of a Streamlit app on consecutive free ports, each with its own log.
+front of replicas of a Streamlit app (two unless told) on consecutive free ports, each with its own log.
 
 Used by ``tests/test_school_proxy.py`` (a tiny app, no model) and ``tests/test_school_app.py`` (two replicas of the
 real ``app.py`` sharing one Redis room). A replica can be killed (SIGKILL) and started again on its port; HAProxy
-takes it back after one good health check. Skips, with the install command, where Debian's ``haproxy`` is missing.
+takes it back after one good health check. Without Debian's ``haproxy`` it raises ``MissingBinary``, which a
+test turns into a skip with the install command (``tests.redis_server`` skips likewise for ``redis-server``).
+Also used by ``scripts/bench_load.py --replicas N``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 HAPROXY = shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy",) if Path(p).exists()), None)
+INSTALL_HINT = "Debian haproxy is not installed (apt-get install haproxy)"
 HEALTH_CHECK_S = 2.5  # HAProxy checks every 2 s ("inter 2s"): one check after a replica is healthy takes it in
 
 
@@ -53,23 +54,34 @@ def port_free(port: int) -> bool:
             return False
 
 
+class MissingBinary(RuntimeError):
+    """A Debian package the school needs is not installed (the message says which, and how to install it)."""
+
+
 class School:
-    """Two replicas (``r1``, ``r2``) of ``app`` with ``env`` and HAProxy in front, ``per_replica`` connections each."""
+    """``replicas`` replicas (``r1``, ``r2``, …) of ``app`` with ``env``, HAProxy in front, ``per_replica`` connections
+    each."""
 
     def __init__(
-        self, folder: Path, app: Path, per_replica: int = 20, env: dict[str, str] | None = None, startup_s: float = 60
+        self,
+        folder: Path,
+        app: Path,
+        per_replica: int = 20,
+        env: dict[str, str] | None = None,
+        startup_s: float = 60,
+        replicas: int = 2,
     ) -> None:
         if HAPROXY is None:
-            pytest.skip("Debian haproxy is not installed (apt-get install haproxy)")
+            raise MissingBinary(INSTALL_HINT)
         self.folder, self.app, self.env, self.startup_s = folder, app, dict(env or {}), startup_s
         self.port, first = free_port(), free_port()
-        while not port_free(first + 1):  # the replicas' ports are consecutive, as run-school.sh numbers them
+        while not all(port_free(first + i) for i in range(1, replicas)):  # consecutive, as run-school.sh numbers them
             first = free_port()
-        self.ports = {"r1": first, "r2": first + 1}
+        self.ports = {f"r{i + 1}": first + i for i in range(replicas)}
         self.replicas: dict[str, subprocess.Popen] = {}
         self._logs: dict[str, object] = {}
         config = subprocess.run(
-            ["bash", "scripts/run-school.sh", "--replicas", "2", "--port", str(self.port), "--first-port",
+            ["bash", "scripts/run-school.sh", "--replicas", str(replicas), "--port", str(self.port), "--first-port",
              str(first), "--per-replica", str(per_replica), "--haproxy-config"],
             cwd=ROOT, check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
@@ -85,7 +97,7 @@ class School:
             )
             for name in self.ports:
                 self.wait_healthy(name)
-            time.sleep(HEALTH_CHECK_S)  # HAProxy's first health checks take both in
+            time.sleep(HEALTH_CHECK_S)  # HAProxy's first health checks take them in
         except BaseException:
             self.stop()
             raise
@@ -116,6 +128,12 @@ class School:
 
     def log(self, name: str) -> Path:
         return self.folder / f"{name}.log"
+
+    def rss_mib(self, name: str) -> float:
+        """Replica ``name``'s resident memory with its child processes (a process engine server), in MiB."""
+        from tests.load_scenario import _process_tree, _rss_kib
+
+        return sum(_rss_kib(pid) for pid in _process_tree(self.replicas[name].pid)) / 1024
 
     def kill(self, name: str) -> None:
         self.replicas[name].send_signal(signal.SIGKILL)

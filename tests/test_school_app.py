@@ -45,7 +45,7 @@ from tests.load_scenario import (
     prompt_for,
 )
 from tests.redis_server import RedisServer
-from tests.school import HEALTH_CHECK_S, School
+from tests.school import HAPROXY, HEALTH_CHECK_S, INSTALL_HINT, School
 from tests.streamlit_client import Run, StreamlitSession
 
 pytestmark = pytest.mark.real_model
@@ -66,6 +66,8 @@ PAUSED = "The class panel is paused"
 
 @pytest.fixture(scope="module")
 def school(tmp_path_factory):
+    if HAPROXY is None:
+        pytest.skip(INSTALL_HINT)
     folder = tmp_path_factory.mktemp("school")
     redis_server = RedisServer(folder, persist=True)  # the append-only file: a restart keeps the room
     redis_server.start()

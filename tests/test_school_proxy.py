@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.school import School
+from tests.school import HAPROXY, INSTALL_HINT, School
 from tests.streamlit_client import StreamlitSession
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +31,8 @@ STUDENT = "c0ffee" * 5 + "00"
 
 @pytest.fixture
 def school(tmp_path, request):
+    if HAPROXY is None:
+        pytest.skip(INSTALL_HINT)
     built = School(tmp_path, APP, per_replica=getattr(request, "param", 20))
     yield built
     built.stop()
