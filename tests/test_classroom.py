@@ -153,6 +153,22 @@ def test_the_broadcast_version_grows_only_on_a_change(store):
         room.broadcast("logits", {"prompt": "x" * (room_module.MAX_QUERY_VALUE + 1)})
 
 
+def test_a_heartbeat_tick_reads_the_rounds_the_broadcast_and_the_count_at_once(store):
+    """``heartbeat`` (one round trip on a shared room) says what ``rounds``, ``current`` and ``followers`` say, and
+    marks the follower seen; a teacher's tick (no student) changes nothing."""
+    room = store()
+    assert room.heartbeat(None, 5) == room_module.Beat(room_module.Rounds(None, None, False), room.current(), 0)
+    draw_id, guess_id = room.new_draw_round(EXPERIMENT), room.new_guess_round(EXPERIMENT)
+    room.reveal(guess_id)
+    room.broadcast("logits", {"prompt": "a"})
+    beat = room.heartbeat("s1", None)  # a follower's tick: seen, nothing counted
+    assert beat.followers is None and beat.rounds == room.rounds() == room_module.Rounds(draw_id, guess_id, True)
+    assert beat.broadcast == room.current() and beat.broadcast.page == "logits"
+    room.heartbeat("s2", None)
+    assert room.heartbeat(None, 5).followers == room.followers(5) == 2  # the teacher's tick counts them
+    assert room.heartbeat(None, 5).followers == 2
+
+
 # ---- two sessions --------------------------------------------------------------------------------------
 @pytest.mark.real_model
 def test_the_follower_tracks_the_teachers_page_and_settings(class_server):

@@ -22,6 +22,7 @@ import pytest
 
 from inference import SamplingParams, settings
 from tests.redis_server import RedisServer, free_port
+from ui.classroom import room as room_module
 from ui.classroom.room import MAX_STUDENTS, Experiment, RoomError, RoomUnavailable
 
 redis_room = pytest.importorskip("ui.classroom.redis_room")
@@ -192,8 +193,15 @@ def test_a_corrupt_broadcast_or_guess_round_is_none(replicas, redis_server):
     with pytest.raises(RoomError, match="over"):  # the guess script refuses a round it cannot name
         b.guess("0" * 12, "s", "mat")
     client.set(a.key("seen"), "junk")
+    assert b.heartbeat(None, 5).followers == 0  # a teacher's tick reads it as nobody, and writes nothing
     b.seen("s")  # repaired
     assert b.followers(5) == 1 and round_id
+    client.set(a.key("seen"), "junk")
+    assert b.heartbeat("s", 5).followers == 1  # a follower's tick repairs it too
+    for key in ("draw", "guess", "broadcast"):
+        client.set(a.key(key), "junk")
+    assert b.heartbeat("s", 5) == room_module.Beat(room_module.Rounds(None, None, False), b.current(), 1)
+    assert b.current().version == 0
 
 
 def test_an_unreachable_room_says_so_and_keeps_the_password(redis_server):

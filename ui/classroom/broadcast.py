@@ -303,25 +303,27 @@ def _heartbeat() -> None:
 
 
 def _beat() -> None:
-    the_room = room()
     pending = link_key_pending()  # a rerun now could lose the script that takes the link's key out of the history
-    if _rounds_changed(the_room.rounds()) and not pending:
+    teacher = is_teacher()
+    follows = not teacher and following()
+    # one read of the room per tick (one round trip to a shared room): a follower is seen, the teacher counts them
+    beat = room().heartbeat(student_id() if follows else None, SEEN_S if teacher else None)
+    if _rounds_changed(beat.rounds) and not pending:
         st.rerun()
     if st.session_state.get(state.CLASS_PAUSED) and not pending and _may_retry():
         st.session_state.pop(state.CLASS_PAUSED)
         st.rerun()  # the room answers again: redraw the page whose class panel (or broadcast) was paused
-    if is_teacher():
-        n = the_room.followers(SEEN_S)
+    if teacher:
+        n = beat.followers
         broadcasting = st.session_state.get(state.CLASS_BROADCASTING, True)
         st.caption(
             f"You are the teacher. {n} student{'s' * (n != 1)} following now"
             + ("." if broadcasting else " (your view is not broadcast: they keep their own).")
         )
         return
-    if not following():
+    if not follows:
         return
-    broadcast = the_room.current()
-    the_room.seen(student_id())
+    broadcast = beat.broadcast
     if broadcast.version and broadcast.version != st.session_state.get(state.CLASS_APPLIED) and not pending:
         st.rerun()
     if not broadcast.version:

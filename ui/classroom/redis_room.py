@@ -48,6 +48,7 @@ from ui.classroom.room import (
     ANY,
     MAX_DRAWS_PER_STUDENT,
     MAX_STUDENTS,
+    Beat,
     Broadcast,
     DrawRound,
     DrawView,
@@ -232,6 +233,32 @@ _DRAWS_OF = """#!lua flags=no-writes
 if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return 0 end
 return redis.call('HGET', KEYS[2], ARGV[2]) or 0"""
 
+# A tab's heartbeat tick in one round trip (it was four: the rounds, the broadcast, seen, the followers). Registered
+# twice: the teacher's tick (no student) reads only, so it runs while Redis is full; a follower's writes ``seen``.
+_BEAT = """-- KEYS: draw, guess, broadcast, seen; ARGV: student ('' for none), within ('' for no count), most kept,
+-- seconds kept. Returns the draw and guess heads, the broadcast (HGETALL each; {} for a key of another type) and
+-- the followers polled within ``within`` seconds (-1: not counted), read at one moment, by Redis' clock.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local seen = redis.call('TYPE', KEYS[4]).ok
+if ARGV[1] ~= '' then
+  if seen ~= 'none' and seen ~= 'zset' then redis.call('DEL', KEYS[4]) end
+  redis.call('ZADD', KEYS[4], now, ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - tonumber(ARGV[4]))
+  local extra = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[3])
+  if extra > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, extra - 1) end
+  seen = 'zset'
+end
+local out = {}
+for i = 1, 3 do
+  out[i] = redis.call('TYPE', KEYS[i]).ok == 'hash' and redis.call('HGETALL', KEYS[i]) or {}
+end
+out[4] = -1
+if ARGV[2] ~= '' then
+  out[4] = seen == 'zset' and redis.call('ZCOUNT', KEYS[4], now - tonumber(ARGV[2]), '+inf') or 0
+end
+return out"""
+
 _FOLLOWERS = """#!lua flags=no-writes
 -- KEYS: seen; ARGV: within (seconds)
 local t = redis.call('TIME')
@@ -278,6 +305,7 @@ class RedisRoom:
         self._join_script = register(_JOIN)
         self._read_hashes, self._draws_of = register(_READ_HASHES), register(_DRAWS_OF)
         self._draw_view = register(_DRAW_VIEW)
+        self._beat_read, self._beat_seen = register("#!lua flags=no-writes\n" + _BEAT), register(_WRITES + _BEAT)
         self._scripts = [value for value in vars(self).values() if isinstance(value, redis.commands.core.Script)]
 
     @classmethod
@@ -374,39 +402,29 @@ class RedisRoom:
     @_guarded
     def current(self) -> Broadcast:
         try:
-            fields = _text(self._redis.hgetall(self.key("broadcast")))
-            version = int(fields.get("version", 0))
-            if not version:
-                return Broadcast(0, "", {}, 0.0)
-            query = json.loads(fields["query"])
-            if not isinstance(query, dict) or not all(isinstance(v, str) for v in query.values()):
-                raise ValueError("the query is not link parameters")
-            return Broadcast(version, fields["page"], query, float(fields["at"]), fields["live"] == "1")
+            return _broadcast_of(self._redis.hgetall(self.key("broadcast")))
         except redis.ResponseError as error:
             if "WRONGTYPE" not in str(error):
                 raise
             return Broadcast(0, "", {}, 0.0)  # corrupt: no broadcast yet
-        except (ValueError, KeyError, TypeError):
-            return Broadcast(0, "", {}, 0.0)
 
     @_guarded
     def rounds(self) -> Rounds:
         """The rounds' ids, each checked as ``draw_round``/``guess_round`` check their head (a round whose head cannot
         be read is no round here either); one round trip, the two heads only (every open class page polls this)."""
+        return self._read([self.key("draw"), self.key("guess")], _rounds_of, Rounds(None, None, False))
 
-        def ids(draw: dict, guess: dict) -> Rounds:
-            draw_head, guess_head = _head(_text(draw)), _head(_text(guess))
-            return Rounds(
-                draw_head[0] if draw_head else None,
-                guess_head[0] if guess_head else None,
-                bool(guess_head) and _text(guess).get("revealed") == "1",
-            )
-
-        return self._read(
-            [self.key("draw"), self.key("guess")],
-            ids,
-            Rounds(None, None, False),
-        )
+    @_guarded
+    def heartbeat(self, student: str | None, within_s: float | None) -> Beat:
+        """One tick of a tab's heartbeat in one round trip (one script): ``student`` (a follower) seen, then the rounds,
+        the broadcast and the followers within ``within_s`` (None: not counted), read at one moment. What cannot be
+        read back counts as no round, no broadcast, as ``rounds`` and ``current`` say."""
+        keys = [self.key(name) for name in ("draw", "guess", "broadcast", "seen")]
+        script = self._beat_read if student is None else self._beat_seen
+        args = [student or "", "" if within_s is None else within_s, MAX_STUDENTS, SEEN_KEEP_S]
+        draw, guess, shown, followers = script(keys=keys, args=args)
+        rounds = _rounds_of(*(dict(zip(flat[::2], flat[1::2])) for flat in (draw, guess)))
+        return Beat(rounds, _broadcast_of(dict(zip(shown[::2], shown[1::2]))), None if followers < 0 else followers)
 
     # -- draw for the class ----------------------------------------------------------------------------
     def _draw_keys(self) -> list[str]:
@@ -552,6 +570,34 @@ class RedisRoom:
             if isinstance(error, redis.ResponseError) and "WRONGTYPE" not in str(error):
                 raise
             return default
+
+
+def _broadcast_of(fields: dict) -> Broadcast:
+    """The broadcast hash read back (bytes); one that cannot be read (or none yet) is version 0."""
+    try:
+        fields = _text(fields)
+        version = int(fields.get("version", 0))
+        if not version:
+            return Broadcast(0, "", {}, 0.0)
+        query = json.loads(fields["query"])
+        if not isinstance(query, dict) or not all(isinstance(v, str) for v in query.values()):
+            raise ValueError("the query is not link parameters")
+        return Broadcast(version, fields["page"], query, float(fields["at"]), fields["live"] == "1")
+    except (ValueError, KeyError, TypeError):
+        return Broadcast(0, "", {}, 0.0)
+
+
+def _rounds_of(draw: dict, guess: dict) -> Rounds:
+    """The two rounds' heads read back (bytes) as ``Rounds``; a head that cannot be read is no round."""
+    try:
+        draw_head, guess_head = _head(_text(draw)), _head(_text(guess))
+        return Rounds(
+            draw_head[0] if draw_head else None,
+            guess_head[0] if guess_head else None,
+            bool(guess_head) and _text(guess).get("revealed") == "1",
+        )
+    except (ValueError, KeyError, TypeError):
+        return Rounds(None, None, False)
 
 
 def _where(url: str) -> str:

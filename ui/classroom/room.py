@@ -80,6 +80,16 @@ class Rounds:
     revealed: bool
 
 
+@dataclass(frozen=True)
+class Beat:
+    """What one tick of a tab's heartbeat reads, at one moment (``RoomStore.heartbeat``): the rounds, the broadcast,
+    and (for the teacher's tab) how many follow."""
+
+    rounds: Rounds
+    broadcast: Broadcast
+    followers: int | None  # None: not asked
+
+
 @dataclass
 class DrawRound:
     round_id: str  # random: part of every student's seed, so a new round draws new numbers
@@ -128,6 +138,7 @@ class RoomStore(Protocol):
     def pause(self) -> int: ...
     def current(self) -> Broadcast: ...
     def rounds(self) -> Rounds: ...
+    def heartbeat(self, student: str | None, within_s: float | None) -> Beat: ...
     def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str: ...
     def draw_round(self) -> DrawRound | None: ...
     def draw_view(self, student: str) -> DrawView | None: ...
@@ -190,10 +201,13 @@ class Room:
     def seen(self, student: str) -> None:
         """A follower polled (its heartbeat); the oldest entries go when more than ``MAX_STUDENTS`` are kept."""
         with self._lock:
-            self._seen.pop(student, None)
-            self._seen[student] = time.monotonic()
-            while len(self._seen) > MAX_STUDENTS:
-                self._seen.pop(next(iter(self._seen)))
+            self._seen_locked(student)
+
+    def _seen_locked(self, student: str) -> None:
+        self._seen.pop(student, None)
+        self._seen[student] = time.monotonic()
+        while len(self._seen) > MAX_STUDENTS:
+            self._seen.pop(next(iter(self._seen)))
 
     def followers(self, within_s: float) -> int:
         """Followers that polled within the last ``within_s`` seconds."""
@@ -225,13 +239,23 @@ class Room:
 
     def rounds(self) -> Rounds:
         """The current rounds' ids and whether the guesses are revealed (cheap: every open class page polls it)."""
+        return self.heartbeat(None, None).rounds
+
+    def heartbeat(self, student: str | None, within_s: float | None) -> Beat:
+        """One tick of a tab's heartbeat: ``student`` (a follower) polled (``seen``); the rounds, the broadcast, and
+        the followers within ``within_s`` seconds (None: not counted), all read under the lock, at one moment."""
         with self._lock:
+            if student is not None:
+                self._seen_locked(student)
             guesses = self._guesses
-            return Rounds(
+            rounds = Rounds(
                 self._draws.round_id if self._draws else None,
                 guesses.round_id if guesses else None,
                 bool(guesses and guesses.revealed),
             )
+            now = time.monotonic()
+            followers = None if within_s is None else sum(now - at <= within_s for at in self._seen.values())
+            return Beat(rounds, self._broadcast, followers)
 
     # -- draw for the class ----------------------------------------------------------------------------
     def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
