@@ -169,6 +169,32 @@ def test_a_heartbeat_tick_reads_the_rounds_the_broadcast_and_the_count_at_once(s
     assert room.heartbeat(None, 5).followers == 2
 
 
+def test_teacher_tokens_follow_one_rule_in_both_stores(store, monkeypatch):
+    """A token lasts ``TEACHER_TOKEN_TTL_S`` after its last use (issued or checked), a class keeps
+    ``MAX_TEACHER_TOKENS`` (a new one drops the one unused longest), and a revoked one is gone: in either store."""
+    import time
+
+    room = store()
+    tokens = [room.issue_teacher_token() for _ in range(room_module.MAX_TEACHER_TOKENS)]
+    assert all(room.is_teacher_token(token) for token in tokens)  # each checked, in this order: a use each
+    assert room.is_teacher_token(tokens[0])  # used again: now tokens[1] is the one unused longest
+    newest = room.issue_teacher_token()
+    assert not room.is_teacher_token(tokens[1])
+    assert room.is_teacher_token(tokens[0]) and room.is_teacher_token(newest)
+    room.revoke_teacher_token(newest)
+    assert not room.is_teacher_token(newest) and not room.is_teacher_token(secrets.token_hex(16))
+
+    from ui.classroom import redis_room
+
+    for module in (room_module, redis_room):  # a school day, shortened to a second
+        monkeypatch.setattr(module, "TEACHER_TOKEN_TTL_S", 1.0)
+    kept, idle = room.issue_teacher_token(), room.issue_teacher_token()
+    time.sleep(0.6)
+    assert room.is_teacher_token(kept)  # a use: another second from now
+    time.sleep(0.6)
+    assert room.is_teacher_token(kept) and not room.is_teacher_token(idle)  # idle for 1.2 s: expired
+
+
 # ---- two sessions --------------------------------------------------------------------------------------
 @pytest.mark.real_model
 def test_the_follower_tracks_the_teachers_page_and_settings(class_server):

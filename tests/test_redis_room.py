@@ -120,18 +120,20 @@ def test_teacher_tokens_are_shared_hashed_expiring_and_revoked_everywhere(replic
     assert b.is_teacher_token(token) and not b.is_teacher_token(secrets.token_hex(16))
     client = redis_server.client()
     keys = client.keys(a.prefix + "*")
-    assert keys and not any(token.encode() in key or token.encode() in (client.get(key) or b"") for key in keys)
-    ttl = client.ttl(keys[0])
+    stored = client.zrange(a.key("teachers"), 0, -1)
+    assert keys == [a.key("teachers").encode()] and len(stored) == 1 and token.encode() not in stored[0]  # hashed
+    ttl = client.ttl(keys[0])  # the set goes a school day after its last use
     assert 0 < ttl <= redis_room.TEACHER_TOKEN_TTL_S
     b.revoke_teacher_token(token)
     assert not a.is_teacher_token(token)
     other = b.issue_teacher_token()
-    client.pexpire(b._token_key(other), 1)  # its time is up
-    client.ping()
-    import time
-
-    time.sleep(0.05)
+    now_s, now_us = client.time()
+    (member,) = client.zrange(a.key("teachers"), 0, -1)
+    client.zadd(a.key("teachers"), {member: now_s + now_us / 1e6 - redis_room.TEACHER_TOKEN_TTL_S - 1})  # time's up
+    assert not a.is_teacher_token(other) and client.zcard(a.key("teachers")) == 0  # and dropped
+    client.set(a.key("teachers"), "junk")  # corrupt: no token is known, the next one repairs it
     assert not a.is_teacher_token(other)
+    assert a.is_teacher_token(b.issue_teacher_token())
 
 
 def test_followers_are_counted_by_redis_clock_and_classes_stay_apart(replicas, redis_server):
@@ -369,11 +371,15 @@ def test_a_full_redis_refuses_writes_and_says_so(tmp_path):
     try:
         room = RedisRoom.from_url(server.url, "c")
         round_id = room.new_draw_round(EXPERIMENT)
+        token = room.issue_teacher_token()
         client = server.client()
         client.set("ballast", b"x" * 4_000_000)
         client.config_set("maxmemory", "2mb")
         with pytest.raises(RoomUnavailable, match="is full"):
             room.add_draws(round_id, "s", 0, [1, 2])
+        assert room.is_teacher_token(token)  # a teacher's reload still works: a check grows nothing
+        with pytest.raises(RoomUnavailable, match="is full"):
+            room.issue_teacher_token()
         assert room.draw_round().draws == {}  # nothing half counted; the round still reads
         client.delete("ballast")
         client.config_set("maxmemory", "64mb")  # room again

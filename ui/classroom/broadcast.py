@@ -22,8 +22,9 @@ Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``r
 - **Who a student is**: a random id per browser, kept in a cookie (``STUDENT_COOKIE``, written by a
   one-line script the first time), so a reload is the same student and draws and guesses count once.
   A teacher's browser keeps a random token the room issued when the key was proved (``TEACHER_COOKIE``,
-  never the key itself), so the teacher's reload or second tab needs no key; tokens live as long as the
-  server process, and "Leave teacher mode" revokes the session's.
+  never the key itself), so the teacher's reload or second tab needs no key; a token lasts 12 hours after its
+  last use, a class keeps the last 8 (``room.TEACHER_TOKEN_TTL_S``, ``MAX_TEACHER_TOKENS``, one rule in both
+  stores), and "Leave teacher mode" revokes the session's.
 - **A shared room out of reach** (``RoomUnavailable``: Redis down, ``LLM_EXPLORER_ROOM``): the class panel says it
   is paused and why (``paused``), every page keeps working, and nothing is half done; the heartbeat keeps asking,
   so following resumes by itself when the room answers again.

@@ -16,8 +16,9 @@ on one node of a cluster), prefix ``llmx:{<id>}:``:
 - ``guess``: hash ``id``, ``number``, ``experiment``, ``revealed``; ``guess:guesses``: student -> the guess;
 - ``seen``: sorted set, student -> the time of its last poll, by Redis' own clock (``TIME``), so replicas whose
   clocks differ still agree on who follows now;
-- ``teacher:<sha256 of a token>``: a teacher session's token, hashed, expiring ``TEACHER_TOKEN_TTL_S`` after its
-  last use (the token itself lives only in the teacher's cookie);
+- ``teachers``: sorted set, the sha256 of each teacher session's token -> its last use (Redis' clock); a token
+  expires ``TEACHER_TOKEN_TTL_S`` after that, and a class keeps ``MAX_TEACHER_TOKENS`` (the rule of the memory
+  room; the token itself lives only in the teacher's cookie);
 - ``fingerprint``: the first replica's startup fingerprint (``ui.classroom.fingerprint``): a replica whose own
   differs refuses to join (``ReplicaRefused``, before its first request), so one class never mixes two models,
   weights modes, teacher keys or checkouts.
@@ -48,6 +49,8 @@ from ui.classroom.room import (
     ANY,
     MAX_DRAWS_PER_STUDENT,
     MAX_STUDENTS,
+    MAX_TEACHER_TOKENS,
+    TEACHER_TOKEN_TTL_S,
     Beat,
     Broadcast,
     DrawRound,
@@ -61,7 +64,6 @@ from ui.classroom.room import (
     checked_guess,
 )
 
-TEACHER_TOKEN_TTL_S = 12 * 3600  # a school day after the teacher's last reload or key check
 SEEN_KEEP_S = 3600  # followers not seen for an hour leave the seen set
 TIMEOUT_S = 1.0  # a poll waits this long for Redis at most: the heartbeat ticks every 0.5 s
 UNREADABLE = "this round's data cannot be read back: nothing was counted, and the teacher's next round replaces it"
@@ -209,6 +211,37 @@ if have == ARGV[1] then return 0 end
 return have"""
 )
 
+_ISSUE_TOKEN = (
+    _WRITES
+    + _REPAIR % "zset"
+    + """-- KEYS: teachers; ARGV: the new token's sha256, seconds kept, most kept
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+local extra = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+if extra > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, extra - 1) end
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+return 0"""
+)
+
+# A check only refreshes a known token's time (or drops an expired one): nothing grows, so it runs while Redis is full
+# (allow-oom), and a teacher's reload still works there.
+_CHECK_TOKEN = """#!lua flags=allow-oom
+-- KEYS: teachers; ARGV: the token's sha256, seconds kept. Returns 1 (known, kept another TTL from now) or 0.
+if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end
+local used = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+if used == nil then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+if now - used > tonumber(ARGV[2]) then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  return 0
+end
+redis.call('ZADD', KEYS[1], 'XX', now, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+return 1"""
+
 _READ_HASHES = """#!lua flags=no-writes
 -- KEYS: hashes. Returns each one's fields and values (HGETALL), read at one moment.
 local out = {}
@@ -303,6 +336,7 @@ class RedisRoom:
         self._guess, self._reveal = register(_GUESS), register(_REVEAL)
         self._seen, self._followers = register(_SEEN), register(_FOLLOWERS)
         self._join_script = register(_JOIN)
+        self._issue_token, self._check_token = register(_ISSUE_TOKEN), register(_CHECK_TOKEN)
         self._read_hashes, self._draws_of = register(_READ_HASHES), register(_DRAWS_OF)
         self._draw_view = register(_DRAW_VIEW)
         self._beat_read, self._beat_seen = register("#!lua flags=no-writes\n" + _BEAT), register(_WRITES + _BEAT)
@@ -364,21 +398,20 @@ class RedisRoom:
     # -- the teacher's reloads -------------------------------------------------------------------------
     @_guarded
     def issue_teacher_token(self) -> str:
+        """As ``Room.issue_teacher_token``: valid ``TEACHER_TOKEN_TTL_S`` after its last use, ``MAX_TEACHER_TOKENS``
+        per class."""
         token = secrets.token_hex(16)
-        self._redis.set(self._token_key(token), "1", ex=TEACHER_TOKEN_TTL_S)
+        self._issue_token(keys=[self.key("teachers")], args=[_hashed(token), TEACHER_TOKEN_TTL_S, MAX_TEACHER_TOKENS])
         return token
 
     @_guarded
     def is_teacher_token(self, token: str) -> bool:
-        """True for a token this class issued and nobody revoked; each check keeps it another ``TEACHER_TOKEN_TTL_S``."""
-        return bool(self._redis.expire(self._token_key(token), TEACHER_TOKEN_TTL_S))
+        """True for a token this class issued, used within ``TEACHER_TOKEN_TTL_S``, not revoked; a check is a use."""
+        return bool(self._check_token(keys=[self.key("teachers")], args=[_hashed(token), TEACHER_TOKEN_TTL_S]))
 
     @_guarded
     def revoke_teacher_token(self, token: str) -> None:
-        self._redis.delete(self._token_key(token))
-
-    def _token_key(self, token: str) -> str:
-        return self.key("teacher:" + hashlib.sha256(token.encode()).hexdigest())
+        self._redis.zrem(self.key("teachers"), _hashed(token))
 
     # -- who follows -----------------------------------------------------------------------------------
     @_guarded
@@ -570,6 +603,10 @@ class RedisRoom:
             if isinstance(error, redis.ResponseError) and "WRONGTYPE" not in str(error):
                 raise
             return default
+
+
+def _hashed(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _broadcast_of(fields: dict) -> Broadcast:

@@ -38,6 +38,10 @@ MAX_QUERY_VALUE = 4096  # characters of one broadcast value (the prompt is cut t
 MAX_STUDENTS = 500  # per round: a class, not the internet
 MAX_DRAWS_PER_STUDENT = 1000
 MAX_GUESS_CHARS = 40
+# Teacher tokens, the same rule in every store: a token lasts this long after its last use (issued, or checked by a
+# reload), and a class keeps at most MAX_TEACHER_TOKENS (a few teacher devices): a new one drops the one unused longest.
+TEACHER_TOKEN_TTL_S = 12 * 3600  # a school day
+MAX_TEACHER_TOKENS = 8
 ANY = object()  # ``new_*_round(replacing=ANY)``: start a round whatever the room holds
 
 
@@ -178,24 +182,38 @@ class Room:
         self._draws: DrawRound | None = None
         self._guesses: GuessRound | None = None
         self._seen: dict[str, float] = {}  # follower id -> time.monotonic() of its last poll
-        self._teacher_tokens: list[str] = []  # handed to sessions that proved the key (kept in their cookie)
+        self._teacher_tokens: dict[str, float] = {}  # token (in a teacher's cookie) -> time.monotonic() of its last use
 
     # -- the teacher's reloads -------------------------------------------------------------------------
     def issue_teacher_token(self) -> str:
-        """A random token for a session that proved the teacher key, so a reload of its browser needs no key."""
+        """A random token for a session that proved the teacher key, so a reload of its browser needs no key (valid
+        ``TEACHER_TOKEN_TTL_S`` after its last use; the class's oldest goes past ``MAX_TEACHER_TOKENS``)."""
         token = secrets.token_hex(16)
         with self._lock:
-            self._teacher_tokens = (self._teacher_tokens + [token])[-8:]  # a few teacher devices at most
+            now = self._drop_expired_tokens()
+            self._teacher_tokens[token] = now
+            while len(self._teacher_tokens) > MAX_TEACHER_TOKENS:
+                del self._teacher_tokens[min(self._teacher_tokens, key=self._teacher_tokens.get)]
         return token
 
     def is_teacher_token(self, token: str) -> bool:
+        """True for a token this class issued, used within ``TEACHER_TOKEN_TTL_S``, not revoked; a check is a use."""
         with self._lock:
-            tokens = list(self._teacher_tokens)
-        return any(hmac.compare_digest(token.encode(), known.encode()) for known in tokens)
+            now = self._drop_expired_tokens()
+            known = next((k for k in self._teacher_tokens if hmac.compare_digest(token.encode(), k.encode())), None)
+            if known is not None:
+                self._teacher_tokens[known] = now
+            return known is not None
 
     def revoke_teacher_token(self, token: str) -> None:
         with self._lock:
-            self._teacher_tokens = [known for known in self._teacher_tokens if known != token]
+            self._teacher_tokens.pop(token, None)
+
+    def _drop_expired_tokens(self) -> float:
+        now = time.monotonic()
+        for token in [t for t, used in self._teacher_tokens.items() if now - used > TEACHER_TOKEN_TTL_S]:
+            del self._teacher_tokens[token]
+        return now
 
     # -- who follows -----------------------------------------------------------------------------------
     def seen(self, student: str) -> None:
