@@ -249,6 +249,7 @@ def loadavg() -> str:
 
 def compare_replicas(args) -> dict:
     """One server and a school of ``args.replicas`` replicas, started together, the same scenario on each in turn."""
+    from tests.load_scenario import _rss_kib
     from tests.redis_server import REDIS_SERVER, RedisServer
     from tests.school import HAPROXY, School
 
@@ -315,6 +316,9 @@ def compare_replicas(args) -> dict:
                     flush=True,
                 )
             rss_after = {"one server": one.rss_mib(), **{f"replica {r}": school.rss_mib(r) for r in school.ports}}
+            rss_after["redis-server"] = _rss_kib(redis_server.process.pid) / 1024
+            rss_after["redis used_memory"] = redis_server.client().info("memory")["used_memory"] / 2**20
+            rss_after["haproxy"] = _rss_kib(school.haproxy.pid) / 1024
     finally:
         if school is not None:
             school.stop()
