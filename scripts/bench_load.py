@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import statistics
 import sys
@@ -247,6 +248,20 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes and every process below them (``/proc/<pid>/stat``)."""
+    from tests.load_scenario import _process_tree
+
+    total = 0
+    for pid in {child for root in pids for child in _process_tree(root)}:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def compare_replicas(args) -> dict:
     """One server and a school of ``args.replicas`` replicas, started together, the same scenario on each in turn."""
     from tests.load_scenario import _rss_kib
@@ -274,7 +289,7 @@ def compare_replicas(args) -> dict:
             school = School(
                 folder, ROOT / "app.py", per_replica=200, env=school_env, startup_s=300, replicas=args.replicas
             )
-            name = f"{args.replicas} replicas"
+            name = f"{args.replicas} replica{'s' * (args.replicas != 1)}"
             urls = {"one server": one.url, name: school.url}
             for url in [one.url, *(school.replica_url(r) for r in school.ports)]:  # every engine warm, every page once
                 warm = student(url, 0, WARM_UP_MARKER, MARKERS)
@@ -282,7 +297,15 @@ def compare_replicas(args) -> dict:
                     raise SystemExit(f"warm-up on {url}: {findings([warm])}")
             rss = {"one server": one.rss_mib(), **{f"replica {r}": school.rss_mib(r) for r in school.ports}}
             print(f"warmed up; RSS {', '.join(f'{k} {v:,.0f} MiB' for k, v in rss.items())}; load {loadavg()}")
-            samples = {target: {"slider": [], "broadcast": [], "findings": []} for target in urls}
+            samples = {
+                target: {"slider": [], "broadcast": [], "findings": [], "actions": 0, "cpu": 0.0} for target in urls
+            }
+            processes = {  # whose CPU time a target's class rounds take
+                "one server": [one.proc.pid],
+                name: [p.pid for p in school.replicas.values()] + [redis_server.process.pid, school.haproxy.pid],
+            }
+            parts = {"redis-server": [redis_server.process.pid], "haproxy": [school.haproxy.pid]}
+            cpu_before = {what: cpu_seconds(pids) for what, pids in parts.items()}
             per_repeat = []
             words = MARKERS[-args.broadcasts :]
             for repeat in range(args.rounds):
@@ -290,10 +313,13 @@ def compare_replicas(args) -> dict:
                 before = loadavg()
                 figures = {target: {} for target in urls}
                 for target in order:  # the class's round on one, then on the other
+                    cpu_start = cpu_seconds(processes[target])
                     reports = run_class(
                         urls[target], args.students, repeat, args.pages, args.slider_moves, args.timeout
                     )
+                    samples[target]["cpu"] += cpu_seconds(processes[target]) - cpu_start
                     samples[target]["slider"] += timings_of(reports, "slider:")
+                    samples[target]["actions"] += sum(len(r.timings) for r in reports)
                     samples[target]["findings"] += findings(reports)
                     figures[target]["slider p95"] = percentile(timings_of(reports, "slider:"), 95)
                 for target in order:  # then the followers on one, then on the other
@@ -319,14 +345,15 @@ def compare_replicas(args) -> dict:
             rss_after["redis-server"] = _rss_kib(redis_server.process.pid) / 1024
             rss_after["redis used_memory"] = redis_server.client().info("memory")["used_memory"] / 2**20
             rss_after["haproxy"] = _rss_kib(school.haproxy.pid) / 1024
+            cpu = {what: cpu_seconds(pids) - cpu_before[what] for what, pids in parts.items()}  # the whole run
     finally:
         if school is not None:
             school.stop()
         redis_server.stop()
-    return report_replicas(args, name, samples, per_repeat, {"warmed up": rss, "after": rss_after})
+    return report_replicas(args, name, samples, per_repeat, {"warmed up": rss, "after": rss_after}, cpu)
 
 
-def report_replicas(args, name: str, samples: dict, per_repeat: list[dict], rss: dict) -> dict:
+def report_replicas(args, name: str, samples: dict, per_repeat: list[dict], rss: dict, cpu: dict) -> dict:
     print(
         f"\n== one server against {name} behind HAProxy with the Redis room: {args.students} tabs at once, "
         f"{args.followers} followers x {args.broadcasts} broadcasts, {args.rounds} repeats, interleaved (load now {loadavg()})"
@@ -358,9 +385,20 @@ def report_replicas(args, name: str, samples: dict, per_repeat: list[dict], rss:
             f"{when}: " + ", ".join(f"{k} {v:,.0f} MiB" for k, v in values.items()) for when, values in rss.items()
         )
     )
+    cpu |= {f"{t}, class rounds": samples[t]["cpu"] for t in ("one server", name)}
+    print(
+        "CPU seconds of the class rounds, per student action (a page opened, a prompt typed, a slider moved): "
+        + ", ".join(
+            f"{t} {samples[t]['cpu']:.0f} s / {samples[t]['actions']} = {samples[t]['cpu'] / samples[t]['actions']:.3f} s"
+            for t in ("one server", name)
+            if samples[t]["actions"]
+        )
+        + "; over the whole run: "
+        + ", ".join(f"{what} {cpu[what]:.1f} s" for what in ("redis-server", "haproxy"))
+    )
     problems = samples["one server"]["findings"] + samples[name]["findings"]
     print(f"findings: {len(problems)}" + "".join(f"\n  {p}" for p in problems[:20]))
-    result = {"figures": figures, "per_repeat": per_repeat, "rss_mib": rss, "findings": problems}
+    result = {"figures": figures, "per_repeat": per_repeat, "rss_mib": rss, "cpu_seconds": cpu, "findings": problems}
     out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("load_replicas.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **result}, indent=2, default=str))
