@@ -24,6 +24,7 @@ from . import (
     load_engine,
     set_threads,
 )
+from .generation.speculative import DEFAULT_DRAFT_TOKENS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,7 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "draft; the output is distributed as without it (greedy: the same tokens); the draft length adapts to "
         "what is kept (:fixed: always --draft-tokens)",
     )
-    parser.add_argument("--draft-tokens", type=int, default=4, help="the most tokens drafted per step with --speculate")
+    parser.add_argument(
+        "--draft-tokens",
+        type=int,
+        default=DEFAULT_DRAFT_TOKENS,
+        help="the most tokens drafted per step with --speculate",
+    )
     return parser.parse_args(argv)
 
 

@@ -1,6 +1,6 @@
 """Speculative decoding benchmark: each drafter against plain decoding, measured in the same run, interleaved.
 
-    python -m inference.bench --speculate [--drafters lookup,self:8,self:15,self:22] [--draft-tokens 4]
+    python -m inference.bench --speculate [--drafters lookup,self:8,self:15,self:22] [--draft-tokens 7]
                               [--mode fp32|bf16|gguf|int8|int4] [--new-tokens 64] [--repeats 3] [--threads N]
                               [--model PATH.gguf | gemma-3-270m]
 

@@ -50,6 +50,9 @@ from .sampling import Candidate, Ranges, SamplingParams, filtered_probs, finish_
 
 DRAFTERS = ("lookup", "self")
 MAX_DRAFT_TOKENS = 16
+# 7: a verifying forward then covers 8 positions, and on a CPU ATen's 4-bit product costs about the same for
+# 5 to 8 rows (docs/speculative.md); the adaptive length shrinks it where drafts are rejected
+DEFAULT_DRAFT_TOKENS = 7
 PATH_UNITS = 4  # bf16 products: how far (in units in the last place of the largest logit) a logit may move between a
 # one-row and a many-row forward: measured worst 2.0 (SmolLM2) and 2.5 (Gemma 3), checked by the tests on each machine
 
@@ -67,7 +70,7 @@ class Speculation:
     """How one request speculates: the drafter, how many tokens it drafts per step, and its own setting."""
 
     drafter: str = "lookup"  # "lookup" (prompt lookup) or "self" (the model's first ``layers`` blocks)
-    draft_tokens: int = 4  # the most tokens drafted per step (fewer near the token budget or the context's end)
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # the most tokens drafted per step (fewer near the budget or the end)
     ngram: int = 3  # lookup: the longest n-gram matched (then n - 1, ..., 1)
     layers: int | None = None  # self: the draft's depth k, 1 .. n_layers - 1
     adaptive: bool = (
@@ -91,7 +94,7 @@ class Speculation:
             )
 
     @classmethod
-    def parse(cls, text: str, draft_tokens: int = 4) -> Speculation:
+    def parse(cls, text: str, draft_tokens: int = DEFAULT_DRAFT_TOKENS) -> Speculation:
         """``"lookup"``, ``"lookup:n"`` (n-gram length) or ``"self:k"`` (draft depth), as the command line takes it;
         ``":fixed"`` at the end drafts ``draft_tokens`` every step (default: the adaptive length)."""
         body = text.strip()
