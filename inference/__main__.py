@@ -2,7 +2,7 @@
 
     python -m inference "The cat sat" --max-new-tokens 32 --temperature 0.8 --seed 0 \
         [--model PATH_OR_ID] [--device cpu|cuda] [--dtype float32|bfloat16] [--quant gguf|int8|int4]
-        [--compile] [--no-cache] [--chat] [--speculate lookup|lookup:n|self:k [--draft-tokens N]]
+        [--compile] [--no-cache] [--chat] [--speculate lookup|lookup:n|self:k[:fixed] [--draft-tokens N]]
 
 Errors (bad settings, missing model, empty prompt) print as one line and exit 2.
 """
@@ -24,6 +24,7 @@ from . import (
     load_engine,
     set_threads,
 )
+from .generation.speculative import DEFAULT_DRAFT_TOKENS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,11 +57,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--speculate",
         default=None,
-        metavar="lookup|lookup:n|self:k",
+        metavar="lookup|lookup:n|self:k[:fixed]",
         help="speculative decoding: prompt lookup (n-grams up to n, default 3) or the model's first k layers as the "
-        "draft; the output is distributed as without it (greedy: the same tokens)",
+        "draft; the output is distributed as without it (greedy: the same tokens); the draft length adapts to "
+        "what is kept (:fixed: always --draft-tokens)",
     )
-    parser.add_argument("--draft-tokens", type=int, default=4, help="tokens drafted per step with --speculate")
+    parser.add_argument(
+        "--draft-tokens",
+        type=int,
+        default=DEFAULT_DRAFT_TOKENS,
+        help="the most tokens drafted per step with --speculate",
+    )
     return parser.parse_args(argv)
 
 

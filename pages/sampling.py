@@ -48,6 +48,18 @@ model = models.current()
 settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
 params, key = settings.params, settings.params.canonical()
 
+
+def _show_pair(runs, labels: list[str], split: int | None, title: str, key: str) -> None:
+    """Two continuations as token strips (first difference marked), with their table for download."""
+    strings = [run.token_strings for run in runs]
+    probabilities = [run.probabilities for run in runs]
+    charts.show(
+        charts.shared(make_token_strips)(strings, labels, probabilities, split, title),
+        key=key,
+        data=figs.strips_table(strings, labels, probabilities, [run.token_ids for run in runs]),
+    )
+
+
 # 1. One draw: the engine's ranges, its u and its choice
 st.subheader("1 · One draw, by cumulative ranges")
 buttons = st.container(horizontal=True)  # each button as wide as its label, at any text size
@@ -157,46 +169,28 @@ try:  # all four submitted together: they share the server's forwards
 except (BusyError, PromptError) as error:
     st.warning(f"Continuations are not available right now: {error}.")
     st.stop()
+
+
 split = first_divergence(greedy_run.token_ids, sampled_run.token_ids)
-pair_labels = ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"]
 longest = max(len(greedy_run.token_ids), len(sampled_run.token_ids))
-charts.show(
-    charts.shared(make_token_strips)(
-        [greedy_run.token_strings, sampled_run.token_strings],
-        pair_labels,
-        [greedy_run.probabilities, sampled_run.probabilities],
-        split,
-        f"Greedy vs sampled, up to {longest} tokens each (seed {params.seed})",
-    ),
+_show_pair(
+    (greedy_run, sampled_run),
+    ["greedy (T = 0)", f"sampled (T = {params.temperature:g})"],
+    split,
+    f"Greedy vs sampled, up to {longest} tokens each (seed {params.seed})",
     key="greedy_vs_sampled",
-    data=figs.strips_table(
-        [greedy_run.token_strings, sampled_run.token_strings],
-        pair_labels,
-        [greedy_run.probabilities, sampled_run.probabilities],
-        [greedy_run.token_ids, sampled_run.token_ids],
-    ),
 )
 st.markdown(
     f"**Greedy:** {greedy_run.text!r}  \n**Sampled:** {sampled_run.text!r}  \n"
     + claims.greedy_vs_sampled_sentence(params.temperature, split is None)
 )
 split_ab = first_divergence(run_a.token_ids, run_b.token_ids)
-ab_labels = [f"A: T = {t_a:g}", f"B: T = {t_b:g}"]
-charts.show(
-    charts.shared(make_token_strips)(
-        [run_a.token_strings, run_b.token_strings],
-        ab_labels,
-        [run_a.probabilities, run_b.probabilities],
-        split_ab,
-        f"Same prompt, same seed ({params.seed}), two temperatures",
-    ),
+_show_pair(
+    (run_a, run_b),
+    [f"A: T = {t_a:g}", f"B: T = {t_b:g}"],
+    split_ab,
+    f"Same prompt, same seed ({params.seed}), two temperatures",
     key="two_settings",
-    data=figs.strips_table(
-        [run_a.token_strings, run_b.token_strings],
-        ab_labels,
-        [run_a.probabilities, run_b.probabilities],
-        [run_a.token_ids, run_b.token_ids],
-    ),
 )
 st.markdown(f"**A:** {run_a.text!r}  \n**B:** {run_b.text!r}  \n" + claims.two_settings_sentence(t_a, t_b, split_ab))
 batch = max(run.max_batch_size or 1 for run in (greedy_run, sampled_run, run_a, run_b))

@@ -25,7 +25,7 @@ def test_speculates_with_the_same_text_and_reports_acceptance():
     result = run_cli("The cat sat", "--max-new-tokens", "6", "--temperature", "0", "--speculate", "self:20")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("The cat sat on a cliff")
-    assert "speculation: self-speculation (the first 20 layers, 4 tokens a step):" in result.stderr
+    assert "speculation: self-speculation (the first 20 layers, up to 7 tokens a step, adaptive):" in result.stderr
     assert "tokens per forward" in result.stderr
     result = run_cli("x", "--speculate", "self:30")
     assert result.returncode == 2 and result.stderr.strip() == (

@@ -27,7 +27,7 @@ from inference import (
 )
 from inference.serving.process import _PlainUnpickler, check_plain
 from tests.test_batching import PROMPTS, greedy, solo
-from tests.test_server import check_stream_equals_solo, wait_until
+from tests.test_server import check_speculative_beside_plain, check_stream_equals_solo, wait_until
 from tests.tiny_models import save_folder, tiny_llama
 
 WAIT = 120.0  # a child's start (torch's import) on a busy machine; never a performance assertion
@@ -54,6 +54,10 @@ def server(tiny, tiny_load):
 
 def test_a_streamed_request_equals_a_solo_run_in_this_process(tiny, server):
     check_stream_equals_solo(tiny, server)
+
+
+def test_a_speculative_request_runs_alone_in_the_child_beside_batched_ones(tiny, server):
+    check_speculative_beside_plain(tiny, server)
 
 
 def test_threads_submitting_at_once_each_get_their_own_tokens(tiny, server):

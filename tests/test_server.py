@@ -14,6 +14,8 @@ from inference import (
     PromptError,
     SamplingParams,
     ServeConfig,
+    Speculation,
+    SpeculationError,
     TokenEvent,
     run_continuous,
     run_static,
@@ -181,3 +183,49 @@ def test_batch_size_is_bounded_by_the_slots_and_static_batches_report_all_rows(t
     assert [result.max_batch_size for result in continuous.results] == [2, 2, 2, 2, 1]
     static = run_static(tiny, prompts, [greedy(4, stop_on_eos=False)] * 5)
     assert {result.max_batch_size for result in static.results} == {5}
+
+
+# -- speculative requests: at batch 1, beside batched ones --------------------------------------------------
+REPEATING = [3, 14, 15, 92, 65, 35, 3, 14, 15, 92, 65, 35, 3, 14, 15]  # prompt lookup finds its drafts here
+
+
+def check_speculative_beside_plain(tiny, server) -> None:
+    """A speculative request among plain ones: each gets exactly what it gets alone (any server kind)."""
+    for params in (greedy(12, stop_on_eos=False), SamplingParams(0.8, seed=3, max_new_tokens=12, stop_on_eos=False)):
+        speculation = Speculation("lookup", 4)
+        handles = [
+            server.submit(PROMPTS[0], params),
+            server.submit(REPEATING, params, speculate=speculation),
+            server.submit(PROMPTS[1], params),
+        ]
+        events = list(handles[1])
+        results = [handle.result(timeout=WAIT) for handle in handles]
+        alone = tiny.complete(REPEATING, params, speculate=speculation)
+        assert results[1].token_ids == [e.token_id for e in events] == alone.token_ids
+        assert "".join(e.text for e in events) == results[1].text == alone.text
+        assert results[1].finish_reason == events[-1].finish_reason == "length"
+        assert results[1].max_batch_size == 1 and len(results[1].probabilities) == 12
+        assert results[1].speculation.drafted > 0 and results[1].speculation.token_ids == alone.token_ids
+        for result, prompt in ((results[0], PROMPTS[0]), (results[2], PROMPTS[1])):
+            assert result.token_ids == solo(tiny, prompt, params)[0]
+    assert server.in_flight == 0
+
+
+def test_a_speculative_request_runs_alone_beside_batched_ones(tiny):
+    with EngineServer(tiny, ServeConfig(n_slots=2)) as server:
+        check_speculative_beside_plain(tiny, server)
+
+
+def test_a_speculative_request_can_be_cancelled_and_bad_speculation_is_refused(tiny):
+    with EngineServer(tiny, ServeConfig(n_slots=2)) as server:
+        handle = server.submit(REPEATING, greedy(200, stop_on_eos=False), speculate=Speculation("self", 2, layers=1))
+        first = next(iter(handle))
+        handle.cancel()
+        result = handle.result(timeout=WAIT)
+        assert result.finish_reason == "cancelled" and result.token_ids[0] == first.token_id
+        assert len(result.token_ids) < 200
+        with pytest.raises(SpeculationError, match="speculate must be a Speculation"):
+            server.submit(REPEATING, greedy(4), speculate="lookup")
+        with pytest.raises(SpeculationError, match=r"choose 1\.\.1 layers, got 2"):
+            server.submit(REPEATING, greedy(4), speculate=Speculation("self", layers=2))
+        wait_until(lambda: server.in_flight == 0)

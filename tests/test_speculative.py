@@ -410,3 +410,98 @@ def test_bad_requests_are_refused():
         list(engine.speculate(SHORT, greedy(4), "lookup"))
     with pytest.raises(SpeculationError, match="params must be a SamplingParams"):
         list(engine.speculate(SHORT, {"temperature": 0}, Speculation()))
+
+
+# -- the adaptive draft length ----------------------------------------------------------------------------
+def test_the_draft_length_follows_what_is_kept():
+    spec = Speculation("lookup", 6)
+    assert spec.adaptive and Speculation.parse("lookup").adaptive
+    assert spec.next_draft_length(6, 6, 6) == 6  # all kept, at the most already
+    assert spec.next_draft_length(3, 3, 3) == 5  # all kept: two more
+    assert spec.next_draft_length(5, 5, 2) == 4  # a rejection: one fewer
+    assert spec.next_draft_length(1, 1, 0) == 1  # never below one
+    assert spec.next_draft_length(4, 0, 0) == 4  # nothing drafted (no match): unchanged
+    fixed = Speculation.parse("lookup:2:fixed", 5)
+    assert (fixed.adaptive, fixed.ngram, fixed.draft_tokens) == (False, 2, 5)
+    assert fixed.next_draft_length(5, 5, 0) == 5
+    assert not Speculation.parse("self:3:fixed").adaptive and Speculation.parse("self:3").layers == 3
+    with pytest.raises(SpeculationError, match="adaptive must be True or False"):
+        Speculation("lookup", adaptive="yes")
+
+
+def test_each_step_drafts_what_the_schedule_asked():
+    engine = tiny_engine("llama", n_layers=4)
+    for speculation in (
+        Speculation("lookup", 6),
+        Speculation("self", 6, layers=1),
+        Speculation("lookup", 6, adaptive=False),
+    ):
+        steps = list(engine.speculate(LONG, greedy(40), speculation))
+        length = speculation.draft_tokens
+        for step in steps:
+            assert step.draft_length == length
+            assert step.drafted <= length
+            length = speculation.next_draft_length(length, step.drafted, step.accepted)
+        if speculation.adaptive and any(s.accepted < s.drafted for s in steps):
+            assert min(s.draft_length for s in steps) < speculation.draft_tokens
+        if not speculation.adaptive:
+            assert {s.draft_length for s in steps} == {6}
+
+
+# -- greedy on quantized products: where the outputs part, a tie at the kernels' rounding ------------------
+def _worst_units(engine, prompt: str, steps: int) -> float:
+    """The largest move of a top-20 logit between one-row decode steps and one forward of the whole sequence,
+    in units in the last place (bfloat16) of the step's largest logit."""
+    ids = engine.encode_prompt(prompt)
+    cache = engine.new_cache(len(ids) + steps)
+    one_row = [engine.prefill(ids, cache)]  # (V,) each
+    for _ in range(steps):
+        one_row.append(engine.decode_step(int(one_row[-1].argmax()), cache))
+    tokens = [int(logits.argmax()) for logits in one_row[:-1]]
+    many_rows = engine.forward_logits(ids + tokens)  # (T, V)
+    worst = 0.0
+    for j, logits in enumerate(one_row):
+        top = logits.topk(20).indices
+        moved = float((many_rows[len(ids) - 1 + j][top] - logits[top]).abs().max())
+        worst = max(worst, moved / speculative.last_place(float(logits.abs().max()), torch.bfloat16))
+    return worst
+
+
+@pytest.fixture(scope="module")
+def gemma_gguf_engine(gemma_gguf):
+    from inference import load_engine
+
+    return load_engine(model=gemma_gguf, device="cpu", quant="gguf")
+
+
+@pytest.mark.parametrize("model", ["smollm2", "gemma"])
+def test_quantized_logits_move_less_than_the_allowance_between_forward_shapes(model, request):
+    engine = request.getfixturevalue("gguf_engine" if model == "smollm2" else "gemma_gguf_engine")
+    assert speculative.products_dtype(engine.model, engine.dtype) == torch.bfloat16
+    for prompt in ("The cat sat on the mat because", "x = [1, 2, 3]\nfor i in x:\n"):
+        assert _worst_units(engine, prompt, 24) <= speculative.PATH_UNITS, prompt
+
+
+def test_where_quantized_greedy_outputs_part_it_is_a_tie(gguf_engine):
+    params = greedy(40, stop_on_eos=False)
+    for text in ("The cat sat", CODE):
+        ids = gguf_engine.encode_prompt(text)
+        plain = gguf_engine.complete(text, params).token_ids
+        for speculation in (Speculation("lookup", 4, adaptive=False), Speculation("lookup", 4)):
+            run = gguf_engine.complete(text, params, speculate=speculation).token_ids
+            difference = speculative.compare_greedy(gguf_engine, ids, plain, run)
+            assert difference is None or difference.is_tie, difference
+
+
+def test_a_difference_that_is_no_tie_is_named():
+    engine = tiny_engine("llama", n_layers=4)
+    plain = engine.complete(SHORT, greedy(6)).token_ids
+    assert speculative.compare_greedy(engine, SHORT, plain, plain) is None
+    logits = engine.forward_logits(SHORT + plain[:2])[-1]
+    worst = int(logits.argmin())
+    difference = speculative.compare_greedy(engine, SHORT, plain, plain[:2] + [worst] + plain[3:])
+    assert (difference.position, difference.plain_token, difference.speculative_token) == (2, plain[2], worst)
+    assert difference.dtype == "float32" and not difference.is_tie
+    assert difference.gap == pytest.approx(float(logits[plain[2]] - logits[worst]), abs=1e-4)
+    with pytest.raises(SpeculationError, match="agree where both have one"):
+        speculative.compare_greedy(engine, SHORT, plain, plain[:3])

@@ -38,6 +38,7 @@ import torch
 
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
+from ..generation.speculative import DEFAULT_DRAFT_TOKENS
 from ..model.loader import gguf_source
 from ..serving.static import run_static
 from ..threads import available_cores, set_threads
@@ -274,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="default: bench-results/engine.json (or speculative.json)")
     parser.add_argument("--speculate", action="store_true", help="the speculative decoding benchmark instead")
     parser.add_argument("--drafters", default=speculative.DEFAULT_DRAFTERS, help="with --speculate: lookup, self:k")
-    parser.add_argument("--draft-tokens", type=int, default=4, help="with --speculate: tokens drafted per step")
+    parser.add_argument(
+        "--draft-tokens", type=int, default=DEFAULT_DRAFT_TOKENS, help="with --speculate: tokens drafted per step"
+    )
     parser.add_argument("--mode", default="fp32", help="with --speculate: the one weights mode (see --modes)")
     parser.add_argument(
         "--prompts", default=None, help=f"with --speculate: some of {', '.join(speculative.PROMPTS)} (default: all)"

@@ -1,6 +1,6 @@
 """Speculative decoding benchmark: each drafter against plain decoding, measured in the same run, interleaved.
 
-    python -m inference.bench --speculate [--drafters lookup,self:8,self:15,self:22] [--draft-tokens 4]
+    python -m inference.bench --speculate [--drafters lookup,self:8,self:15,self:22] [--draft-tokens 7]
                               [--mode fp32|bf16|gguf|int8|int4] [--new-tokens 64] [--repeats 3] [--threads N]
                               [--model PATH.gguf | gemma-3-270m]
 
@@ -24,7 +24,7 @@ import time
 
 from ..generation.engine import Engine
 from ..generation.sampling import SamplingParams
-from ..generation.speculative import Speculation
+from ..generation.speculative import Speculation, compare_greedy
 
 PROMPTS = {  # name -> (prompt, chat template)
     "the cat sat": ("The cat sat", False),
@@ -81,6 +81,21 @@ def run(
                 row["acceptance"] = speculated.acceptance_rate
                 row["tokens_per_forward"] = speculated.tokens_per_forward
                 row["same_tokens"] = speculated.token_ids == plain.token_ids
+                difference = compare_greedy(
+                    engine, engine.encode_prompt(prompt, chat=chat), plain.token_ids, speculated.token_ids
+                )
+                row["difference"] = (
+                    None
+                    if difference is None
+                    else {
+                        "position": difference.position,
+                        "plain": difference.plain_text,
+                        "speculative": difference.speculative_text,
+                        "gap": difference.gap,
+                        "rounding": difference.rounding,
+                        "tie": difference.is_tie,
+                    }
+                )
                 print(  # progress: a long run on a busy machine says where it is
                     f"  {prompt_name} / {drafter}: {new_tokens / seconds:.1f} tok/s against "
                     f"{new_tokens / plain_seconds:.1f} plain ({plain_seconds / seconds:.2f}x)",
@@ -103,6 +118,7 @@ def run(
                 "acceptance": row["acceptance"],
                 "tokens_per_forward": row["tokens_per_forward"],
                 "same_tokens": row["same_tokens"],
+                "difference": row["difference"],
                 "runs": {k: row[k] for k in ("tok_s", "plain_tok_s", "ratios")},
             }
             for (prompt_name, drafter), row in rows.items()
@@ -121,5 +137,23 @@ def print_table(report: dict, threads: int, loadavg: tuple[str, str]) -> None:
         kept = "-" if r["acceptance"] is None else f"{100 * r['acceptance']:.0f}%"
         print(
             f"{r['prompt']:<26}{r['drafter']:<10}{r['tok_s']:>8.1f}{r['plain_tok_s']:>8.1f}{r['ratio']:>7.2f}x"
-            f"{kept:>7}{r['tokens_per_forward']:>9.2f}  {'yes' if r['same_tokens'] else 'NO'}"
+            f"{kept:>7}{r['tokens_per_forward']:>9.2f}  {_same(r)}"
         )
+    ties = [r for r in report["rows"] if r["difference"] and r["difference"]["tie"]]
+    if ties:
+        print(
+            "  tie at n: the outputs part at generated token n, where the two tokens' logits lie within the "
+            'rounding of a one-row against a many-row forward (docs/speculative.md, "Greedy: the same tokens")'
+        )
+
+
+def _same(row: dict) -> str:
+    """yes; "tie at n (gap g <= r)" where rounding explains the first difference; NO otherwise."""
+    if row["same_tokens"]:
+        return "yes"
+    d = row["difference"]
+    if d and d["tie"]:
+        return (
+            f"tie at {d['position']} ({d['plain']!r}/{d['speculative']!r}, gap {d['gap']:.3g} <= {d['rounding']:.3g})"
+        )
+    return "NO" if not d else f"NO at {d['position']} (not within {d['rounding']:.3g} of the best logit)"

@@ -26,12 +26,14 @@ after a rejection gets numbers the kept text never depended on. Prompt lookup's 
 min(1, p/q) = p(x) and the residual is p without x: the one u that plain decoding draws on p's ranges decides
 both (x kept when u lands in x's range), and seeded lookup output is plain decoding's, token for token.
 
-Batches: one request at a time. Rows of a batch keep different numbers of drafts per step, so their caches
-would need lengths of their own (``KVCache`` keeps one write position for every row).
+Batches: one request at a time (``serving.server.EngineServer`` runs a speculative request at batch 1 beside
+its batched ones). Rows of a batch keep different numbers of drafts per step, so their caches would need
+lengths of their own (``KVCache`` keeps one write position for every row).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,10 +45,16 @@ from ..model.config import ModelConfig
 from ..model.interventions import Interventions
 from ..model.kv_cache import KVCache
 from ..model.tokenizer import StreamDecoder, Tokenizer
+from ..model.tolerances import model_tolerance
 from .sampling import Candidate, Ranges, SamplingParams, filtered_probs, finish_reason, generator_for
 
 DRAFTERS = ("lookup", "self")
 MAX_DRAFT_TOKENS = 16
+# 7: a verifying forward then covers 8 positions, and on a CPU ATen's 4-bit product costs about the same for
+# 5 to 8 rows (docs/speculative.md); the adaptive length shrinks it where drafts are rejected
+DEFAULT_DRAFT_TOKENS = 7
+PATH_UNITS = 4  # bf16 products: how far (in units in the last place of the largest logit) a logit may move between a
+# one-row and a many-row forward: measured worst 2.0 (SmolLM2) and 2.5 (Gemma 3), checked by the tests on each machine
 
 
 class SpeculationError(ValueError):
@@ -62,9 +70,12 @@ class Speculation:
     """How one request speculates: the drafter, how many tokens it drafts per step, and its own setting."""
 
     drafter: str = "lookup"  # "lookup" (prompt lookup) or "self" (the model's first ``layers`` blocks)
-    draft_tokens: int = 4  # tokens drafted per step (fewer near the token budget or the context's end)
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # the most tokens drafted per step (fewer near the budget or the end)
     ngram: int = 3  # lookup: the longest n-gram matched (then n - 1, ..., 1)
     layers: int | None = None  # self: the draft's depth k, 1 .. n_layers - 1
+    adaptive: bool = (
+        True  # the draft length follows the kept drafts (``next_draft_length``); False: always draft_tokens
+    )
 
     def __post_init__(self) -> None:
         if self.drafter not in DRAFTERS:
@@ -75,17 +86,23 @@ class Speculation:
             )
         if self.drafter == "lookup" and not (_whole(self.ngram) and self.ngram >= 1):
             raise SpeculationError(f"prompt lookup's n-gram length must be a whole number >= 1, got {self.ngram!r}")
+        if not isinstance(self.adaptive, bool):
+            raise SpeculationError(f"adaptive must be True or False, got {self.adaptive!r}")
         if self.drafter == "self" and not (_whole(self.layers) and self.layers >= 1):
             raise SpeculationError(
                 f"self-speculation needs its draft depth: a whole number of layers >= 1, got {self.layers!r}"
             )
 
     @classmethod
-    def parse(cls, text: str, draft_tokens: int = 4) -> Speculation:
-        """``"lookup"``, ``"lookup:n"`` (n-gram length) or ``"self:k"`` (draft depth), as the command line takes it."""
-        name, _, number = text.strip().partition(":")
+    def parse(cls, text: str, draft_tokens: int = DEFAULT_DRAFT_TOKENS) -> Speculation:
+        """``"lookup"``, ``"lookup:n"`` (n-gram length) or ``"self:k"`` (draft depth), as the command line takes it;
+        ``":fixed"`` at the end drafts ``draft_tokens`` every step (default: the adaptive length)."""
+        body = text.strip()
+        adaptive = not body.endswith(":fixed")
+        body = body if adaptive else body[: -len(":fixed")]
+        name, _, number = body.partition(":")
         if name not in DRAFTERS:
-            raise SpeculationError(f"speculate as lookup, lookup:n or self:k, got {text!r}")
+            raise SpeculationError(f"speculate as lookup, lookup:n or self:k (then :fixed or not), got {text!r}")
         if name == "self" and not number:
             raise SpeculationError(f"self-speculation needs its depth: self:k with k layers, got {text!r}")
         value = None
@@ -95,8 +112,8 @@ class Speculation:
             except ValueError:
                 raise SpeculationError(f"{number!r} in {text!r} is not a whole number") from None
         if name == "lookup":
-            return cls("lookup", draft_tokens, ngram=3 if value is None else value)
-        return cls("self", draft_tokens, layers=value)
+            return cls("lookup", draft_tokens, ngram=3 if value is None else value, adaptive=adaptive)
+        return cls("self", draft_tokens, layers=value, adaptive=adaptive)
 
     def check(self, n_layers: int) -> None:
         """Raise ``SpeculationError`` unless the draft fits a model of ``n_layers`` blocks."""
@@ -107,9 +124,29 @@ class Speculation:
             )
 
     def describe(self) -> str:
+        length = (
+            f"up to {self.draft_tokens} tokens a step, adaptive"
+            if self.adaptive
+            else f"{self.draft_tokens} tokens a step"
+        )
         if self.drafter == "lookup":
-            return f"prompt lookup (n-grams up to {self.ngram}, {self.draft_tokens} tokens a step)"
-        return f"self-speculation (the first {self.layers} layers, {self.draft_tokens} tokens a step)"
+            return f"prompt lookup (n-grams up to {self.ngram}, {length})"
+        return f"self-speculation (the first {self.layers} layers, {length})"
+
+    def next_draft_length(self, length: int, drafted: int, accepted: int) -> int:
+        """The draft length after a step that drafted ``drafted`` tokens at ``length`` and kept ``accepted``.
+
+        Adaptive (transformers' "heuristic" schedule for assisted generation): two more after a step whose drafts
+        were all kept, one fewer (at least 1) after a rejection, at most ``draft_tokens``. A forward over more
+        positions costs more (on a CPU, ATen's 4-bit product takes rows four at a time: see docs/speculative.md),
+        so a draft that is often wrong shrinks to one token a step, and one that is always right grows back.
+        A step that drafted nothing (no n-gram matched) leaves the length as it was.
+        """
+        if not self.adaptive or drafted == 0:
+            return length
+        if accepted == drafted:
+            return min(self.draft_tokens, length + 2)
+        return max(1, length - 1)
 
 
 class EngineParts(Protocol):
@@ -177,6 +214,7 @@ class SpeculativeStep:
     ngram: int | None = None  # prompt lookup: the length of the n-gram matched (None: no match)
     match_start: int | None = None  # prompt lookup: where in the sequence the matched n-gram starts
     finish_reason: str | None = None
+    draft_length: int = 0  # the draft length this step asked for (the adaptive schedule's, before any budget cut)
 
     @property
     def drafted(self) -> int:
@@ -289,6 +327,7 @@ class _Request:
         self.decoder = StreamDecoder(engine.tokenizer)
         self.finish: str | None = None
         self.steps = 0
+        self.draft_length = speculation.draft_tokens  # the adaptive schedule's current length
 
     # -- records ------------------------------------------------------------------------------------------
     def _top(self, probs: torch.Tensor) -> list[Candidate]:
@@ -309,7 +348,7 @@ class _Request:
         start = self.kv_cache.length
         fed = self.ids[start:]  # the prompt at first, then the token the last step ended with
         budget = min(
-            self.speculation.draft_tokens,
+            self.draft_length,
             self.params.max_new_tokens - len(self.generated) - 1,  # the step adds its drafts and one more
             self.engine.config.max_seq_len - len(self.ids),  # the cache holds the drafted positions too
         )
@@ -328,7 +367,9 @@ class _Request:
         kept = [check.token_id for check in checks if check.accepted]
         self.kv_cache.truncate(len(self.ids) + len(kept))  # the fed tokens and the kept drafts; not the rest
         phase = "prefill" if start == 0 else "verify"
-        return self._emit(phase, checks, final, kept + [final.token_id], started, draft_seconds, draft)
+        step = self._emit(phase, checks, final, kept + [final.token_id], started, draft_seconds, draft)
+        self.draft_length = self.speculation.next_draft_length(self.draft_length, len(draft.tokens), len(kept))
+        return step
 
     def _draft(self, fed: list[int], budget: int) -> _Draft:
         if self.speculation.drafter == "lookup":
@@ -491,9 +532,97 @@ class _Request:
             ngram=draft.ngram if draft else None,
             match_start=draft.match_start if draft else None,
             finish_reason=self.finish,
+            draft_length=self.draft_length,
         )
         self.steps += 1
         return step
+
+
+# -- checking greedy output against plain decoding's -----------------------------------------------------------
+@dataclass(frozen=True)
+class GreedyDifference:
+    """Where a greedy speculative output first differs from plain greedy decoding's, with the two tokens' logits
+    in one forward over the prompt and the tokens both outputs share (what a verifying forward computes).
+
+    Plain decoding computes each position in a forward of one row; a verifying forward computes several rows
+    at once, and its kernels sum in another order (on a CPU, ATen's 4-bit product takes rows four at a time),
+    and the quantized products round their outputs to ``dtype``. Where the two best logits are that close,
+    either may come out on top, so the outputs part there: a tie at the kernels' rounding, not a fault of the
+    rule. Anything wider is a fault. How close (``rounding``), for each of the two logits, doubled:
+    - float32 sums in another order: the derived bound of ``model.tolerances.model_tolerance``;
+    - products rounded to bfloat16 (the quantized layers): ``PATH_UNITS`` units in the last place of the
+      largest logit. This one is measured, not derived (the same formula at bfloat16's roundoff gives a bound
+      ~190 logits wide): the worst over three prompts, 41 positions each, the top 20 logits, was 2.0 units on
+      SmolLM2's Q4_1 file and 2.5 on Gemma 3's Q4_K_M; ``tests/test_speculative.py`` measures it again on the
+      machine it runs on.
+    """
+
+    position: int  # the generated token's index
+    plain_token: int
+    speculative_token: int
+    plain_text: str
+    speculative_text: str
+    plain_logit: float
+    speculative_logit: float
+    best_logit: float  # the largest logit there
+    dtype: str  # what the products round their outputs to
+    rounding: float  # how far the two forwards may move a logit, doubled (see above)
+
+    @property
+    def gap(self) -> float:
+        """|logit(speculative token) - logit(plain token)| in the one forward."""
+        return abs(self.speculative_logit - self.plain_logit)
+
+    @property
+    def is_tie(self) -> bool:
+        """Both tokens' logits within ``rounding`` of the largest: the kernels' rounding can pick either."""
+        return max(self.best_logit - self.plain_logit, self.best_logit - self.speculative_logit) <= self.rounding
+
+
+def last_place(value: float, dtype: torch.dtype) -> float:
+    """One unit in the last place of ``value`` in ``dtype``."""
+    return torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(abs(value))) if value else torch.finfo(dtype).tiny
+
+
+def products_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.dtype:
+    """What the model's matrix products round their outputs to: bfloat16 for the quantized layers, else ``dtype``."""
+    from ..model.quant import ACTIVATION_DTYPE, Int4Linear, Int8GroupLinear, Int8Linear
+
+    quantized = any(isinstance(m, (Int4Linear, Int8Linear, Int8GroupLinear)) for m in model.modules())
+    return ACTIVATION_DTYPE if quantized else dtype
+
+
+def compare_greedy(engine, prompt_ids: list[int], plain: list[int], speculative: list[int]) -> GreedyDifference | None:
+    """None when the two greedy outputs are the same tokens; else their first difference (``GreedyDifference``).
+
+    ``engine`` is a ``generation.engine.Engine``; ``prompt_ids`` the encoded prompt (chat template included).
+    """
+    position = next((i for i, (a, b) in enumerate(zip(plain, speculative)) if a != b), None)
+    if position is None:
+        if len(plain) == len(speculative):
+            return None
+        raise SpeculationError(f"outputs of {len(plain)} and {len(speculative)} tokens that agree where both have one")
+    a, b = plain[position], speculative[position]
+    ids = list(prompt_ids) + list(plain[:position])
+    logits = engine.prefill(ids, engine.new_cache(len(ids)))  # (V,): the last position's, float32
+    dtype = products_dtype(engine.model, engine.dtype)
+    best = float(logits.max())
+    per_logit = model_tolerance(engine.config, logits, context=len(ids))  # float32 sums in another order
+    if dtype == torch.bfloat16:
+        per_logit = max(per_logit, PATH_UNITS * last_place(best, dtype))
+    decode = engine.tokenizer.decode
+    return GreedyDifference(
+        position,
+        a,
+        b,
+        decode([a]),
+        decode([b]),
+        float(logits[a]),
+        float(logits[b]),
+        best,
+        str(dtype).removeprefix("torch."),
+        2 * per_logit,
+    )
 
 
 def speculate(

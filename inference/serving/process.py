@@ -82,7 +82,7 @@ class ProcessServer(_ServerFront):
             child.outboxes[sub.request_id] = sub.outbox
         # the spec as given: the child's engine prepares it itself (head means included), so no tensor travels
         spec = None if sub.interventions is None else sub.given_interventions
-        child.send(("submit", sub.request_id, sub.prompt_ids, sub.params, spec, sub.submitted_at))
+        child.send(("submit", sub.request_id, sub.prompt_ids, sub.params, spec, sub.submitted_at, sub.speculation))
 
     def _request_cancel(self, request_id: int) -> None:
         self._child.send(("cancel", request_id))  # a queue put: safe from a handle's finalizer
@@ -342,7 +342,7 @@ def main(fd: int) -> None:
             send(("failed", f"a message that is not plain values was refused ({error})"))
             break
         if message[0] == "submit":
-            _, request_id, ids, params, interventions, submitted_at = message
+            _, request_id, ids, params, interventions, submitted_at, speculation = message
             server._accept(
                 _Submission(
                     request_id,
@@ -351,6 +351,7 @@ def main(fd: int) -> None:
                     _PipeOutbox(request_id, send),
                     submitted_at=submitted_at,
                     interventions=interventions,
+                    speculation=speculation,
                 )
             )
         elif message[0] == "call":

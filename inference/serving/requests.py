@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..generation.sampling import SamplingParams
+from ..generation.speculative import SpeculativeRun
 from ..model.interventions import Interventions
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ class BatchResult:
     index: int  # position in the caller's list
     prompt_ids: list[int]
     token_ids: list[int] = field(default_factory=list)
-    probabilities: list[float] = field(default_factory=list)  # of each token after all sampling stages
+    probabilities: list[float] = field(default_factory=list)  # of each token after all sampling stages (a
+    # speculative request: p(x) of each token, as its steps' records hold it; None where a record has not got it)
     text: str = ""
     finish_reason: str | None = None  # "eos", "length", "context", "cancelled" or "error"
     error: Exception | None = None
@@ -35,6 +37,7 @@ class BatchResult:
     time_per_output_token: float | None = None  # mean seconds between later tokens
     max_batch_size: int | None = None  # the most requests that shared one forward with this one (itself included)
     logits: list[torch.Tensor] | None = field(default=None, repr=False)  # (V,) per token, with keep_logits
+    speculation: SpeculativeRun | None = field(default=None, repr=False)  # a speculative request's every step
 
     @property
     def ok(self) -> bool:

@@ -14,6 +14,12 @@ and the cache; callers talk to it through thread-safe queues.
   next step.
 - Observable batching: each result's ``max_batch_size`` is the most requests that
   shared one forward with it, so a caller can see it was batched with others.
+- Speculative requests (``submit(..., speculate=Speculation(...))``) run at batch 1: the worker
+  alternates one batched step of the others with one speculative step (one forward: draft, verify,
+  keep) of each speculative request, in the request's own ``KVCache``. They do not share forwards:
+  rows of a batch keep different numbers of drafts per step, and the caches keep one write position
+  for every row (``generation/speculative.py``). Their steps are not in ``recent_steps`` (those are
+  batched forwards); the result's ``speculation`` holds every one.
 
 Typical use from Streamlit: build the server once with ``st.cache_resource`` around
 the cached engine, then in a page ``for event in server.submit(prompt, params): ...``.
@@ -32,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from ..generation.engine import PromptError
 from ..generation.sampling import SamplingParams
+from ..generation.speculative import Speculation, SpeculationError, SpeculativeRun, SpeculativeStep, speculate
 from ..model.interventions import Interventions
 from ..model.tokenizer import StreamDecoder
 from ..threads import set_threads
@@ -64,6 +71,18 @@ class _Submission:
     submitted_at: float = field(default_factory=time.perf_counter)
     interventions: Interventions | None = None  # prepared against the prompt
     given_interventions: Interventions | None = None  # as the caller gave them (what a process server sends on)
+    speculation: Speculation | None = None  # decode speculatively, alone (see the module docstring)
+
+
+@dataclass
+class _Speculating:
+    """A speculative request in the worker: its submission, its steps so far and what is left of them."""
+
+    sub: _Submission
+    steps: Iterator[SpeculativeStep]
+    run: SpeculativeRun
+    decoder: StreamDecoder
+    first_token_at: float | None = None
 
 
 class RequestHandle:
@@ -133,10 +152,16 @@ class _ServerFront:
         params: SamplingParams | None = None,
         chat: bool = False,
         interventions: Interventions | None = None,
+        speculate: Speculation | None = None,
     ) -> RequestHandle:
-        """Queue a request (with its own interventions, if any); raises ``PromptError`` for a bad prompt,
-        ``InterventionError`` for a bad spec, ``BusyError`` when full."""
+        """Queue a request (with its own interventions, if any; decoded speculatively with ``speculate``);
+        raises ``PromptError`` for a bad prompt, ``InterventionError`` for a bad spec, ``SpeculationError``
+        for a speculation that cannot run on this model, ``BusyError`` when full."""
         params = params or SamplingParams()
+        if speculate is not None:
+            if not isinstance(speculate, Speculation):
+                raise SpeculationError(f"speculate must be a Speculation, got {type(speculate).__name__}")
+            speculate.check(self.engine.config.n_layers)
         ids = self.engine.encode_prompt(prompt, chat=chat)
         spec = self.engine.prepare_interventions(interventions, ids)
         if len(ids) >= self.position_limit:
@@ -156,7 +181,17 @@ class _ServerFront:
         request_id = new_request_id()
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         handle = RequestHandle(self, request_id, outbox)
-        self._send(_Submission(request_id, ids, params, outbox, interventions=spec, given_interventions=interventions))
+        self._send(
+            _Submission(
+                request_id,
+                ids,
+                params,
+                outbox,
+                interventions=spec,
+                given_interventions=interventions,
+                speculation=speculate,
+            )
+        )
         return handle
 
     @property
@@ -204,6 +239,7 @@ class EngineServer(_ServerFront):
         self._cancels: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._live: dict[int, tuple[Sequence, _Submission, StreamDecoder]] = {}  # worker thread only
+        self._speculating: dict[int, _Speculating] = {}  # worker thread only
         self._worker = threading.Thread(target=self._serve, name="engine-server", daemon=True)
         self._worker.start()
 
@@ -236,23 +272,31 @@ class EngineServer(_ServerFront):
         while not self._closed:
             self._take_submissions()
             self._take_cancels()
-            if not self.batcher.has_work:
+            if not (self.batcher.has_work or self._speculating):
                 self._wake.wait(timeout=0.5)
                 self._wake.clear()
                 continue
-            try:
-                step = self.batcher.step()
-            except Exception as exc:  # never leave callers waiting forever
-                self._fail_all(exc)
-                continue
-            if step is not None:
-                self._step_done(step)
-                self._deliver(step)
+            if self.batcher.has_work:
+                try:
+                    step = self.batcher.step()
+                except Exception as exc:  # never leave callers waiting forever
+                    self._fail_all(exc)
+                    continue
+                if step is not None:
+                    self._step_done(step)
+                    self._deliver(step)
+            self._speculate_once()
         self._take_submissions()
         self._fail_all(RuntimeError("the engine server was closed"))
 
     def _take_submissions(self) -> None:
         for sub in _drain(self._inbox):
+            if sub.speculation is not None:
+                given = sub.given_interventions if sub.given_interventions is not None else sub.interventions
+                steps = speculate(self.engine, sub.prompt_ids, sub.params, sub.speculation, interventions=given)
+                run = SpeculativeRun(sub.speculation)
+                self._speculating[sub.request_id] = _Speculating(sub, steps, run, StreamDecoder(self.engine.tokenizer))
+                continue
             try:
                 seq = self.batcher.add(sub.prompt_ids, sub.params, sub.request_id, sub.interventions)
             except ValueError as exc:
@@ -263,7 +307,10 @@ class EngineServer(_ServerFront):
 
     def _take_cancels(self) -> None:
         for request_id in _drain(self._cancels):
-            if request_id in self._live and self.batcher.cancel(request_id) is not None:
+            if request_id in self._speculating:
+                request = self._speculating.pop(request_id)
+                self._end(request.sub.outbox, self._speculative_result(request, "cancelled"))
+            elif request_id in self._live and self.batcher.cancel(request_id) is not None:
                 seq, sub, _ = self._live.pop(request_id)
                 self._end(sub.outbox, self.batcher.result(seq, index=0))
 
@@ -279,7 +326,52 @@ class EngineServer(_ServerFront):
                 del self._live[request_id]
                 self._end(sub.outbox, self.batcher.result(seq, index=0))
 
+    def _speculate_once(self) -> None:
+        """One step (one forward, alone) of each speculative request; send its tokens, close the finished."""
+        for request_id in list(self._speculating):
+            request = self._speculating[request_id]
+            try:
+                step = next(request.steps)
+            except Exception as exc:  # this request's own failure: the others go on
+                del self._speculating[request_id]
+                self._end(request.sub.outbox, exc)
+                continue
+            request.run.steps.append(step)
+            if request.first_token_at is None:
+                request.first_token_at = time.perf_counter()
+            for i, token_id in enumerate(step.token_ids):
+                last = step.finish_reason is not None and i == len(step.token_ids) - 1
+                text = request.decoder.push(token_id) + (request.decoder.flush() if last else "")
+                request.sub.outbox.put(TokenEvent(token_id, text, step.finish_reason if last else None))
+            if step.finish_reason is not None:
+                del self._speculating[request_id]
+                self._end(request.sub.outbox, self._speculative_result(request, step.finish_reason))
+
+    def _speculative_result(self, request: _Speculating, finish_reason: str) -> BatchResult:
+        run, sub, now = request.run, request.sub, time.perf_counter()
+        tokens = run.token_ids
+        probabilities = []
+        for step in run.steps:
+            kept = [check.p for check in step.checks if check.accepted]
+            final = step.final.probability if step.final.kind in ("bonus", "plain") else None
+            probabilities += (kept + [final])[: len(step.token_ids)]
+        started = request.first_token_at
+        return BatchResult(
+            index=0,
+            prompt_ids=sub.prompt_ids,
+            token_ids=tokens,
+            probabilities=probabilities,
+            text=self.engine.tokenizer.decode(tokens),
+            finish_reason=finish_reason,
+            time_to_first_token=None if started is None else started - sub.submitted_at,
+            time_per_output_token=(now - started) / (len(tokens) - 1) if started and len(tokens) > 1 else None,
+            max_batch_size=1 if run.steps else None,
+            speculation=run,
+        )
+
     def _fail_all(self, exc: Exception) -> None:
+        for request_id in list(self._speculating):
+            self._end(self._speculating.pop(request_id).sub.outbox, exc)
         for request_id in list(self._live):
             seq, sub, _ = self._live.pop(request_id)
             self.batcher.cancel(request_id)

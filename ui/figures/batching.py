@@ -237,34 +237,24 @@ def make_memory_chart(
     )
     for col, (reserved, used) in enumerate(((static_reserved, static_used), (continuous_reserved, continuous_used)), 1):
         steps = list(range(len(reserved)))
-        fig.add_trace(
-            go.Scatter(
-                x=steps,
-                y=[b / 2**20 for b in reserved],
-                name="reserved",
-                mode="lines",
-                line=dict(color="#adb5bd", shape="hv"),
-                fill="tozeroy",
-                showlegend=col == 1,
-                legendgroup="reserved",
-            ),
-            row=1,
-            col=col,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=steps,
-                y=[b / 2**20 for b in used],
-                name="used by real tokens",
-                mode="lines",
-                line=dict(color="#4c78a8", shape="hv"),
-                fill="tozeroy",
-                showlegend=col == 1,
-                legendgroup="used",
-            ),
-            row=1,
-            col=col,
-        )
+        for values, name, color, group in (
+            (reserved, "reserved", "#adb5bd", "reserved"),
+            (used, "used by real tokens", "#4c78a8", "used"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=steps,
+                    y=[b / 2**20 for b in values],
+                    name=name,
+                    mode="lines",
+                    line=dict(color=color, shape="hv"),
+                    fill="tozeroy",
+                    showlegend=col == 1,
+                    legendgroup=group,
+                ),
+                row=1,
+                col=col,
+            )
         fig.update_xaxes(title_text="step", row=1, col=col)
     fig.update_yaxes(title_text="KV cache (MiB)", rangemode="tozero", row=1, col=1)
     fig.update_layout(

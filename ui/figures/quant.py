@@ -207,34 +207,25 @@ def make_bytes_chart(
             f"ceiling tok/s at {bandwidth_gb_s:.1f} GB/s (measured now)",
         ),
     )
-    fig.add_trace(
-        go.Bar(
-            x=list(formats),
-            y=list(megabytes_per_token),
-            marker_color=VALUE_COLOR,
-            text=[f"{v:,.0f}" for v in megabytes_per_token],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:,.1f} MB per token<extra></extra>",
-            showlegend=False,
-        ),
-        row=1,
-        col=1,
+    panels = (  # (values, colour, hover): what is read, then what that allows
+        (megabytes_per_token, VALUE_COLOR, "%{x}: %{y:,.1f} MB per token<extra></extra>"),
+        (ceilings, HELD_COLOR, "%{x}: at most %{y:,.0f} tok/s<extra></extra>"),
     )
-    fig.add_trace(
-        go.Bar(
-            x=list(formats),
-            y=list(ceilings),
-            marker_color=HELD_COLOR,
-            text=[f"{v:,.0f}" for v in ceilings],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: at most %{y:,.0f} tok/s<extra></extra>",
-            showlegend=False,
-        ),
-        row=1,
-        col=2,
-    )
+    for col, (values, color, hover) in enumerate(panels, 1):
+        fig.add_trace(
+            go.Bar(
+                x=list(formats),
+                y=list(values),
+                marker_color=color,
+                text=[f"{v:,.0f}" for v in values],
+                textposition="outside",
+                cliponaxis=False,
+                hovertemplate=hover,
+                showlegend=False,
+            ),
+            row=1,
+            col=col,
+        )
     fig.update_yaxes(rangemode="tozero", title_text="MB", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", title_text="tokens per second", row=1, col=2)
     fig.update_layout(height=380, margin=dict(l=50, r=20, t=60, b=40))
