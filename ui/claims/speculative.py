@@ -236,10 +236,12 @@ def greedy_sentence(plain_texts: Sequence[str], speculative_texts: Sequence[str]
         )
     plain = _q(plain_texts[first_difference]) if first_difference < len(plain_texts) else "the end of the text"
     spec = _q(speculative_texts[first_difference]) if first_difference < len(speculative_texts) else "the end"
-    return (
-        f"Not identical: the first {fmt.count(first_difference, 'token')} agree, then plain greedy decoding gives "
-        f"{plain} and speculative decoding {spec}."
+    agree = (
+        "the very first token differs"
+        if first_difference == 0
+        else f"the first {fmt.count(first_difference, 'token')} agree, then they part"
     )
+    return f"Not identical: {agree}: plain greedy decoding gives {plain} and speculative decoding {spec}."
 
 
 def seed_sentence(
