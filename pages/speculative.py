@@ -297,7 +297,7 @@ seeds = s1.number_input(
     f"Seeds ({spec.MIN_SEEDS}–{spec.MAX_SEEDS})",
     min_value=spec.MIN_SEEDS,
     max_value=spec.MAX_SEEDS,
-    step=50,
+    step=10,
     **state.bind(state.SPEC_SEEDS, spec.DEFAULT_SEEDS, range(spec.MIN_SEEDS, spec.MAX_SEEDS + 1)),
 )
 seeds_for = (model, ids, dataclasses.replace(params, max_new_tokens=2), speculation, int(seeds))

@@ -63,6 +63,7 @@ EXPERIMENT_LINK = "experiments?" + urllib.parse.urlencode(
 )
 LONG_PROMPT = " ".join(["The cat sat on the mat because it was tired."] * 59)  # 650 Gemma tokens, past its window
 # shot name (assets/<name>.png) -> what to open and do
+COPY_PROMPT = "The cat sat on the mat because it was tired. Say it again: The cat sat"  # prompt lookup drafts
 TWO_NOUNS = "The trophy did not fit in the suitcase because it was too big."  # "it": trophy or suitcase?
 SHOTS: dict[str, Shot] = {
     "overview": Shot(
@@ -78,6 +79,9 @@ SHOTS: dict[str, Shot] = {
     "logits": Shot("logits"),
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
+    "speculative": Shot(
+        "speculative?" + urllib.parse.urlencode({"prompt": COPY_PROMPT}), ["Measure the sweep", "Compare many seeds"]
+    ),
     "quantization": Shot("quantization", ["Run my prompt in every weights mode", "Measure decode speed in every mode"]),
     "quantization_gemma": Shot(
         "quantization?model=gemma-3-270m",

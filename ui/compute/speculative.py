@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,11 +32,46 @@ MAX_NGRAM = 8  # the n-gram lengths the control offers (0 is offered too: the en
 DEFAULT_NEW_TOKENS, MAX_NEW_TOKENS = 16, 48  # the run on screen: short, since plain decoding runs twice beside it
 SWEEP_TOKENS = 12  # new tokens of each point of the sweep
 SWEEP_NGRAMS = (1, 2, 3, 4)
-SWEEP_DEPTH_SHARES = (0.25, 0.5, 0.75, 0.9)  # the sweep's draft depths, as shares of the model's layers
-DEFAULT_SEEDS, MIN_SEEDS, MAX_SEEDS = 200, 50, 1000  # the χ² test's seeds (the engine's tests use 2,000)
+SWEEP_DEPTH_SHARES = (0.25, 0.5, 0.9)  # the sweep's draft depths, as shares of the model's layers (3: the slow drafter)
+DEFAULT_SEEDS, MIN_SEEDS, MAX_SEEDS = (
+    100,
+    20,
+    1000,
+)  # the χ² test's seeds (a real run each; the engine's tests use 2,000)
 CHECKED_SEEDS = 3  # seeds on which the replayed plain draws are checked against plain decoding itself
 POOL_BELOW = 10  # χ² cells seen fewer times than this (both samples together) are pooled into one
 ERRORS = (SpeculationError, SamplingError, PromptError)
+
+
+class ResultStore:
+    """The last few long measurements (a sweep, a χ² test) by their inputs, shared by every session of the server.
+
+    Not ``st.cache_data``: these run with a progress bar drawn outside them, which a cached function cannot
+    call (Streamlit replays a cached function's elements, and the bar's block is not the function's)."""
+
+    def __init__(self, max_entries: int = 8) -> None:
+        self._entries: OrderedDict[tuple, object] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+
+    def get(self, key: tuple):
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+            return self._entries.get(key)
+
+    def put(self, key: tuple, value):
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return value
+
+
+@st.cache_resource(show_spinner=False)
+def _store() -> ResultStore:
+    return ResultStore()
 
 
 def speculation_for(drafter: str, draft_tokens: int, ngram: int, depth: int, n_layers: int) -> Speculation:
@@ -337,16 +373,30 @@ class Sweep:
         return [point for point in self.points if point.drafter == drafter]
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
 def sweep(
     model: str,
     ids: tuple[int, ...],
     params: SamplingParams,
     draft_tokens: int,
-    _progress: Callable[[float, str], None] | None = None,
+    progress: Callable[[float, str], None] | None = None,
 ) -> Sweep:
     """Acceptance, tokens per forward and speed-up for a few draft depths and n-gram lengths, ``SWEEP_TOKENS`` new
-    tokens each, with plain decoding timed before and after (the speed-up is against the mean of the two)."""
+    tokens each, with plain decoding timed before and after (the speed-up is against the mean of the two); kept
+    in the server's store (``stored``), so the same request is measured once."""
+    key = ("sweep", model, ids, params, draft_tokens)
+    found = _store().get(key)
+    if found is None:
+        found = _store().put(key, _sweep(model, ids, params, draft_tokens, progress))
+    return found
+
+
+def _sweep(
+    model: str,
+    ids: tuple[int, ...],
+    params: SamplingParams,
+    draft_tokens: int,
+    _progress: Callable[[float, str], None] | None,
+) -> Sweep:
     client = client_for(model)
     params = dataclasses.replace(params, max_new_tokens=SWEEP_TOKENS)
     settings = [("self", k) for k in sweep_depths(client.config.n_layers)] + [("lookup", n) for n in SWEEP_NGRAMS]
@@ -413,14 +463,29 @@ def homogeneity(a: Counter, b: Counter, pool_below: int = POOL_BELOW) -> tuple[f
     return statistic, sum(1 for c in columns if c) - 1
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
 def seed_test(
     model: str,
     ids: tuple[int, ...],
     params: SamplingParams,
     speculation: Speculation,
     seeds: int,
-    _progress: Callable[[float, str], None] | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> SeedTest:
+    """The χ² test of ``_seed_test``, kept in the server's store (the same request is run once)."""
+    key = ("seeds", model, ids, params, speculation, seeds)
+    found = _store().get(key)
+    if found is None:
+        found = _store().put(key, _seed_test(model, ids, params, speculation, seeds, progress))
+    return found
+
+
+def _seed_test(
+    model: str,
+    ids: tuple[int, ...],
+    params: SamplingParams,
+    speculation: Speculation,
+    seeds: int,
+    _progress: Callable[[float, str], None] | None,
 ) -> SeedTest:
     """Seeds 0..``seeds`` - 1: each one's first two tokens from speculative decoding (a real run per seed) and from
     plain decoding, replayed from the model's logits with each seed's own draws (exactly ``generate``'s, checked

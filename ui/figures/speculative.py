@@ -85,11 +85,22 @@ def make_step_rows(rows: Sequence[Sequence[tuple[str, str, str]]], row_names: Se
                 )
             )
     fig.update_layout(
-        height=140 + 34 * len(rows),
-        margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(title="token in the step (drafts in order, then the step's own token)", dtick=1, zeroline=False),
-        yaxis=dict(tickvals=list(range(len(rows))), ticktext=list(row_names), autorange="reversed", zeroline=False),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
+        height=170 + 34 * len(rows),
+        margin=dict(l=10, r=10, t=30, b=110),
+        xaxis=dict(
+            title="token in the step (drafts in order, then the step's own token)",
+            dtick=1,
+            zeroline=False,
+            showgrid=False,
+        ),
+        yaxis=dict(
+            tickvals=list(range(len(rows))),
+            ticktext=list(row_names),
+            autorange="reversed",
+            zeroline=False,
+            showgrid=False,
+        ),
+        legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0),  # under the axis title
         plot_bgcolor="white",
     )
     return fig
@@ -132,13 +143,13 @@ def make_p_vs_q(
     fig.update_layout(
         title=title,
         barmode="group",
-        height=120 + 44 * len(tokens),
-        margin=dict(l=10, r=50, t=60, b=10),
+        height=140 + 44 * len(tokens),
+        margin=dict(l=10, r=50, t=90, b=10),
         xaxis=dict(
             title="probability (after the sampling settings)", range=shared_range(_known(p), _known(q), headroom=1.3)
         ),
         yaxis=dict(tickvals=positions, ticktext=labels, autorange="reversed"),
-        legend=dict(orientation="h", y=-0.2, yanchor="top", x=0),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
     )
     return fig
 
@@ -177,7 +188,7 @@ def make_acceptance_test(keep_from: float, keep_to: float, u: float, accepted: b
             mode="markers+text",
             marker=dict(symbol="line-ns", size=40, line=dict(width=3, color=U_COLOR)),
             text=[f"u = {u:.3f}"],
-            textposition="top center",
+            textposition="top right" if u < 0.15 else ("top left" if u > 0.85 else "top center"),
             name="u",
             showlegend=False,
             hovertemplate=f"u = {u:.4f}: {'kept' if accepted else 'rejected'}<extra></extra>",
@@ -189,6 +200,7 @@ def make_acceptance_test(keep_from: float, keep_to: float, u: float, accepted: b
         margin=dict(l=10, r=10, t=60, b=40),
         xaxis=dict(range=[0, 1], title="u, uniform on [0, 1)", dtick=0.1),
         yaxis=dict(visible=False, range=[-0.6, 0.9]),
+        barmode="overlay",  # the stretches lie end to end on one line
         bargap=0.3,
         plot_bgcolor="white",
     )
@@ -339,11 +351,11 @@ def make_seed_counts(cells: Sequence[str], plain: Sequence[int], speculative: Se
     fig.update_layout(
         title=title,
         barmode="group",
-        height=130 + 40 * len(cells),
-        margin=dict(l=10, r=50, t=60, b=10),
+        height=150 + 40 * len(cells),
+        margin=dict(l=10, r=50, t=90, b=10),
         xaxis=dict(title="seeds", range=shared_range(plain, speculative, smallest=1)),
         yaxis=dict(tickvals=positions, ticktext=list(cells), autorange="reversed"),
-        legend=dict(orientation="h", y=-0.15, yanchor="top", x=0),
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
     )
     return fig
 
