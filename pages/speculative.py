@@ -226,6 +226,10 @@ st.caption(
     + ", ".join(f"{s:.3f}" for s in result.speculative_seconds)
     + ". A time of this machine, now: another program running beside it changes it."
 )
+for what, seconds in (("plain decoding", result.plain_seconds), ("speculative decoding", result.speculative_seconds)):
+    busy = claims.spread_note(what + " (s)", *seconds[:2]) if len(seconds) > 1 else None
+    if busy:
+        st.caption(busy)
 
 # 4. The sweep: acceptance and tokens per forward against k and n
 st.header("Draft depth and n-gram length")
@@ -271,6 +275,9 @@ if st.session_state.get(state.SPEC_SWEEP_FOR) == sweep_for:
             + (f", load {sweep.load:.1f}" if sweep.load is not None else "")
             + ": a time of this machine, then."
         )
+        busy = claims.spread_note("plain decoding before and after (tok/s)", *sweep.plain_tps)
+        if busy:
+            st.caption(busy)
 else:
     st.caption(
         f"Runs self-speculation at k = {', '.join(str(k) for k in depths)} and prompt lookup at n = "

@@ -500,3 +500,6 @@ def test_speculative_sentences_for_the_cases_a_prompt_may_give():
     assert "same two tokens on 20 of the 200 seeds" in differs
     assert "nothing is tested" in claims.seed_sentence("self", 50, 10, 0.0, 0, 1.0, 30)
     assert "the very first token differs" in claims.greedy_sentence([" a"], [" c"], 0)
+    assert claims.spread_note("plain decoding (s)", 1.0, 1.2) is None
+    busy = claims.spread_note("plain decoding (s)", 14.58, 5.246)
+    assert busy.startswith("The two timings of plain decoding (s) differ by 178% (5.25 and 14.6)")

@@ -272,3 +272,17 @@ def seed_sentence(
             "the engine's own tests use 2,000."
         )
     return head + f": {test}." + same + verdict
+
+
+SPREAD = 0.25  # two timings of one thing further apart than this share of the faster: the machine was busy
+
+
+def spread_note(what: str, first: float, second: float) -> str | None:
+    """A note when two timings of the same thing (seconds, or tokens/s) differ by more than ``SPREAD``."""
+    low, high = sorted((float(first), float(second)))
+    if low <= 0 or high / low - 1 <= SPREAD:
+        return None
+    return (
+        f"The two timings of {what} differ by {fmt.pct(high / low - 1)} ({low:.3g} and {high:.3g}): the machine's "
+        "speed changed while it measured, so the speed-up is rough."
+    )
