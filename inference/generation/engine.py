@@ -235,7 +235,7 @@ class Engine:
 
     def head_logits(self, stream: torch.Tensor) -> torch.Tensor:
         """Logits (T, V), float32 on the CPU, of a stream (1, T, D) after the last block it went through."""
-        return self.model.head(stream)[0].float().cpu()
+        return self.unembed(stream[0])
 
     def prefill_batch(
         self,

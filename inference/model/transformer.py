@@ -380,11 +380,6 @@ class Transformer(nn.Module):
         with torch.inference_mode():
             return self._stream(layers, input_ids, stream, kv_cache, None, None, None, interventions)
 
-    def head(self, stream: torch.Tensor) -> torch.Tensor:
-        """Logits (..., V) of residual-stream vectors (..., D): the final norm, then the output matrix."""
-        with torch.inference_mode():
-            return self.lm_head(self.final_norm(stream))
-
     def _stream(
         self, layers: range, input_ids, stream, kv_cache, positions, padding_mask, trace, interventions: Spec = None
     ) -> torch.Tensor:
