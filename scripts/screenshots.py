@@ -41,6 +41,7 @@ class Shot:
     clicks: list[str] = field(default_factory=list)  # labels of buttons to click, in order
     window: tuple[int, int] | None = None  # a fixed window (what a projector shows) instead of the full page
     scroll_to: str | None = None  # in a fixed window: scroll so that this text (a heading) is at the top
+    settle_s: float = 300  # how long a click's run may take (the speculative page's seeds run a request each)
 
 
 SHARED_LINK = "logits?" + urllib.parse.urlencode(
@@ -63,6 +64,7 @@ EXPERIMENT_LINK = "experiments?" + urllib.parse.urlencode(
 )
 LONG_PROMPT = " ".join(["The cat sat on the mat because it was tired."] * 59)  # 650 Gemma tokens, past its window
 # shot name (assets/<name>.png) -> what to open and do
+COPY_PROMPT = "The cat sat on the mat because it was tired. Say it again: The cat sat"  # prompt lookup drafts
 TWO_NOUNS = "The trophy did not fit in the suitcase because it was too big."  # "it": trophy or suitcase?
 SHOTS: dict[str, Shot] = {
     "overview": Shot(
@@ -78,6 +80,11 @@ SHOTS: dict[str, Shot] = {
     "logits": Shot("logits"),
     "sampling": Shot("sampling", ["Draw again", "Draw 1,000 times"]),
     "generation": Shot("generation", ["Run N", "Measure"]),
+    "speculative": Shot(
+        "speculative?" + urllib.parse.urlencode({"prompt": COPY_PROMPT}),
+        ["Measure the sweep", "Compare many seeds"],
+        settle_s=900,
+    ),
     "quantization": Shot("quantization", ["Run my prompt in every weights mode", "Measure decode speed in every mode"]),
     "quantization_gemma": Shot(
         "quantization?model=gemma-3-270m",
@@ -228,7 +235,7 @@ def main(names: list[str]) -> None:
                 settle(page)
                 for label in shot.clicks:
                     page.get_by_role("button", name=label, exact=True).first.click()
-                    settle(page)
+                    settle(page, shot.settle_s)
                 if shot.window is None:
                     full_height(page)
                 elif shot.scroll_to:

@@ -326,3 +326,180 @@ def test_batching_verdicts_follow_the_run():
     text = generating.memory_sentence([4 * mib, 4 * mib, 2 * mib], [1 * mib, 2 * mib, 2 * mib], "Continuous")
     assert "up to 4.00 MiB reserved" in text and "up to 2.00 MiB holding" in text
     assert "filled 25%–100% of what was reserved (mean 58%)" in text  # shares 0.25, 0.5, 1.0, step by step
+
+
+# -- Speculative decoding ----------------------------------------------------------------------------------
+SPEC_PROMPTS = {name: PROMPTS[name] for name in ("default", "emoji", "code", "space")} | {"chat": "Quote: the cat sat."}
+
+
+def _spec_run(model: str, prompt: str, chat: bool, drafter: str, temperature: float, n_layers: int):
+    from inference import SamplingParams
+    from ui.compute import speculative as spec
+
+    ids = tuple(tok.tokenize(model, prompt, chat).ids)
+    speculation = spec.speculation_for(drafter, 4, 3, n_layers // 2, n_layers)
+    params = SamplingParams(temperature=temperature, max_new_tokens=8, seed=3).canonical()
+    return spec.run(model, ids, params, speculation, repeats=1), params
+
+
+def _check_speculative_sentences(result, params, drafter: str, depth: int, n_layers: int) -> None:
+    from tests.test_sweep import problems_in
+    from ui.claims import speculative as claims
+    from ui.compute import speculative as spec
+
+    drafting = sum(1 for s in result.steps if s.checks)
+    text = claims.steps_sentence(len(result.token_ids), result.forwards, result.drafted, result.accepted, drafting)
+    numbers = re.match(r"([\d,]+) tokens? took ([\d,]+) forwards?", text)
+    assert (int(numbers[1]), int(numbers[2])) == (len(result.token_ids), len(result.steps))
+    assert sum(len(s.checks) for s in result.steps) == result.drafted
+    assert sum(c.accepted for s in result.steps for c in s.checks) == result.accepted
+    if result.drafted:
+        assert f"checked {result.drafted:,} drafted token" in text
+        assert ("none was kept" in text) == (result.accepted == 0)
+        assert ("every one of them was kept" in text) == (result.accepted == result.drafted)
+    else:
+        assert "Nothing was drafted" in text
+    sentences = [text]
+    for step in result.steps:  # every drafted token's sentence quotes its own numbers
+        for check in step.checks:
+            top = check.p_top[0][1] if check.p_top else None
+            focus = claims.focus_sentence(
+                drafter,
+                params.greedy,
+                check.text,
+                check.p,
+                check.q,
+                check.accept_probability,
+                check.u,
+                check.accepted,
+                check.p_range,
+                top,
+            )
+            sentences.append(focus)
+            if params.greedy:
+                assert ("so it is kept" in focus) == check.accepted
+                assert check.accepted == (check.token_id == check.p_top[0][0])
+            elif drafter == "self":
+                assert f"q = {fmt_prob(check.q)}" in focus and f"p = {fmt_prob(check.p)}" in focus
+                assert (": kept." in focus) == check.accepted == (check.u < check.accept_probability)
+            else:
+                assert f"p = {fmt_prob(check.p)}" in focus and check.q == 1.0
+                if check.p_range is not None:
+                    inside = check.p_range[0] <= check.u < check.p_range[1]
+                    assert inside == check.accepted and (f"u = {check.u:.3f} lands in " in focus) == inside
+            if not check.accepted:
+                sentences.append(
+                    claims.residual_sentence(
+                        drafter, params.greedy, check.text, step.final_text, step.final_probability, step.rejected_mass
+                    )
+                )
+                assert step.final_kind == "residual"
+    speed = claims.speed_sentence(
+        result.speedup,
+        result.acceptance_rate,
+        result.tokens_per_forward,
+        drafter,
+        depth if drafter == "self" else None,
+        n_layers,
+        result.measured_at,
+        result.load,
+    )
+    sentences.append(speed)
+    assert f"{result.speedup:.2f}×" in speed
+    if abs(result.speedup - 1) <= claims.TIE_BAND:
+        assert "about as fast" in speed
+    elif result.speedup > 1:
+        assert ("as fast as plain decoding" in speed) == (result.tokens_per_forward > 1)
+    else:
+        assert "plain decoding's speed" in speed
+    check = spec.GreedyCheck(result.plain_ids, result.token_ids, result.plain_texts, result.texts)
+    sentences.append(claims.greedy_sentence(check.plain_texts, check.speculative_texts, check.first_difference))
+    if params.greedy or drafter == "lookup":  # greedy, and seeded prompt lookup: plain decoding's own tokens
+        assert result.token_ids == result.plain_ids, (result.texts, result.plain_texts)
+    for sentence in sentences:
+        assert not problems_in(sentence), (sentence, problems_in(sentence))
+
+
+def fmt_prob(value: float) -> str:
+    from ui.figures import format as fmt
+
+    return fmt.prob(value)
+
+
+SPEC_CASES = [(name, "lookup") for name in SPEC_PROMPTS] + [(name, "self") for name in ("default", "code", "chat")]
+
+
+@pytest.mark.parametrize("name,drafter", SPEC_CASES, ids=[f"{n}-{d}" for n, d in SPEC_CASES])
+def test_speculative_sentences_quote_the_run(real, name, drafter):
+    """Each sentence against the run it describes: both drafters, greedy ("code") and sampled, bytes, a chat
+    template, a one-token prompt (self-speculation, the slower drafter, on three of them)."""
+    n_layers = real.config.n_layers
+    temperature = 0.0 if name == "code" else 0.8  # greedy on one prompt, sampled on the rest
+    result, params = _spec_run(MODEL, SPEC_PROMPTS[name], name == "chat", drafter, temperature, n_layers)
+    _check_speculative_sentences(result, params, drafter, n_layers // 2, n_layers)
+
+
+def test_speculative_sentences_hold_on_gemma(real, gemma_engine, monkeypatch):
+    from ui.shell import resources
+
+    gemma = "gemma-3-270m"
+    monkeypatch.setattr(resources, "engine_for", lambda model: gemma_engine if model == gemma else real)
+    st.cache_resource.clear()
+    n_layers = gemma_engine.config.n_layers
+    for drafter, prompt in (("lookup", "I love pizza 🍕 and 𓀀"), ("self", PROMPTS["default"])):
+        result, params = _spec_run(gemma, prompt, False, drafter, 0.8, n_layers)
+        _check_speculative_sentences(result, params, drafter, n_layers // 2, n_layers)
+    st.cache_resource.clear()
+
+
+def test_speculative_sentences_for_the_cases_a_prompt_may_give():
+    from ui.claims import speculative as claims
+
+    everything = claims.steps_sentence(12, 4, 9, 9, 3)
+    assert everything.startswith("12 tokens took 4 forwards of the model (3.00 tokens per forward")
+    assert "3 steps checked 9 drafted tokens: every one of them was kept." in everything
+    assert "none was kept" in claims.steps_sentence(8, 8, 7, 0, 7)
+    assert "4 were kept (57%)" in claims.steps_sentence(8, 5, 7, 4, 3)
+    nothing = claims.steps_sentence(1, 1, 0, 0, 0)
+    assert nothing.startswith("1 token took 1 forward of the model") and "Nothing was drafted" in nothing
+    assert claims.lookup_note(5, 5, 3) is None
+    assert "had nothing to copy" in claims.lookup_note(0, 5, 3) and "length 3 down to 1" in claims.lookup_note(0, 5, 3)
+    assert claims.lookup_note(2, 5, 3).startswith("3 steps of 5 found no earlier n-gram")
+
+    when = ("12:00:00 UTC", 1.5)
+    faster = claims.speed_sentence(2.02, 0.96, 3.56, "lookup", None, 30, *when)
+    assert faster.startswith("On this prompt speculation ran 2.02× as fast as plain decoding: 96% of the drafts")
+    assert "this machine at 12:00:00 UTC (load 1.5)" in faster
+    wrong = claims.speed_sentence(0.8, 0.3, 1.23, "lookup", None, 30, *when)
+    assert wrong.startswith("On this prompt the draft is wrong too often: 0.80× plain decoding's speed (30%")
+    costly = claims.speed_sentence(0.51, 0.55, 2.13, "self", 26, 30, *when)
+    assert "kept often enough" in costly and "the first 26 of 30 layers (87% of a forward)" in costly
+    assert "about as fast as plain decoding: 0.97×" in claims.speed_sentence(0.97, None, 1.0, "lookup", None, 30, *when)
+    assert "nothing was drafted" in claims.speed_sentence(0.9, None, 1.0, "lookup", None, 30, "t", None)
+    noise = claims.speed_sentence(1.12, 0.0, 1.0, "lookup", None, 30, *when)
+    assert "noise" in noise and "as fast as plain" not in noise
+
+    assert claims.sweep_sentence([4, 8], [None, None], [1.0, 1.0], [0.9, 0.8], "k").startswith(
+        "No setting drafted anything on this prompt (k = 4…8)."
+    )
+    text = claims.sweep_sentence([1, 2, 3], [0.2, 0.6, 0.4], [1.1, 1.9, 1.4], [0.9, 1.4, 1.0], "n")
+    assert "The most drafts were kept at n = 2 (60%), the fewest at n = 1 (20%)." in text
+    assert "Tokens per forward: 1.10–1.90." in text and "Faster than plain decoding at n = 2 (the best: 1.40×" in text
+    text = claims.sweep_sentence([4, 8], [0.0, 0.0], [1.0, 1.0], [0.4, 0.3], "k")
+    assert "0% of the drafts were kept at every setting that drafted." in text and "Tokens per forward: 1.00." in text
+    assert "None ran clearly faster than plain decoding (the best: 0.40× at k = 4)." in text
+
+    assert claims.greedy_sentence([" a", " b"], [" a", " b"], None).startswith("Identical: all 2 tokens")
+    differ = claims.greedy_sentence([" a", " b"], [" a", " c"], 1)
+    assert "the first 1 token agree, then they part" in differ and "“·b”" in differ and "“·c”" in differ
+
+    lookup = claims.seed_sentence("lookup", 200, 200, 0.0, 5, 1.0, 9)
+    assert "very tokens on all 200 seeds" in lookup and "p = 1" in lookup and "No sign that they differ" in lookup
+    differs = claims.seed_sentence("self", 200, 20, 80.0, 6, 1e-12, 12)
+    assert "χ² = 80.00 on 6 degrees of freedom, p = 1.00e-12" in differs and "differ more than chance" in differs
+    assert "same two tokens on 20 of the 200 seeds" in differs
+    assert "nothing is tested" in claims.seed_sentence("self", 50, 10, 0.0, 0, 1.0, 30)
+    assert "the very first token differs" in claims.greedy_sentence([" a"], [" c"], 0)
+    assert claims.spread_note("plain decoding (s)", 1.0, 1.2) is None
+    busy = claims.spread_note("plain decoding (s)", 14.58, 5.246)
+    assert busy.startswith("The two timings of plain decoding (s) differ by 178% (5.25 and 14.6)")

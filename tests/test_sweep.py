@@ -19,7 +19,7 @@ is a base model without one). Everything the page writes is read back, and the t
 Cost: the session's engines are shared (``engine``, ``gemma_engine``: no load of its own), each page's
 forwards are cached across its reruns, the two pages that run a traced forward of their own (Overview,
 the logit lens) and the side-by-side page (which generates with both models) are swept on three of the
-prompts, the pages whose text follows the settings (Sampling, Generation, Experiments) on four and the
+prompts, the pages whose text follows the settings (Sampling, Generation, Speculative decoding, Experiments) on four and the
 Quantization page (its block view describes the model's file) on one, and the independent checks are one plain forward per prompt and model (a traced one where a
 button names a head). Measured: 49 s (SmolLM2) and 131 s (Gemma, the side-by-side page on seven prompts
 then) on a shared 2-core machine at load 4-7, before the side-by-side page was cut to three prompts; with Sampling,
@@ -58,7 +58,8 @@ PAGES = ("tokenization", "embeddings", "attention", "logits")  # on every prompt
 TRACED_PAGES = ("overview", "logit_lens")  # a traced forward each: on the prompts below (the costliest pages)
 TRACED_ON = ("default", "bytes", "japanese")
 COMPARED_ON = ("default", "bytes", "japanese")  # the side-by-side page generates with both models: three prompts
-SETTINGS_PAGES = ("sampling", "generation", "experiments")  # their text follows the settings more than the prompt
+# their text follows the settings more than the prompt
+SETTINGS_PAGES = ("sampling", "generation", "speculative", "experiments")
 SETTINGS_ON = ("default", "no-pronoun", "code", "chat")
 MODEL_PAGES = ("quantization",)  # the block view and its introduction describe the model's file: one prompt
 ENDS = (".", "!", "?", ")", "…", "”", "*", "`", '"', "'")

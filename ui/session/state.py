@@ -138,6 +138,18 @@ GEN_NEXT, GEN_RUN, GEN_RESTART, GEN_REWIND, GEN_FORCE_GO, GEN_MEASURE = (  # but
     "gen_measure",
 )
 
+# -- Speculative decoding (pages/speculative.py) -------------------------------------------------------
+SPEC_DRAFTER = "spec_drafter"  # str: "lookup" or "self"
+SPEC_DRAFT_TOKENS = "spec_draft_tokens"  # int: tokens drafted per step
+SPEC_NGRAM = "spec_ngram"  # int: prompt lookup's longest n-gram (0 is refused by the engine, with its message)
+SPEC_DEPTH = "spec_depth"  # int: self-speculation's draft depth k (0 or the model's depth: refused, with a message)
+SPEC_NEW_TOKENS = "spec_new_tokens"  # int: new tokens of the run on screen
+SPEC_FOCUS = "spec_focus"  # (step, draft): the drafted token looked at closely
+SPEC_SEEDS = "spec_seeds"  # int: seeds of the χ² test
+SPEC_SWEEP_FOR = "spec_sweep_for"  # tuple: the inputs the sweep was asked for (shown while they hold)
+SPEC_SEEDS_FOR = "spec_seeds_for"  # tuple: the inputs the χ² test was asked for
+SPEC_SWEEP_RUN, SPEC_SEEDS_RUN = "spec_sweep_run", "spec_seeds_run"  # buttons
+
 # -- Quantization -----------------------------------------------------------------------------
 QUANT_COMPARE_ON = "quant_compare_on"  # bool: the visitor asked for the prompt in every mode
 QUANT_SPEED = "quant_speed"  # (model, prompt ids, {mode: tok/s}): the last measurement

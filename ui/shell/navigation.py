@@ -4,7 +4,7 @@ The first entry is the default page, served at ``/`` (Streamlit gives the defaul
 page no deep link of its own, so it is a short overview rather than a story page).
 To add a page, append a ``PageSpec`` to ``PAGES`` at its place in the story
 (Tokenization → Embeddings → Attention → Transformer block & logit lens → Experiments →
-Logits & temperature → Sampling → Generation & KV cache → Quantization → Batching → Two models
+Logits & temperature → Sampling → Generation & KV cache → Speculative decoding → Quantization → Batching → Two models
 side by side). ``url_path`` is the deep link (``/attention``); it must equal the file name
 without ``.py`` (see ``redirect_legacy_run`` for why; a number prefix, as Streamlit's own multipage
 mode uses for order, would only repeat the order ``PAGES`` already owns).
@@ -49,6 +49,7 @@ PAGES: list[PageSpec] = [
     PageSpec(
         "pages/generation.py", "Generation & KV cache", "generation", ":material/autorenew:", opens_with_chart=False
     ),  # charts appear after the first step
+    PageSpec("pages/speculative.py", "Speculative decoding", "speculative", ":material/fast_forward:"),
     PageSpec("pages/quantization.py", "Quantization", "quantization", ":material/compress:"),
     PageSpec("pages/batching.py", "Batching", "batching", ":material/stacks:"),
     PageSpec("pages/compare.py", "Two models side by side", "compare", ":material/compare_arrows:"),
@@ -68,7 +69,7 @@ def build() -> StreamlitPage:
     ]
     return st.navigation(
         pages, position="sidebar", expanded=True
-    )  # every page listed (13: past the 12 it shows unasked)
+    )  # every page listed (14: past the 12 it shows unasked)
 
 
 def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:

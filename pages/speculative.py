@@ -1,0 +1,362 @@
+"""Speculative decoding: a cheap draft guesses several tokens, one forward of the model checks them all."""
+
+import dataclasses
+
+import streamlit as st
+
+from inference import SpeculationError
+from ui.claims import speculative as claims
+from ui.compute import speculative as spec
+from ui.controls import sampling as sampling_controls
+from ui.controls.prompt import prompt_tokens
+from ui.figures import speculative as figs
+from ui.figures.tokens import visible
+from ui.session import state
+from ui.shell import charts, models, presenter
+from ui.shell.navigation import redirect_legacy_run
+from ui.shell.resources import current_client
+
+redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+
+st.title("Speculative decoding")
+st.markdown(
+    "Plain decoding runs the whole model once per token. **Speculative decoding** lets a cheap *draft* guess "
+    "several tokens, then checks all of them in **one** forward of the model. A drafted token x is kept with "
+    "probability min(1, p(x)/q(x)), where p is the model's distribution and q the draft's (both after the "
+    "sampling settings); the first one rejected is replaced by a draw from normalize(max(0, p − q)); when every "
+    "draft is kept, one more token comes from p. Each token is then distributed exactly as plain decoding's "
+    "(Leviathan et al. 2023; Chen et al. 2023). Two drafts, neither a second model: **prompt lookup** copies what "
+    "followed the text's last n tokens where they occurred before; **self-speculation** runs only the model's "
+    "first k layers, then its final norm and output matrix."
+)
+
+model = models.current()
+client = current_client()
+config = client.config
+view = prompt_tokens()
+if view is None:
+    st.stop()
+presenting = presenter.is_on()
+settings = sampling_controls.settings_or_stop(config.vocab_size, draw=not presenting)
+if presenting:
+    st.caption(f"Sampling: {sampling_controls.summary(settings.params)} (presenter mode hides the other controls).")
+
+# 1. The draft's settings (bad values are the engine's to refuse: its message is shown, the settings are kept)
+st.header("Draft, then check")
+c1, c2, c3, c4 = st.columns([1.6, 1, 1, 1], vertical_alignment="bottom")
+drafter = c1.radio(
+    "Draft",
+    list(spec.DRAFTERS),
+    format_func=spec.DRAFTERS.get,
+    horizontal=True,
+    **state.bind(state.SPEC_DRAFTER, "lookup", list(spec.DRAFTERS)),
+)
+draft_tokens = c2.number_input(
+    f"Tokens drafted a step (1–{spec.MAX_DRAFT_TOKENS})",
+    min_value=1,
+    max_value=spec.MAX_DRAFT_TOKENS,
+    step=1,
+    **state.bind(state.SPEC_DRAFT_TOKENS, 4, range(1, spec.MAX_DRAFT_TOKENS + 1)),
+)
+if drafter == "lookup":
+    setting = c3.number_input(
+        "Longest n-gram matched",
+        min_value=0,
+        max_value=spec.MAX_NGRAM,
+        step=1,
+        help="The text's last n tokens are looked for earlier in the text (then n − 1, …, 1).",
+        **state.bind(state.SPEC_NGRAM, 3, range(0, spec.MAX_NGRAM + 1)),
+    )
+else:
+    setting = c3.number_input(
+        f"Draft depth k (of {config.n_layers} layers)",
+        min_value=0,
+        max_value=config.n_layers,
+        step=1,
+        help=f"The draft runs layers 0…k − 1; k must be 1…{config.n_layers - 1}.",
+        **state.bind(state.SPEC_DEPTH, config.n_layers // 2, range(0, config.n_layers + 1)),
+    )
+new_tokens = c4.number_input(
+    f"New tokens (≤ {spec.MAX_NEW_TOKENS})",
+    min_value=2,
+    max_value=spec.MAX_NEW_TOKENS,
+    step=1,
+    **state.bind(state.SPEC_NEW_TOKENS, spec.DEFAULT_NEW_TOKENS, range(2, spec.MAX_NEW_TOKENS + 1)),
+)
+ngram = int(st.session_state.get(state.SPEC_NGRAM, 3))
+depth = int(st.session_state.get(state.SPEC_DEPTH, config.n_layers // 2))
+try:
+    speculation = spec.speculation_for(drafter, int(draft_tokens), ngram, depth, config.n_layers)
+except SpeculationError as error:
+    st.error(f"Cannot speculate with these settings: {error}. Nothing was run; your settings are kept.")
+    st.stop()
+params = dataclasses.replace(settings.params, max_new_tokens=int(new_tokens)).canonical()
+ids = tuple(view.ids)
+try:
+    with st.spinner("Decoding speculatively and plainly, twice each…"):
+        result = spec.run(model, ids, params, speculation)
+except spec.ERRORS as error:
+    st.error(f"Cannot run this request: {error}. Your settings are kept.")
+    st.stop()
+
+st.markdown(f"**{speculation.describe().capitalize()}**, {sampling_controls.summary(params)}: “{visible(result.text)}”")
+st.markdown(
+    claims.steps_sentence(
+        len(result.token_ids),
+        result.forwards,
+        result.drafted,
+        result.accepted,
+        sum(1 for step in result.steps if step.checks),
+    )
+)
+if drafter == "lookup":
+    note = claims.lookup_note(sum(1 for s in result.steps if s.ngram is not None), len(result.steps), ngram)
+    if note:
+        st.caption(note)
+rows, row_names = spec.step_rows(result.steps)
+charts.show(figs.make_step_rows(rows, row_names), key="spec_steps", data=figs.step_rows_table(rows, row_names))
+st.caption(
+    "One row per forward of the model. A row holds the drafts in order as far as they were checked (a draft "
+    "after the first rejection is not checked, and is not drawn), then the token the step ends with. Hover a "
+    "cell for its p, q, min(1, p/q) and u."
+)
+
+# 2. One drafted token, closely
+st.header("One drafted token: p against q")
+options = spec.focus_options(result.steps)
+if not options:
+    st.info(
+        "Nothing was drafted in this run, so there is no drafted token to look at. Prompt lookup needs a text that "
+        "repeats itself; self-speculation always drafts."
+    )
+else:
+    focus = st.selectbox(
+        "Token in focus",
+        options,
+        format_func=lambda o: (
+            f"step {o[0]}, draft {o[1] + 1}: {visible(result.steps[o[0]].checks[o[1]].text) or '∅'} "
+            f"({'kept' if result.steps[o[0]].checks[o[1]].accepted else 'rejected'})"
+        ),
+        **state.bind(state.SPEC_FOCUS, spec.default_focus(result.steps), options),
+    )
+    step = result.steps[focus[0]]
+    check = step.checks[focus[1]]
+    bars = spec.focus_bars(check, drafter)
+    left, right = st.columns(2) if not presenting else (st.container(), st.container())
+    with left:
+        charts.show(
+            figs.make_p_vs_q(
+                bars.texts, bars.p, bars.q, bars.drafted, f"Draft {visible(check.text) or '∅'}: p (model) and q (draft)"
+            ),
+            key="spec_p_vs_q",
+            data=figs.p_q_table(bars.texts, bars.ids, bars.p, bars.q),
+        )
+    with right:
+        model_top = check.p_top[0][1] if check.p_top else None
+        st.markdown(
+            claims.focus_sentence(
+                drafter,
+                params.greedy,
+                check.text,
+                check.p,
+                check.q,
+                check.accept_probability,
+                check.u,
+                check.accepted,
+                check.p_range,
+                model_top,
+            )
+        )
+        if check.u is not None:
+            keep = check.p_range if check.p_range is not None else (0.0, check.accept_probability)
+            if drafter == "lookup" and check.p_range is None:
+                keep = (0.0, 0.0)
+            charts.show(
+                figs.make_acceptance_test(
+                    keep[0], keep[1], check.u, check.accepted, "The test: u against the stretch that keeps the draft"
+                ),
+                key="spec_accept_test",
+            )
+        if not check.accepted:
+            drawn = next((i for i, (t, _, _) in enumerate(step.distribution) if t == step.final_id), None)
+            charts.show(
+                figs.make_distribution(
+                    [t for _, t, _ in step.distribution],
+                    [v for _, _, v in step.distribution],
+                    drawn,
+                    "What the replacement was drawn from" if not params.greedy else "The model's own choice",
+                ),
+                key="spec_residual",
+                data=figs.distribution_table(
+                    [t for _, t, _ in step.distribution],
+                    [i for i, _, _ in step.distribution],
+                    [v for _, _, v in step.distribution],
+                ),
+            )
+            st.markdown(
+                claims.residual_sentence(
+                    drafter, params.greedy, check.text, step.final_text, step.final_probability, step.rejected_mass
+                )
+            )
+
+# 3. Speed, measured in the same call as plain decoding
+st.header("Faster? Measured against plain decoding")
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Plain (tok/s)", f"{result.plain_tps:.1f}")  # the unit in the label: a projector's column is narrow
+m2.metric("Speculative (tok/s)", f"{result.speculative_tps:.1f}")
+m3.metric("Speed-up", f"{result.speedup:.2f}×")
+m4.metric("Tokens per forward", f"{result.tokens_per_forward:.2f}")
+st.markdown(
+    claims.speed_sentence(
+        result.speedup,
+        result.acceptance_rate,
+        result.tokens_per_forward,
+        drafter,
+        speculation.layers,
+        config.n_layers,
+        result.measured_at,
+        result.load,
+    )
+)
+st.caption(
+    f"Whole requests ({len(result.plain_ids)} and {len(result.token_ids)} tokens, the prompt's forward included), "
+    "in seconds: plain "
+    + ", ".join(f"{s:.3f}" for s in result.plain_seconds)
+    + "; speculative "
+    + ", ".join(f"{s:.3f}" for s in result.speculative_seconds)
+    + ". A time of this machine, now: another program running beside it changes it."
+)
+for what, seconds in (("plain decoding", result.plain_seconds), ("speculative decoding", result.speculative_seconds)):
+    busy = claims.spread_note(what + " (s)", *seconds[:2]) if len(seconds) > 1 else None
+    if busy:
+        st.caption(busy)
+
+# 4. The sweep: acceptance and tokens per forward against k and n
+st.header("Draft depth and n-gram length")
+depths = spec.sweep_depths(config.n_layers)
+sweep_for = (model, ids, params, int(draft_tokens))
+st.button(
+    "Measure the sweep",
+    key=state.SPEC_SWEEP_RUN,
+    on_click=state.put,
+    args=(state.SPEC_SWEEP_FOR, sweep_for),
+    help="A few seconds to a minute on two cores.",
+)
+if st.session_state.get(state.SPEC_SWEEP_FOR) == sweep_for:
+    bar = st.progress(0.0, text="sweeping…")
+    try:
+        sweep = spec.sweep(model, ids, params, int(draft_tokens), lambda share, text: bar.progress(share, text=text))
+    except spec.ERRORS as error:
+        sweep = None
+        st.error(f"Cannot run the sweep: {error}.")
+    bar.empty()
+    if sweep is not None:
+        for name, setting_name, title in (
+            ("self", "k", "Self-speculation: the first k layers draft"),
+            ("lookup", "n", "Prompt lookup: n-grams up to n"),
+        ):
+            points = sweep.of(name)
+            columns = (
+                [p.setting for p in points],
+                [p.acceptance_rate for p in points],
+                [p.tokens_per_forward for p in points],
+                [p.speedup for p in points],
+            )
+            charts.show(
+                figs.make_sweep(*columns, setting_name, title),
+                key=f"spec_sweep_{name}",
+                data=figs.sweep_table(*columns, setting_name),
+            )
+            st.markdown(claims.sweep_sentence(*columns, setting_name))
+        st.caption(
+            f"{sweep.new_tokens} new tokens at each point, {sweep.draft_tokens} drafted a step, your sampling "
+            f"settings; plain decoding timed before and after the sweep ({sweep.plain_tps[0]:.1f} and "
+            f"{sweep.plain_tps[1]:.1f} tok/s; the speed-ups are against their mean). Measured at {sweep.measured_at}"
+            + (f", load {sweep.load:.1f}" if sweep.load is not None else "")
+            + ": a time of this machine, then."
+        )
+        busy = claims.spread_note("plain decoding before and after (tok/s)", *sweep.plain_tps)
+        if busy:
+            st.caption(busy)
+else:
+    st.caption(
+        f"Runs self-speculation at k = {', '.join(str(k) for k in depths)} and prompt lookup at n = "
+        f"{', '.join(str(n) for n in spec.SWEEP_NGRAMS)}, {spec.SWEEP_TOKENS} new tokens each, on this prompt."
+    )
+
+# 5. It changes nothing
+st.header("It changes nothing")
+if params.greedy:
+    greedy = spec.GreedyCheck(result.plain_ids, result.token_ids, result.plain_texts, result.texts)
+else:
+    with st.spinner("Greedy, plainly and speculatively…"):
+        greedy = spec.greedy_check(model, ids, params, speculation)
+st.markdown(claims.greedy_sentence(greedy.plain_texts, greedy.speculative_texts, greedy.first_difference))
+st.caption(
+    "Plain greedy: “"
+    + visible("".join(greedy.plain_texts))
+    + "”. Speculative greedy: “"
+    + visible("".join(greedy.speculative_texts))
+    + "”."
+)
+s1, s2 = st.columns([1, 3], vertical_alignment="bottom")
+seeds = s1.number_input(
+    f"Seeds ({spec.MIN_SEEDS}–{spec.MAX_SEEDS})",
+    min_value=spec.MIN_SEEDS,
+    max_value=spec.MAX_SEEDS,
+    step=10,
+    **state.bind(state.SPEC_SEEDS, spec.DEFAULT_SEEDS, range(spec.MIN_SEEDS, spec.MAX_SEEDS + 1)),
+)
+seeds_for = (model, ids, dataclasses.replace(params, max_new_tokens=2), speculation, int(seeds))
+s1.button(
+    "Compare many seeds",
+    key=state.SPEC_SEEDS_RUN,
+    on_click=state.put,
+    args=(state.SPEC_SEEDS_FOR, seeds_for),
+    disabled=params.greedy,
+)
+if params.greedy:
+    s2.caption("Greedy decoding draws nothing at random: set a temperature above 0 to compare the draws of many seeds.")
+elif st.session_state.get(state.SPEC_SEEDS_FOR) == seeds_for:
+    bar = st.progress(0.0, text="seeds…")
+    try:
+        test = spec.seed_test(*seeds_for, lambda share, text: bar.progress(share, text=text))
+    except spec.ERRORS as error:
+        test = None
+        st.error(f"Cannot run the seeds: {error}.")
+    bar.empty()
+    if test is not None:
+        cells = spec.top_cells(test)
+        charts.show(
+            figs.make_seed_counts(
+                [c.label for c in cells],
+                [c.plain for c in cells],
+                [c.speculative for c in cells],
+                "The first two tokens, seed by seed",
+            ),
+            key="spec_seeds_chart",
+            data=figs.seed_counts_table(
+                [c.label for c in cells], [c.plain for c in cells], [c.speculative for c in cells]
+            ),
+        )
+        st.markdown(
+            claims.seed_sentence(
+                drafter,
+                test.seeds,
+                test.same_seeds,
+                test.statistic,
+                test.dof,
+                test.p_value,
+                len(set(test.plain) | set(test.speculative)),
+            )
+        )
+        st.caption(
+            f"Speculative decoding ran for real on each seed; plain decoding's draws were replayed from the model's "
+            f"logits with each seed's own random numbers (checked against plain decoding itself on "
+            f"{test.replay_checked} seeds: {test.replay_matched} matched). {test.seconds:.0f} s on this machine."
+        )
+else:
+    s2.caption(
+        "Runs speculative decoding once per seed (0, 1, 2, …) for the first two tokens and compares how often each "
+        "pair comes up with plain decoding's, by a χ² test: the same distribution, or not?"
+    )
