@@ -52,10 +52,12 @@ drafter = c1.radio(
     **state.bind(state.SPEC_DRAFTER, "lookup", list(spec.DRAFTERS)),
 )
 draft_tokens = c2.number_input(
-    f"Tokens drafted a step (1–{spec.MAX_DRAFT_TOKENS})",
+    f"Most tokens drafted a step (1–{spec.MAX_DRAFT_TOKENS})",
     min_value=1,
     max_value=spec.MAX_DRAFT_TOKENS,
     step=1,
+    help="The draft length adapts: two more after a step whose drafts were all kept, one fewer (at least one) "
+    "after a rejection, never more than this.",
     **state.bind(state.SPEC_DRAFT_TOKENS, 4, range(1, spec.MAX_DRAFT_TOKENS + 1)),
 )
 if drafter == "lookup":
@@ -269,7 +271,7 @@ if st.session_state.get(state.SPEC_SWEEP_FOR) == sweep_for:
             )
             st.markdown(claims.sweep_sentence(*columns, setting_name))
         st.caption(
-            f"{sweep.new_tokens} new tokens at each point, {sweep.draft_tokens} drafted a step, your sampling "
+            f"{sweep.new_tokens} new tokens at each point, up to {sweep.draft_tokens} drafted a step, your sampling "
             f"settings; plain decoding timed before and after the sweep ({sweep.plain_tps[0]:.1f} and "
             f"{sweep.plain_tps[1]:.1f} tok/s; the speed-ups are against their mean). Measured at {sweep.measured_at}"
             + (f", load {sweep.load:.1f}" if sweep.load is not None else "")
