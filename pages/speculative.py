@@ -178,6 +178,7 @@ else:
                     keep[0], keep[1], check.u, check.accepted, "The test: u against the stretch that keeps the draft"
                 ),
                 key="spec_accept_test",
+                data=figs.acceptance_table(keep[0], keep[1], check.u, check.accepted),
             )
         if not check.accepted:
             drawn = next((i for i, (t, _, _) in enumerate(step.distribution) if t == step.final_id), None)

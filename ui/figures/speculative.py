@@ -234,6 +234,13 @@ def make_distribution(tokens: Sequence[str], probs: Sequence[float], drawn: int 
     return fig
 
 
+def acceptance_table(keep_from: float, keep_to: float, u: float, accepted: bool) -> pd.DataFrame:
+    """The acceptance test's numbers: the stretch of [0, 1) that keeps the draft, the u drawn, the verdict."""
+    return pd.DataFrame(
+        {"keeps from": [keep_from], "keeps to": [keep_to], "u": [u], "kept": [accepted]},
+    )
+
+
 def distribution_table(tokens: Sequence[str], ids: Sequence[int], probs: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame({"token": [visible(t) for t in tokens], "id": list(ids), "probability": list(probs)})
 
