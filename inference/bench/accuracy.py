@@ -26,6 +26,7 @@ import torch
 
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
+from ..generation.speculative import compare_greedy
 from ..model.loader import gguf_source
 from ..threads import available_cores, set_threads
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem
@@ -98,12 +99,16 @@ def compiled_rows(mode: str, prompts: list[list[int]], expected: list[torch.Tens
     parity = {}
     for name, ids in (("shortest", min(prompts, key=len)), ("longest", max(prompts, key=len))):
         want, got = greedy_tokens(eager, ids), greedy_tokens(compiled, ids)
-        parted = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), None)
+        difference = compare_greedy(eager, ids, want, got)  # where they part, and whether the eager step tied there
         parity[name] = {
             "prompt_tokens": len(ids),
             "new_tokens": len(want),
-            "equal": want == got,
-            "first_difference": parted,
+            "equal": difference is None,
+            "first_difference": None if difference is None else difference.position,
+            "tokens": None if difference is None else [difference.plain_text, difference.speculative_text],
+            "gap": None if difference is None else difference.gap,
+            "rounding": None if difference is None else difference.rounding,
+            "tie": None if difference is None else difference.is_tie,
         }
     return rows, {"mode": mode, "step": status.detail, "greedy": parity}
 
@@ -150,7 +155,14 @@ def print_table(report: dict) -> None:
         )
     for parity in report.get("compiled_greedy", []):
         for name, run in parity["greedy"].items():
-            verdict = "equal" if run["equal"] else f"part at token {run['first_difference']}"
+            verdict = (
+                "equal"
+                if run["equal"]
+                else f"part at token {run['first_difference']} ({run['tokens'][0]!r} / {run['tokens'][1]!r}, logits "
+                f"{run['gap']:.3f} apart in the eager step: "
+                + ("a tie at the kernels' rounding" if run["tie"] else f"wider than the rounding {run['rounding']:.3f}")
+                + ")"
+            )
             print(
                 f"{parity['mode']}: greedy {run['new_tokens']} tokens after the {name} prompt "
                 f"({run['prompt_tokens']} tokens), compiled against eager step: {verdict}"
