@@ -14,7 +14,7 @@ from ui.session import links, state
 from ui.shell import fragment_races, navigation, presenter, sidebar
 from ui.shell.resources import configure_server, current_client
 
-fragment_races.install()  # before a tab's first fragment tick (two Streamlit races that break a tab under load)
+fragment_races.install()  # before a tab's first fragment tick (Streamlit races that break a tab under load)
 
 st.set_page_config(page_title=navigation.ROOT_TITLE, page_icon=navigation.FAVICON, layout="wide")
 configure_server()  # the operator's settings checked, and the app's one thread setting (LLM_EXPLORER_THREADS)

@@ -1,19 +1,25 @@
-"""The work-arounds for two Streamlit fragment races (``ui.shell.fragment_races``), on fake sessions and runners.
+"""The work-arounds for Streamlit's fragment races (``ui.shell.fragment_races``), on fake sessions and runners.
 
 1. A fragment's timer tick that names a page the session has left is dropped; every other request reaches Streamlit.
-2. A fragment's request that finds the runner finishing never replaces it (that would drop the finished run's last
+2. A run of fragments only that is about to start on another page than the session's (a tick queued in the gap
+   between a page switch and the next page's run) is not run if it is a timer tick, and runs on the session's page if
+   it is a press; every other run starts as asked.
+3. A fragment's request that finds the runner finishing never replaces it (that would drop the finished run's last
    messages): a timer tick is dropped, a press waits for the old runner to be gone and is then handed on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from types import SimpleNamespace
 
 import pytest
 from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.runtime.app_session import AppSession, AppSessionState
-from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests, ScriptRequestType
 
 from ui.shell import fragment_races
 
@@ -39,13 +45,14 @@ class _Runner:
 
 @pytest.fixture
 def patched(monkeypatch):
-    """Both methods replaced by recorders, then wrapped by ``install`` (twice: idempotent)."""
-    received, created = [], []
+    """The three methods replaced by recorders, then wrapped by ``install`` (twice: idempotent)."""
+    received, created, ran = [], [], []
     monkeypatch.setattr(AppSession, "request_rerun", lambda self, client_state: received.append(client_state))
     monkeypatch.setattr(AppSession, "_create_scriptrunner", lambda self, data: created.append(data))
+    monkeypatch.setattr(ScriptRunner, "_run_script", lambda self, data: ran.append(data))
     fragment_races.install()
     fragment_races.install()
-    return SimpleNamespace(received=received, created=created)
+    return SimpleNamespace(received=received, created=created, ran=ran)
 
 
 def _session(page: str = PAGE_B, runner: _Runner | None = None, loop=None) -> SimpleNamespace:
@@ -76,6 +83,76 @@ def test_a_tick_for_a_page_the_session_left_is_dropped(patched):
 def test_every_other_request_reaches_streamlit(patched, request_, on):
     AppSession.request_rerun(_session(on), request_)
     assert patched.received == [request_]
+
+
+def _runner(page: str = PAGE_B) -> SimpleNamespace:
+    """A script runner whose session is on ``page`` (the page its last run made current)."""
+    return SimpleNamespace(_pages_manager=SimpleNamespace(current_page_script_hash=page))
+
+
+PRESSED = WidgetStates(widgets=[WidgetState(id="$$ID-draw", trigger_value=True)])
+NOT_PRESSED = WidgetStates(widgets=[WidgetState(id="$$ID-draw", trigger_value=False), WidgetState(id="t", int_value=3)])
+
+
+def test_a_tick_queued_in_the_gap_of_a_page_switch_is_not_run(patched):
+    """The traced sequence, with Streamlit's own request queue: a follower's run on page A has asked to switch to B, and
+    the script thread has taken that request but not yet started B's run, so the session is still on A. A heartbeat
+    tick naming A arrives: it passes the request's check and is queued. B's run makes B current; when it ends, the
+    queued tick would run as a fragment run on A (the browser clears the page it shows, and the session would be on A,
+    dropping every later tick that names B). It is not run."""
+    requests = ScriptRequests()
+    requests.request_rerun(RerunData(page_script_hash=PAGE_B))  # st.switch_page(B), in the run on A
+    switch = requests.on_scriptrunner_yield()  # the script thread takes it; B's run has not started
+    assert switch.type == ScriptRequestType.RERUN and switch.rerun_data.page_script_hash == PAGE_B
+    tick = _request(PAGE_A, fragment="heartbeat", auto=True)
+    assert not fragment_races.is_stale_tick(tick, PAGE_A)  # the session is still on A: the request passes
+    assert requests.request_rerun(
+        RerunData(page_script_hash=tick.page_script_hash, fragment_id=tick.fragment_id, is_auto_rerun=True)
+    )  # queued behind the switch
+    queued = requests.on_scriptrunner_ready()  # B's run has ended (and made B the current page)
+    assert queued.rerun_data.fragment_id_queue == ["heartbeat"] and queued.rerun_data.page_script_hash == PAGE_A
+    ScriptRunner._run_script(_runner(PAGE_B), queued.rerun_data)
+    assert patched.ran == []
+
+
+@pytest.mark.parametrize("widgets", [PRESSED, None], ids=["a press folded with a later tick", "a press"])
+def test_a_press_queued_for_a_page_the_session_left_runs_on_the_current_page(patched, widgets):
+    """A user's press is never dropped: it runs, on the page the session (and the tab) is on."""
+    auto = widgets is not None  # Streamlit keeps the newer request's is_auto_rerun, and the older one's trigger
+    press = RerunData(
+        page_script_hash=PAGE_A, page_name="class", fragment_id_queue=["draw"], is_auto_rerun=auto,
+        widget_states=widgets,
+    )  # fmt: skip
+    ScriptRunner._run_script(_runner(PAGE_B), press)
+    [ran] = patched.ran
+    assert (ran.page_script_hash, ran.page_name, ran.fragment_id_queue) == (PAGE_B, "", ["draw"])
+    assert ran.widget_states is widgets and ran.is_auto_rerun is auto
+
+
+@pytest.mark.parametrize(
+    "run, on",
+    [
+        (RerunData(page_script_hash=PAGE_A), PAGE_B),  # a whole-app run on another page: a page switch
+        (RerunData(page_script_hash=PAGE_A, fragment_id_queue=["heartbeat"], is_auto_rerun=True), PAGE_A),  # its page
+        (RerunData(fragment_id_queue=["heartbeat"], is_auto_rerun=True), PAGE_B),  # a run that names no page
+        (RerunData(page_script_hash=PAGE_A, fragment_id_queue=["heartbeat"], is_auto_rerun=True), ""),  # first run
+        (
+            RerunData(page_script_hash=PAGE_A, fragment_id_queue=["h"], is_auto_rerun=True, widget_states=NOT_PRESSED),
+            PAGE_A,
+        ),  # a tick with the tab's widget values, on its page
+    ],
+)
+def test_every_other_run_starts_as_asked(patched, run, on):
+    ScriptRunner._run_script(_runner(on), run)
+    assert patched.ran == [run]
+
+
+def test_a_tick_with_the_tabs_widget_values_is_still_a_tick(patched):
+    ScriptRunner._run_script(
+        _runner(PAGE_B),
+        RerunData(page_script_hash=PAGE_A, fragment_id_queue=["h"], is_auto_rerun=True, widget_states=NOT_PRESSED),
+    )
+    assert patched.ran == []
 
 
 def test_a_runner_is_created_as_before_when_none_exists_or_for_a_full_run(patched):
@@ -139,3 +216,5 @@ def test_the_patch_reads_attributes_streamlit_has():
     names = AppSession.__init__.__code__.co_names
     assert {"_pages_manager", "_scriptrunner", "_event_loop", "_state"} <= set(names)
     assert hasattr(AppSession, "_create_scriptrunner")
+    assert "_pages_manager" in ScriptRunner.__init__.__code__.co_names
+    assert list(inspect.signature(ScriptRunner._run_script).parameters) == ["self", "rerun_data"]

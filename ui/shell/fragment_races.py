@@ -1,16 +1,28 @@
-"""Work-arounds for two Streamlit races that a fragment's timer (``run_every``) turns into a broken tab under load.
+"""Work-arounds for Streamlit races that a fragment's timer (``run_every``) turns into a broken tab under load.
 
-Both were seen with the class heartbeat (``ui.classroom.broadcast``, a fragment on every page, ticking every 0.5 s)
+All were seen with the class heartbeat (``ui.classroom.broadcast``, a fragment on every page, ticking every 0.5 s)
 on Streamlit 1.67, in the lesson browser test on a loaded machine, and traced from the websocket's messages and the
 server's debug log.
 
-**A tick for a page the tab left blanks the new page.** A tab on page A sends a tick naming page A; the server switches
-the session to page B (a follower's ``st.switch_page``) and runs B; the tick arrives while B runs and is run after it,
-as a fragment run *on page A* (the fragment still exists: it is drawn on every page). The browser takes that run's
-``new_session`` (page A's hash) for a page change and clears the page's elements (the main script's stay, so the
-sidebar is left), then redraws only the fragment: the main area stays blank, script idle and socket connected, until
-the next full run. Fix: a timer tick that names another page than the session's current one is dropped; the next
-tick, 0.5 s later, names the page the tab shows.
+**A fragment run for a page the tab left blanks the new page.** Streamlit runs a fragment on the page its request
+named (``RerunData.page_script_hash``), and the browser takes a fragment run's ``new_session`` that names another page
+than the one it shows for a page change: it clears the page's elements (the main script's stay, so the sidebar is
+left) and redraws only the fragment. The main area stays blank, script idle and socket connected. Such a run also
+makes the old page the session's current page on the server (``ScriptRunContext.reset``), so every later tick, which
+names the page the tab shows, is dropped by the first check below: the tab stays blank for good (until a whole-app
+run, e.g. a click). Two ways it happens, both checked:
+
+- *At the request.* A tab on page A sends a tick naming A; the server switches the session to page B (a follower's
+  ``st.switch_page``) and runs B; the tick arrives while B runs and would run after it. Fix: a timer tick that names
+  another page than the session's current one is dropped at once (``is_stale_tick``); the next tick, 0.5 s later,
+  names the page the tab shows.
+- *In the queue.* A follower's run on page A calls ``st.switch_page(B)``; the script thread takes that request, then
+  cleans up after the run (widget state, media files, ``gc.collect``: tens to hundreds of milliseconds under load)
+  before B's run makes B the current page. A tick naming A that arrives in that gap passes the first check (the session
+  is still on A), is queued, and runs as a fragment run on A right after B's run. Fix: when a run that reruns only
+  fragments is about to start (``ScriptRunner._run_script``, in the script thread, which is the only thread that
+  changes the current page) and names another page than the current one, a timer tick is not run at all and a
+  user's press runs on the current page instead (``stale_fragment_run``).
 
 **A fragment request that finds the runner finishing loses that run's end.** When a run has ended but the event loop
 has not yet handled the runner's last events (its final deltas, the URL's new query, ``script_finished``), the runner
@@ -20,17 +32,23 @@ showed it (its URL kept ``step=1``), and its heartbeat saw nothing new. Fix: a f
 runner is gone (its ``SHUTDOWN`` handled, which comes after all its events) and is then handed to whichever runner
 exists; a timer tick is simply dropped (the next one follows). Full-app reruns are left alone: they redraw everything.
 
-Neither change ever drops a user's input: a press inside a fragment is not a timer tick, and it waits rather than drops.
+None of this ever drops a user's input: a press inside a fragment is not a timer tick (it carries its trigger even
+when Streamlit folded a later tick into it), it waits rather than drops, and one that finds the session on another page
+runs there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
+from google.protobuf.message import Message
 from streamlit.runtime.app_session import AppSession, AppSessionState
+from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
 
 _MARK = "_llmx_works_around_fragment_races"
 RETRY_S = 0.02  # how often a waiting fragment request looks again for the old runner's end
+_TRIGGERS = frozenset({"trigger_value", "string_trigger_value", "chat_input_value", "json_trigger_value"})
 
 
 def is_stale_tick(client_state, current_page_hash: str) -> bool:
@@ -49,17 +67,45 @@ def is_fragment_request(rerun_data) -> bool:
     return bool(rerun_data.fragment_id or rerun_data.fragment_id_queue)
 
 
+def stale_fragment_run(rerun_data, current_page_hash: str) -> bool:
+    """Whether a run about to start reruns only fragments, on another page than the one the session is on."""
+    return bool(
+        rerun_data.fragment_id_queue
+        and rerun_data.page_script_hash
+        and current_page_hash
+        and rerun_data.page_script_hash != current_page_hash
+    )
+
+
+def is_timer_tick(rerun_data) -> bool:
+    """Whether a run was asked for by fragments' timers only: automatic, and no button or other trigger pressed in it
+    (Streamlit keeps the newer request's ``is_auto_rerun`` when it folds two, but keeps the older one's trigger)."""
+    return bool(rerun_data.is_auto_rerun) and not _pressed(rerun_data.widget_states)
+
+
+def _pressed(widget_states) -> bool:
+    for state in widget_states.widgets if widget_states is not None else ():
+        kind = state.WhichOneof("value")
+        if kind in _TRIGGERS:
+            value = getattr(state, kind)
+            if value.ListFields() if isinstance(value, Message) else value:
+                return True
+    return False
+
+
 def _later(session: AppSession, callback, *args) -> None:
     """``callback(*args)`` on the session's event loop in ``RETRY_S`` (safe from any thread)."""
     session._event_loop.call_soon_threadsafe(session._event_loop.call_later, RETRY_S, callback, *args)
 
 
 def install() -> None:
-    """Patch ``AppSession.request_rerun`` and ``AppSession._create_scriptrunner`` once per process (idempotent)."""
+    """Patch ``AppSession.request_rerun``, ``AppSession._create_scriptrunner`` and ``ScriptRunner._run_script`` once per
+    process (idempotent)."""
     if getattr(AppSession.request_rerun, _MARK, False):
         return
     original_request = AppSession.request_rerun
     original_create = AppSession._create_scriptrunner
+    original_run = ScriptRunner._run_script
 
     @functools.wraps(original_request)
     def request_rerun(self: AppSession, client_state) -> None:
@@ -84,6 +130,16 @@ def install() -> None:
             _later(self, hand_over, self, initial_rerun_data)
         # else: a timer tick that found the runner finishing: dropped, the next tick follows
 
+    @functools.wraps(original_run)
+    def run_script(self: ScriptRunner, rerun_data) -> None:
+        current = self._pages_manager.current_page_script_hash  # read as the run starts, in its own thread
+        if stale_fragment_run(rerun_data, current):
+            if is_timer_tick(rerun_data):
+                return  # not run: no new_session for a page the tab does not show; the runner takes its next request
+            rerun_data = dataclasses.replace(rerun_data, page_script_hash=current, page_name="")
+        original_run(self, rerun_data)
+
     setattr(request_rerun, _MARK, True)
     AppSession.request_rerun = request_rerun
     AppSession._create_scriptrunner = create_scriptrunner
+    ScriptRunner._run_script = run_script
