@@ -16,6 +16,7 @@ import torch
 
 from inference import SamplingParams
 from inference.serving.padding import left_pad
+from tests.test_blocks import assert_read_as_gguf_reader_reads
 from tests.tolerances import max_abs_diff, model_tolerance
 
 pytestmark = pytest.mark.real_model
@@ -36,8 +37,10 @@ def test_file_mixes_every_block_type_and_our_conversion_equals_transformers(gemm
     from gguf import GGUFReader
     from safetensors.torch import load_file
 
-    kinds = Counter(t.tensor_type.name for t in GGUFReader(gemma_gguf).tensors)
+    reader = GGUFReader(gemma_gguf)
+    kinds = Counter(t.tensor_type.name for t in reader.tensors)
     assert {"Q8_0", "Q5_0", "Q4_K", "Q6_K", "F32"} <= set(kinds), kinds
+    assert_read_as_gguf_reader_reads(gemma_gguf, reader)  # the engine's own reader (quant="gguf") reads the same
     ours = load_file(str(gemma_engine.folder / "model.safetensors"))
     theirs = gemma_reference.state_dict()
     assert set(ours) == set(theirs) - {"lm_head.weight"}  # tied: the output matrix is the embedding
