@@ -108,6 +108,14 @@ def gemma_engine(gemma_gguf):
 
 
 @pytest.fixture(scope="session")
+def gemma_gguf_engine(gemma_gguf):
+    """Gemma 3 270M on the file's own blocks (``quant="gguf"``: Q4_K and Q8_0 kept, the rest 8-bit rows), loaded once."""
+    from inference import load_engine
+
+    return load_engine(model=gemma_gguf, device="cpu", quant="gguf")
+
+
+@pytest.fixture(scope="session")
 def gemma_reference(gemma_gguf):
     """transformers' Gemma3ForCausalLM as transformers itself reads the GGUF (its conversion cached once)."""
     from inference.bench.references import transformers_gguf_model
@@ -152,5 +160,5 @@ def ui_engine_and_server(engine, monkeypatch):
 def pytest_collection_modifyitems(items):
     """Every test that uses a real engine is a ``real_model`` test, marked or not."""
     for item in items:
-        if {"engine", "gemma_engine", "gguf_engine"} & set(getattr(item, "fixturenames", ())):
+        if {"engine", "gemma_engine", "gguf_engine", "gemma_gguf_engine"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.real_model)
