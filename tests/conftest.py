@@ -1,7 +1,8 @@
 """Shared fixtures: one engine per real model for the whole session (and Gemma's reference), tiny random models for the rest.
 
 The suite's one thread setting is made here, once, like any entry point's
-(``LLM_EXPLORER_TEST_THREADS``, default every core); no test changes it.
+(``LLM_EXPLORER_TEST_THREADS``, default the process's share of the cores: one each for two workers on two cores),
+and handed to the apps the tests start (``LLM_EXPLORER_THREADS``, unless set); no test changes it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,21 @@ import torch
 def pytest_configure(config):
     from inference import set_threads
 
-    set_threads(int(os.environ["LLM_EXPLORER_TEST_THREADS"]) if os.environ.get("LLM_EXPLORER_TEST_THREADS") else None)
+    threads = set_threads(suite_threads())
+    # The apps the tests run (AppTest in this process, servers in their own) take the same share, unless told.
+    os.environ.setdefault("LLM_EXPLORER_THREADS", str(threads))
+
+
+def suite_threads() -> int:
+    """``LLM_EXPLORER_TEST_THREADS``, or the process's share of the cores: every core in one process, one core each
+    for two workers on two cores. Two threads each on shared cores wait on each other (the reason a class server
+    sets one, README's settings): a tiny model's step took 9x longer with two threads a worker on a busy machine."""
+    from inference.threads import available_cores
+
+    if os.environ.get("LLM_EXPLORER_TEST_THREADS"):
+        return int(os.environ["LLM_EXPLORER_TEST_THREADS"])
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set by pytest-xdist in each worker
+    return max(1, available_cores() // workers)
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +108,14 @@ def gemma_engine(gemma_gguf):
 
 
 @pytest.fixture(scope="session")
+def gemma_gguf_engine(gemma_gguf):
+    """Gemma 3 270M on the file's own blocks (``quant="gguf"``: Q4_K and Q8_0 kept, the rest 8-bit rows), loaded once."""
+    from inference import load_engine
+
+    return load_engine(model=gemma_gguf, device="cpu", quant="gguf")
+
+
+@pytest.fixture(scope="session")
 def gemma_reference(gemma_gguf):
     """transformers' Gemma3ForCausalLM as transformers itself reads the GGUF (its conversion cached once)."""
     from inference.bench.references import transformers_gguf_model
@@ -137,5 +160,5 @@ def ui_engine_and_server(engine, monkeypatch):
 def pytest_collection_modifyitems(items):
     """Every test that uses a real engine is a ``real_model`` test, marked or not."""
     for item in items:
-        if {"engine", "gemma_engine", "gguf_engine"} & set(getattr(item, "fixturenames", ())):
+        if {"engine", "gemma_engine", "gguf_engine", "gemma_gguf_engine"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.real_model)

@@ -51,7 +51,30 @@ def test_wrong_sizes_and_types_are_refused():
         blocks.decode_block("IQ2_XS", np.zeros(66, dtype=np.uint8))
 
 
-def test_the_tensor_directory_is_gguf_readers():
+def assert_read_as_gguf_reader_reads(path, reader) -> None:
+    """``inference.model.gguf_file.read_gguf`` gives what ``reader`` (a ``gguf.GGUFReader`` of ``path``) gives: every
+    field but the tokenizer's large arrays, of the same type, and each tensor's type, shape, sizes, offset and data."""
+    from inference.model.gguf_file import is_large_tokenizer_array, read_gguf
+
+    meta, tensors = read_gguf(path)
+    expected = {key: field.contents() for key, field in reader.fields.items() if not is_large_tokenizer_array(key)}
+    assert list(meta) == list(expected)
+    assert all(meta[key] == value and type(meta[key]) is type(value) for key, value in expected.items())
+    assert [t.name for t in tensors] == [t.name for t in reader.tensors]
+    for ours, theirs in zip(tensors, reader.tensors):
+        assert (ours.tensor_type, ours.shape, ours.n_elements, ours.n_bytes, ours.data_offset) == (
+            theirs.tensor_type,
+            tuple(map(int, theirs.shape)),
+            theirs.n_elements,
+            theirs.n_bytes,
+            theirs.data_offset,
+        )
+        assert ours.data.dtype == theirs.data.dtype and np.array_equal(ours.data, theirs.data)
+
+
+def test_the_tensor_directory_and_the_file_reader_are_gguf_readers():
+    """The Quantization page's directory and the engine's reader against the gguf package's (Gemma's file: in
+    tests/test_engine_gemma.py, beside the reader it opens anyway)."""
     from gguf import GGUFReader
 
     from inference.model.gguf import default_gguf_path
@@ -67,6 +90,7 @@ def test_the_tensor_directory_is_gguf_readers():
             tuple(map(int, tensor.shape)),
             int(tensor.data_offset),
         )
+    assert_read_as_gguf_reader_reads(path, reader)
 
 
 def test_the_shipped_files_blocks():

@@ -16,6 +16,7 @@ import torch
 
 from inference import SamplingParams
 from inference.serving.padding import left_pad
+from tests.test_blocks import assert_read_as_gguf_reader_reads
 from tests.tolerances import max_abs_diff, model_tolerance
 
 pytestmark = pytest.mark.real_model
@@ -36,8 +37,10 @@ def test_file_mixes_every_block_type_and_our_conversion_equals_transformers(gemm
     from gguf import GGUFReader
     from safetensors.torch import load_file
 
-    kinds = Counter(t.tensor_type.name for t in GGUFReader(gemma_gguf).tensors)
+    reader = GGUFReader(gemma_gguf)
+    kinds = Counter(t.tensor_type.name for t in reader.tensors)
     assert {"Q8_0", "Q5_0", "Q4_K", "Q6_K", "F32"} <= set(kinds), kinds
+    assert_read_as_gguf_reader_reads(gemma_gguf, reader)  # the engine's own reader (quant="gguf") reads the same
     ours = load_file(str(gemma_engine.folder / "model.safetensors"))
     theirs = gemma_reference.state_dict()
     assert set(ours) == set(theirs) - {"lm_head.weight"}  # tied: the output matrix is the embedding
@@ -145,13 +148,11 @@ def test_bf16_keeps_the_reference_choice_in_its_top_5(gemma_gguf, gemma_engine):
     assert all(token in best for token, best in zip(reference.token_ids, top5))
 
 
-def test_the_files_own_blocks_keep_the_reference_choice_in_their_top_5(gemma_engine):
+def test_the_files_own_blocks_keep_the_reference_choice_in_their_top_5(gemma_engine, gemma_gguf_engine):
     """quant="gguf" on Gemma's mixed file: Q4_K and Q8_0 kept exactly, Q5_0/Q6_K re-quantized to 8-bit rows
     (what ``quant.py`` does with a block type no kernel reads); the fp32 answer stays in its top 5 at every
     step, and the KV cache gives the same greedy tokens as recomputing."""
-    from inference import load_engine
-
-    fast = load_engine(model="gemma-3-270m", device="cpu", quant="gguf")
+    fast = gemma_gguf_engine
     layers = fast.model.quantization.layers
     assert any("Q4_K, exact" in kind for kind in layers) and any("Q6_K" in kind for kind in layers), layers
     ids = gemma_engine.tokenizer.encode(CAT)

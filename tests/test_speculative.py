@@ -467,13 +467,6 @@ def _worst_units(engine, prompt: str, steps: int) -> float:
     return worst
 
 
-@pytest.fixture(scope="module")
-def gemma_gguf_engine(gemma_gguf):
-    from inference import load_engine
-
-    return load_engine(model=gemma_gguf, device="cpu", quant="gguf")
-
-
 @pytest.mark.parametrize("model", ["smollm2", "gemma"])
 def test_quantized_logits_move_less_than_the_allowance_between_forward_shapes(model, request):
     engine = request.getfixturevalue("gguf_engine" if model == "smollm2" else "gemma_gguf_engine")

@@ -15,6 +15,17 @@ def prompt_ids(engine):
     return engine.tokenizer.encode("The cat sat")
 
 
+@pytest.fixture(scope="module")
+def tiny_engine(tmp_path_factory, tokenizer_folder):
+    """A tiny random Llama with a 256-token context: the context's end is the same rule at any length, and reaching
+    SmolLM2's 8,192 takes a prefill of 8,190 tokens (~70 s on two cores)."""
+    from inference import load_engine
+    from tests.tiny_models import save_folder, tiny_llama
+
+    folder = save_folder(tiny_llama(), tmp_path_factory.mktemp("tiny-stepper"), tokenizer_folder)
+    return load_engine(model=folder, device="cpu", dtype="float32")
+
+
 def test_greedy_steps_equal_generate(engine, prompt_ids):
     params = SamplingParams(temperature=0, max_new_tokens=6)
     stepper = Stepper(engine, prompt_ids, params)
@@ -72,7 +83,7 @@ def test_step_limit(engine, prompt_ids):
         stepper.step()
 
 
-def test_the_walk_ends_by_the_rule_every_runner_uses(engine, prompt_ids):
+def test_the_walk_ends_by_the_rule_every_runner_uses(engine, prompt_ids, tiny_engine):
     """``finish_reason`` with the walk's step budget: end of text (sampled or forced) when the settings stop on it,
     past it when they do not; the budget; the context. An ended walk refuses a forced token too; a rewind reopens it."""
     eos = min(engine.eos_ids)
@@ -91,8 +102,9 @@ def test_the_walk_ends_by_the_rule_every_runner_uses(engine, prompt_ids):
     walks_on.step()
     assert walks_on.finish_reason == "length" and len(walks_on.chosen) == 3
 
-    limit = engine.config.max_seq_len
-    near_the_end = Stepper(engine, [prompt_ids[0]] * (limit - 2), SamplingParams(temperature=0), max_steps=128)
+    limit = tiny_engine.config.max_seq_len
+    assert limit == 256
+    near_the_end = Stepper(tiny_engine, [prompt_ids[0]] * (limit - 2), SamplingParams(temperature=0), max_steps=128)
     assert near_the_end.max_steps == 2
     near_the_end.step()
     near_the_end.step()

@@ -18,18 +18,17 @@ import torch
 
 from ..generation.engine import Engine
 from ..generation.sampling import SamplingParams
+from ..model.gguf_file import read_gguf
 from ..model.quant_formats import INT4_FORMATS, INT8_FORMATS
 
 
 def file_tensors(path: str | Path) -> dict:
-    """A GGUF file's tensors by name (each a view into the memory-mapped file).
+    """A GGUF file's tensors by name (each a view into the memory-mapped file), as ``gguf.GGUFReader`` lists them.
 
-    The gguf package parses every metadata field when it opens a file, Gemma's 262,144-entry
-    vocabulary included (seconds): keep what this returns rather than calling it again.
+    Read by ``inference.model.gguf_file``, which skips over the tokenizer's large arrays (the package's reader
+    turns Gemma's 262,144-entry vocabulary into Python objects first: seconds).
     """
-    from gguf import GGUFReader
-
-    return {tensor.name: tensor for tensor in GGUFReader(str(path)).tensors}
+    return {tensor.name: tensor for tensor in read_gguf(path)[1]}
 
 
 @dataclass(frozen=True)

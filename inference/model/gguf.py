@@ -29,6 +29,7 @@ import torch
 from ..settings import current as current_settings
 from .errors import ModelLoadError
 from .gguf_arch import architecture
+from .gguf_file import is_large_tokenizer_array, read_gguf
 
 if TYPE_CHECKING:
     from .quant import GGUFWeight  # imported where used at run time: quant imports this module
@@ -151,16 +152,13 @@ def read_raw_weights(gguf_path: Path) -> dict[str, GGUFWeight]:
     For ``quant="gguf"``: the blocks are kept, not dequantized (``inference.model.quant``). Only the
     architecture's row reordering is applied; a value fix-up (Gemma's 1 + w norms) is the reader's.
     """
-    from gguf import GGUFReader
-
     from .quant import GGUFWeight
 
-    reader = GGUFReader(gguf_path)
-    meta = _metadata(reader)
+    meta, tensors = read_gguf(gguf_path)  # not gguf.GGUFReader: seconds for a large vocabulary (gguf_file.py)
     arch = architecture(meta.get("general.architecture"))
     config = arch.hf_config(meta)
     weights = {}
-    for tensor in reader.tensors:
+    for tensor in tensors:
         name = arch.hf_name(tensor.name)
         raw = arch.reorder_rows(name, np.asarray(tensor.data), config)
         weights[name] = GGUFWeight(tensor.tensor_type.name, np.ascontiguousarray(raw))
@@ -170,7 +168,7 @@ def read_raw_weights(gguf_path: Path) -> dict[str, GGUFWeight]:
 def _metadata(reader) -> dict:
     meta = {}
     for key, field in reader.fields.items():
-        if key.startswith("tokenizer.ggml.") and key.split(".")[-1] in ("tokens", "merges", "token_type", "scores"):
+        if is_large_tokenizer_array(key):
             continue  # large arrays: the tokenizer conversion reads them itself
         try:
             meta[key] = field.contents()
