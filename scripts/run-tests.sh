@@ -10,8 +10,23 @@ set +e
 # Two workers, whole files to each (a file's module-scoped servers and browser stay in one worker). On two
 # cores the browser and load tests spend much of their time waiting on a page, which the other worker fills.
 # PYTEST_WORKERS=0 runs in one process.
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
-status=$?
+workers="${PYTEST_WORKERS:-2}"
+if [ "$#" -gt 0 ]; then  # the caller's own selection: one run
+    .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+    status=$?
+else
+    # The tests that assert a latency goal (marker "timing") run after the rest, alone: a goal such as "a follower
+    # applies a broadcast within 2 s" is the app's on its machine, not the app's beside another busy test worker.
+    .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not timing"
+    first=$?
+    .venv/bin/python -m pytest -p no:xdist -m timing
+    second=$?
+    if [ "$first" = 5 ] && [ "$second" = 5 ]; then status=5
+    elif [ "$first" != 0 ] && [ "$first" != 5 ]; then status=$first
+    elif [ "$second" != 0 ] && [ "$second" != 5 ]; then status=$second
+    else status=0
+    fi
+fi
 set -e
 [ "$status" = 5 ] && { echo "no tests were collected" >&2; exit 1; }
 exit "$status"

@@ -773,6 +773,9 @@ def test_class_link_key_panel_and_a_reload(class_server, browser, tmp_path):
     student.context.close()
 
 
+# timing: every round must reach every tab within ROUND_REACH_S (the issue's goal), a figure of the app on its machine;
+# beside another busy test worker it measured 2.1-4.7 s. scripts/run-tests.sh runs it after the rest, alone.
+@pytest.mark.timing
 def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
     """docs/classroom.md's 45-minute lesson, walked by a teacher (presenter mode) with three students in their own
     browsers, none of them ever reloaded: each of the teacher's pages and prompts reaches them, they step off and

@@ -48,7 +48,9 @@ from tests.redis_server import RedisServer
 from tests.school import HAPROXY, HEALTH_CHECK_S, INSTALL_HINT, School
 from tests.streamlit_client import Run, StreamlitSession
 
-pytestmark = pytest.mark.real_model
+# timing: the follow latency goal (2 s) is the app's on its machine, not the app's under another test worker's load
+# (a CI run measured 2.7 s with the other worker busy); scripts/run-tests.sh runs these files alone, after the rest
+pytestmark = [pytest.mark.real_model, pytest.mark.timing]
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASS_ID = "school-test"
