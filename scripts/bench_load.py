@@ -423,6 +423,11 @@ def main() -> None:
     )
     parser.add_argument("--lever", choices=sorted(LEVERS), help="run once with the setting as it was, once as now")
     parser.add_argument(
+        "--now-first",
+        action="store_true",
+        help="with --lever: the setting as now first, then as it was (swapping the order shows the machine's drift)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds one run may take before it counts as failed"
     )
     parser.add_argument(
@@ -438,10 +443,16 @@ def main() -> None:
         return
 
     settings = list(LEVERS[args.lever]) if args.lever else [{}]
-    results = [report(args, measure(args, env)) for env in settings]
+    order = [1, 0] if args.lever and args.now_first else list(range(len(settings)))
+    measured = {index: report(args, measure(args, settings[index])) for index in order}
+    results = [measured[index] for index in range(len(settings))]  # as it was, then as now, whichever ran first
     if args.lever:
         before, after = (r["figures"] for r in results)
-        print(f"\n== lever {args.lever!r}: {settings[0]} -> {settings[1]}, same scenario, one server after the other")
+        first = "the setting as now" if args.now_first else "the setting as it was"
+        print(
+            f"\n== lever {args.lever!r}: {settings[0]} -> {settings[1]}, same scenario, one server after the other "
+            f"({first} first)"
+        )
         print(f"{'figure':34} {'before':>9} {'after':>9} {'after / before':>15}")
         for name in before:
             if name in after and before[name] not in (0, float("inf")):
@@ -456,6 +467,7 @@ def main() -> None:
                 "slider_moves": args.slider_moves,
                 "followers": args.followers,
                 "lever": args.lever,
+                "now_first": bool(args.lever and args.now_first),
                 "servers": [{"env": env, **r} for env, r in zip(settings, results)],
             },
             indent=2,
