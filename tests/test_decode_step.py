@@ -4,7 +4,11 @@ its packages on disk under a key no other model or mode can match.
 Every family the graph covers (tiny random Llama with GQA, tiny random Gemma 3 with an 8-key window on
 layer 0, multi-query attention and its own local RoPE base) in every mode (float32, bfloat16, and the
 file's blocks: Q4_1 projections, a Q8_0 embedding and output matrix) is compiled once for this module,
-into a temporary cache folder, by the shipped options (AOTInductor, freezing, max-autotune). Each is
+into a temporary cache folder, by AOTInductor with freezing. The shipped options (max-autotune too) compile the
+modes the app runs, float32 and the file's blocks, on Llama, and the file's blocks on Gemma 3: there autotune picks
+inductor's own kernels (its float32 and 4-bit micro-GEMMs on AVX-512). Gemma's float32 and both bfloat16 steps
+are compiled without autotune: it changes which kernel multiplies, not the graph these tests check (window,
+padding, cache writes), and it took 49 of a tiny step's 78 s of compile (measured on 2 cores, quiet). Each is
 compared with the same weights run eagerly: alone past the window, in a left-padded static batch and by
 continuous batching (one to four rows over a slot pool). Bounds: float32 by ``inference/model/tolerances.py``; the
 bfloat16 and quantized paths round their matmul inputs or outputs to bfloat16, so the same model with
@@ -21,7 +25,7 @@ import torch
 
 from inference import run_continuous, run_static
 from inference.model import decode_step as decode_step_module
-from inference.model.decode_step import DecodeStep, artifact_key, compiler_problem
+from inference.model.decode_step import INDUCTOR_OPTIONS, DecodeStep, artifact_key, compiler_problem
 from inference.model.quant import quantize_model
 from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
 from tests.test_quant import _gguf_weights
@@ -52,12 +56,17 @@ def step_cache(tmp_path_factory):
 _COMPILED: dict[tuple[str, str], tuple] = {}  # one compile per family and mode for the whole module
 
 
+SHIPPED = {("llama", "float32"), ("llama", "gguf"), ("gemma3", "gguf")}  # compiled with the app's own options
+WITHOUT_AUTOTUNE = {**INDUCTOR_OPTIONS, "max_autotune": False}
+
+
 def compiled_pair(family: str, mode: str, step_cache):
     """(eager, compiled) engines on the same weights; the compiled one's step compiled before it is returned."""
     if (family, mode) not in _COMPILED:
         eager = eager_engine(family, mode)
         compiled = copy.deepcopy(eager)
-        compiled.model.decode_step = DecodeStep(compiled.model, mode, step_cache, background=False)
+        options = None if (family, mode) in SHIPPED else WITHOUT_AUTOTUNE
+        compiled.model.decode_step = DecodeStep(compiled.model, mode, step_cache, background=False, options=options)
         assert compiled.step_status.state == "ready", compiled.step_status
         _COMPILED[family, mode] = eager, compiled
     return _COMPILED[family, mode]
@@ -184,6 +193,7 @@ def test_the_package_is_found_on_disk_and_keyed_by_model_and_mode(step_cache):
     assert artifact_key(copy.deepcopy(llama.model), "float32", "any")[0] == key  # the same weights: the same key
     assert artifact_key(llama.model, "bfloat16", "any")[0] != key  # another mode
     assert artifact_key(llama.model, "float32", "static")[0] != key  # another graph
+    assert artifact_key(llama.model, "float32", "any", WITHOUT_AUTOTUNE)[0] != key  # other compiler options
     other = copy.deepcopy(llama.model)
     with torch.no_grad():
         other.layers[1].mlp.down.weight[0, 0] += 1e-3  # one weight differs: another model of the same shapes

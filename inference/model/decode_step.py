@@ -79,10 +79,17 @@ class DecodeStep:
     """The compiled decode step of one loaded model, shared by every request; see the module docstring."""
 
     def __init__(
-        self, model, mode: str, cache_dir: Path, background: bool = True, graphs: tuple[str, ...] = GRAPHS
+        self,
+        model,
+        mode: str,
+        cache_dir: Path,
+        background: bool = True,
+        graphs: tuple[str, ...] = GRAPHS,
+        options: dict | None = None,
     ) -> None:
         self.mode = mode  # "float32", "bfloat16", "gguf", ... (part of the key, and said in the manifest)
         self.cache_dir = cache_dir
+        self.options = dict(INDUCTOR_OPTIONS if options is None else options)  # inductor's (part of the key)
         self._graph = StepGraph(_sharing_copy(model)).eval()  # export swaps tensors on its modules, not the model's
         self._cache_dtype = _cache_dtype(model)
         self._runners: dict[str, object] = {}
@@ -168,7 +175,7 @@ class DecodeStep:
 
     def _package(self, name: str) -> tuple[Path, str]:
         """The package of graph ``name``: found on disk, or compiled now (under a lock other processes share)."""
-        key, manifest = artifact_key(self._graph.model, self.mode, name)
+        key, manifest = artifact_key(self._graph.model, self.mode, name, self.options)
         folder = self.cache_dir / key
         path = folder / "step.pt2"
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -182,7 +189,7 @@ class DecodeStep:
             staging.mkdir(parents=True)
             exported = export_graph(self._graph, name)
             torch._inductor.aoti_compile_and_package(
-                exported, package_path=str(staging / "step.pt2"), inductor_configs=dict(INDUCTOR_OPTIONS)
+                exported, package_path=str(staging / "step.pt2"), inductor_configs=dict(self.options)
             )
             seconds = time.perf_counter() - started
             (staging / "manifest.json").write_text(json.dumps({**manifest, "compile_seconds": seconds}, indent=1))
@@ -262,8 +269,9 @@ def _graph_inputs(ids: torch.Tensor, positions: torch.Tensor, view: DecodeView) 
     return (*(t.contiguous() for t in small), view.keys, view.values)
 
 
-def artifact_key(model, mode: str, graph: str) -> tuple[str, dict]:
-    """The on-disk key of a compiled graph, and the manifest that says in words what it was built from."""
+def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> tuple[str, dict]:
+    """The on-disk key of a compiled graph, and the manifest that says in words what it was built from (``options``:
+    inductor's, ``INDUCTOR_OPTIONS`` unless given)."""
     digest = hashlib.sha256()
     tensors = dict(model.named_parameters(remove_duplicate=False))
     tensors.update(model.named_buffers(remove_duplicate=False))
@@ -284,7 +292,7 @@ def artifact_key(model, mode: str, graph: str) -> tuple[str, dict]:
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "device": str(next(model.parameters()).device),
-        "options": INDUCTOR_OPTIONS,
+        "options": dict(INDUCTOR_OPTIONS if options is None else options),
         "code_sha256": code.hexdigest(),
         "weights_sha256": digest.hexdigest(),
         "config": repr(config),
