@@ -157,8 +157,24 @@ def ui_engine_and_server(engine, monkeypatch):
     server.close()
 
 
+# The files that take minutes, longest first (a fresh clone's run: docs/testing.md). The test command hands whole files
+# to its two workers in collection order; the Gemma sweep, collected late, once ran its 158 s last with the other
+# worker idle. Run first, the long files leave only short ones for the end.
+LONG_FILES = (
+    "test_browser.py",
+    "test_sweep.py",
+    "test_decode_step.py",
+    "test_engine_gemma.py",
+    "test_speculative.py",
+    "test_app_gemma.py",
+)
+
+
 def pytest_collection_modifyitems(items):
-    """Every test that uses a real engine is a ``real_model`` test, marked or not."""
+    """Every test that uses a real engine is a ``real_model`` test, marked or not; the long files first (each file's
+    own order kept)."""
     for item in items:
         if {"engine", "gemma_engine", "gguf_engine", "gemma_gguf_engine"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.real_model)
+    rank = {name: index for index, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: everything else as collected
