@@ -29,7 +29,7 @@ import torch
 from ..settings import current as current_settings
 from .errors import ModelLoadError
 from .gguf_arch import architecture
-from .gguf_file import is_large_tokenizer_array, read_gguf
+from .gguf_file import read_gguf, reader_metadata
 
 if TYPE_CHECKING:
     from .quant import GGUFWeight  # imported where used at run time: quant imports this module
@@ -125,7 +125,7 @@ def _convert(gguf_path: Path, out: Path) -> None:
         reader = GGUFReader(gguf_path)
     except Exception as exc:  # the gguf package raises many kinds on a damaged file
         raise ModelLoadError(f"{gguf_path} is not a readable GGUF file: {exc}") from exc
-    meta = _metadata(reader)
+    meta = reader_metadata(reader)
     arch = architecture(meta.get("general.architecture"))
     hf_config = arch.hf_config(meta)
 
@@ -163,18 +163,6 @@ def read_raw_weights(gguf_path: Path) -> dict[str, GGUFWeight]:
         raw = arch.reorder_rows(name, np.asarray(tensor.data), config)
         weights[name] = GGUFWeight(tensor.tensor_type.name, np.ascontiguousarray(raw))
     return weights
-
-
-def _metadata(reader) -> dict:
-    meta = {}
-    for key, field in reader.fields.items():
-        if is_large_tokenizer_array(key):
-            continue  # large arrays: the tokenizer conversion reads them itself
-        try:
-            meta[key] = field.contents()
-        except Exception:  # noqa: BLE001 - unreadable optional field
-            continue
-    return meta
 
 
 def _save_tokenizer(gguf_path: Path, out: Path) -> None:

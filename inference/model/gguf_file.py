@@ -30,6 +30,19 @@ def is_large_tokenizer_array(key: str) -> bool:
     return key.startswith("tokenizer.ggml.") and key.split(".")[-1] in LARGE_TOKENIZER_ARRAYS
 
 
+def reader_metadata(reader) -> dict:
+    """A ``gguf.GGUFReader``'s fields as values, but the large tokenizer arrays (and any field it cannot read)."""
+    meta = {}
+    for key, field in reader.fields.items():
+        if is_large_tokenizer_array(key):
+            continue  # large arrays: the tokenizer conversion reads them itself
+        try:
+            meta[key] = field.contents()
+        except Exception:  # noqa: BLE001 - unreadable optional field
+            continue
+    return meta
+
+
 @dataclass(frozen=True)
 class FileTensor:
     """One tensor as ``gguf.GGUFReader`` lists it (the fields this code reads)."""
@@ -85,8 +98,7 @@ def read_gguf(path: str | Path) -> tuple[dict, list[FileTensor]]:
     mapped = np.memmap(path, mode="r")
     if bytes(mapped[:4]) != b"GGUF" or int.from_bytes(bytes(mapped[4:8]), "little") not in (2, 3):
         reader = GGUFReader(path)  # big-endian, version 1 or not GGUF at all: the package's reader says
-        fields = {key: field.contents() for key, field in reader.fields.items() if not is_large_tokenizer_array(key)}
-        return fields, reader.tensors
+        return reader_metadata(reader), reader.tensors
     cursor = _Cursor(mapped)
     cursor.at = 8  # after the magic and the version
     n_tensors, n_fields = cursor.take("<Q"), cursor.take("<Q")

@@ -51,15 +51,18 @@ RETRY_S = 0.02  # how often a waiting fragment request looks again for the old r
 _TRIGGERS = frozenset({"trigger_value", "string_trigger_value", "chat_input_value", "json_trigger_value"})
 
 
+def _names_another_page(named: str, current_page_hash: str) -> bool:
+    """Whether a request or run names a page, and another than the one the session is on."""
+    return bool(named and current_page_hash and named != current_page_hash)
+
+
 def is_stale_tick(client_state, current_page_hash: str) -> bool:
     """Whether a rerun request is a fragment's timer tick for a page the session has left."""
     return bool(
         client_state is not None
         and client_state.fragment_id
         and client_state.is_auto_rerun
-        and client_state.page_script_hash
-        and current_page_hash
-        and client_state.page_script_hash != current_page_hash
+        and _names_another_page(client_state.page_script_hash, current_page_hash)
     )
 
 
@@ -69,12 +72,7 @@ def is_fragment_request(rerun_data) -> bool:
 
 def stale_fragment_run(rerun_data, current_page_hash: str) -> bool:
     """Whether a run about to start reruns only fragments, on another page than the one the session is on."""
-    return bool(
-        rerun_data.fragment_id_queue
-        and rerun_data.page_script_hash
-        and current_page_hash
-        and rerun_data.page_script_hash != current_page_hash
-    )
+    return bool(rerun_data.fragment_id_queue and _names_another_page(rerun_data.page_script_hash, current_page_hash))
 
 
 def is_timer_tick(rerun_data) -> bool:
