@@ -170,7 +170,7 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(
                 grouped, k, v, attn_mask=mask, scale=self.scale
             )  # (B, n_kv, group, hd)
-            return out.view(batch, n_heads, 1, head_dim)  # (B, H, 1, hd)
+            return out.reshape(batch, n_heads, 1, head_dim)  # (B, H, 1, hd); SDPA on CUDA may return a strided layout
         if group > 1 and not q.is_cuda:
             # SDPA's enable_gqa path is ~40x slower than plain SDPA on CPU (torch 2.13):
             # give every query head its own copy of its K/V head instead.
