@@ -20,6 +20,7 @@ import json
 import secrets
 from collections import Counter
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -91,6 +92,22 @@ def teacher_on_class_page(prompt: str | None = None) -> AppTest:
 
 
 # ---- the room on its own ----------------------------------------------------------------------------------
+def test_a_draw_round_keeps_its_logits_until_the_next_round(store):
+    """The logits a round draws from are kept with it, byte for byte, and only for that round: a recount from a
+    student's seed reads them, never a forward run again (whose last bits depend on the engine's path)."""
+    room = store()
+    logits = np.arange(-3.0, 3.0, 0.25, dtype="<f4").tobytes()  # raw bytes, any values (zeros, NUL bytes) kept
+    first = room.new_draw_round(EXPERIMENT, logits=logits)
+    assert room.round_logits(first) == logits
+    assert room.round_logits("0" * 12) is None  # another round's id
+    room.new_guess_round(EXPERIMENT)  # a guess round leaves the draw round's logits alone
+    assert room.round_logits(first) == logits
+    second = room.new_draw_round(EXPERIMENT, logits=b"\x00" * 8)
+    assert room.round_logits(first) is None and room.round_logits(second) == b"\x00" * 8
+    third = room.new_draw_round(EXPERIMENT)  # a round started without logits keeps none (not the last round's)
+    assert room.round_logits(third) is None
+
+
 def test_each_draw_counts_once_and_the_pool_is_the_sum_of_the_students_draws(store):
     room = store()
     round_id = room.new_draw_round(EXPERIMENT)
@@ -331,7 +348,7 @@ def student_session(student: str | None = None) -> AppTest:
 
 @pytest.mark.real_model
 def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_double_count(class_server):
-    from ui.compute.classroom import student_draws
+    from ui.compute.classroom import kept_logits, student_draws
 
     teacher = teacher_on_class_page()
     teacher.button(key="class_new_draws").click()
@@ -351,8 +368,9 @@ def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_dou
 
     rnd = broadcast.room().draw_round()
     assert {s: len(t) for s, t in rnd.draws.items()} == {first_id: 3 * DRAWS_PER_PRESS, second_id: DRAWS_PER_PRESS}
+    kept = kept_logits(broadcast.room(), rnd.round_id)  # the logits the round keeps, not a forward run again
     for sid, tokens in rnd.draws.items():  # each student's draws are its own seeded stream, draw 0, 1, 2, … once
-        assert tokens == student_draws(rnd.experiment, rnd.round_id, sid, 0, len(tokens))
+        assert tokens == student_draws(kept, rnd.experiment, rnd.round_id, sid, 0, len(tokens))
     assert rnd.draws[first_id] != rnd.draws[second_id]  # two seeds, two streams
     pooled = rnd.counts()
     assert sum(pooled.values()) == 4 * DRAWS_PER_PRESS
@@ -571,7 +589,15 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
     from inference import SamplingParams
     from ui.claims import classroom as claims
     from ui.classroom.rounds import next_token_phrase, prompt_end
-    from ui.compute.classroom import guess_token, guess_view, pooled_bins, pooled_histogram, student_draws
+    from ui.compute.classroom import (
+        guess_token,
+        guess_view,
+        kept_logits,
+        pooled_bins,
+        pooled_histogram,
+        start_draw_round,
+        student_draws,
+    )
     from ui.compute.logits import prompt_logits, token_texts
 
     for model in both_models:
@@ -580,16 +606,17 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
                 continue  # a base model: no chat template (the sidebar's toggle is off for it)
             experiment = Experiment(model, prompt, chat, SamplingParams(temperature=1.0, seed=0).canonical())
             room = Room()
-            round_id = room.new_draw_round(experiment)
+            round_id = start_draw_round(room, experiment)
+            kept = kept_logits(room, round_id)
             for student in ("a", "b"):
-                room.add_draws(round_id, student, 0, student_draws(experiment, round_id, student, 0, 40))
+                room.add_draws(round_id, student, 0, student_draws(kept, experiment, round_id, student, 0, 40))
             rnd = room.draw_round()
-            pooled = pooled_histogram(experiment, rnd.counts())
+            pooled = pooled_histogram(room, round_id, experiment, rnd.counts())
             assert pooled.n_draws == 80 and round(float(pooled.observed.sum()) * 80) == 80
             gaps = abs(pooled.observed - pooled.expected)
             sentence = claims.pooled_sentence(pooled.n_draws, 2, float(gaps.max()), pooled.labels[int(gaps.argmax())])
             assert sentence.startswith("80 draws by 2 students") and f"{gaps.max():.3f}" in sentence
-            plan = pooled_bins(experiment, pooled.n_draws)
+            plan = pooled_bins(room, round_id, experiment, pooled.n_draws)
             assert plan.n_bins == pooled.gof.n_bins, (model, prompt)
             if pooled.gof.dof:
                 bins = claims.bins_sentence(len(pooled.labels), plan)
@@ -632,19 +659,20 @@ def test_a_draw_press_delivered_twice_counts_once(class_server):
 
     from inference import SamplingParams
     from ui.classroom import rounds
+    from ui.compute.classroom import start_draw_round
     from ui.shell import models
 
     st.session_state[state.CLASS_STUDENT] = "b" * 32
     room = broadcast.room()
-    round_id = room.new_draw_round(
-        Experiment(models.default_name(), "The cat sat on the", False, SamplingParams().canonical())
+    round_id = start_draw_round(
+        room, Experiment(models.default_name(), "The cat sat on the", False, SamplingParams().canonical())
     )
     rounds._draw(round_id, 0)
     rounds._draw(round_id, 0)  # the same press, delivered again
     assert len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS
     rounds._draw(round_id, DRAWS_PER_PRESS)  # the next press
     assert len(room.draw_round().draws["b" * 32]) == 2 * DRAWS_PER_PRESS
-    newer = room.new_draw_round(room.draw_round().experiment)  # the teacher starts a round before the next press
+    newer = start_draw_round(room, room.draw_round().experiment)  # the teacher starts a round before the next press
     rounds._draw(round_id, 2 * DRAWS_PER_PRESS)  # pressed on the old round's page: counts in the new one
     rounds._draw(round_id, 2 * DRAWS_PER_PRESS)  # the same press, delivered again: the new round has it already
     assert room.draw_round().round_id == newer and len(room.draw_round().draws["b" * 32]) == DRAWS_PER_PRESS

@@ -12,7 +12,8 @@ on one node of a cluster), prefix ``llmx:{<id>}:``:
 
 - ``broadcast``: hash ``version``, ``page``, ``query`` (JSON), ``at`` (Redis' clock), ``live`` (``1``/``0``);
 - ``draw``: hash ``id``, ``number``, ``experiment`` (JSON); ``draw:streams``: student -> its draws in order
-  (``12,7,12``); ``draw:lens``: student -> how many; ``draw:counts``: token id -> pooled draws;
+  (``12,7,12``); ``draw:lens``: student -> how many; ``draw:counts``: token id -> pooled draws; ``draw:logits``: the
+  prompt's logits the round draws from (float32 bytes, written with the round, read only by a press or a recount);
 - ``guess``: hash ``id``, ``number``, ``experiment``, ``revealed``; ``guess:guesses``: student -> the guess;
 - ``seen``: sorted set, student -> the time of its last poll, by Redis' own clock (``TIME``), so replicas whose
   clocks differ still agree on who follows now;
@@ -120,12 +121,14 @@ _NEW_ROUND = (
     _WRITES
     + _REPAIR % "hash"
     + """-- KEYS: the round's hash, then its other keys; ARGV: replacing (a round id, '' for none, '*' for any), new id,
--- experiment (JSON). A corrupt round counts as no round, and is replaced.
+-- experiment (JSON), and for a draw round its logits (bytes, stored at the last key, a string). A corrupt round counts
+-- as no round, and is replaced.
 local current = redis.call('HGET', KEYS[1], 'id') or ''
 if ARGV[1] ~= '*' and current ~= ARGV[1] then return current end
 local number = (tonumber(redis.call('HGET', KEYS[1], 'number')) or 0) + 1
 redis.call('DEL', unpack(KEYS))
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'number', number, 'experiment', ARGV[3], 'revealed', '0')
+if ARGV[4] then redis.call('SET', KEYS[#KEYS], ARGV[4]) end
 return ARGV[2]"""
 )
 
@@ -261,6 +264,12 @@ end
 return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[3]), students, total,
   redis.call('HGET', KEYS[2], ARGV[1]) or '0'}"""
 
+_ROUND_LOGITS = """#!lua flags=no-writes
+-- KEYS: draw, draw:logits; ARGV: round id. Returns the round's logits (bytes), or false: another round, or none kept.
+if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return false end
+if redis.call('TYPE', KEYS[2]).ok ~= 'string' then return false end
+return redis.call('GET', KEYS[2])"""
+
 _DRAWS_OF = """#!lua flags=no-writes
 -- KEYS: draw, draw:lens; ARGV: round id, student. Returns how many of the student's draws the round counted.
 if redis.call('HGET', KEYS[1], 'id') ~= ARGV[1] then return 0 end
@@ -338,6 +347,7 @@ class RedisRoom:
         self._join_script = register(_JOIN)
         self._issue_token, self._check_token = register(_ISSUE_TOKEN), register(_CHECK_TOKEN)
         self._read_hashes, self._draws_of = register(_READ_HASHES), register(_DRAWS_OF)
+        self._round_logits = register(_ROUND_LOGITS)
         self._draw_view = register(_DRAW_VIEW)
         self._beat_read, self._beat_seen = register("#!lua flags=no-writes\n" + _BEAT), register(_WRITES + _BEAT)
         self._scripts = [value for value in vars(self).values() if isinstance(value, redis.commands.core.Script)]
@@ -464,8 +474,17 @@ class RedisRoom:
         return [self.key(name) for name in ("draw", "draw:streams", "draw:lens", "draw:counts")]
 
     @_guarded
-    def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
-        return self._start(self._draw_keys(), experiment, replacing)
+    def new_draw_round(
+        self, experiment: Experiment, replacing: str | None | object = ANY, logits: bytes | None = None
+    ) -> str:
+        keys = self._draw_keys() + [self.key("draw:logits")]  # dropped with the old round, set with the new
+        return self._start(keys, experiment, replacing, logits)
+
+    @_guarded
+    def round_logits(self, round_id: str) -> bytes | None:
+        """As ``Room.round_logits``: read with the round's id at one moment (a new round's logits never pass for
+        the old one's)."""
+        return self._round_logits(keys=[self.key("draw"), self.key("draw:logits")], args=[round_id]) or None
 
     @_guarded
     def draw_round(self) -> DrawRound | None:
@@ -571,11 +590,14 @@ class RedisRoom:
         self._reveal(keys=[self.key("guess")], args=[round_id])
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _start(self, keys: list[str], experiment: Experiment, replacing: str | None | object) -> str:
+    def _start(
+        self, keys: list[str], experiment: Experiment, replacing: str | None | object, logits: bytes | None = None
+    ) -> str:
         if replacing is None:  # the page showed no round: one that is stored but cannot be read counts as none
             replacing = self._unreadable_round(keys[0])
         shown = _ANY if replacing is ANY else (replacing or "")
-        started = self._new_round(keys=keys, args=[shown, secrets.token_hex(6), _experiment_json(experiment)])
+        args = [shown, secrets.token_hex(6), _experiment_json(experiment)] + ([logits] if logits is not None else [])
+        started = self._new_round(keys=keys, args=args)
         return started.decode() if isinstance(started, bytes) else str(started)
 
     def _unreadable_round(self, head_key: str) -> bytes | None:

@@ -143,7 +143,10 @@ class RoomStore(Protocol):
     def current(self) -> Broadcast: ...
     def rounds(self) -> Rounds: ...
     def heartbeat(self, student: str | None, within_s: float | None) -> Beat: ...
-    def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str: ...
+    def new_draw_round(
+        self, experiment: Experiment, replacing: str | None | object = ANY, logits: bytes | None = None
+    ) -> str: ...
+    def round_logits(self, round_id: str) -> bytes | None: ...
     def draw_round(self) -> DrawRound | None: ...
     def draw_view(self, student: str) -> DrawView | None: ...
     def draws_of(self, round_id: str, student: str) -> int: ...
@@ -180,6 +183,7 @@ class Room:
         self._lock = threading.Lock()
         self._broadcast = Broadcast(0, "", {}, 0.0)
         self._draws: DrawRound | None = None
+        self._draw_logits: bytes | None = None  # the draw round's logits, as ``new_draw_round`` was given them
         self._guesses: GuessRound | None = None
         self._seen: dict[str, float] = {}  # follower id -> time.monotonic() of its last poll
         self._teacher_tokens: dict[str, float] = {}  # token (in a teacher's cookie) -> time.monotonic() of its last use
@@ -276,19 +280,31 @@ class Room:
             return Beat(rounds, self._broadcast, followers)
 
     # -- draw for the class ----------------------------------------------------------------------------
-    def new_draw_round(self, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+    def new_draw_round(
+        self, experiment: Experiment, replacing: str | None | object = ANY, logits: bytes | None = None
+    ) -> str:
         """Start a class draw on ``experiment`` (the previous round's draws are dropped); its id.
 
         ``replacing`` is the round the teacher's page showed when the button was pressed (None: no round):
         when the room holds another one by now, that press already started it (a click Streamlit delivered
-        twice) and nothing changes.
+        twice) and nothing changes. ``logits`` are the prompt's next-token logits the round draws from (float32
+        bytes, ``round_logits`` gives them back): every draw and every recount of a draw reads these, so a student's
+        draws are the same numbers whichever engine path (eager, compiled, batched) would compute the prompt now.
         """
         with self._lock:
             if replacing is not ANY and (self._draws.round_id if self._draws else None) != replacing:
                 return self._draws.round_id if self._draws else ""
             number = self._draws.number + 1 if self._draws else 1
             self._draws = DrawRound(_round_id(), experiment, number=number)
+            self._draw_logits = logits
             return self._draws.round_id
+
+    def round_logits(self, round_id: str) -> bytes | None:
+        """The logits draw round ``round_id`` draws from (None: another round now, or one started without them)."""
+        with self._lock:
+            if self._draws is None or self._draws.round_id != round_id:
+                return None
+            return self._draw_logits
 
     def draw_round(self) -> DrawRound | None:
         """A copy of the current draw round (safe to read while students keep drawing)."""

@@ -32,7 +32,15 @@ from ui.claims import classroom as claims
 from ui.claims.predicting import histogram_sentence
 from ui.classroom import broadcast
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
-from ui.compute.classroom import DRAWS_PER_PRESS, guess_view, pooled_bins, pooled_histogram, student_draws
+from ui.compute.classroom import (
+    DRAWS_PER_PRESS,
+    guess_view,
+    kept_logits,
+    pooled_bins,
+    pooled_histogram,
+    start_draw_round,
+    student_draws,
+)
 from ui.compute.logits import prompt_logits
 from ui.controls import sampling as sampling_controls
 from ui.figures import classroom as figs
@@ -123,7 +131,7 @@ def _start(kind: str, shown: str | None) -> None:
     room = broadcast.room()
     try:
         if kind == "draw":
-            room.new_draw_round(experiment, replacing=shown)
+            start_draw_round(room, experiment, replacing=shown)
         else:
             room.new_guess_round(experiment, replacing=shown)
     except RoomUnavailable as error:
@@ -218,8 +226,12 @@ def _count_draws(shown_round: str, shown_mine: int) -> None:
             "The teacher had just started a new draw round: your press counts in it (the text above now describes it).",
         )
     try:
+        logits = kept_logits(room, rnd.round_id)  # the round's own: a recount from the seed reads the same
         room.add_draws(
-            rnd.round_id, student, first, student_draws(rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS)
+            rnd.round_id,
+            student,
+            first,
+            student_draws(logits, rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS),
         )
     except RoomError as error:
         st.session_state[state.CLASS_DRAW_MESSAGE] = ("warning", str(error))
@@ -261,8 +273,11 @@ def _live_draws(round_id: str) -> None:
     if message:
         getattr(st, message[0])(message[1])
     try:
-        pooled = pooled_histogram(rnd.experiment, rnd.pooled)
-    except KeyError:  # a shared room's counts name a token this experiment never draws: data that cannot be read
+        pooled = pooled_histogram(broadcast.room(), rnd.round_id, rnd.experiment, rnd.pooled)
+    except (
+        KeyError,
+        RoomError,
+    ):  # a shared room's counts name a token this experiment never draws: data that cannot be read
         st.info(NO_DRAW_ROUND, icon=":material/groups:")
         return
     n_students = rnd.students
@@ -291,7 +306,7 @@ def _live_draws(round_id: str) -> None:
     if pooled.n_draws and not gof.dof and len(pooled.labels) > 1:
         text += " " + claims.too_few_sentence(pooled.n_draws)
     elif pooled.n_draws and gof.dof:
-        plan = pooled_bins(rnd.experiment, pooled.n_draws)
+        plan = pooled_bins(broadcast.room(), rnd.round_id, rnd.experiment, pooled.n_draws)
         text += (
             "\n\n"
             + claims.bins_sentence(len(pooled.labels), plan)

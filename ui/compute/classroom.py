@@ -4,8 +4,10 @@ Owns the arithmetic behind ``pages/class.py`` and the Sampling page's "Draw for 
 
 - a student's draws in a round come from its own seed (``student_seed``: the round id and the
   student's id hashed, so two students never share a stream and a new round draws new numbers),
-  through the same ``draw_token_ids`` the thousand draws use, on the experiment the teacher fixed
-  when starting the round (``ui.classroom.room.Experiment``): draw k of a student is always the same token;
+  through the engine's seeded sampler, on the experiment the teacher fixed when starting the round
+  (``ui.classroom.room.Experiment``) and on the logits the room keeps with the round (``start_draw_round``,
+  ``kept_logits``): draw k of a student is always the same token, whichever engine path (eager, compiled,
+  batched; their last bits differ) would compute the prompt's logits at the time of a press or a recount;
 - the pooled histogram puts every counted draw of the room against the sampler's exact final
   probabilities, and tests the fit with the same Pearson χ² as the thousand draws; ``pooled_bins`` says
   which tokens that test counts on their own and which it pools (for the sentence under the chart);
@@ -18,17 +20,17 @@ Results are plain numpy/Python.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
-import streamlit as st
 
-from inference import SamplingParams
-from ui.classroom.room import Experiment
+from inference.inspection import draw_ids, recorded_draw
+from ui.classroom.room import ANY, Experiment, RoomError, RoomStore
 from ui.compute.logits import prompt_logits, softmax_at, token_texts
-from ui.compute.sampling import Histogram, chi_square_gof, draw_token_ids
+from ui.compute.sampling import Histogram, chi_square_gof
 from ui.shell.resources import client_for
 
 DRAWS_PER_PRESS = 10  # one press of "Draw for the class"
@@ -42,23 +44,49 @@ def student_seed(round_id: str, student: str) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
-def student_draws(experiment: Experiment, round_id: str, student: str, first: int, count: int) -> list[int]:
-    """Token ids of ``student``'s draws ``first`` … ``first + count − 1`` in the round (its own seeded stream)."""
+def start_draw_round(room: RoomStore, experiment: Experiment, replacing: str | None | object = ANY) -> str:
+    """Start a draw round on ``experiment`` with the prompt's logits kept in the room beside it (float32 bytes): every
+    press and every recount of the round draws from these, never from a forward run again."""
+    logits = prompt_logits(experiment.model, experiment.prompt, experiment.chat).logits  # (V,)
+    blob = np.ascontiguousarray(logits, dtype="<f4").tobytes()
+    return room.new_draw_round(experiment, replacing=replacing, logits=blob)
+
+
+@functools.lru_cache(maxsize=8)  # a round's logits never change: read once per round and process, not per press
+def kept_logits(room: RoomStore, round_id: str) -> np.ndarray:
+    """The logits (V,) the room keeps for draw round ``round_id`` (read-only); ``RoomError`` when it keeps none."""
+    blob = room.round_logits(round_id)
+    if blob is None:
+        raise RoomError("this draw round keeps no logits to draw from: nothing was counted; start a new round")
+    return np.frombuffer(blob, dtype="<f4").copy()  # (V,); a copy: torch.from_numpy wants a writable array
+
+
+def student_draws(
+    logits: np.ndarray, experiment: Experiment, round_id: str, student: str, first: int, count: int
+) -> list[int]:
+    """Token ids of ``student``'s draws ``first`` … ``first + count − 1`` in the round (its own seeded stream), drawn
+    from the round's kept ``logits`` (V,)."""
     params = dataclasses.replace(experiment.params, seed=student_seed(round_id, student)).canonical()
-    drawn, _, _ = draw_token_ids(experiment.model, experiment.prompt, experiment.chat, params, first + count)
-    return drawn[first:]
+    previous = client_for(experiment.model).encode_prompt(experiment.prompt, chat=experiment.chat)  # the penalty's
+    return draw_ids(logits, params, first + count, previous)[first:]
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _distribution(model: str, prompt: str, chat: bool, params: SamplingParams) -> tuple[list[int], np.ndarray]:
-    """The sampler's range order and final probabilities (the same for every seed)."""
-    _, order, probs = draw_token_ids(model, prompt, chat, params, 0)
-    return order, probs
+@functools.lru_cache(maxsize=16)
+def _distribution(room: RoomStore, round_id: str, experiment: Experiment) -> tuple[list[int], np.ndarray]:
+    """The sampler's range order and final probabilities on the round's kept logits (the same for every seed)."""
+    previous = client_for(experiment.model).encode_prompt(experiment.prompt, chat=experiment.chat)
+    result = recorded_draw(kept_logits(room, round_id), experiment.params, previous)
+    if experiment.params.greedy:
+        return [result.token_id], np.array([1.0])
+    order = result.range_token_ids  # (K,)
+    return order.tolist(), result.stage_probs["final"][order].astype(np.float64)
 
 
-def pooled_histogram(experiment: Experiment, counts: Counter, top_n: int = 10) -> Histogram:
-    """Every counted draw of the class against the exact probabilities, with Pearson's χ²."""
-    order, probs = _distribution(experiment.model, experiment.prompt, experiment.chat, experiment.params)
+def pooled_histogram(
+    room: RoomStore, round_id: str, experiment: Experiment, counts: Counter, top_n: int = 10
+) -> Histogram:
+    """Every counted draw of the class against the exact probabilities of the round's kept logits, with Pearson's χ²."""
+    order, probs = _distribution(room, round_id, experiment)
     slot_of = {token: slot for slot, token in enumerate(order)}
     vector = np.zeros(len(order))  # (K,) draws per survivor
     for token, count in counts.items():
@@ -98,9 +126,9 @@ def bin_plan(n_draws: int, probs: np.ndarray, min_expected: float = MIN_EXPECTED
     return BinPlan(int(big.sum()), int((~big).sum()), pooled_expected >= min_expected or not big.any())
 
 
-def pooled_bins(experiment: Experiment, n_draws: int) -> BinPlan:
+def pooled_bins(room: RoomStore, round_id: str, experiment: Experiment, n_draws: int) -> BinPlan:
     """``bin_plan`` of the round's exact distribution: the bins behind the pooled histogram's χ²."""
-    _, probs = _distribution(experiment.model, experiment.prompt, experiment.chat, experiment.params)
+    _, probs = _distribution(room, round_id, experiment)
     return bin_plan(n_draws, probs)
 
 
