@@ -505,6 +505,19 @@ def test_temperature_playground_moves_while_you_drag(shared_server, browser, tmp
         yours = next(trace for trace in overlay if trace["name"] == "T = 2 (yours)")
         assert all(abs(a - b) <= 1e-12 for a, b in zip(yours["y"], frames[2.0]["bars"]))  # the server's bars at T = 2
         assert root.get_attribute("data-temperature") == "2"
+        handle.focus()  # the keyboard: four presses faster than the runs they start, every one counts
+        for _ in range(4):
+            handle.press("ArrowLeft")
+        _wait_for_run_to_finish(page)
+        deadline = time.monotonic() + 30
+        while "temperature=1.8" not in page.url and time.monotonic() < deadline:
+            time.sleep(0.25)
+        _wait_for_run_to_finish(page)
+        assert root.get_attribute("data-temperature") == "1.8", root.get_attribute("data-temperature")
+        assert "temperature=1.8" in page.url, page.url  # the page's own slider and link agree with the playground
+        assert slider.first.get_attribute("aria-valuetext") in ("1.80", "1.8"), slider.first.get_attribute(
+            "aria-valuetext"
+        )
         assert page.locator('[data-testid="stException"]').count() == 0
         assert not _outside(requested, shared_server), _outside(requested, shared_server)
         print(

@@ -62,7 +62,7 @@ function build(root, data) {
   input.addEventListener("pointerdown", () => { root.__dragging = true; });
   input.addEventListener("change", () => {
     root.__dragging = false;
-    root.__send(root.__data.temperatures[Number(input.value)]);
+    root.__send(Number(input.value));
   });
 }
 
@@ -94,16 +94,23 @@ export default function (component) {
     parentElement.appendChild(root);
   }
   root.__data = data;
-  root.__send = (value) => setStateValue("temperature", value);
+  root.__sent = root.__sent || [];  // the frames this slider sent whose runs have not all come back, oldest first
+  root.__send = (index) => { root.__sent.push(index); setStateValue("temperature", data.temperatures[index]); };
   if (root.__shape !== shape) {  // a new prompt or model: new bars
     build(root, data);
     root.__shape = shape;
+    root.__sent.length = 0;
   }
   if (root.__dragging) return;  // a rerun from elsewhere while the user drags: keep the user's frame
   let nearest = 0;
   data.temperatures.forEach((t, i) => {
     if (Math.abs(t - data.current) < Math.abs(data.temperatures[nearest] - data.current)) nearest = i;
   });
+  // A run started by an earlier key press or release comes back after the user moved on: keep the user's value (its
+  // own run is on its way). The run of the latest value, or a value set elsewhere (the page's slider, a link), applies.
+  const sent = root.__sent;
+  if (sent.includes(nearest) && nearest !== sent[sent.length - 1]) return;
+  sent.length = 0;
   root.__parts.input.value = String(nearest);
   draw(root, nearest);
 }
