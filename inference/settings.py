@@ -2,7 +2,7 @@
 
 Owns ``Settings`` (frozen: what the library and the app built on it run with), ``Settings.from_env``
 (reads a mapping of variables, checks each value, and raises ``SettingsError`` naming the variable
-and what it accepts), ``VARIABLES`` (each variable, its default and what it does; the README's table
+and what it accepts), ``VARIABLES`` (each variable, its default and what it does; docs/settings.md's table
 is tested against it) and ``current()``: this process's settings, read from the environment the first
 time anything asks and kept (``reload()`` reads them again, for a test that changes the environment).
 Nothing else in the project reads an ``LLM_EXPLORER_*`` variable.
@@ -34,7 +34,7 @@ DEFAULT_CLASS_ID = "class"
 @dataclass(frozen=True)
 class Variable:
     name: str
-    default: str  # as the README writes it
+    default: str  # as docs/settings.md writes it
     meaning: str
 
 

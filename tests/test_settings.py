@@ -1,5 +1,5 @@
 """The operator's settings: every ``LLM_EXPLORER_*`` variable read and checked in one place, once, with a clear
-message for a value the program cannot use; the README's table says what ``inference.settings`` reads."""
+message for a value the program cannot use; docs/settings.md's table says what ``inference.settings`` reads."""
 
 from __future__ import annotations
 
@@ -172,8 +172,8 @@ def test_the_reader_check_can_fail(tmp_path):
     assert environment_reads(planted) == ["LLM_EXPLORER_TEACHER_KEY", "LLM_EXPLORER_SLOTS", "LLM_EXPLORER_QUANT"]
 
 
-def test_the_readmes_table_lists_every_setting_with_its_default():
-    readme = (ROOT / "README.md").read_text()
+def test_the_settings_table_lists_every_setting_with_its_default():
+    readme = (ROOT / "docs" / "settings.md").read_text()
     rows = re.findall(r"^\| `(LLM_EXPLORER_[A-Z_]+)` \| ([^|]+) \|", readme, flags=re.M)
     assert rows == [(v.name, v.default) for v in settings.VARIABLES]
     fields = {f for f in Settings.__dataclass_fields__}
