@@ -218,3 +218,25 @@ def test_the_patch_reads_attributes_streamlit_has():
     assert hasattr(AppSession, "_create_scriptrunner")
     assert "_pages_manager" in ScriptRunner.__init__.__code__.co_names
     assert list(inspect.signature(ScriptRunner._run_script).parameters) == ["self", "rerun_data"]
+
+
+def test_the_patches_are_written_for_the_streamlit_that_runs():
+    """An upgrade of Streamlit fails here until the patches are checked against it and WRITTEN_FOR follows."""
+    import streamlit
+
+    assert streamlit.__version__ == fragment_races.WRITTEN_FOR, (
+        f"Streamlit {streamlit.__version__} is pinned, the fragment-race patches were written for "
+        f"{fragment_races.WRITTEN_FOR}: check them against this version, then update WRITTEN_FOR"
+    )
+
+
+def test_on_another_streamlit_the_patches_are_not_applied_and_a_warning_says_so(monkeypatch, caplog):
+    sentinel = [lambda self, client_state: None, lambda self, data: None, lambda self, data: None]
+    monkeypatch.setattr(AppSession, "request_rerun", sentinel[0])
+    monkeypatch.setattr(AppSession, "_create_scriptrunner", sentinel[1])
+    monkeypatch.setattr(ScriptRunner, "_run_script", sentinel[2])
+    with caplog.at_level("WARNING", logger=fragment_races.__name__):
+        assert fragment_races.install(version="1.99.0") is False
+    assert [AppSession.request_rerun, AppSession._create_scriptrunner, ScriptRunner._run_script] == sentinel
+    assert "Streamlit 1.99.0" in caplog.text and "not applied" in caplog.text
+    assert fragment_races.install() is True and AppSession.request_rerun is not sentinel[0]  # the pinned one: applied

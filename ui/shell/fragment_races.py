@@ -41,12 +41,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 
+import streamlit
 from google.protobuf.message import Message
 from streamlit.runtime.app_session import AppSession, AppSessionState
 from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
 
 _MARK = "_llmx_works_around_fragment_races"
+# The patches replace private Streamlit methods as this version wrote them: on another version they are not applied
+# (a warning in the server's log says so) and tests/test_fragment_races.py fails until they are checked again.
+WRITTEN_FOR = "1.67.0"
+_log = logging.getLogger(__name__)
 RETRY_S = 0.02  # how often a waiting fragment request looks again for the old runner's end
 _TRIGGERS = frozenset({"trigger_value", "string_trigger_value", "chat_input_value", "json_trigger_value"})
 
@@ -96,11 +102,22 @@ def _later(session: AppSession, callback, *args) -> None:
     session._event_loop.call_soon_threadsafe(session._event_loop.call_later, RETRY_S, callback, *args)
 
 
-def install() -> None:
+def install(version: str | None = None) -> bool:
     """Patch ``AppSession.request_rerun``, ``AppSession._create_scriptrunner`` and ``ScriptRunner._run_script`` once per
-    process (idempotent)."""
+    process (idempotent), on the Streamlit version they were written for only (``version``: the running one unless
+    given); whether the patches are in place."""
     if getattr(AppSession.request_rerun, _MARK, False):
-        return
+        return True
+    running = version or streamlit.__version__
+    if running != WRITTEN_FOR:
+        _log.warning(
+            "Streamlit %s is running, and the fragment-race work-arounds (ui/shell/fragment_races.py) were written for "
+            "%s: they are not applied. Check them against this version's AppSession and ScriptRunner, then update "
+            "WRITTEN_FOR.",
+            running,
+            WRITTEN_FOR,
+        )
+        return False
     original_request = AppSession.request_rerun
     original_create = AppSession._create_scriptrunner
     original_run = ScriptRunner._run_script
@@ -141,3 +158,4 @@ def install() -> None:
     AppSession.request_rerun = request_rerun
     AppSession._create_scriptrunner = create_scriptrunner
     ScriptRunner._run_script = run_script
+    return True
