@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ from inference import SamplingParams
 from inference.inspection import chi2_survival, draw_ids
 from ui.compute import token_text
 from ui.compute.logits import prompt_logits, recorded_sample, token_texts
+from ui.compute.lru import SharedLRU
 from ui.shell.resources import client_for
 
 
@@ -203,32 +203,24 @@ class ContinuationStore:
 
     def __init__(self, max_entries: int = MAX_STORED_CONTINUATIONS) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple, Continuation] = OrderedDict()
+        self._entries: SharedLRU[Continuation] = SharedLRU(max_entries)
         self._in_flight: dict[tuple, Future] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the claims: a key is stored or in flight, checked at one moment
 
     def get(self, key: tuple) -> Continuation | None:
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key]
-            return None
+        return self._entries.get(key)
 
     def put(self, key: tuple, value: Continuation) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+        self._entries.put(key, value)
 
     def claim(self, key: tuple) -> tuple[Future, bool]:
         """The future of ``key``'s continuation, and whether the caller must generate it (True: nobody else
         is; the caller then calls ``finish``). A stored one comes back as a finished future."""
         with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
+            stored = self._entries.get(key)
+            if stored is not None:
                 done: Future = Future()
-                done.set_result(self._entries[key])
+                done.set_result(stored)
                 return done, False
             if key in self._in_flight:
                 return self._in_flight[key], False

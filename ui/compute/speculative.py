@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ import streamlit as st
 from inference import PromptError, SamplingError, SamplingParams, Speculation, SpeculationError
 from inference.inspection import chi2_survival, recorded_draw
 from ui.compute import token_text
+from ui.compute.lru import SharedLRU
 from ui.figures.tokens import visible
 from ui.shell.resources import client_for
 
@@ -43,35 +43,12 @@ POOL_BELOW = 10  # χ² cells seen fewer times than this (both samples together)
 ERRORS = (SpeculationError, SamplingError, PromptError)
 
 
-class ResultStore:
-    """The last few long measurements (a sweep, a χ² test) by their inputs, shared by every session of the server.
-
-    Not ``st.cache_data``: these run with a progress bar drawn outside them, which a cached function cannot
-    call (Streamlit replays a cached function's elements, and the bar's block is not the function's)."""
-
-    def __init__(self, max_entries: int = 8) -> None:
-        self._entries: OrderedDict[tuple, object] = OrderedDict()
-        self._lock = threading.Lock()
-        self.max_entries = max_entries
-
-    def get(self, key: tuple):
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-            return self._entries.get(key)
-
-    def put(self, key: tuple, value):
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-        return value
-
-
 @st.cache_resource(show_spinner=False)
-def _store() -> ResultStore:
-    return ResultStore()
+def _store() -> SharedLRU:
+    """The last few long measurements (a sweep, a χ² test) by their inputs, shared by every session of the server.
+    Not ``st.cache_data``: these run with a progress bar drawn outside them, which a cached function cannot call
+    (Streamlit replays a cached function's elements, and the bar's block is not the function's)."""
+    return SharedLRU(max_entries=8)
 
 
 def speculation_for(drafter: str, draft_tokens: int, ngram: int, depth: int, n_layers: int) -> Speculation:
