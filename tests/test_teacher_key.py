@@ -17,11 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from inference import settings
 from ui.classroom import broadcast
 from ui.classroom import room as room_module
 from ui.classroom.room import Room
+from ui.session import state
 
 KEY = "correct horse battery staple"
 PANEL = str(Path(__file__).resolve().parent / "fixtures" / "class_panel_app.py")
@@ -92,3 +94,113 @@ def test_two_teacher_sessions_broadcasting_are_counted(store):
     assert room.teaching("tab-a", 1.0) == 1
     time.sleep(0.3)
     assert room.teaching("tab-a", 0.2) == 0  # tab-b not seen within 0.2 s: gone
+
+
+# ---- the class panel ------------------------------------------------------------------------------------------------
+def panel(query: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(PANEL, default_timeout=60)
+    for name, value in (query or {}).items():
+        at.query_params[name] = value
+    at.run()
+    assert not at.exception
+    return at
+
+
+def unlock(at: AppTest, key: str) -> None:
+    at.text_input(key=state.CLASS_KEY_BOX).input(key)
+    at.button(key=state.CLASS_UNLOCK).click()
+    at.run()
+    assert not at.exception
+
+
+def shown(at: AppTest) -> str:
+    return "\n".join(e.value for kind in ("error", "warning", "info", "success", "caption") for e in getattr(at, kind))
+
+
+def teacher(at: AppTest) -> bool:
+    return state.CLASS_TEACHER in at.session_state and at.session_state[state.CLASS_TEACHER]
+
+
+def has_key_box(at: AppTest) -> bool:
+    return any(box.key == state.CLASS_KEY_BOX for box in at.text_input)
+
+
+def test_exactly_max_key_tries_different_wrong_keys_and_a_repeat_costs_none(store):
+    at = panel()
+    for n in range(1, broadcast.MAX_KEY_TRIES):
+        unlock(at, f"wrong {n}")
+        left = broadcast.MAX_KEY_TRIES - n
+        assert (
+            f"That is not the teacher key: nothing changed. Students can follow but not broadcast. {left} tr"
+            in shown(at)
+        )
+        assert has_key_box(at) and "wrong keys" not in shown(at), n  # no lockout before the last try
+        assert at.session_state[state.CLASS_TRIES] == n
+    unlock(at, "wrong 4")  # the same key again (a click delivered twice sends it again): answered, not counted
+    assert "you tried it already" in shown(at) and at.session_state[state.CLASS_TRIES] == 4 and has_key_box(at)
+    unlock(at, "wrong 5")
+    assert "That was this tab's last try." in shown(at)
+    assert at.session_state[state.CLASS_TRIES] == broadcast.MAX_KEY_TRIES
+    assert not has_key_box(at) and f"{broadcast.MAX_KEY_TRIES} wrong keys: this tab does not ask again." in shown(at)
+
+
+def test_a_key_with_spaces_around_it_is_refused_not_stripped(store):
+    at = panel()
+    unlock(at, f" {KEY}\n")
+    assert "has spaces (or a line break) before or after it" in shown(at)
+    assert not teacher(at) and state.CLASS_TRIES not in at.session_state  # no try used
+    unlock(at, KEY)
+    assert at.session_state[state.CLASS_TEACHER] is True
+    assert not broadcast.key_matches(KEY + " ") and broadcast.key_matches(KEY)
+
+
+def test_a_refusal_stays_until_it_is_read(store):
+    """The wrong key's (and the empty box's) message survives any number of reruns (a heartbeat's, a cookie
+    script's), until its OK is pressed; a link's wrong key likewise at the top of the panel."""
+    at = panel()
+    unlock(at, "wrong")
+    for _ in range(3):
+        at.run()
+        assert "That is not the teacher key" in shown(at)
+    at.button(key=state.CLASS_KEY_MESSAGE_OK).click()
+    at.run()
+    assert "That is not the teacher key" not in shown(at)
+    unlock(at, "")
+    at.run()
+    assert "Type the teacher key first." in shown(at)
+    linked = panel({"teacher": "also wrong"})
+    linked.run()
+    linked.run()
+    assert "That is not the teacher key" in shown(linked)
+    linked.button(key=state.CLASS_MESSAGE_OK).click()
+    linked.run()
+    assert "That is not the teacher key" not in shown(linked)
+
+
+def test_the_back_off_holds_across_sessions_and_spares_nothing_it_did_not_check(store, quick_rule, monkeypatch):
+    """Two tabs from one address (AppTest: "local") use the address's two free tries; a third tab, even with the right
+    key, is told to wait, and the key is not checked; once the wait is over the right key works and clears it."""
+    for name in ("KEY_FIRST_WAIT_S", "KEY_WAIT_CAP_ADDRESS_S", "KEY_WAIT_CAP_CLASS_S"):
+        monkeypatch.setattr(room_module, name, 5.0)  # longer than the tabs' runs take
+    for n in range(2):
+        unlock(panel(), f"wrong {n}")
+    third = panel()
+    unlock(third, KEY)
+    assert "Too many wrong teacher keys lately" in shown(third) and "try again in 5 s" in shown(third)
+    assert not teacher(third)
+    assert state.CLASS_TRIES not in third.session_state  # not this tab's try
+    monkeypatch.setattr(room_module, "KEY_FIRST_WAIT_S", 0.0)  # the wait is over
+    unlock(third, KEY)
+    assert third.session_state[state.CLASS_TEACHER] is True
+    assert broadcast.room().claim_key_try("local") == 0  # the right key forgot the address's tries
+
+
+def test_a_second_teacher_broadcasting_is_warned(store):
+    first = panel()
+    unlock(first, KEY)
+    assert "Teacher mode: students who follow" in shown(first) and "Another teacher tab" not in shown(first)
+    second = panel()
+    unlock(second, KEY)
+    assert "Teacher mode. Another teacher tab is broadcasting now" in shown(second)
+    first.run()  # the first teacher's heartbeat says so too
+    assert "Another teacher tab is broadcasting now" in shown(first)
