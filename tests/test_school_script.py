@@ -7,6 +7,7 @@ with the room intact:
   holds the same rounds, broadcast and token, and both replicas' own room clients read the round again (they
   reconnect by themselves);
 - HAProxy killed (SIGKILL): started again; a tab's websocket reconnects through it to the replica its cookie names;
+- a replica killed (SIGKILL): started again on its port, reading the room;
 - Ctrl-C keeps the room's data (the append-only file) for the next school; ``--drop-room`` deletes the class's room.
 
 One school for the module, with a tiny app as its replicas (``tests/fixtures/room_replica_app.py``: its own
@@ -222,6 +223,30 @@ def test_haproxy_killed_comes_back_and_a_tab_reconnects_to_its_replica(school):
     assert shown["draw"] == school.round_id and shown["draws"] == "5"
     assert seconds < BACK_S
     print(f"\nHAProxy SIGKILL: the tab back on {replica} after {seconds:.1f} s")
+
+
+def test_a_killed_replica_is_started_again(school):
+    port = school.replica_ports[1]
+    children = Path(f"/proc/{school.process.pid}/task/{school.process.pid}/children").read_text().split()
+    (pid,) = [int(c) for c in children if f"--server.port\0{port}\0" in _cmdline(int(c))]
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: _up(school) and _answering(school, port), BACK_S, f"replica {port} back")
+    print(f"\nreplica SIGKILL: serving the room again on its port after {time.monotonic() - killed:.1f} s")
+
+
+def _answering(school: RunningSchool, port: int) -> bool:
+    try:
+        return serves_the_round(school, port)
+    except Exception:  # noqa: BLE001  (starting: its socket refuses or closes while Streamlit comes up)
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
 
 
 def test_ctrl_c_keeps_the_room_for_the_next_school_and_drop_room_deletes_it(school, tmp_path):
