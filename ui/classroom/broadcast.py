@@ -10,7 +10,9 @@ Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``r
   with a message, not stripped (the operator's key never has them, so such a key is a paste slip, said at once). A
   wrong key gets a clear message and changes nothing; after ``MAX_KEY_TRIES`` different wrong keys a session is not
   asked again (the same wrong key again, or a click Streamlit delivered twice, is answered but costs no try). Across
-  sessions and replicas the room's back-off holds (``RoomStore.claim_key_try``, per address and for the class).
+  sessions and replicas the room's back-off holds (``RoomStore.claim_key_try``, per address and for the class); while
+  the room is out of reach no key is checked (its try could not be counted; a teacher without the room could not
+  broadcast anyway).
   Refusals stay on screen until read (an OK button), whatever reruns the page meanwhile. A second teacher session
   broadcasting at the same time is warned, as is the first (``RoomStore.teaching``).
 - **Broadcast**: after every run of the teacher's session (``publish``), the room gets its page and the
