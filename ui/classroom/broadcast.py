@@ -518,7 +518,7 @@ def render_sidebar() -> None:
             _notice(state.CLASS_MESSAGE, state.CLASS_MESSAGE_OK)
             return
         _scripts(scripts + _cookie_script())
-        _notice(state.CLASS_MESSAGE, state.CLASS_MESSAGE_OK)
+        # a held message goes under the class controls: they stay in view on a 1366x768 laptop whatever it says
         if is_teacher():
             st.session_state.setdefault(state.CLASS_BROADCASTING, True)
             st.session_state[state.widget_key(state.CLASS_BROADCASTING)] = st.session_state[state.CLASS_BROADCASTING]
@@ -531,6 +531,7 @@ def render_sidebar() -> None:
             )
             _heartbeat()  # the follower count, live
             st.button("Leave teacher mode", key=state.CLASS_LEAVE, on_click=_leave, type="tertiary")
+            _notice(state.CLASS_MESSAGE, state.CLASS_MESSAGE_OK)
             return
         st.session_state[state.widget_key(state.CLASS_FOLLOW)] = bool(st.session_state.get(state.CLASS_FOLLOW, True))
         st.toggle(
@@ -544,6 +545,7 @@ def render_sidebar() -> None:
             else:
                 st.text_input("Teacher key", type="password", key=state.CLASS_KEY_BOX, max_chars=256)
                 st.button("Unlock teacher mode", key=state.CLASS_UNLOCK, on_click=_unlock)
+        _notice(state.CLASS_MESSAGE, state.CLASS_MESSAGE_OK)
 
 
 def _forget_link_script() -> list[str]:
