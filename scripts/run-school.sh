@@ -30,6 +30,10 @@
 #                           scripts/setup.sh]
 #   LLM_EXPLORER_*          the app's settings, passed to every replica (LLM_EXPLORER_CLASS_ID names the class)
 set -euo pipefail
+if ((BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1))); then
+  echo "run-school.sh: needs bash 5.1 or later (its supervisor waits with wait -n -p); this is $BASH_VERSION" >&2
+  exit 1
+fi
 self=$(readlink -f "$0")
 cd "$(dirname "$0")/.."
 
