@@ -196,11 +196,18 @@ def test_the_back_off_holds_across_sessions_and_spares_nothing_it_did_not_check(
 
 
 def test_a_second_teacher_broadcasting_is_warned(store):
+    """Two browsers that proved the key (two tokens) are two teachers: the second is warned at once, the first by its
+    heartbeat; a reload of the first (its token, a new session) is the same teacher, not a third."""
     first = panel()
     unlock(first, KEY)
-    assert "Teacher mode: students who follow" in shown(first) and "Another teacher tab" not in shown(first)
+    assert "Teacher mode: students who follow" in shown(first) and "Another teacher" not in shown(first)
     second = panel()
     unlock(second, KEY)
-    assert "Teacher mode. Another teacher tab is broadcasting now" in shown(second)
+    assert "Teacher mode. Another teacher (another browser) is broadcasting now" in shown(second)
     first.run()  # the first teacher's heartbeat says so too
-    assert "Another teacher tab is broadcasting now" in shown(first)
+    assert "Another teacher (another browser) is broadcasting now" in shown(first)
+    reloaded = AppTest.from_file(PANEL, default_timeout=60)
+    reloaded.session_state[state.CLASS_TOKEN] = first.session_state[state.CLASS_TOKEN]  # as its cookie gives it back
+    reloaded.session_state[state.CLASS_TEACHER] = True
+    reloaded.run()
+    assert "Another teacher (another browser) is broadcasting now" in shown(reloaded)  # the second, not two others

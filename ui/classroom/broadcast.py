@@ -13,8 +13,8 @@ Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``r
   sessions and replicas the room's back-off holds (``RoomStore.claim_key_try``, per address and for the class); while
   the room is out of reach no key is checked (its try could not be counted; a teacher without the room could not
   broadcast anyway).
-  Refusals stay on screen until read (an OK button), whatever reruns the page meanwhile. A second teacher session
-  broadcasting at the same time is warned, as is the first (``RoomStore.teaching``).
+  Refusals stay on screen until read (an OK button), whatever reruns the page meanwhile. A second teacher (another
+  browser) broadcasting at the same time is warned, as is the first (``RoomStore.teaching``).
 - **Broadcast**: after every run of the teacher's session (``publish``), the room gets its page and the
   link parameters its view publishes (``ui.session.links.current_query``, presenter mode left out), or, with
   "Broadcast my view" off, a pause (followers keep their own view). Only a teacher session ever calls
@@ -215,13 +215,18 @@ def _become_teacher(address: str) -> None:
 
 
 def _teaching_id() -> str:
+    """Who broadcasts, in the room's count of teachers: this browser's teacher token, hashed (a reload, or a second
+    tab of the same browser, is the same teacher: no warning for a reload's old session), else this session's id."""
+    token = st.session_state.get(state.CLASS_TOKEN)
+    if token:
+        return hashlib.sha256(token.encode()).hexdigest()[:16]
     return st.session_state.setdefault(state.CLASS_TEACHING_ID, secrets.token_hex(8))
 
 
 def _two_teachers(others: int) -> str:
-    tabs = "Another teacher tab is" if others == 1 else f"{others} other teacher tabs are"
+    who = "Another teacher (another browser) is" if others == 1 else f"{others} other teachers' browsers are"
     return (
-        f"{tabs} broadcasting now: students follow whichever view changed last. Switch **Broadcast my view** off in "
+        f"{who} broadcasting now: students follow whichever view changed last. Switch **Broadcast my view** off in "
         "all but one (or leave teacher mode there)."
     )
 
