@@ -81,8 +81,8 @@ class School:
         self.replicas: dict[str, subprocess.Popen] = {}
         self._logs: dict[str, object] = {}
         config = subprocess.run(
-            ["bash", "scripts/run-school.sh", "--replicas", str(replicas), "--port", str(self.port), "--first-port",
-             str(first), "--per-replica", str(per_replica), "--haproxy-config"],
+            ["bash", "scripts/run-school.sh", "--address", "127.0.0.1", "--replicas", str(replicas), "--port",
+             str(self.port), "--first-port", str(first), "--per-replica", str(per_replica), "--haproxy-config"],
             cwd=ROOT, check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
         (folder / "haproxy.cfg").write_text(config)

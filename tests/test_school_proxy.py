@@ -5,7 +5,7 @@ replica, which cookies, how many runs), so no model loads (the school itself: ``
 replicas of the real app: ``tests/test_school_app.py``).
 
 - a tab's first ``GET /`` gets HAProxy's ``SERVERID`` cookie, and its websocket reaches that replica, with the
-  app's own cookies (the student's id); the next tab goes to the other replica (``balance leastconn``);
+  app's own cookies (the student's id) and the tab's address in HAProxy's ``X-Forwarded-For``; the next tab goes to the other replica (``balance leastconn``);
 - a replica killed (SIGKILL): its tab reconnects through HAProxy to the other one within 10 s, the same student;
 - a full school (every replica at its ``maxconn``): HAProxy's own 503 after its 5 s queue, not a hang.
 
@@ -48,6 +48,7 @@ def test_a_tab_sticks_to_its_replica_and_a_killed_replicas_tab_reconnects_to_the
     first.open("")
     where = shown(first)
     assert first.cookies["SERVERID"] == where["replica"] and where["student"] == STUDENT
+    assert where["forwarded"] == "127.0.0.1"  # HAProxy's own X-Forwarded-For: the tab's address, for the key back-off
     second = StreamlitSession(school.url, timeout=30, load_page=True)
     second.open("")
     assert shown(second)["replica"] != where["replica"]  # leastconn: the next tab goes to the other replica

@@ -6,8 +6,15 @@ Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``r
   off (the Class page says so). A session becomes the teacher's by entering the key once in the sidebar
   or by opening the teacher-only link ``?teacher=<key>``. The link's key is read once and its history
   entry replaced (``_FORGET_LINK_JS``: ``history.replaceState``, not a new entry, so Back does not send
-  it again). Keys are compared with ``hmac.compare_digest``; a wrong key gets a clear message and
-  changes nothing, and after ``MAX_KEY_TRIES`` wrong keys a session is not asked again.
+  it again). Keys are compared exactly, with ``hmac.compare_digest``: a key typed with spaces around it is refused
+  with a message, not stripped (the operator's key never has them, so such a key is a paste slip, said at once). A
+  wrong key gets a clear message and changes nothing; after ``MAX_KEY_TRIES`` different wrong keys a session is not
+  asked again (the same wrong key again, or a click Streamlit delivered twice, is answered but costs no try). Across
+  sessions and replicas the room's back-off holds (``RoomStore.claim_key_try``, per address and for the class); while
+  the room is out of reach no key is checked (its try could not be counted; a teacher without the room could not
+  broadcast anyway).
+  Refusals stay on screen until read (an OK button), whatever reruns the page meanwhile. A second teacher (another
+  browser) broadcasting at the same time is warned, as is the first (``RoomStore.teaching``).
 - **Broadcast**: after every run of the teacher's session (``publish``), the room gets its page and the
   link parameters its view publishes (``ui.session.links.current_query``, presenter mode left out), or, with
   "Broadcast my view" off, a pause (followers keep their own view). Only a teacher session ever calls
@@ -32,7 +39,10 @@ Owns the session side of ``ui.classroom.room.Room`` (one per server process, ``r
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import ipaddress
+import math
 import re
 import secrets
 import time
@@ -86,9 +96,27 @@ def teacher_key() -> str | None:
 
 
 def key_matches(given: str) -> bool:
-    """True when ``given`` is the teacher key (constant-time comparison; False when no key is set)."""
+    """True when ``given`` is exactly the teacher key (constant-time comparison; False when no key is set)."""
     key = teacher_key()
-    return key is not None and hmac.compare_digest(given.strip().encode(), key.encode())
+    return key is not None and hmac.compare_digest(given.encode(), key.encode())
+
+
+def client_address() -> str:
+    """Who tries a key, for the room's back-off: the tab's IP address. Where the app sees a loopback peer (a proxy on
+    this machine: run-school.sh's HAProxy, which writes its own ``X-Forwarded-For`` over any the client sent), the
+    last address of that header; "local" for a tab on this machine (or no browser behind the session)."""
+    try:
+        peer, forwarded = st.context.ip_address, st.context.headers.get("X-Forwarded-For", "")
+    except Exception:  # noqa: BLE001  (no browser request behind this session, e.g. AppTest)
+        return "local"
+    if peer:
+        try:
+            local = ipaddress.ip_address(peer).is_loopback
+        except ValueError:
+            local = False
+        if not local:
+            return peer
+    return forwarded.split(",")[-1].strip() or "local"
 
 
 def is_teacher() -> bool:
@@ -111,37 +139,96 @@ def _cookies() -> dict[str, str]:
 
 
 def _prove(given: str) -> bool:
-    """Check a key the user gave; say what happened either way."""
+    """Check a key the user gave; say what happened either way (``CLASS_MESSAGE``). A try is counted in this session
+    only for a wrong key not given before, and in the room (per address, and for the class) for every key checked."""
     tries = st.session_state.get(state.CLASS_TRIES, 0)
     if tries >= MAX_KEY_TRIES:
-        st.session_state[state.CLASS_MESSAGE] = (
+        _say("error", f"{MAX_KEY_TRIES} wrong keys: this tab does not ask again. Open a new tab to try once more.")
+        return False
+    if given != given.strip():
+        _say(
             "error",
-            f"{MAX_KEY_TRIES} wrong keys: this session does not ask again. Open a new tab to try once more.",
+            "That key has spaces (or a line break) before or after it, and the teacher key has none: type it without "
+            "them. It was not checked, and cost no try.",
+        )
+        return False
+    refused = st.session_state.setdefault(state.CLASS_REFUSED_KEYS, set())
+    digest = hashlib.sha256(given.encode()).hexdigest()
+    if digest in refused:  # the same wrong key again, or one click delivered twice: the same answer, no new try
+        _say("error", f"That is not the teacher key (you tried it already): nothing changed. {_tries_left(tries)}")
+        return False
+    address = client_address()
+    try:
+        wait = room().claim_key_try(address)
+    except RoomUnavailable as error:
+        _say("warning", f"The key cannot be checked now. {paused(error)}")
+        return False
+    if wait > 0:
+        _say(
+            "error",
+            f"Too many wrong teacher keys lately, from your address or on this server: try again in "
+            f"{math.ceil(wait)} s. This key was not checked, and cost no try.",
         )
         return False
     if key_matches(given):
-        st.session_state[state.CLASS_TEACHER] = True
-        st.session_state.setdefault(state.CLASS_BROADCASTING, True)
-        st.session_state[state.CLASS_FOLLOW] = False
-        st.session_state[state.CLASS_MESSAGE] = (
-            "success",
-            "Teacher mode: students who follow see your page and settings.",
-        )
-        try:
-            st.session_state[state.CLASS_TOKEN] = room().issue_teacher_token()
-        except RoomUnavailable as error:  # the key is proved; only a reload will ask for it again
-            st.session_state[state.CLASS_TOKEN] = None
-            st.session_state[state.CLASS_MESSAGE] = (
-                "warning",
-                f"Teacher mode. {paused(error)} (A reload of this tab will ask for the key again.)",
-            )
+        _become_teacher(address)
         return True
+    refused.add(digest)
     st.session_state[state.CLASS_TRIES] = tries + 1
-    st.session_state[state.CLASS_MESSAGE] = (
+    _say(
         "error",
-        "That is not the teacher key: nothing changed. Students can follow but not broadcast.",
+        "That is not the teacher key: nothing changed. Students can follow but not broadcast. "
+        + _tries_left(tries + 1),
     )
     return False
+
+
+def _tries_left(tries: int) -> str:
+    left = MAX_KEY_TRIES - tries
+    return (
+        "That was this tab's last try." if left <= 0 else f"{left} {'try' if left == 1 else 'tries'} left in this tab."
+    )
+
+
+def _say(kind: str, text: str) -> None:
+    st.session_state[state.CLASS_MESSAGE] = (kind, text)
+
+
+def _become_teacher(address: str) -> None:
+    """The key is proved: this session is the teacher's, with a token for its reloads; another teacher session
+    broadcasting now is said at once."""
+    st.session_state[state.CLASS_TEACHER] = True
+    st.session_state.setdefault(state.CLASS_BROADCASTING, True)
+    st.session_state[state.CLASS_FOLLOW] = False
+    st.session_state.pop(state.CLASS_KEY_MESSAGE, None)
+    _say("success", "Teacher mode: students who follow see your page and settings.")
+    try:
+        room().key_proved(address)
+        st.session_state[state.CLASS_TOKEN] = room().issue_teacher_token()
+        others = room().teaching(_teaching_id(), SEEN_S) if st.session_state[state.CLASS_BROADCASTING] else 0
+    except RoomUnavailable as error:  # the key is proved; only a reload will ask for it again
+        st.session_state[state.CLASS_TOKEN] = None
+        _say("warning", f"Teacher mode. {paused(error)} (A reload of this tab will ask for the key again.)")
+        return
+    if others:
+        _say("warning", f"Teacher mode. {_two_teachers(others)}")
+
+
+def _teaching_id() -> str:
+    """Who broadcasts, in the room's count of teachers: this browser's teacher token, hashed (a reload, or a second
+    tab of the same browser, is the same teacher: no warning for a reload's old session), else this session's id."""
+    token = st.session_state.get(state.CLASS_TOKEN)
+    if token:
+        return hashlib.sha256(token.encode()).hexdigest()[:16]
+    return st.session_state.setdefault(state.CLASS_TEACHING_ID, secrets.token_hex(8))
+
+
+def _two_teachers(others: int) -> str:
+    who = "Another teacher (another browser) is" if others == 1 else f"{others} other teachers' browsers are"
+    return (
+        f"{who} broadcasting now: students follow whichever view changed last. Switch **Broadcast my view** off in "
+        "all but one (or leave teacher mode there)."
+    )
 
 
 def read_link() -> None:
@@ -321,6 +408,9 @@ def _beat() -> None:
             f"You are the teacher. {n} student{'s' * (n != 1)} following now"
             + ("." if broadcasting else " (your view is not broadcast: they keep their own).")
         )
+        others = room().teaching(_teaching_id(), SEEN_S) if broadcasting else 0
+        if others:
+            st.warning(_two_teachers(others), icon=":material/group:")
         return
     if not follows:
         return
@@ -374,6 +464,25 @@ def _unlock() -> None:
         st.session_state[state.CLASS_KEY_MESSAGE] = st.session_state.pop(state.CLASS_MESSAGE)
 
 
+def _notice(slot: str, ok_key: str) -> None:
+    """The message held in ``slot`` (kind, text). A success is shown once; anything else (a refusal, a warning, a
+    hint) stays, run after run, until its OK is pressed or the next try replaces it: whatever reruns the page (a
+    heartbeat, a cookie script, a fragment) never wipes it unread."""
+    message = st.session_state.get(slot)
+    if not message:
+        return
+    kind, text = message
+    getattr(st, kind)(text)
+    if kind == "success":
+        st.session_state.pop(slot)
+    else:
+        st.button("OK", key=ok_key, on_click=_dismiss, args=(slot,), type="tertiary", help="Hide this message")
+
+
+def _dismiss(slot: str) -> None:
+    st.session_state.pop(slot, None)
+
+
 def _store_broadcasting() -> None:
     st.session_state[state.CLASS_BROADCASTING] = st.session_state[state.widget_key(state.CLASS_BROADCASTING)]
     if not st.session_state[state.CLASS_BROADCASTING] and is_teacher():
@@ -409,15 +518,12 @@ def render_sidebar() -> None:
     st.session_state.pop(state.CLASS_PAUSED_SHOWN, None)  # and whether it said the class panel is paused
     with st.sidebar:
         scripts = _forget_link_script()
-        message = st.session_state.pop(state.CLASS_MESSAGE, None)
         if teacher_key() is None:
             _scripts(scripts)
-            if message:
-                getattr(st, message[0])(message[1])
+            _notice(state.CLASS_MESSAGE, state.CLASS_MESSAGE_OK)
             return
         _scripts(scripts + _cookie_script())
-        if message:
-            getattr(st, message[0])(message[1])
+        # a held message goes under the class controls: they stay in view on a 1366x768 laptop whatever it says
         if is_teacher():
             st.session_state.setdefault(state.CLASS_BROADCASTING, True)
             st.session_state[state.widget_key(state.CLASS_BROADCASTING)] = st.session_state[state.CLASS_BROADCASTING]
@@ -430,6 +536,7 @@ def render_sidebar() -> None:
             )
             _heartbeat()  # the follower count, live
             st.button("Leave teacher mode", key=state.CLASS_LEAVE, on_click=_leave, type="tertiary")
+            _notice(state.CLASS_MESSAGE, state.CLASS_MESSAGE_OK)
             return
         st.session_state[state.widget_key(state.CLASS_FOLLOW)] = bool(st.session_state.get(state.CLASS_FOLLOW, True))
         st.toggle(
@@ -437,14 +544,13 @@ def render_sidebar() -> None:
         )
         _heartbeat()
         with st.expander("I am the teacher", key=state.CLASS_TEACHER_PANEL, on_change="rerun"):
-            key_message = st.session_state.pop(state.CLASS_KEY_MESSAGE, None)
-            if key_message:
-                getattr(st, key_message[0])(key_message[1])
+            _notice(state.CLASS_KEY_MESSAGE, state.CLASS_KEY_MESSAGE_OK)
             if st.session_state.get(state.CLASS_TRIES, 0) >= MAX_KEY_TRIES:
-                st.caption(f"{MAX_KEY_TRIES} wrong keys: this session does not ask again.")
+                st.caption(f"{MAX_KEY_TRIES} wrong keys: this tab does not ask again.")
             else:
                 st.text_input("Teacher key", type="password", key=state.CLASS_KEY_BOX, max_chars=256)
                 st.button("Unlock teacher mode", key=state.CLASS_UNLOCK, on_click=_unlock)
+        _notice(state.CLASS_MESSAGE, state.CLASS_MESSAGE_OK)
 
 
 def _forget_link_script() -> list[str]:

@@ -20,6 +20,11 @@ on one node of a cluster), prefix ``llmx:{<id>}:``:
 - ``teachers``: sorted set, the sha256 of each teacher session's token -> its last use (Redis' clock); a token
   expires ``TEACHER_TOKEN_TTL_S`` after that, and a class keeps ``MAX_TEACHER_TOKENS`` (the rule of the memory
   room; the token itself lives only in the teacher's cookie);
+- ``keys:tries`` and ``keys:tries:<address>``: hash ``n`` (teacher-key tries), ``last`` (Redis' clock): the class's and
+  each address's back-off (``claim_key_try``, the memory room's rule), each expiring ``KEY_TRIES_KEPT_S`` after its
+  last try;
+- ``teaching``: sorted set, a broadcasting teacher session -> when it was last seen (Redis' clock): more than one
+  teacher broadcasting is said to each of them;
 - ``fingerprint``: the first replica's startup fingerprint (``ui.classroom.fingerprint``): a replica whose own
   differs refuses to join (``ReplicaRefused``, before its first request), so one class never mixes two models,
   weights modes, teacher keys or checkouts.
@@ -46,6 +51,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from inference import SamplingParams
+from ui.classroom import room as rules  # the key back-off's rule, read at each call (as the memory room does)
 from ui.classroom.room import (
     ANY,
     MAX_DRAWS_PER_STUDENT,
@@ -245,6 +251,54 @@ redis.call('ZADD', KEYS[1], 'XX', now, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
 return 1"""
 
+_CLAIM_KEY_TRY = (
+    _WRITES
+    + _REPAIR % "hash"
+    + """-- KEYS: the address's tries, the class's; ARGV: first wait, then free tries and cap for the address, for the class,
+-- then seconds kept. Returns '0' (the try goes ahead, counted in both) or the seconds left to wait (nothing counted),
+-- as text (Lua numbers reach the client as integers). The rule is room.key_wait's.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local left = 0
+for i = 1, 2 do
+  local n = tonumber(redis.call('HGET', KEYS[i], 'n')) or 0
+  local last = tonumber(redis.call('HGET', KEYS[i], 'last')) or 0
+  local free, cap = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  if n >= free then
+    local wait = math.min(tonumber(ARGV[1]) * 2 ^ math.min(n - free, 64), cap)
+    left = math.max(left, last + wait - now)
+  end
+end
+if left > 0 then return string.format('%.3f', left) end
+for i = 1, 2 do
+  redis.call('HINCRBY', KEYS[i], 'n', 1)
+  redis.call('HSET', KEYS[i], 'last', string.format('%.6f', now))
+  redis.call('PEXPIRE', KEYS[i], math.ceil(tonumber(ARGV[6]) * 1000))
+end
+return '0'"""
+)
+
+_KEY_PROVED = (
+    _WRITES
+    + _REPAIR % "hash"
+    + """-- KEYS: the address's tries, the class's. The address's are forgotten; the class's count loses the proved try.
+redis.call('DEL', KEYS[1])
+if (tonumber(redis.call('HGET', KEYS[2], 'n')) or 0) > 0 then redis.call('HINCRBY', KEYS[2], 'n', -1) end
+return 0"""
+)
+
+_TEACHING = (
+    _WRITES
+    + _REPAIR % "zset"
+    + """-- KEYS: teaching; ARGV: session, within (seconds). Returns how many other sessions were seen within it.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000) + 1000)
+return redis.call('ZCARD', KEYS[1]) - 1"""
+)
+
 _READ_HASHES = """#!lua flags=no-writes
 -- KEYS: hashes. Returns each one's fields and values (HGETALL), read at one moment.
 local out = {}
@@ -349,6 +403,8 @@ class RedisRoom:
         self._read_hashes, self._draws_of = register(_READ_HASHES), register(_DRAWS_OF)
         self._round_logits = register(_ROUND_LOGITS)
         self._draw_view = register(_DRAW_VIEW)
+        self._claim_key_try, self._key_proved = register(_CLAIM_KEY_TRY), register(_KEY_PROVED)
+        self._teaching = register(_TEACHING)
         self._beat_read, self._beat_seen = register("#!lua flags=no-writes\n" + _BEAT), register(_WRITES + _BEAT)
         self._scripts = [value for value in vars(self).values() if isinstance(value, redis.commands.core.Script)]
 
@@ -422,6 +478,28 @@ class RedisRoom:
     @_guarded
     def revoke_teacher_token(self, token: str) -> None:
         self._redis.zrem(self.key("teachers"), _hashed(token))
+
+    # -- teacher-key tries -----------------------------------------------------------------------------
+    def _key_try_keys(self, address: str) -> list[str]:
+        return [self.key(f"keys:tries:{rules.key_address(address)}"), self.key("keys:tries")]
+
+    @_guarded
+    def claim_key_try(self, address: str) -> float:
+        """As ``Room.claim_key_try``: 0 (the try goes ahead, counted for the address and the class) or the seconds left
+        to wait; one script, so replicas at once never let two tries through where one may go."""
+        limits = [rules.KEY_FIRST_WAIT_S, rules.KEY_FREE_TRIES_ADDRESS, rules.KEY_WAIT_CAP_ADDRESS_S]
+        limits += [rules.KEY_FREE_TRIES_CLASS, rules.KEY_WAIT_CAP_CLASS_S, rules.KEY_TRIES_KEPT_S]
+        left = self._claim_key_try(keys=self._key_try_keys(address), args=limits)
+        return float(left.decode() if isinstance(left, bytes) else left)
+
+    @_guarded
+    def key_proved(self, address: str) -> None:
+        self._key_proved(keys=self._key_try_keys(address))
+
+    @_guarded
+    def teaching(self, session: str, within_s: float) -> int:
+        """As ``Room.teaching``, by Redis' clock: the other teacher sessions broadcasting within ``within_s``."""
+        return int(self._teaching(keys=[self.key("teaching")], args=[session, within_s]))
 
     # -- who follows -----------------------------------------------------------------------------------
     @_guarded

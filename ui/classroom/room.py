@@ -42,6 +42,19 @@ MAX_GUESS_CHARS = 40
 # reload), and a class keeps at most MAX_TEACHER_TOKENS (a few teacher devices): a new one drops the one unused longest.
 TEACHER_TOKEN_TTL_S = 12 * 3600  # a school day
 MAX_TEACHER_TOKENS = 8
+# Teacher-key tries, counted in the room (``claim_key_try``), so the limits hold across tabs, sessions and replicas (a
+# session's own limit is ``broadcast.MAX_KEY_TRIES``): past its free tries, an address (one laptop, or a whole network
+# behind one router) waits before each next try, twice as long each time (1 s, 2 s, 4 s, ...) up to its cap; the class
+# as a whole likewise, with more free tries and a short cap, so that keys guessed from many addresses slow down too
+# while the real teacher waits at most ``KEY_WAIT_CAP_CLASS_S``. A count is forgotten ``KEY_TRIES_KEPT_S`` after its
+# last try.
+KEY_FREE_TRIES_ADDRESS = 10  # two tabs' worth of a session's tries
+KEY_FREE_TRIES_CLASS = 30  # a class of students mistyping
+KEY_FIRST_WAIT_S = 1.0
+KEY_WAIT_CAP_ADDRESS_S = 600.0
+KEY_WAIT_CAP_CLASS_S = 30.0
+KEY_TRIES_KEPT_S = 3600.0
+MAX_KEY_ADDRESSES = 4096  # addresses the memory room remembers (the oldest go first)
 ANY = object()  # ``new_*_round(replacing=ANY)``: start a round whatever the room holds
 
 
@@ -136,6 +149,9 @@ class RoomStore(Protocol):
     def issue_teacher_token(self) -> str: ...
     def is_teacher_token(self, token: str) -> bool: ...
     def revoke_teacher_token(self, token: str) -> None: ...
+    def claim_key_try(self, address: str) -> float: ...
+    def key_proved(self, address: str) -> None: ...
+    def teaching(self, session: str, within_s: float) -> int: ...
     def seen(self, student: str) -> None: ...
     def followers(self, within_s: float) -> int: ...
     def broadcast(self, page: str, query: dict[str, str]) -> int: ...
@@ -168,6 +184,16 @@ def check_broadcast(page: str, query: dict[str, str]) -> None:
         raise RoomError("a broadcast carries link parameters only (short names, text values)")
 
 
+def key_wait(tries: int, free: int, cap: float) -> float:
+    """Seconds to wait after the last of ``tries`` key tries before the next (0 while the free tries last)."""
+    return 0.0 if tries < free else min(KEY_FIRST_WAIT_S * 2 ** min(tries - free, 64), cap)
+
+
+def key_address(address: str) -> str:
+    """An address as the rooms key it: printable, at most 64 characters (an IPv6 address is 39)."""
+    return "".join(c if c.isalnum() or c in ".:-_" else "_" for c in address[:64]) or "unknown"
+
+
 def checked_guess(text: str) -> str:
     """A guess as the room keeps it (stripped), or ``RoomError`` when it is not one short word's worth."""
     text = text.strip()
@@ -187,6 +213,9 @@ class Room:
         self._guesses: GuessRound | None = None
         self._seen: dict[str, float] = {}  # follower id -> time.monotonic() of its last poll
         self._teacher_tokens: dict[str, float] = {}  # token (in a teacher's cookie) -> time.monotonic() of its last use
+        self._key_tries: dict[str, tuple[int, float]] = {}  # address -> (tries, time.monotonic() of the last)
+        self._class_tries = (0, 0.0)  # every address's together
+        self._teaching: dict[str, float] = {}  # a broadcasting teacher session -> time.monotonic() it was last seen
 
     # -- the teacher's reloads -------------------------------------------------------------------------
     def issue_teacher_token(self) -> str:
@@ -212,6 +241,48 @@ class Room:
     def revoke_teacher_token(self, token: str) -> None:
         with self._lock:
             self._teacher_tokens.pop(token, None)
+
+    # -- teacher-key tries -----------------------------------------------------------------------------
+    def claim_key_try(self, address: str) -> float:
+        """A key try from ``address``: 0 when it may go ahead (counted for the address and the class), else the seconds
+        left to wait (nothing counted). The rule: ``key_wait``, with the ``KEY_*`` constants above."""
+        address = key_address(address)
+        with self._lock:
+            now = time.monotonic()
+            for known in [a for a, (_, last) in self._key_tries.items() if now - last > KEY_TRIES_KEPT_S]:
+                del self._key_tries[known]
+            if now - self._class_tries[1] > KEY_TRIES_KEPT_S:
+                self._class_tries = (0, 0.0)
+            mine, every = self._key_tries.get(address, (0, 0.0)), self._class_tries
+            left = max(
+                mine[1] + key_wait(mine[0], KEY_FREE_TRIES_ADDRESS, KEY_WAIT_CAP_ADDRESS_S) - now,
+                every[1] + key_wait(every[0], KEY_FREE_TRIES_CLASS, KEY_WAIT_CAP_CLASS_S) - now,
+            )
+            if left > 0:
+                return left
+            self._key_tries.pop(address, None)
+            self._key_tries[address] = (mine[0] + 1, now)
+            self._class_tries = (every[0] + 1, now)
+            while len(self._key_tries) > MAX_KEY_ADDRESSES:
+                del self._key_tries[next(iter(self._key_tries))]
+            return 0.0
+
+    def key_proved(self, address: str) -> None:
+        """The try ``address`` claimed gave the right key: its address's tries are forgotten, and the class's count
+        loses that one try (it was no wrong key)."""
+        with self._lock:
+            self._key_tries.pop(key_address(address), None)
+            self._class_tries = (max(0, self._class_tries[0] - 1), self._class_tries[1])
+
+    def teaching(self, session: str, within_s: float) -> int:
+        """Teacher session ``session`` is broadcasting now; how many other teacher sessions were within ``within_s``
+        seconds (more than one teacher broadcasting: students follow whichever view changed last)."""
+        with self._lock:
+            now = time.monotonic()
+            self._teaching[session] = now
+            for known in [s for s, seen in self._teaching.items() if now - seen > within_s]:
+                del self._teaching[known]
+            return len(self._teaching) - 1
 
     def _drop_expired_tokens(self) -> float:
         now = time.monotonic()
