@@ -1,0 +1,149 @@
+"""Paged KV blocks == the contiguous cache: tokens and logits on tiny Llama and Gemma 3 models (and the real ones).
+
+The reference is one request alone through ``Engine.generate``'s contiguous ``KVCache`` (``solo`` in
+``test_batching.py``). Paged runs gather their blocks into other matrix shapes (padded key columns,
+several rows), so float32 sums are taken in other orders: logits must agree within the derived bound
+(``tests.tolerances``), tokens wherever the reference's choice was not a near-tie.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inference import SamplingParams
+from inference.serving.block_manager import OutOfBlocksError
+from inference.serving.paged import PagedBatcher, run_paged
+from inference.serving.paged_cache import PagedKVCache, PagedWrite
+from tests.test_batching import PROMPTS, VOCAB, assert_batched_equals_solo, greedy, solo, tiny_engine
+
+LONG = [(i * 29 + 5) % VOCAB for i in range(70)]
+
+
+@pytest.fixture(scope="module", params=["llama", "gemma3"])
+def tiny(request):
+    return tiny_engine(request.param)
+
+
+def paged_run(engine, prompts, params, num_blocks=None, block_size=4):
+    batcher = PagedBatcher(engine, num_blocks or 200, block_size, keep_logits=True)
+    sequences = [batcher.add(prompt, p) for prompt, p in zip(prompts, params)]
+    while batcher.has_work:
+        batcher.step()
+    return batcher, sequences
+
+
+def assert_equals_solo(engine, batcher, sequences):
+    for seq in sequences:
+        tokens, logits = solo(engine, seq.prompt_ids, seq.params)
+        assert_batched_equals_solo(engine, seq.output_ids, batcher.logits[seq], tokens, logits)
+
+
+@pytest.mark.parametrize("block_size", [1, 4, 16])
+def test_greedy_paged_equals_contiguous(tiny, block_size):
+    """Prompts of 1-90 tokens (Gemma's 8-key window crossed in prefill and decode), several block sizes."""
+    params = [greedy(n, stop_on_eos=False) for n in (6, 9, 3, 12)]
+    batcher, sequences = paged_run(tiny, PROMPTS, params, block_size=block_size)
+    assert_equals_solo(tiny, batcher, sequences)
+    assert all(seq.finish_reason == "length" for seq in sequences)
+    assert batcher.cache.groups[0].manager.num_free == batcher.cache.num_blocks  # everything given back
+
+
+def test_a_shared_start_is_computed_once_and_read_by_both(tiny):
+    shared = LONG[:40]
+    prompts = [shared + [1, 2, 3], shared + [9, 8], shared + [1, 2, 3]]
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
+    first = batcher.add(prompts[0], greedy(5, stop_on_eos=False))
+    batcher.step()  # the first prompt's prefill fills and keys its blocks
+    later = [batcher.add(p, greedy(7, stop_on_eos=False)) for p in prompts[1:]]
+    manager = batcher.cache.groups[0].manager
+    used = manager.num_used
+    phase, rows = batcher.step()
+    assert phase == "prefill" and rows == later
+    assert manager.hits == 10 + 10  # the 40-token start (10 blocks) shared by both newcomers
+    assert manager.num_used == used + 2  # each wrote only its own last block (3 and 2 tokens)
+    while batcher.has_work:
+        batcher.step()
+    assert_equals_solo(tiny, batcher, [first, *later])
+
+
+def test_seeded_sampling_is_the_same_paged_or_not(tiny):
+    mine = SamplingParams(temperature=1.0, top_k=40, seed=1234, max_new_tokens=10, stop_on_eos=False)
+    alone, _ = solo(tiny, PROMPTS[1], mine)
+    mates = [SamplingParams(temperature=1.3, seed=1, max_new_tokens=4), greedy(12)]
+    sequences = run_paged(tiny, [PROMPTS[3], PROMPTS[1], PROMPTS[0]], [mates[0], mine, mates[1]], block_size=4)
+    assert sequences[1].output_ids == alone
+
+
+def test_parallel_samples_share_the_prompt_and_equal_each_request_alone(tiny):
+    params = [SamplingParams(temperature=1.0, seed=seed, max_new_tokens=9, stop_on_eos=False) for seed in (3, 4, 5)]
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
+    answers = batcher.add_parallel(PROMPTS[2], params)  # 37 tokens: the last block is partly filled
+    batcher.step()
+    manager = batcher.cache.groups[0].manager
+    assert manager.num_used == 10  # one copy of the prompt for all three answers
+    while batcher.has_work:
+        batcher.step()
+    assert manager.copies >= 2  # the shared last block was copied on write
+    assert len({tuple(seq.output_ids) for seq in answers}) > 1
+    assert_equals_solo(tiny, batcher, answers)
+
+
+def test_a_preempted_request_equals_itself_uncontested(tiny):
+    """A pool too small for all three: the newest gives its blocks back, waits, and is recomputed."""
+    params = [greedy(20, stop_on_eos=False), greedy(20, stop_on_eos=False), SamplingParams(seed=7, max_new_tokens=20)]
+    prompts = [LONG[:30], PROMPTS[3][:33], PROMPTS[2][:26]]
+    batcher, sequences = paged_run(tiny, prompts, params, num_blocks=30, block_size=4)
+    assert batcher.preemptions > 0
+    assert_equals_solo(tiny, batcher, sequences)
+
+
+def test_sliding_window_layers_give_back_blocks_that_slid_out():
+    engine = tiny_engine("gemma3")  # an 8-key window on layer 0, layer 1 global
+    cache = PagedKVCache(engine.config, 40, block_size=4)
+    cache.add(0, LONG)
+    positions = cache.begin_step([PagedWrite(0, LONG)])
+    engine.prefill_batch(torch.tensor([LONG]), cache, positions)
+    global_group, local_group = cache.groups
+    assert global_group.window is None and local_group.window == 8
+    assert global_group.manager.num_used == 70 // 4 + 1
+    assert local_group.manager.num_used == 3  # positions 63-69 are what the next query sees: blocks 15-17
+    assert cache.used_bytes < (global_group.manager.num_used * 2) * cache._block_bytes(global_group)
+
+
+def test_a_step_the_pool_cannot_hold_is_refused_before_anything_is_reserved():
+    engine = tiny_engine("llama")
+    cache = PagedKVCache(engine.config, 2, block_size=4)
+    cache.add(0, LONG[:12])
+    with pytest.raises(OutOfBlocksError, match="too few free blocks"):
+        cache.begin_step([PagedWrite(0, LONG[:12])])
+    assert cache.groups[0].manager.num_free == 2
+
+
+def test_a_request_larger_than_the_pool_is_refused_with_a_clear_message():
+    batcher = PagedBatcher(tiny_engine("llama"), 4, 4)
+    with pytest.raises(ValueError, match=r"needs 8 blocks of 4 \(the pool has 4\)"):
+        batcher.add(LONG[:20], greedy(12))
+
+
+@pytest.mark.real_model
+def test_real_model_greedy_paged_equals_contiguous(engine):
+    prompts = [engine.encode_prompt(text) for text in ("The capital of France is", "Once upon a time, a small robot")]
+    params = [greedy(8, stop_on_eos=False), greedy(10, stop_on_eos=False)]
+    batcher, sequences = paged_run(engine, prompts, params, block_size=16)
+    assert_equals_solo(engine, batcher, sequences)
+
+
+@pytest.mark.real_model
+def test_real_gemma_greedy_paged_equals_contiguous_past_its_window(gemma_engine):
+    """A 530-token prompt: Gemma's local layers (512 keys) have given blocks back by the time it decodes."""
+    prompt = gemma_engine.encode_prompt("The history of the printing press. " * 100)[:530]
+    assert len(prompt) == 530
+    batcher = PagedBatcher(gemma_engine, 40, 16, keep_logits=True)
+    seq = batcher.add(prompt, greedy(4, stop_on_eos=False))
+    batcher.step()
+    global_group, local_group = batcher.cache.groups
+    assert (global_group.manager.num_used, local_group.manager.num_used) == (34, 33)  # block 0 slid out
+    while batcher.has_work:
+        batcher.step()
+    assert_equals_solo(gemma_engine, batcher, [seq])
