@@ -67,6 +67,20 @@ def test_a_shared_start_is_computed_once_and_read_by_both(tiny):
     assert_equals_solo(tiny, batcher, [first, *later])
 
 
+def test_a_class_on_one_prompt_computes_it_once(tiny):
+    """Six requests on one 38-token prompt arrive together: the first computes it, the rest wait one step
+    and share its nine full blocks, each writing only its own last block."""
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
+    class_ = [batcher.add(LONG[:38], SamplingParams(seed=s, max_new_tokens=6, stop_on_eos=False)) for s in range(6)]
+    assert batcher.step()[1] == class_[:1]
+    assert batcher.step()[1] == class_[1:]
+    manager = batcher.cache.groups[0].manager
+    assert manager.hits == 5 * 9 and manager.num_used == 10 + 5
+    while batcher.has_work:
+        batcher.step()
+    assert_equals_solo(tiny, batcher, class_)
+
+
 def test_seeded_sampling_is_the_same_paged_or_not(tiny):
     mine = SamplingParams(temperature=1.0, top_k=40, seed=1234, max_new_tokens=10, stop_on_eos=False)
     alone, _ = solo(tiny, PROMPTS[1], mine)

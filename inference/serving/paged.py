@@ -5,7 +5,8 @@ and the shared model, and ``run_paged``, which serves a fixed list of prompts wi
 is the nano-vllm loop, one forward per call:
 
 1. schedule: a prefill of the waiting sequences whose prompts fit the free blocks (their cached
-   start, a prefix hit, is not fed again), or else a decode of every running sequence. When a decode
+   start, a prefix hit, is not fed again; one whose next block this step's prefill computes for
+   another waits a step and shares it: a class on one prompt computes it once), or else a decode of every running sequence. When a decode
    step lacks blocks, the newest running sequence gives all of its blocks back and waits again
    (preemption by recompute, vLLM's default); on its return it feeds its prompt and outputs so far;
 2. run: one forward over those rows through the paged cache;
@@ -95,12 +96,17 @@ class PagedBatcher:
 
     # 1. schedule -------------------------------------------------------------------------
     def _schedule(self) -> tuple[str, list[Sequence]]:
-        admitted, budget = [], self.max_prefill_tokens
+        admitted, budget, computing = [], self.max_prefill_tokens, set()
+        size = self.cache.block_size
         while self.waiting:
             seq = self.waiting[0]
             if not self.cache.can_add(seq.all_ids):
                 break
-            to_compute = len(seq.all_ids) - self.cache.prefix_hits(seq.all_ids) * self.cache.block_size
+            hits = self.cache.prefix_hits(seq.all_ids)
+            next_block = tuple(seq.all_ids[: (hits + 1) * size]) if len(seq.all_ids) > (hits + 1) * size else None
+            if next_block is not None and next_block in computing:
+                break  # a start this step computes: wait one step and share its blocks instead of copying them
+            to_compute = len(seq.all_ids) - hits * size
             if admitted and to_compute > budget:
                 break
             self.waiting.pop(0)
@@ -110,6 +116,8 @@ class PagedBatcher:
                 self.waiting.insert(0, seq)
                 break
             seq.status = SequenceStatus.RUNNING
+            if next_block is not None:
+                computing.add(next_block)
             self._admitted[seq] = next(self._order)
             budget -= to_compute
             admitted.append(seq)
