@@ -44,21 +44,21 @@ class _LayerGroup:
     layers: tuple[int, ...]  # model layer indices, in order
     window: int | None  # keys a query sees (itself included); None: every earlier key
     manager: BlockManager
-    keys: torch.Tensor  # (L_group, num_blocks * block_size, n_kv, hd): one row per position slot
-    values: torch.Tensor  # (L_group, num_blocks * block_size, n_kv, hd)
+    keys: torch.Tensor  # (L_group, n_kv, num_blocks, block_size, hd)
+    values: torch.Tensor  # (L_group, n_kv, num_blocks, block_size, hd)
 
 
 @dataclass
 class _GroupPlan:
-    read: torch.Tensor  # (B * S,) the pool row of each key column (pad columns: any row, masked)
-    key_len: int  # S
+    read: torch.Tensor  # (B * W,) the physical block of each row's W logical blocks read (pad: block 0, masked)
+    key_len: int  # S = W * block_size
     mask: torch.Tensor  # (B, 1, T, S)
 
 
 @dataclass
 class _StepPlan:
     rows: list[PagedWrite]
-    write: list[torch.Tensor]  # per group: (N,) the pool row of each real new token, row-major
+    write: list[tuple[torch.Tensor, torch.Tensor]]  # per group: (N,) block and (N,) offset of each real new token
     real: torch.Tensor  # (B, T) True at the columns holding real new tokens
     all_real: bool
     groups: list[_GroupPlan]
@@ -82,14 +82,15 @@ class PagedKVCache:
         self.groups: list[_LayerGroup] = []
         for window in sorted({config.window_for(i) for i in range(config.n_layers)}, key=lambda w: w or 0):
             layers = tuple(i for i in range(config.n_layers) if config.window_for(i) == window)
-            shape = (len(layers), num_blocks * block_size, config.n_kv_heads, config.head_dim)
+            # Head-major blocks: a gathered row is one contiguous (S, hd) matrix per head, as SDPA reads it.
+            shape = (len(layers), config.n_kv_heads, num_blocks, block_size, config.head_dim)
             self.groups.append(
                 _LayerGroup(
                     layers,
                     window,
                     BlockManager(num_blocks, block_size),
-                    torch.zeros(shape, device=device, dtype=dtype),  # (L_group, slots, n_kv, hd)
-                    torch.zeros(shape, device=device, dtype=dtype),  # (L_group, slots, n_kv, hd)
+                    torch.zeros(shape, device=device, dtype=dtype),  # (L_group, n_kv, blocks, bs, hd)
+                    torch.zeros(shape, device=device, dtype=dtype),  # (L_group, n_kv, blocks, bs, hd)
                 )
             )
         self._where = {layer: (g, i) for g, group in enumerate(self.groups) for i, layer in enumerate(group.layers)}
@@ -108,14 +109,8 @@ class PagedKVCache:
         return sum(self._block_bytes(group) * group.manager.num_used for group in self.groups)
 
     def _block_bytes(self, group: _LayerGroup) -> int:
-        return (
-            2
-            * len(group.layers)
-            * self.block_size
-            * group.keys.shape[2]
-            * group.keys.shape[3]
-            * group.keys.element_size()
-        )
+        """Bytes of one block of ``group``: K and V of its positions in every layer of the group."""
+        return group.keys[:, :, 0].numel() * 2 * group.keys.element_size()
 
     # -- sequences ----------------------------------------------------------------------
     def prefix_hits(self, token_ids: list[int]) -> int:
@@ -185,8 +180,9 @@ class PagedKVCache:
         positions = torch.where(real, start[:, None] + column[None, :] - pad[:, None], 0)  # (B, T)
         write = []
         for group in self.groups:
-            slots = [b * self.block_size + o for row in rows for b, o in group.manager.write_targets(row.seq_id)]
-            write.append(torch.tensor(slots, device=self.device, dtype=torch.long))  # (N,)
+            targets = [target for row in rows for target in group.manager.write_targets(row.seq_id)]
+            blocks_offsets = torch.tensor(targets, device=self.device, dtype=torch.long)  # (N, 2)
+            write.append((blocks_offsets[:, 0], blocks_offsets[:, 1]))
         plans = [self._plan_reads(group, rows, cached, positions, real) for group in self.groups]
         self._plan = _StepPlan(rows, write, real, bool(real.all()), plans)
         self.length = max(cached)
@@ -209,7 +205,6 @@ class PagedKVCache:
         physical = torch.tensor(tables, device=self.device)  # (B, W)
         logical = torch.tensor(first, device=self.device)[:, None] + torch.arange(width, device=self.device)  # (B, W)
         offset = torch.arange(size, device=self.device)  # (bs,)
-        read = (physical[:, :, None] * size + offset).reshape(-1)  # (B * W * bs,)
         key_pos = (logical[:, :, None] * size + offset).reshape(len(rows), width * size)  # (B, S)
         ends = torch.tensor([s + len(r.token_ids) for r, s in zip(rows, cached)], device=self.device)  # (B,)
         key_ok = key_pos < ends[:, None]  # (B, S): held positions (pad blocks lie past the end)
@@ -218,12 +213,11 @@ class PagedKVCache:
             sees &= key_pos[:, None, :] > positions[:, :, None] - group.window  # (B, T, S) the sliding window
         # A pad query (never used) sees every held key, so no softmax row is empty.
         mask = key_ok[:, None, :] & (sees | ~real[:, :, None])  # (B, T, S)
-        return _GroupPlan(read, width * size, mask[:, None])  # mask: (B, 1, T, S)
+        return _GroupPlan(physical.reshape(-1), width * size, mask[:, None])  # read: (B * W,); mask: (B, 1, T, S)
 
     def _copy_block(self, group: _LayerGroup, source: int, target: int) -> None:
-        size = self.block_size
-        group.keys[:, target * size : (target + 1) * size] = group.keys[:, source * size : (source + 1) * size]
-        group.values[:, target * size : (target + 1) * size] = group.values[:, source * size : (source + 1) * size]
+        group.keys[:, :, target] = group.keys[:, :, source]  # (L_group, n_kv, bs, hd)
+        group.values[:, :, target] = group.values[:, :, source]  # (L_group, n_kv, bs, hd)
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write this step's real K/V (B, n_kv, T, hd) into their blocks; return each row's visible keys and values."""
@@ -235,13 +229,14 @@ class PagedKVCache:
         else:
             new_k = k.transpose(1, 2)[plan.real]  # (N, n_kv, hd)
             new_v = v.transpose(1, 2)[plan.real]  # (N, n_kv, hd)
-        group.keys[index][plan.write[g]] = new_k
-        group.values[index][plan.write[g]] = new_v
-        batch = k.shape[0]
-        keys = group.keys[index].index_select(0, reads.read)  # (B * S, n_kv, hd)
-        values = group.values[index].index_select(0, reads.read)  # (B * S, n_kv, hd)
-        keys = keys.view(batch, reads.key_len, *keys.shape[1:]).transpose(1, 2)  # (B, n_kv, S, hd)
-        values = values.view(batch, reads.key_len, *values.shape[1:]).transpose(1, 2)  # (B, n_kv, S, hd)
+        blocks, offsets = plan.write[g]
+        group.keys[index][:, blocks, offsets] = new_k.transpose(0, 1)  # (n_kv, N, hd)
+        group.values[index][:, blocks, offsets] = new_v.transpose(0, 1)  # (n_kv, N, hd)
+        batch, n_kv, head_dim = k.shape[0], k.shape[1], k.shape[3]
+        keys = group.keys[index].index_select(1, reads.read)  # (n_kv, B * W, bs, hd)
+        values = group.values[index].index_select(1, reads.read)  # (n_kv, B * W, bs, hd)
+        keys = keys.view(n_kv, batch, reads.key_len, head_dim).transpose(0, 1)  # (B, n_kv, S, hd)
+        values = values.view(n_kv, batch, reads.key_len, head_dim).transpose(0, 1)  # (B, n_kv, S, hd)
         return keys, values
 
     def attention_mask(self, query_len: int, window: int | None = None) -> torch.Tensor:
