@@ -161,3 +161,17 @@ def test_real_gemma_greedy_paged_equals_contiguous_past_its_window(gemma_engine)
     while batcher.has_work:
         batcher.step()
     assert_equals_solo(gemma_engine, batcher, [seq])
+
+
+def test_the_command_line_reads_kv_and_n_and_refuses_bad_values(capsys):
+    from inference.__main__ import main
+    from inference.serving.paged import parallel_params, parse_kv
+
+    assert (parse_kv("contiguous"), parse_kv("paged"), parse_kv("paged:4")) == (None, 16, 4)
+    assert [p.seed for p in parallel_params(SamplingParams(seed=10), 3)] == [10, 11, 12]
+    assert main(["hi", "--kv", "paged:0"]) == 2
+    assert "paged:BLOCK (a block size >= 1), got 'paged:0'" in capsys.readouterr().err
+    assert main(["hi", "--n", "0"]) == 2
+    assert "--n must be at least 1" in capsys.readouterr().err
+    assert main(["hi", "--kv", "paged", "--no-cache"]) == 2
+    assert "leave out --no-cache" in capsys.readouterr().err

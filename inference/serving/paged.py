@@ -24,6 +24,7 @@ The slot cache (``continuous.py``) stays for the pages that compare the two.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -170,6 +171,26 @@ class PagedBatcher:
             self.running.remove(seq)
             self._admitted.pop(seq)
             seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+
+
+def parse_kv(text: str) -> int | None:
+    """The command line's ``--kv``: "contiguous" (None) or "paged" / "paged:BLOCK" (the block size, default 16)."""
+    kind, _, block = text.partition(":")
+    if kind == "contiguous" and not block:
+        return None
+    if kind == "paged":
+        if not block:
+            return 16
+        if block.isdigit() and int(block) >= 1:
+            return int(block)
+    raise ValueError(f"--kv must be contiguous, paged or paged:BLOCK (a block size >= 1), got {text!r}")
+
+
+def parallel_params(params: SamplingParams, n: int) -> list[SamplingParams]:
+    """``n`` answers' settings: answer i draws from seed + i (a fresh seed each when ``params.seed`` is None)."""
+    if n < 1:
+        raise ValueError(f"--n must be at least 1, got {n}")
+    return [replace(params, seed=None if params.seed is None else params.seed + i) for i in range(n)]
 
 
 def run_paged(
