@@ -58,8 +58,9 @@ def test_a_shared_start_is_computed_once_and_read_by_both(tiny):
     later = [batcher.add(p, greedy(7, stop_on_eos=False)) for p in prompts[1:]]
     manager = batcher.cache.groups[0].manager
     used = manager.num_used
-    phase, rows = batcher.step()
-    assert phase == "prefill" and rows == later
+    record = batcher.step()
+    assert record.phase == "prefill" and record.request_ids == [seq.request_id for seq in later]
+    assert record.reused_positions == {later[0].request_id: 40, later[1].request_id: 40}
     assert manager.hits == 10 + 10  # the 40-token start (10 blocks) shared by both newcomers
     assert manager.num_used == used + 2  # each wrote only its own last block (3 and 2 tokens)
     while batcher.has_work:
@@ -72,8 +73,8 @@ def test_a_class_on_one_prompt_computes_it_once(tiny):
     and share its nine full blocks, each writing only its own last block."""
     batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
     class_ = [batcher.add(LONG[:38], SamplingParams(seed=s, max_new_tokens=6, stop_on_eos=False)) for s in range(6)]
-    assert batcher.step()[1] == class_[:1]
-    assert batcher.step()[1] == class_[1:]
+    assert batcher.step().request_ids == [class_[0].request_id]
+    assert batcher.step().request_ids == [seq.request_id for seq in class_[1:]]
     manager = batcher.cache.groups[0].manager
     assert manager.hits == 5 * 9 and manager.num_used == 10 + 5
     while batcher.has_work:
@@ -175,3 +176,22 @@ def test_the_command_line_reads_kv_and_n_and_refuses_bad_values(capsys):
     assert "--n must be at least 1" in capsys.readouterr().err
     assert main(["hi", "--kv", "paged", "--no-cache"]) == 2
     assert "leave out --no-cache" in capsys.readouterr().err
+
+
+def test_a_cancelled_request_gives_its_blocks_back_and_its_mates_go_on(tiny):
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
+    stays = batcher.add(PROMPTS[2], greedy(6, stop_on_eos=False))
+    leaves = batcher.add(PROMPTS[3], greedy(6, stop_on_eos=False))
+    queued = batcher.add(PROMPTS[1], greedy(6, stop_on_eos=False))
+    batcher.waiting.remove(queued)  # held back, so it is still waiting when cancelled
+    batcher.step()
+    batcher.waiting.append(queued)
+    assert batcher.cancel(leaves.request_id) is leaves and batcher.cancel(queued.request_id) is queued
+    assert batcher.cancel(leaves.request_id) is None
+    assert batcher.cache.groups[0].manager.num_used == -(-(len(PROMPTS[2]) + 1) // 4)  # the one left running
+    while batcher.has_work:
+        batcher.step()
+    assert (leaves.finish_reason, queued.finish_reason, stays.finish_reason) == ("cancelled", "cancelled", "length")
+    assert batcher.result(stays, 0).token_ids == solo(tiny, PROMPTS[2], stays.params)[0]
+    with pytest.raises(ValueError, match="interventions run on the slot cache"):
+        batcher.add(PROMPTS[0], interventions=object())

@@ -159,8 +159,7 @@ def decode_throughput(engine: Engine, requests: int, new_tokens: int, block_size
             started = time.perf_counter()
             record = batcher.step()
             seconds = time.perf_counter() - started
-            phase = record.phase if name == "slot" else record[0]
-            if phase == "decode":
+            if record.phase == "decode":
                 times[name].append(seconds)
     return {name: requests / statistics.median(values) for name, values in times.items()}
 

@@ -24,6 +24,7 @@ The slot cache (``continuous.py``) stays for the pages that compare the two.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ import torch
 from ..generation.sampling import SamplingParams, finish_reason, generator_for, sample
 from .padding import left_pad
 from .paged_cache import PagedKVCache, PagedWrite
+from .requests import BatchResult, BatchStep
 from .scheduler import Sequence, SequenceStatus
 
 if TYPE_CHECKING:
@@ -56,12 +58,25 @@ class PagedBatcher:
         self.forks: dict[Sequence, list[Sequence]] = {}  # first answer -> the answers forked from it after prefill
         self.preemptions = 0
         self.logits: dict[Sequence, list[torch.Tensor]] | None = {} if keep_logits else None  # (V,) per token
+        self.steps_done = 0
         self._order = itertools.count()
         self._admitted: dict[Sequence, int] = {}
 
-    def add(self, prompt_ids: list[int], params: SamplingParams | None = None) -> Sequence:
-        """Queue an encoded prompt; it joins at the next step whose free blocks hold it."""
-        return self.add_parallel(prompt_ids, [params or SamplingParams()])[0]
+    def add(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams | None = None,
+        request_id: int | None = None,
+        interventions: None = None,
+    ) -> Sequence:
+        """Queue an encoded prompt; it joins at the next step whose free blocks hold it (``ContinuousBatcher``'s
+        signature; interventions run on the slot cache only, whose key columns are positions)."""
+        if interventions is not None:
+            raise ValueError("interventions run on the slot cache (ContinuousBatcher), not on paged blocks")
+        seq = self.add_parallel(prompt_ids, [params or SamplingParams()])[0]
+        if request_id is not None:
+            seq.request_id = request_id
+        return seq
 
     def add_parallel(self, prompt_ids: list[int], params_list: list[SamplingParams]) -> list[Sequence]:
         """Queue one prompt for ``len(params_list)`` answers (each with its own settings and seed) that share
@@ -86,14 +101,63 @@ class PagedBatcher:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def step(self) -> tuple[str, list[Sequence]] | None:
-        """Schedule, run, postprocess; the phase and the sequences that ran, or None when idle."""
+    def cancel(self, request_id: int) -> Sequence | None:
+        """Stop a request wherever it is (its blocks given back); it, or None if unknown or already finished."""
+        for seq in [*self.waiting, *self.running]:
+            if seq.request_id == request_id:
+                if seq in self.waiting:
+                    self.waiting.remove(seq)
+                    for child in self.forks.pop(seq, []):
+                        self._finish(child, "cancelled")
+                self._finish(seq, "cancelled")
+                return seq
+        return None
+
+    def step(self) -> BatchStep | None:
+        """Schedule, run, postprocess; the record of what happened, or None when idle."""
+        tick = time.perf_counter()
         phase, rows = self._schedule()
         if not rows:
             return None
+        fed = {seq.request_id: len(seq.pending_ids) for seq in rows}
+        reused = {seq.request_id: seq.cached for seq in rows if phase == "prefill" and seq.cached}
+        for seq in rows:
+            seq.max_batch_size = max(seq.max_batch_size, len(rows))
         logits = self._run(phase, rows)  # (B, V)
-        self._postprocess(rows, logits)
-        return phase, rows
+        sampled, finished = self._postprocess(rows, logits)
+        self.steps_done += 1
+        width = max(fed.values())
+        return BatchStep(
+            index=self.steps_done - 1,
+            phase=phase,
+            request_ids=list(sampled),
+            new_tokens={**fed, **{r: 0 for r in sampled if r not in fed}},  # forked answers fed nothing
+            sampled=sampled,
+            batch_positions=width * len(rows),
+            wasted_positions=width * len(rows) - sum(fed.values()),
+            cache_slots_in_use=len(self.running),
+            cache_slots_total=len(self.running),
+            cache_positions_in_use=sum(seq.cached for seq in self.running),
+            cache_positions_reserved=self.cache.groups[0].manager.num_used * self.cache.block_size,
+            finished=[seq.request_id for seq in finished],
+            seconds=time.perf_counter() - tick,
+            reused_positions=reused,
+        )
+
+    def result(self, seq: Sequence, index: int) -> BatchResult:
+        """A finished (or cancelled) sequence as a ``BatchResult``."""
+        return BatchResult(
+            index=index,
+            prompt_ids=seq.prompt_ids,
+            token_ids=list(seq.output_ids),
+            probabilities=list(seq.output_probs),
+            text=self.engine.tokenizer.decode(seq.output_ids),
+            finish_reason=seq.finish_reason,
+            time_to_first_token=seq.time_to_first_token,
+            time_per_output_token=seq.time_per_output_token,
+            max_batch_size=seq.max_batch_size or None,
+            logits=self.logits.pop(seq, []) if self.logits is not None else None,
+        )
 
     # 1. schedule -------------------------------------------------------------------------
     def _schedule(self) -> tuple[str, list[Sequence]]:
@@ -127,6 +191,8 @@ class PagedBatcher:
             return "prefill", admitted
         while self.running and not self.cache.can_write({s.request_id: 1 for s in self.running}):
             self._preempt(max(self.running, key=self._admitted.__getitem__))
+        if not self.running and self.waiting:  # all preempted: the oldest comes back alone (it always fits)
+            return self._schedule()
         return "decode", list(self.running)
 
     def _preempt(self, seq: Sequence) -> None:
@@ -147,30 +213,44 @@ class PagedBatcher:
         return self.engine.decode_batch(ids, self.cache, positions)  # (B, V)
 
     # 3. postprocess ----------------------------------------------------------------------
-    def _postprocess(self, rows: list[Sequence], logits: torch.Tensor) -> None:
+    def _postprocess(self, rows: list[Sequence], logits: torch.Tensor) -> tuple[dict[int, int], list[Sequence]]:
+        """Sample every row (and the answers forked from it); the tokens by request and the finished sequences."""
+        now = time.perf_counter()
+        sampled, finished = {}, []
         for seq, row_logits in zip(rows, logits):
             seq.cached += len(seq.pending_ids)
             for child in self.forks.pop(seq, []):  # parallel answers: share the prompt, sample the same logits
                 self.cache.fork(seq.request_id, child.request_id)
                 child.cached, child.status = seq.cached, SequenceStatus.RUNNING
+                child.max_batch_size = seq.max_batch_size
                 self._admitted[child] = next(self._order)
                 self.running.append(child)
-                self._emit(child, row_logits)
-            self._emit(seq, row_logits)
+                sampled[child.request_id] = self._emit(child, row_logits, now, finished)
+            sampled[seq.request_id] = self._emit(seq, row_logits, now, finished)
+        return sampled, finished
 
-    def _emit(self, seq: Sequence, logits: torch.Tensor) -> None:
+    def _emit(self, seq: Sequence, logits: torch.Tensor, now: float, finished: list[Sequence]) -> int:
         params = seq.params
         if self.logits is not None:
             self.logits.setdefault(seq, []).append(logits.clone())
         choice = sample(logits, params, generator_for(params, len(seq.output_ids)), previous_ids=seq.all_ids)
         seq.output_ids.append(choice.token_id)
         seq.output_probs.append(choice.probability)
+        if seq.first_token_at is None:
+            seq.first_token_at = now
         reason = finish_reason(params, self.engine.eos_ids, seq.output_ids, len(seq.all_ids), self.position_limit)
         if reason is not None:
-            self.cache.free(seq.request_id)
+            self._finish(seq, reason, now)
+            finished.append(seq)
+        return choice.token_id
+
+    def _finish(self, seq: Sequence, reason: str, now: float | None = None) -> None:
+        if seq in self.running:
             self.running.remove(seq)
-            self._admitted.pop(seq)
-            seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+            self.cache.free(seq.request_id)
+        self._admitted.pop(seq, None)
+        seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+        seq.finished_at = time.perf_counter() if now is None else now
 
 
 def parse_kv(text: str) -> int | None:
