@@ -98,42 +98,39 @@ def class_memory(engine: Engine, students: int, prompt_len: int, answer: int, bl
 
 
 def decode_forward(engine: Engine, batch: int, context: int, block_size: int, repeats: int) -> dict[str, float]:
-    """Median seconds of one decode forward after ``context`` cached positions: contiguous, slot, paged."""
+    """Median seconds of one decode forward after ``context`` (+ repeat) cached positions: contiguous, slot, paged."""
     model, config, device = engine.model, engine.config, engine.device
-    prompt = torch.randint(100, config.vocab_size, (batch, context), device=device)  # (B, S)
-    token = torch.randint(100, config.vocab_size, (batch, 1), device=device)  # (B, 1)
-    contiguous = KVCache(config, context + 1, batch, device, engine.dtype)
+    prompt = torch.randint(0, config.vocab_size, (batch, context), device=device)  # (B, S)
+    token = torch.randint(0, config.vocab_size, (batch, 1), device=device)  # (B, 1)
+    capacity = context + repeats  # each repeat decodes one more position, in every cache alike
+    contiguous = KVCache(config, capacity, batch, device, engine.dtype)
     model(prompt, kv_cache=contiguous, last_only=True)
-    slots = SlotKVCache(config, batch, context + 1, device, engine.dtype)
+    slots = SlotKVCache(config, batch, capacity, device, engine.dtype)
     slots.begin_step([SlotWrite(row, 0, context) for row in range(batch)])
     model(prompt, kv_cache=slots, last_only=True)
-    paged = PagedKVCache(config, batch * -(-(context + 1) // block_size), block_size, device, engine.dtype)
+    paged = PagedKVCache(config, batch * -(-capacity // block_size), block_size, device, engine.dtype)
     for row in range(batch):
         paged.add(row, prompt[row].tolist())
     paged.begin_step([PagedWrite(row, prompt[row].tolist()) for row in range(batch)])
     model(prompt, kv_cache=paged, last_only=True)
 
-    def contiguous_step():
+    def contiguous_step(held: int) -> None:
         model(token, kv_cache=contiguous)
-        contiguous.truncate(context)
 
-    def slot_step():
-        positions = slots.begin_step([SlotWrite(row, context, 1) for row in range(batch)])
+    def slot_step(held: int) -> None:
+        positions = slots.begin_step([SlotWrite(row, held, 1) for row in range(batch)])  # (B, 1)
         model(token, kv_cache=slots, positions=positions)
 
-    def paged_step():
+    def paged_step(held: int) -> None:
         positions = paged.begin_step([PagedWrite(row, [7]) for row in range(batch)])  # (B, 1)
         model(token, kv_cache=paged, positions=positions)
-        for row in range(batch):  # forget the position again: every repeat decodes at the same context
-            table = paged.groups[0].manager.tables[row]
-            del table.token_ids[-1]
 
     steps = {"contiguous": contiguous_step, "slot": slot_step, "paged": paged_step}
     times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
+    for repeat in range(repeats - 1):
         for name, step in steps.items():
             started = time.perf_counter()
-            step()
+            step(context + repeat)
             times[name].append(time.perf_counter() - started)
     return {name: statistics.median(values) for name, values in times.items()}
 
