@@ -111,7 +111,7 @@ class BlockManager:
 
     def blocks_to_admit(self, token_ids: list[int], hits: int) -> int:
         """Free blocks that admitting ``token_ids`` with ``hits`` shared blocks takes off the free list."""
-        revived = sum(self._hit_block(token_ids, i)[0] in self.free_ids for i in range(hits))
+        revived = sum(block_id in self.free_ids for block_id, _ in self._hit_chain(token_ids, hits))
         return revived + self.blocks_for(len(token_ids)) - hits
 
     def add(self, seq_id: int, token_ids: list[int], hits: int = 0, shareable: bool = True) -> int:
@@ -122,8 +122,7 @@ class BlockManager:
         if hits and not shareable:
             raise ValueError("a sequence that does not share cannot take prefix hits")
         table = BlockTable(shareable=shareable)
-        for i in range(hits):
-            block_id, key = self._hit_block(token_ids, i)
+        for block_id, key in self._hit_chain(token_ids, hits):
             self._take(block_id)
             table.blocks.append(block_id)
             table.keys.append(key)
@@ -132,13 +131,14 @@ class BlockManager:
         self.tables[seq_id] = table
         return hits * self.block_size
 
-    def _hit_block(self, token_ids: list[int], index: int) -> tuple[int, bytes]:
-        """The block to share for logical block ``index`` of ``token_ids`` (one in use if any), and its key."""
-        previous = None
-        for i in range(index + 1):
+    def _hit_chain(self, token_ids: list[int], hits: int) -> list[tuple[int, bytes]]:
+        """The block to share for each of the first ``hits`` logical blocks (one in use if any), with its key."""
+        chain, previous = [], None
+        for i in range(hits):
             previous = block_key(previous, tuple(token_ids[i * self.block_size : (i + 1) * self.block_size]))
-        holders = self.cached[previous]
-        return next((b for b in holders if self.blocks[b].ref_count > 0), holders[0]), previous
+            holders = self.cached[previous]
+            chain.append((next((b for b in holders if self.blocks[b].ref_count > 0), holders[0]), previous))
+        return chain
 
     # -- writing ------------------------------------------------------------------------
     def blocks_to_reserve(self, seq_id: int, n_new: int) -> int:
