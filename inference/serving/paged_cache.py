@@ -189,7 +189,7 @@ class PagedKVCache:
         return positions
 
     def _plan_reads(self, group, rows, cached, positions, real) -> _GroupPlan:
-        """Which pool rows each batch row reads for ``group``, and the mask over them."""
+        """The blocks each batch row reads for ``group`` (the window's first to the row's last), and the mask over them."""
         size = self.block_size
         first, last = [], []
         for row, start in zip(rows, cached):
