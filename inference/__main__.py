@@ -3,6 +3,7 @@
     python -m inference "The cat sat" --max-new-tokens 32 --temperature 0.8 --seed 0 \
         [--model PATH_OR_ID] [--device cpu|cuda] [--dtype float32|bfloat16] [--quant gguf|int8|int4]
         [--compile] [--no-cache] [--chat] [--speculate lookup|lookup:n|self:k[:fixed] [--draft-tokens N]]
+        [--kv contiguous|paged[:BLOCK]] [--n N]
 
 Errors (bad settings, missing model, empty prompt) print as one line and exit 2.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from . import (
     ModelLoadError,
@@ -25,6 +27,7 @@ from . import (
     set_threads,
 )
 from .generation.speculative import DEFAULT_DRAFT_TOKENS
+from .serving.paged import PagedBatcher, parallel_params, parse_kv
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -68,6 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_DRAFT_TOKENS,
         help="the most tokens drafted per step with --speculate",
     )
+    parser.add_argument(
+        "--kv",
+        default="contiguous",
+        metavar="contiguous|paged[:BLOCK]",
+        help="the KV cache: one contiguous cache, or paged blocks of BLOCK positions (default 16)",
+    )
+    parser.add_argument("--n", type=int, default=1, help="answers to the prompt, sharing its KV blocks (seeds seed+i)")
     return parser.parse_args(argv)
 
 
@@ -86,8 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         speculation = Speculation.parse(args.speculate, args.draft_tokens) if args.speculate else None
         if speculation is not None and args.no_cache:
             raise ValueError("--speculate works through the KV cache: leave out --no-cache")
+        block_size = parse_kv(args.kv)
+        answers = parallel_params(params, args.n)
+        if (block_size is not None or args.n > 1) and (args.no_cache or speculation is not None):
+            raise ValueError("--kv paged and --n run on paged blocks: leave out --no-cache and --speculate")
         set_threads(args.threads)  # the command line's one setting: every core unless told otherwise
         engine = load_engine(args.model, device=args.device, dtype=args.dtype, quant=args.quant, compile=args.compile)
+        if block_size is not None or args.n > 1:
+            return _paged(engine, args, answers, block_size or 16)
         prompt_tokens = len(engine.encode_prompt(args.prompt, chat=args.chat))
         if args.compile:
             print("[compiling the decode step: minutes the first time, seconds once it is on disk]", file=sys.stderr)
@@ -126,6 +142,30 @@ def main(argv: list[str] | None = None) -> int:
         )
     if decoded > 0:
         print(f"decode:  {decoded} tokens, {decoded / decode:.1f} tok/s", file=sys.stderr)
+    return 0
+
+
+def _paged(engine, args: argparse.Namespace, answers: list[SamplingParams], block_size: int) -> int:
+    """``--kv paged`` / ``--n``: the answers on paged blocks, sharing the prompt's; each printed when done."""
+    prompt_ids = engine.encode_prompt(args.prompt, chat=args.chat)
+    longest = len(prompt_ids) + answers[0].max_new_tokens
+    batcher = PagedBatcher(engine, len(answers) * -(-longest // block_size), block_size)
+    sequences = batcher.add_parallel(prompt_ids, answers)
+    peak, started = 0, time.perf_counter()
+    while batcher.has_work:
+        batcher.step()
+        peak = max(peak, batcher.cache.used_bytes)
+    seconds = time.perf_counter() - started
+    for index, seq in enumerate(sequences):
+        header = f"--- answer {index + 1} (seed {seq.params.seed}) ---\n" if len(sequences) > 1 else ""
+        print(f"{header}{args.prompt}{engine.tokenizer.decode(seq.output_ids)}")
+    tokens = sum(len(seq.output_ids) for seq in sequences)
+    print(
+        f"\n[{engine.config.name} on {engine.device}: paged KV, blocks of {block_size}; peak {peak / 2**20:.2f} MiB "
+        f"in use for {len(sequences)} answer(s) on one {len(prompt_ids)}-token prompt] {tokens} tokens in "
+        f"{seconds:.2f} s, {tokens / seconds:.1f} tok/s",
+        file=sys.stderr,
+    )
     return 0
 
 

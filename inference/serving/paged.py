@@ -1,0 +1,294 @@
+"""Continuous batching on paged KV blocks: admission by free blocks, preemption, and parallel samples by fork.
+
+Owns ``PagedBatcher``, the runner that ties waiting and running ``Sequence``s to a ``PagedKVCache``
+and the shared model, and ``run_paged``, which serves a fixed list of prompts with it. Its ``step()``
+is the nano-vllm loop, one forward per call:
+
+1. schedule: a prefill of the waiting sequences whose prompts fit the free blocks (their cached
+   start, a prefix hit, is not fed again; one whose next block this step's prefill computes for
+   another waits a step and shares it: a class on one prompt computes it once), or else a decode of every running sequence. When a decode
+   step lacks blocks, the newest running sequence gives all of its blocks back and waits again
+   (preemption by recompute, vLLM's default); on its return it feeds its prompt and outputs so far;
+2. run: one forward over those rows through the paged cache;
+3. postprocess: sample each row with its own settings and seeded stream (draw i from (seed, i):
+   ``generator_for``), retire the finished sequences and free their blocks.
+
+A preempted sequence's output is what it would have been uncontested: its draws depend on (seed, i)
+alone, and its K/V are recomputed from the same tokens. ``add_parallel`` asks for several answers to
+one prompt: the prompt is computed once, then each further answer forks the first's block table
+(sharing every block, copy-on-write on the partly filled last one) and samples from the same logits.
+
+The slot cache (``continuous.py``) stays for the pages that compare the two.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..generation.sampling import SamplingParams, finish_reason, generator_for, sample
+from .padding import left_pad
+from .paged_cache import PagedKVCache, PagedWrite
+from .requests import BatchResult, BatchStep
+from .scheduler import Sequence, SequenceStatus
+
+if TYPE_CHECKING:
+    from ..generation.engine import Engine
+
+
+class PagedBatcher:
+    def __init__(
+        self,
+        engine: Engine,
+        num_blocks: int,
+        block_size: int = 16,
+        max_prefill_tokens: int = 4096,
+        keep_logits: bool = False,
+    ) -> None:
+        self.engine = engine
+        self.cache = PagedKVCache(engine.config, num_blocks, block_size, engine.device, engine.dtype)
+        self.position_limit = engine.config.max_seq_len
+        self.max_prefill_tokens = max_prefill_tokens
+        self.waiting: list[Sequence] = []
+        self.running: list[Sequence] = []  # in admission order: the last is preempted first
+        self.forks: dict[Sequence, list[Sequence]] = {}  # first answer -> the answers forked from it after prefill
+        self.preemptions = 0
+        self.logits: dict[Sequence, list[torch.Tensor]] | None = {} if keep_logits else None  # (V,) per token
+        self.steps_done = 0
+        self._order = itertools.count()
+        self._admitted: dict[Sequence, int] = {}
+
+    def add(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams | None = None,
+        request_id: int | None = None,
+        interventions: None = None,
+    ) -> Sequence:
+        """Queue an encoded prompt; it joins at the next step whose free blocks hold it (``ContinuousBatcher``'s
+        signature; interventions run on the slot cache only, whose key columns are positions)."""
+        if interventions is not None:
+            raise ValueError("interventions run on the slot cache (ContinuousBatcher), not on paged blocks")
+        seq = self.add_parallel(prompt_ids, [params or SamplingParams()])[0]
+        if request_id is not None:
+            seq.request_id = request_id
+        return seq
+
+    def add_parallel(self, prompt_ids: list[int], params_list: list[SamplingParams]) -> list[Sequence]:
+        """Queue one prompt for ``len(params_list)`` answers (each with its own settings and seed) that share
+        the prompt's blocks; the sequences, in order."""
+        if not prompt_ids or not params_list:
+            raise ValueError("a request needs a non-empty prompt and at least one answer")
+        longest = len(prompt_ids) + max(params.max_new_tokens for params in params_list)
+        needed = self.cache.groups[0].manager.blocks_for(min(longest, self.position_limit))
+        if len(prompt_ids) >= self.position_limit or needed > self.cache.num_blocks:
+            raise ValueError(
+                f"a {len(prompt_ids)}-token prompt with {longest - len(prompt_ids)} new tokens needs {needed} blocks "
+                f"of {self.cache.block_size} (the pool has {self.cache.num_blocks}) and fewer than "
+                f"{self.position_limit} positions"
+            )
+        sequences = [Sequence(list(prompt_ids), params) for params in params_list]
+        self.waiting.append(sequences[0])
+        if len(sequences) > 1:
+            self.forks[sequences[0]] = sequences[1:]
+        return sequences
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def cancel(self, request_id: int) -> Sequence | None:
+        """Stop a request wherever it is (its blocks given back); it, or None if unknown or already finished."""
+        for seq in [*self.waiting, *self.running]:
+            if seq.request_id == request_id:
+                if seq in self.waiting:
+                    self.waiting.remove(seq)
+                    for child in self.forks.pop(seq, []):
+                        self._finish(child, "cancelled")
+                self._finish(seq, "cancelled")
+                return seq
+        return None
+
+    def step(self) -> BatchStep | None:
+        """Schedule, run, postprocess; the record of what happened, or None when idle."""
+        tick = time.perf_counter()
+        phase, rows = self._schedule()
+        if not rows:
+            return None
+        fed = {seq.request_id: len(seq.pending_ids) for seq in rows}
+        reused = {seq.request_id: seq.cached for seq in rows if phase == "prefill" and seq.cached}
+        for seq in rows:
+            seq.max_batch_size = max(seq.max_batch_size, len(rows))
+        logits = self._run(phase, rows)  # (B, V)
+        sampled, finished = self._postprocess(rows, logits)
+        self.steps_done += 1
+        width = max(fed.values())
+        return BatchStep(
+            index=self.steps_done - 1,
+            phase=phase,
+            request_ids=list(sampled),
+            new_tokens={**fed, **{r: 0 for r in sampled if r not in fed}},  # forked answers fed nothing
+            sampled=sampled,
+            batch_positions=width * len(rows),
+            wasted_positions=width * len(rows) - sum(fed.values()),
+            cache_slots_in_use=len(self.running),
+            cache_slots_total=len(self.running),
+            cache_positions_in_use=sum(seq.cached for seq in self.running),
+            cache_positions_reserved=self.cache.groups[0].manager.num_used * self.cache.block_size,
+            finished=[seq.request_id for seq in finished],
+            seconds=time.perf_counter() - tick,
+            reused_positions=reused,
+        )
+
+    def result(self, seq: Sequence, index: int) -> BatchResult:
+        """A finished (or cancelled) sequence as a ``BatchResult``."""
+        return BatchResult(
+            index=index,
+            prompt_ids=seq.prompt_ids,
+            token_ids=list(seq.output_ids),
+            probabilities=list(seq.output_probs),
+            text=self.engine.tokenizer.decode(seq.output_ids),
+            finish_reason=seq.finish_reason,
+            time_to_first_token=seq.time_to_first_token,
+            time_per_output_token=seq.time_per_output_token,
+            max_batch_size=seq.max_batch_size or None,
+            logits=self.logits.pop(seq, []) if self.logits is not None else None,
+        )
+
+    # 1. schedule -------------------------------------------------------------------------
+    def _schedule(self) -> tuple[str, list[Sequence]]:
+        admitted, budget, computing = [], self.max_prefill_tokens, set()
+        size = self.cache.block_size
+        while self.waiting:
+            seq = self.waiting[0]
+            if not self.cache.can_add(seq.all_ids):
+                break
+            hits = self.cache.prefix_hits(seq.all_ids)
+            next_block = tuple(seq.all_ids[: (hits + 1) * size]) if len(seq.all_ids) > (hits + 1) * size else None
+            if next_block is not None and next_block in computing:
+                break  # a start this step computes: wait one step and share its blocks instead of copying them
+            to_compute = len(seq.all_ids) - hits * size
+            if admitted and to_compute > budget:
+                break
+            self.waiting.pop(0)
+            seq.cached = self.cache.add(seq.request_id, seq.all_ids)
+            if not self.cache.can_write({s.request_id: len(s.pending_ids) for s in [*admitted, seq]}):
+                self.cache.free(seq.request_id)  # the hits fit but not the rest with this step's others
+                self.waiting.insert(0, seq)
+                break
+            seq.status = SequenceStatus.RUNNING
+            if next_block is not None:
+                computing.add(next_block)
+            self._admitted[seq] = next(self._order)
+            budget -= to_compute
+            admitted.append(seq)
+        if admitted:
+            self.running.extend(admitted)
+            return "prefill", admitted
+        while self.running and not self.cache.can_write({s.request_id: 1 for s in self.running}):
+            self._preempt(max(self.running, key=self._admitted.__getitem__))
+        if not self.running and self.waiting:  # all preempted: the oldest comes back alone (it always fits)
+            return self._schedule()
+        return "decode", list(self.running)
+
+    def _preempt(self, seq: Sequence) -> None:
+        """``seq`` gives back its blocks and waits at the front; it is recomputed when it returns."""
+        self.cache.free(seq.request_id)
+        self.running.remove(seq)
+        seq.status, seq.cached = SequenceStatus.WAITING, 0
+        self.waiting.insert(0, seq)
+        self.preemptions += 1
+
+    # 2. run ------------------------------------------------------------------------------
+    def _run(self, phase: str, rows: list[Sequence]) -> torch.Tensor:
+        pending = [seq.pending_ids for seq in rows]
+        ids = left_pad(pending)[0].to(self.engine.device)  # (B, T); the paged cache sets positions and masks
+        positions = self.cache.begin_step([PagedWrite(seq.request_id, p) for seq, p in zip(rows, pending)])  # (B, T)
+        if phase == "prefill":
+            return self.engine.prefill_batch(ids, self.cache, positions)  # (B, V)
+        return self.engine.decode_batch(ids, self.cache, positions)  # (B, V)
+
+    # 3. postprocess ----------------------------------------------------------------------
+    def _postprocess(self, rows: list[Sequence], logits: torch.Tensor) -> tuple[dict[int, int], list[Sequence]]:
+        """Sample every row (and the answers forked from it); the tokens by request and the finished sequences."""
+        now = time.perf_counter()
+        sampled, finished = {}, []
+        for seq, row_logits in zip(rows, logits):
+            seq.cached += len(seq.pending_ids)
+            for child in self.forks.pop(seq, []):  # parallel answers: share the prompt, sample the same logits
+                self.cache.fork(seq.request_id, child.request_id)
+                child.cached, child.status = seq.cached, SequenceStatus.RUNNING
+                child.max_batch_size = seq.max_batch_size
+                self._admitted[child] = next(self._order)
+                self.running.append(child)
+                sampled[child.request_id] = self._emit(child, row_logits, now, finished)
+            sampled[seq.request_id] = self._emit(seq, row_logits, now, finished)
+        return sampled, finished
+
+    def _emit(self, seq: Sequence, logits: torch.Tensor, now: float, finished: list[Sequence]) -> int:
+        params = seq.params
+        if self.logits is not None:
+            self.logits.setdefault(seq, []).append(logits.clone())
+        choice = sample(logits, params, generator_for(params, len(seq.output_ids)), previous_ids=seq.all_ids)
+        seq.output_ids.append(choice.token_id)
+        seq.output_probs.append(choice.probability)
+        if seq.first_token_at is None:
+            seq.first_token_at = now
+        reason = finish_reason(params, self.engine.eos_ids, seq.output_ids, len(seq.all_ids), self.position_limit)
+        if reason is not None:
+            self._finish(seq, reason, now)
+            finished.append(seq)
+        return choice.token_id
+
+    def _finish(self, seq: Sequence, reason: str, now: float | None = None) -> None:
+        if seq in self.running:
+            self.running.remove(seq)
+            self.cache.free(seq.request_id)
+        self._admitted.pop(seq, None)
+        seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+        seq.finished_at = time.perf_counter() if now is None else now
+
+
+def parse_kv(text: str) -> int | None:
+    """The command line's ``--kv``: "contiguous" (None) or "paged" / "paged:BLOCK" (the block size, default 16)."""
+    kind, _, block = text.partition(":")
+    if kind == "contiguous" and not block:
+        return None
+    if kind == "paged":
+        if not block:
+            return 16
+        if block.isdigit() and int(block) >= 1:
+            return int(block)
+    raise ValueError(f"--kv must be contiguous, paged or paged:BLOCK (a block size >= 1), got {text!r}")
+
+
+def parallel_params(params: SamplingParams, n: int) -> list[SamplingParams]:
+    """``n`` answers' settings: answer i draws from seed + i (a fresh seed each when ``params.seed`` is None)."""
+    if n < 1:
+        raise ValueError(f"--n must be at least 1, got {n}")
+    return [replace(params, seed=None if params.seed is None else params.seed + i) for i in range(n)]
+
+
+def run_paged(
+    engine: Engine,
+    prompts: list[list[int]],
+    params_list: list[SamplingParams | None] | None = None,
+    num_blocks: int | None = None,
+    block_size: int = 16,
+) -> list[Sequence]:
+    """Serve encoded prompts (all arriving at once) on paged blocks; the finished sequences, in order.
+
+    ``num_blocks`` defaults to enough blocks for every prompt and its whole answer at once."""
+    params_list = params_list or [None] * len(prompts)
+    params_list = [params or SamplingParams() for params in params_list]
+    if num_blocks is None:
+        num_blocks = sum(-(-(len(p) + params.max_new_tokens) // block_size) for p, params in zip(prompts, params_list))
+    batcher = PagedBatcher(engine, num_blocks, block_size)
+    sequences = [batcher.add(prompt, params) for prompt, params in zip(prompts, params_list)]
+    while batcher.has_work:
+        batcher.step()
+    return sequences
