@@ -56,7 +56,7 @@ cards = {model: cmp.model_card(model) for model in pair}
 
 
 def _design_rows(card: cmp.ModelCard) -> dict[str, str]:
-    sharing = f"{card.n_heads} query heads share {card.n_kv_heads} K/V head{'s' * (card.n_kv_heads > 1)}"
+    sharing = f"{card.n_heads} query heads share {fmt.count(card.n_kv_heads, 'K/V head')}"
     return {
         "parameters": f"{card.parameters / 1e6:.1f} M",
         "layers": str(card.n_layers),
