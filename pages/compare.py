@@ -11,7 +11,7 @@ from ui.figures.conventions import shared_range
 from ui.figures.generation import alternatives_table, make_alternatives_bar
 from ui.figures.tokens import token_chips_html
 from ui.session import state
-from ui.shell import charts, models
+from ui.shell import charts, models, resources
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -44,6 +44,7 @@ prompt = str(state.get(state.PROMPT) or "")
 
 views = {}
 for model in pair:
+    resources.client_with_notice(model)  # a spinner naming the model while it loads (here or in another session)
     try:
         views[model] = tokenize(model, prompt, False)
     except (PromptError, TokenizerError) as error:

@@ -417,10 +417,12 @@ def test_overview_picture_is_the_prompts_and_opens_its_pages(shared_server, brow
     part opens the Logits page in the same session, whose softmax at T = 1 is the picture's top 5."""
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     requested = _record_requests(page)
-    page.goto(f"{shared_server}/?present=1&prompt=" + urllib.parse.quote("Bank is closed on Sunday because it"))
+    # by its name, as a shared link may name it ("/" is the fresh-server deep-link test's): never "Page not found"
+    page.goto(f"{shared_server}/overview?present=1&prompt=" + urllib.parse.quote("Bank is closed on Sunday because it"))
     with _screenshot_kept(page, "overview_picture", tmp_path):
         page.wait_for_selector(".ov-svg", timeout=RENDER_S * 1000)
         _wait_for_run_to_finish(page)
+        assert page.get_by_text("Page not found").count() == 0
         chips = page.locator(".ov-part[data-part=tokens] text").all_text_contents()
         assert "·Sunday" in chips and "·it" in chips, chips
         assert page.locator(".ov-part[data-page]").count() == 10  # 7 cards, the block's attention and MLP, the loop
