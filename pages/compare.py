@@ -48,7 +48,7 @@ for model in pair:
     try:
         views[model] = tokenize(model, prompt, False)
     except (PromptError, TokenizerError) as error:
-        st.error(f"Cannot run this prompt on {model}: {error}. Edit the prompt in the sidebar.")
+        st.error(f"Cannot run this prompt on {model}: {fmt.clause(error)}. Edit the prompt in the sidebar.")
         st.stop()
 
 # 1. The two designs
