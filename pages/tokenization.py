@@ -16,6 +16,7 @@ redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep
 
 CHIP_LIMIT = 512  # tokens drawn as chips
 CHART_LIMIT = 128  # bars in the id chart
+BYTE_CHIP_LIMIT = 200  # chips in the raw-bytes column
 TINY_CORPUS = (
     "The cat sat on the mat. The cat was tired, so the cat slept on the mat. "
     "A dog sat on the rug. The dog was not tired; the dog ran to the cat and the cat ran away. "
@@ -193,9 +194,13 @@ if compare:
         st.subheader("(c) Raw bytes")
         st.caption(claims.raw_bytes_caption(len(data), len(bpe_ids) - len(bpe_specials)))
         st.markdown(
-            token_chips_html([chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:200], data[:200]),
+            token_chips_html(
+                [chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:BYTE_CHIP_LIMIT], data[:BYTE_CHIP_LIMIT]
+            ),
             unsafe_allow_html=True,
         )
+        if len(data) > BYTE_CHIP_LIMIT:  # never cut without saying so
+            st.caption(f"The chips show the first {BYTE_CHIP_LIMIT} of the {len(data):,} bytes.")
 else:
     st.info("Type some text to compare the three tokenizers.")
 

@@ -91,11 +91,7 @@ def test_figures_and_pages_write_plurals_through_the_helper():
 
 
 def test_a_message_inside_a_sentence_never_doubles_its_full_stop():
-    from ui.figures.conventions import fit_label
-
     assert (
         f"Cannot run this prompt: {fmt.clause('Connection refused.')}." == "Cannot run this prompt: Connection refused."
     )
     assert fmt.clause("the prompt is empty: type some text") == "the prompt is empty: type some text"
-    assert fit_label("<0xF0><0x9F>", 8) == "<0xF0>…"  # a byte label is never cut to '<0x9…' (another byte)
-    assert fit_label("ab<0xF0>", 5) == "ab…" and fit_label("<0xF0>", 7) == "<0xF0>"

@@ -18,7 +18,6 @@ checks the pages' paired charts against them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -61,16 +60,9 @@ def is_flat(values: Sequence[float], threshold: float = FLAT_SHARE) -> bool:
 
 
 def fit_label(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars`` characters, the last one an ellipsis when anything was cut. A byte written
-    ``<0xNN>`` is kept whole or left out whole, never cut to '<0xF…' (which reads as another byte)."""
+    """``text`` cut to ``max_chars`` characters, the last one an ellipsis when anything was cut."""
     max_chars = max(int(max_chars), 1)
-    if len(text) <= max_chars:
-        return text
-    kept = text[: max_chars - 1]
-    for byte in re.finditer(r"<0x[0-9A-F]{2}>", text):
-        if byte.start() < len(kept) < byte.end():
-            kept = kept[: byte.start()]
-    return kept + "…"
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
 def chars_that_fit(width_px: float, font_px: float) -> int:
