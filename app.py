@@ -11,8 +11,8 @@ import streamlit as st
 
 from ui.classroom import broadcast
 from ui.session import links, state
-from ui.shell import fragment_races, navigation, presenter, sidebar
-from ui.shell.resources import configure_server, current_client
+from ui.shell import fragment_races, models, navigation, presenter, sidebar
+from ui.shell.resources import client_with_notice, configure_server
 
 fragment_races.install()  # before a tab's first fragment tick (Streamlit races that break a tab under load)
 
@@ -24,7 +24,7 @@ state.init()
 page = navigation.build()
 broadcast.follow(navigation.spec_of(page).url_path)  # a follower takes the teacher's view (may switch page)
 broadcast.render_sidebar()  # first under the page list: a class finds Follow / I am the teacher without scrolling
-sidebar.render(current_client())
+sidebar.render(client_with_notice(models.current()))  # a spinner while the model loads, here or in another session
 presenter.render(navigation.spec_of(page))
 links.show_notes()
 navigation.run(page, after=broadcast.publish)

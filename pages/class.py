@@ -24,16 +24,20 @@ if broadcast.teacher_key() is None:
     st.stop()
 rounds.teacher_controls()
 
-st.header("1 · Draw for the class")
-st.markdown(
-    "One draw is a coin toss; a thousand show the distribution. Here the thousand come from the room: "
-    f"each press draws {DRAWS_PER_PRESS} tokens from the student's own seeded stream, and the bars below pool "
-    "every student's draws against the sampler's exact probabilities."
-)
-rounds.draw_panel()
-
-st.header("2 · Guess the next token")
-rounds.guess_panel()
+# Side by side: on a 1366×768 laptop a student sees the draw button and the guess box without scrolling (stacked,
+# the guess box sat under the draw round's chart, out of sight); a narrow window stacks them again.
+draw_column, guess_column = st.columns([3, 2], gap="large")
+with draw_column:
+    st.header("1 · Draw for the class")
+    st.markdown(
+        "One draw is a coin toss; a thousand show the distribution. Here the thousand come from the room: "
+        f"each press draws {DRAWS_PER_PRESS} tokens from your own seeded stream, and the bars pool "
+        "every student's draws against the sampler's exact probabilities."
+    )
+    rounds.draw_panel()
+with guess_column:
+    st.header("2 · Guess the next token")
+    rounds.guess_panel()
 
 st.header("What to try next")
 st.markdown(

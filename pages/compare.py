@@ -11,7 +11,7 @@ from ui.figures.conventions import shared_range
 from ui.figures.generation import alternatives_table, make_alternatives_bar
 from ui.figures.tokens import token_chips_html
 from ui.session import state
-from ui.shell import charts, models
+from ui.shell import charts, models, resources
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -44,10 +44,11 @@ prompt = str(state.get(state.PROMPT) or "")
 
 views = {}
 for model in pair:
+    resources.client_with_notice(model)  # a spinner naming the model while it loads (here or in another session)
     try:
         views[model] = tokenize(model, prompt, False)
     except (PromptError, TokenizerError) as error:
-        st.error(f"Cannot run this prompt on {model}: {error}. Edit the prompt in the sidebar.")
+        st.error(f"Cannot run this prompt on {model}: {fmt.clause(error)}. Edit the prompt in the sidebar.")
         st.stop()
 
 # 1. The two designs
@@ -56,7 +57,7 @@ cards = {model: cmp.model_card(model) for model in pair}
 
 
 def _design_rows(card: cmp.ModelCard) -> dict[str, str]:
-    sharing = f"{card.n_heads} query heads share {card.n_kv_heads} K/V head{'s' * (card.n_kv_heads > 1)}"
+    sharing = f"{card.n_heads} query heads share {fmt.count(card.n_kv_heads, 'K/V head')}"
     return {
         "parameters": f"{card.parameters / 1e6:.1f} M",
         "layers": str(card.n_layers),

@@ -61,7 +61,7 @@ greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greed
 st.subheader("1 · Logits for the next token")
 st.markdown(
     f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
-    f"({len(cached.token_ids)} token{'s' * (len(cached.token_ids) != 1)}). The top {TOP_N} of "
+    f"({fmt.count(len(cached.token_ids), 'token')}). The top {TOP_N} of "
     f"{cached.logits.size:,} logits:"
 )
 top_logits = cached.logits[top_ids].tolist()

@@ -16,6 +16,7 @@ redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep
 
 CHIP_LIMIT = 512  # tokens drawn as chips
 CHART_LIMIT = 128  # bars in the id chart
+BYTE_CHIP_LIMIT = 200  # chips in the raw-bytes column
 TINY_CORPUS = (
     "The cat sat on the mat. The cat was tired, so the cat slept on the mat. "
     "A dog sat on the rug. The dog was not tired; the dog ran to the cat and the cat ran away. "
@@ -41,14 +42,27 @@ prompt, chat = state.get(state.PROMPT), bool(state.get(state.CHAT))
 own = own_mask(model, prompt, chat)  # the user's own tokens: not a BOS, not the chat template's
 n_own = sum(own)
 cols = st.columns(4)
-cols[0].metric("Characters", f"{len(prompt):,}", help="Of your text (the prompt in the sidebar).")
+n_characters, n_code_points = tok.characters(prompt), len(prompt)
+cols[0].metric(
+    "Characters",
+    f"{n_characters:,}",
+    help="Of your text (the prompt in the sidebar), as a reader counts them: an emoji sequence such as 👨‍👩‍👧 or a "
+    f"letter with a combining accent is one character. In Unicode code points: {n_code_points:,}.",
+)
 cols[1].metric("UTF-8 bytes", f"{len(prompt.encode('utf-8')):,}")
 cols[2].metric(
     "Tokens of your text",
     f"{n_own:,}",
     help="Special tokens the tokenizer adds and the chat template's tokens are not counted.",
 )
-cols[3].metric("Characters per token", fmt.fixed(len(prompt) / n_own, 2) if n_own else "—")
+cols[3].metric("Characters per token", fmt.fixed(n_characters / n_own, 2) if n_own else "—")
+if n_code_points != n_characters:
+    st.caption(
+        f"Your text is {fmt.count(n_characters, 'character')} as you see it, but "
+        f"{fmt.count(n_code_points, 'Unicode code point')}: some characters are built from several (an emoji "
+        "sequence joined by zero-width joiners, a flag, a letter and its combining accent). Tokenizers work on "
+        "code points or bytes, never on what you see."
+    )
 extra = claims.prompt_tokens_caption(n_own, len(view.ids), [p for p, s in zip(view.pieces, view.special) if s], chat)
 if extra:
     st.caption(extra)
@@ -180,9 +194,13 @@ if compare:
         st.subheader("(c) Raw bytes")
         st.caption(claims.raw_bytes_caption(len(data), len(bpe_ids) - len(bpe_specials)))
         st.markdown(
-            token_chips_html([chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:200], data[:200]),
+            token_chips_html(
+                [chr(x) if 32 <= x < 127 else f"<0x{x:02X}>" for x in data][:BYTE_CHIP_LIMIT], data[:BYTE_CHIP_LIMIT]
+            ),
             unsafe_allow_html=True,
         )
+        if len(data) > BYTE_CHIP_LIMIT:  # never cut without saying so
+            st.caption(f"The chips show the first {BYTE_CHIP_LIMIT} of the {len(data):,} bytes.")
 else:
     st.info("Type some text to compare the three tokenizers.")
 

@@ -64,3 +64,21 @@ def test_a_rerun_never_moves_a_control_the_browser_already_shows():
     assert _forced(at)["_w_temperature"] and at.slider(key="_w_temperature").value == 1.3
     at.run()
     assert not any(_forced(at).values()), _forced(at)
+
+
+def test_overview_opens_by_its_name_with_a_link_s_settings():
+    """``/overview?prompt=...`` (a link to the overview by its name, as every other page is linked) opens the
+    Overview with the link's prompt, not "Page not found": the name is registered beside "/" (``navigation.build``).
+    AppTest opens a page by the script hash its url path gives, as the browser's request does."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["prompt"] = "Tom fed his dog because it was hungry."
+    at.switch_page("pages/overview.py").run()  # before the first run: the page named "overview"
+    assert_clean(at)
+    registered = {info.get("url_pathname"): info.get("script_path") for info in at._registered_pages.values()}
+    assert registered[""].endswith("pages/overview.py") and registered["overview"].endswith("pages/overview.py")
+    assert at.title[0].value == "LLM inference explorer"
+    assert at.session_state["prompt"] == "Tom fed his dog because it was hungry."
+    at.switch_page("pages/tokenization.py").run()
+    at.switch_page("pages/overview.py").run()  # back by name, in the same session
+    assert_clean(at)
+    assert at.title[0].value == "LLM inference explorer"

@@ -30,3 +30,17 @@ def test_tokenization_widgets_rerender():
     at.toggle(key="_w_chat").set_value(True).run()
     assert_clean(at)
     assert len(plotly_array(chart(at, "token_ids_chart")["data"][0]["y"])) > N_TOKENS  # the template's tokens
+
+
+def test_characters_are_counted_as_seen_and_nothing_is_cut_unsaid():
+    """A family emoji is one character (five code points, said apart); the raw-bytes column says when it shows only
+    the first of the bytes; an invisible token (a no-break space) is a visible chip."""
+    at = open_page("tokenization", prompt="My 👨\u200d👩\u200d👧 and\u00a0me")
+    assert_clean(at)
+    characters = next(m for m in at.metric if m.label == "Characters")
+    assert characters.value == "11"  # "My", a space, the family, a space, "and", a no-break space, "me"
+    assert any("15 Unicode code points" in c.value for c in at.caption)
+    assert any("⍽" in m.value for m in at.markdown)  # the no-break space, visible in the chips
+    at.text_input(key="_w_tok_compare").input("é" * 150).run()  # 300 bytes
+    assert_clean(at)
+    assert any("first 200 of the 300 bytes" in c.value for c in at.caption)

@@ -417,10 +417,12 @@ def test_overview_picture_is_the_prompts_and_opens_its_pages(shared_server, brow
     part opens the Logits page in the same session, whose softmax at T = 1 is the picture's top 5."""
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     requested = _record_requests(page)
-    page.goto(f"{shared_server}/?present=1&prompt=" + urllib.parse.quote("Bank is closed on Sunday because it"))
+    # by its name, as a shared link may name it ("/" is the fresh-server deep-link test's): never "Page not found"
+    page.goto(f"{shared_server}/overview?present=1&prompt=" + urllib.parse.quote("Bank is closed on Sunday because it"))
     with _screenshot_kept(page, "overview_picture", tmp_path):
         page.wait_for_selector(".ov-svg", timeout=RENDER_S * 1000)
         _wait_for_run_to_finish(page)
+        assert page.get_by_text("Page not found").count() == 0
         chips = page.locator(".ov-part[data-part=tokens] text").all_text_contents()
         assert "·Sunday" in chips and "·it" in chips, chips
         assert page.locator(".ov-part[data-page]").count() == 10  # 7 cards, the block's attention and MLP, the loop
@@ -782,6 +784,62 @@ def test_class_link_key_panel_and_a_reload(class_server, browser, tmp_path):
     for page in (teacher, student):
         _no_error(page)
     assert not _outside(requested, class_server), _outside(requested, class_server)
+    teacher.context.close()
+    student.context.close()
+
+
+def _on_screen(page, locator) -> dict:
+    """Where ``locator`` is drawn in the window (for a message), and whether it is wholly inside it."""
+    box = locator.bounding_box() or {"y": -1.0, "height": 0.0}
+    return {
+        "y": round(box["y"]),
+        "bottom": round(box["y"] + box["height"]),
+        "inside": box["y"] >= 0 and box["y"] + box["height"] <= page.viewport_size["height"],
+    }
+
+
+def test_the_class_page_fits_a_laptop_for_the_teacher_and_a_student(class_server, browser, tmp_path):
+    """At 1366×768 the teacher's round buttons are on screen after each press, and a student sees the guess box
+    and the draw button without scrolling (the guess round beside the draw round, not under its chart). A guess
+    typed but not sent when the teacher reveals stays in the closed box, and the page says it was not sent."""
+    teacher = browser.new_context(viewport=LAPTOP).new_page()
+    teacher.goto(f"{class_server}/class?teacher={CLASS_KEY}")
+    _wait_text(teacher, "You are the teacher")
+    _wait_for_run_to_finish(teacher)
+    names = ("New draw round on my prompt and settings", "New guess round on my prompt", "Reveal the model's answer")
+    buttons = [teacher.get_by_role("button", name=name, exact=True) for name in names]
+
+    def press(index: int, waited: str) -> None:
+        buttons[index].click()
+        _wait_text(teacher, waited)
+        _wait_for_run_to_finish(teacher)
+        places = {name: _on_screen(teacher, button) for name, button in zip(names, buttons)}
+        assert all(place["inside"] for place in places.values()), places
+
+    with _screenshot_kept(teacher, "class_teacher_1366x768", tmp_path):
+        press(0, "Your students press")
+        press(1, "Your students type their guesses")
+    student = browser.new_context(viewport=LAPTOP).new_page()
+    student.goto(f"{class_server}/class")
+    with _screenshot_kept(student, "class_student_1366x768", tmp_path):
+        _wait_text(student, "Draw 10 for the class")
+        _wait_for_run_to_finish(student)
+        box = student.get_by_label("Your guess (one word; Enter sends it)")
+        draw = student.get_by_role("button", name="Draw 10 for the class", exact=True)
+        places = {"guess box": _on_screen(student, box), "draw button": _on_screen(student, draw)}
+        assert all(place["inside"] for place in places.values()), places
+        box.fill("hal")  # typed, never sent
+    with _screenshot_kept(teacher, "class_teacher_revealed_1366x768", tmp_path):
+        press(2, "the teacher has revealed the answer")
+    with _screenshot_kept(student, "class_student_revealed_1366x768", tmp_path):
+        _wait_text(student, "was not sent")
+        _wait_for_run_to_finish(student)
+        closed = student.get_by_label("Your guess (closed: the answer is out)")
+        assert closed.is_disabled() and closed.input_value() == "hal"  # the draft is still there to see
+        _no_error(student)
+    if os.environ.get("BROWSER_SCREENSHOTS"):
+        for name, page in (("class_page_teacher_1366x768", teacher), ("class_page_student_1366x768", student)):
+            page.screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / f"{name}.png"))
     teacher.context.close()
     student.context.close()
 

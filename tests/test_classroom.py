@@ -28,7 +28,7 @@ from inference import SamplingParams, settings
 from tests.apptest_utils import APP, assert_clean
 from ui.classroom import broadcast
 from ui.classroom import room as room_module
-from ui.classroom.room import Experiment, Room, RoomError
+from ui.classroom.room import Experiment, Room, RoomError, RoomUnavailable
 from ui.compute.classroom import DRAWS_PER_PRESS
 from ui.session import state
 
@@ -384,6 +384,38 @@ def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_dou
     assert title.startswith(f"The class (2 students): {4 * DRAWS_PER_PRESS} draws")
 
 
+@pytest.mark.real_model
+def test_a_press_the_room_could_not_take_says_not_counted_until_the_next_press(class_server, monkeypatch):
+    """A draw pressed while the room could not answer is not counted, and the page says so ("press again") until the
+    student's next press: the reruns when the room answers again (the heartbeat's) do not wipe the note unread."""
+    teacher = teacher_on_class_page()
+    teacher.button(key="class_new_draws").click()
+    teacher.run()
+    student = student_session()
+    room_type = type(broadcast.room())
+    answering = room_type.draw_view
+
+    def unreachable(self, *args, **kwargs):
+        raise RoomUnavailable("the store is restarting")
+
+    monkeypatch.setattr(room_type, "draw_view", unreachable)
+    student.button(key="class_draw").click()
+    student.run()
+    assert_clean(student)
+    monkeypatch.setattr(room_type, "draw_view", answering)  # the room answers again
+    for _ in range(2):  # the heartbeat's rerun, and the next: the note stays until read
+        student.run()
+        assert_clean(student)
+        notes = " ".join(e.value for e in student.error)
+        assert "Your press was not counted" in notes and "Press again" in notes, notes
+    assert broadcast.room().draw_round().draws == {}  # indeed nothing counted
+    student.button(key="class_draw").click()  # pressed again: counted, and the note has done its job
+    student.run()
+    assert_clean(student)
+    assert "not counted" not in " ".join(e.value for e in student.error)
+    assert [len(t) for t in broadcast.room().draw_round().draws.values()] == [DRAWS_PER_PRESS]
+
+
 def guess_box(at: AppTest, round_id: str):
     return at.text_input(key=f"_w_class_guess_{round_id}")
 
@@ -421,6 +453,11 @@ def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
     assert "Send my guess" not in [b.label for b in student.button]  # closed after the reveal ...
     closed = [w for w in student.text_input if w.label.startswith("Your guess (closed")]
     assert len(closed) == 1 and closed[0].disabled and closed[0].value == "mat"  # ... visibly, with the guess sent
+    assert closed[0].key == guess_box(student, round_id).key  # the same box: a draft typed in it stays on screen
+    said = " ".join(c.value for c in student.caption)
+    assert "had not sent was **not sent**" in said and "'mat'" in said  # a lost draft is named, and what counted
+    late = student_session()  # a tab opened after the reveal never had a draft: it is not told about one
+    assert "not sent" not in " ".join(c.value for c in late.caption)
 
 
 @pytest.mark.real_model

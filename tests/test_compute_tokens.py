@@ -48,3 +48,27 @@ def test_word_level_bytes_and_tiny_bpe(real):
     assert [i for i, _, _ in around.rows] == list(range(2641, 2648)) and around.centre_id == 2644
     assert (2644, " cat", 2392) in around.rows  # the merge that made " cat" (ids follow merge ranks)
     assert around.word_pieces == [" cat"]
+
+
+@pytest.mark.parametrize(
+    "text, seen, code_points",
+    [("👨\u200d👩\u200d👧", 1, 5), ("🇫🇷", 1, 2), ("e\u0301", 1, 2), ("cat", 3, 3), ("", 0, 0)],
+)
+def test_characters_are_counted_as_a_reader_sees_them(text, seen, code_points):
+    from ui.compute.tokens import characters
+
+    assert characters(text) == seen and len(text) == code_points
+
+
+@pytest.mark.real_model
+def test_a_token_holding_part_of_a_character_is_flagged_from_its_bytes(real):
+    from ui.compute.tokens import tokenize
+    from ui.controls.prompt import prompt_notes
+
+    family = "my 👨\u200d👩\u200d👧"
+    view = tokenize(MODEL, family, False)
+    assert view.n_chars == 4 and view.n_code_points == 8
+    assert view.partial == [p.startswith("<0x") or "<0x" in p for p in view.pieces] and any(view.partial)
+    assert "hold only part of a character" in prompt_notes(family, (), view.partial)[0]
+    whole = [False] * len(view.partial)  # a tokenizer with whole tokens for them (Gemma): no split is claimed
+    assert "no character is split" in prompt_notes(family, (), whole)[0]

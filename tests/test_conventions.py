@@ -93,3 +93,23 @@ def test_the_projector_scale_is_the_shells():
     from ui.shell.charts import FONT_SCALE
 
     assert conv.PROJECTOR_FONT_SCALE == FONT_SCALE
+
+
+def test_every_chart_keeps_all_its_tick_labels(monkeypatch):
+    """Plotly hides a tick label reaching past the chart's edge (the class histogram's last bar, 'other (49,142
+    tokens)' on two lines, in a narrow column): every chart the pages draw grows its margin instead and keeps it."""
+    import plotly.graph_objects as go
+
+    from ui.shell import charts
+
+    drawn = []
+    monkeypatch.setattr(charts, "presenting", lambda: False)
+    monkeypatch.setattr(charts, "file_stem", lambda key, name=None: key)
+    monkeypatch.setattr(charts.st, "plotly_chart", lambda fig, **kwargs: drawn.append(fig))
+    monkeypatch.setattr(charts.st, "download_button", lambda *args, **kwargs: None)
+    fig = go.Figure(go.Bar(x=[0, 1], y=[1, 2]))
+    fig.update_xaxes(tickmode="array", tickvals=[0, 1], ticktext=["·This", "other<br>(49,142 tokens)"])
+    charts.show(fig, key="histogram")
+    axis = drawn[0].layout.xaxis
+    assert axis.automargin is True and axis.ticklabeloverflow == "allow"
+    assert list(axis.ticktext) == ["·This", "other<br>(49,142 tokens)"]  # the labels themselves untouched

@@ -59,3 +59,39 @@ def test_one_median_for_the_metric_and_the_sentence():
     assert (stats.low, stats.high, stats.n) == (40.0, 60.0, 6)
     with pytest.raises(ValueError):
         fmt.summary([])
+
+
+def test_a_count_and_its_verb_agree_through_one_helper():
+    import numpy as np
+
+    from ui.compute.playground import Frames
+
+    assert [fmt.count(n, "token") for n in (0, 1, 2)] == ["0 tokens", "1 token", "2 tokens"]
+    assert [fmt.plural_of(n, "holds", "hold") for n in (0, 1, 2)] == ["hold", "holds", "hold"]
+    frames = Frames([0.0, 1.0], [5, 6], ["a", "b"], np.array([[1.0, 0.0], [0.6, 0.4]]), np.zeros(2), np.ones(2), [1, 2])
+    summaries = frames.payload(1.0)["summaries"]
+    assert "1 token holds 90 %" in summaries[0] and "2 tokens hold 90 %" in summaries[1]
+
+
+def test_figures_and_pages_write_plurals_through_the_helper():
+    """A hand-made plural ('token{'s' * (n != 1)}') forgets the verb ('1 token hold'); the helper is the one rule."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    hand_made = re.compile(r"""\{['"]s['"] \* \(|\{['"]s['"] if """)
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for folder in ("ui/figures", "pages")
+        for path in sorted((root / folder).glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if hand_made.search(line)
+    ]
+    assert found == []
+
+
+def test_a_message_inside_a_sentence_never_doubles_its_full_stop():
+    assert (
+        f"Cannot run this prompt: {fmt.clause('Connection refused.')}." == "Cannot run this prompt: Connection refused."
+    )
+    assert fmt.clause("the prompt is empty: type some text") == "the prompt is empty: type some text"

@@ -49,8 +49,8 @@ def prompt_tokens_caption(n_own: int, n_total: int, specials: Sequence[str], cha
         plain = others - len(specials)
         return (
             f"The model reads {fmt.count(n_total, 'token')} in all: your text's {n_own:,} and "
-            f"{fmt.count(others, 'token')} of the chat template around it ({len(specials):,} special "
-            f"marker{'s' * (len(specials) != 1)}: {named}; {plain:,} ordinary tokens of the template's own words). "
+            f"{fmt.count(others, 'token')} of the chat template around it ({fmt.count(len(specials), 'special marker')}: "
+            f"{named}; {plain:,} ordinary tokens of the template's own words). "
             "The counts above are your text's tokens only."
         )
     return (
@@ -129,8 +129,8 @@ def merge_replay_caption(
 ) -> str:
     """The merge-by-merge summary; it claims agreement with the real tokenizer only when the split is the same.
 
-    ``unit``: what the replay starts from ("bytes" for byte-level BPE, "characters" for SentencePiece)."""
-    text = f"{n_merges} merges from {n_symbols} {unit} to {n_parts} token{'s' * (n_parts != 1)}"
+    ``unit``: what the replay starts from ("bytes" for byte-level BPE, "code points" for SentencePiece)."""
+    text = f"{fmt.count(n_merges, 'merge')} from {n_symbols:,} {unit} to {fmt.count(n_parts, 'token')}"
     if cut:
         return text + f": the replay stopped at the first {unit}, so it is not the tokenizer's whole split."
     if same_as_tokenizer:
@@ -184,8 +184,8 @@ def pca_caption(n_vectors: int, explained: tuple[float, float], n_unlabelled: in
         else "so the map keeps most of their spread"
     )
     hidden = (
-        f" {n_unlabelled} label{'s' * (n_unlabelled != 1)} would overlap another and "
-        f"{'are' if n_unlabelled != 1 else 'is'} left to the hover (every point has one)."
+        f" {fmt.count(n_unlabelled, 'label')} would overlap another and "
+        f"{fmt.plural_of(n_unlabelled, 'is', 'are')} left to the hover (every point has one)."
         if n_unlabelled
         else ""
     )

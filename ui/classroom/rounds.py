@@ -70,12 +70,23 @@ def _class_panel(draw: Callable[..., None]) -> Callable[..., None]:
             else:
                 st.session_state[state.CLASS_PAUSED_SHOWN] = True
                 st.warning(broadcast.paused(error), icon=":material/cloud_off:")
-            for key in (state.CLASS_TEACHER_MESSAGE, state.CLASS_DRAW_MESSAGE, state.CLASS_GUESS_MESSAGE):
-                message = st.session_state.pop(key, None)
-                if message:
-                    st.error(message[1] if isinstance(message, tuple) else message)
+            message = st.session_state.pop(state.CLASS_TEACHER_MESSAGE, None)
+            if message:
+                st.error(message)
+            for key in (state.CLASS_DRAW_MESSAGE, state.CLASS_GUESS_MESSAGE):
+                _held_notice(key)
 
     return guarded
+
+
+def _held_notice(key: str) -> None:
+    """A student's message about their own press, kept in the session until their next press of that kind replaces
+    it: a rerun (the heartbeat's when the room answers again, a new round) never wipes it before it is read."""
+    message = st.session_state.get(key)
+    if not message:
+        return
+    kind, text = message if isinstance(message, tuple) else ("warning", message)
+    getattr(st, kind)(text, icon=":material/error:" if kind == "error" else None)
 
 
 def _refused(what: str, error: RoomUnavailable) -> str:
@@ -206,16 +217,25 @@ def _draw(shown_round: str, shown_mine: int) -> None:
     under load) finds more by now and adds nothing."""
     if broadcast.is_teacher():
         return
+    st.session_state.pop(state.CLASS_DRAW_MESSAGE, None)  # this press's own message replaces the last one
     try:
         _count_draws(shown_round, shown_mine)
     except RoomUnavailable as error:
-        st.session_state[state.CLASS_DRAW_MESSAGE] = ("warning", _refused("Your press was not counted", error))
+        st.session_state[state.CLASS_DRAW_MESSAGE] = (
+            "error",
+            f"Your press was not counted: the class room could not answer ({str(error).rstrip('.')}). Press again when the class "
+            "is back (this note stays until you press).",
+        )
 
 
 def _count_draws(shown_round: str, shown_mine: int) -> None:
     room, student = broadcast.room(), broadcast.student_id()
     rnd = room.draw_view(student)
     if rnd is None:
+        st.session_state[state.CLASS_DRAW_MESSAGE] = (
+            "warning",
+            "Your press was not counted: the room holds no draw round now. Press again once the teacher starts one.",
+        )
         return
     first = room.draws_of(rnd.round_id, student)  # this student's next draw number: counted draws are never redone
     if first != (shown_mine if rnd.round_id == shown_round else 0):
@@ -234,7 +254,10 @@ def _count_draws(shown_round: str, shown_mine: int) -> None:
             student_draws(logits, rnd.experiment, rnd.round_id, student, first, DRAWS_PER_PRESS),
         )
     except RoomError as error:
-        st.session_state[state.CLASS_DRAW_MESSAGE] = ("warning", str(error))
+        st.session_state[state.CLASS_DRAW_MESSAGE] = (
+            "warning",
+            f"Your press was not counted: {str(error).rstrip('.')}. Press again.",
+        )
 
 
 @_class_panel
@@ -269,9 +292,7 @@ def _live_draws(round_id: str) -> None:
             args=(round_id, mine),
             type="primary",
         )
-    message = st.session_state.pop(state.CLASS_DRAW_MESSAGE, None)
-    if message:
-        getattr(st, message[0])(message[1])
+    _held_notice(state.CLASS_DRAW_MESSAGE)
     try:
         pooled = pooled_histogram(broadcast.room(), rnd.round_id, rnd.experiment, rnd.pooled)
     except (
@@ -320,13 +341,17 @@ def _live_draws(round_id: str) -> None:
 def _guess(shown_round: str) -> None:
     if broadcast.is_teacher():
         return
+    st.session_state.pop(state.CLASS_GUESS_MESSAGE, None)  # this guess's own message replaces the last one
     text = st.session_state.get(state.class_guess_box(shown_round), "")
     try:
         rnd = broadcast.room().guess_round()
         if rnd is not None and rnd.round_id == shown_round:
             broadcast.room().guess(shown_round, broadcast.student_id(), text)
     except RoomUnavailable as error:
-        st.session_state[state.CLASS_GUESS_MESSAGE] = _refused("Your guess was not sent", error)
+        st.session_state[state.CLASS_GUESS_MESSAGE] = (
+            f"Your guess was not sent: the class room could not answer ({str(error).rstrip('.')}). It is still in the box: send it "
+            "again when the class is back."
+        )
         return
     except RoomError as error:
         st.session_state[state.CLASS_GUESS_MESSAGE] = str(error).capitalize() + "."
@@ -359,30 +384,47 @@ def guess_panel() -> None:
         st.caption(
             "Your students type their guesses on their own laptops; you reveal the answer when the room is ready."
         )
-    elif rnd.revealed:
-        st.text_input(
-            "Your guess (closed: the answer is out)",
-            value=mine or "",
-            disabled=True,
-            key=state.class_guess_closed(rnd.round_id),
-            placeholder="you sent no guess in this round",
-        )
     else:
-        with st.form(state.CLASS_GUESS_FORM, border=False, enter_to_submit=True):
-            row = st.container(horizontal=True, vertical_alignment="bottom")
-            row.text_input(
-                "Your guess (one word; Enter sends it)", key=state.class_guess_box(rnd.round_id), max_chars=40
-            )
-            row.form_submit_button("Send my guess", key=state.CLASS_GUESS, on_click=_guess, args=(rnd.round_id,))
-    message = st.session_state.pop(state.CLASS_GUESS_MESSAGE, None)
-    if message:
-        st.warning(message)
+        _guess_box(rnd.round_id, rnd.revealed, mine)
+    _held_notice(state.CLASS_GUESS_MESSAGE)
     if mine is not None and not broadcast.is_teacher():
         st.caption(
             f"Your guess: `{mine!r}`"
             + (" (guessing is closed)." if rnd.revealed else " (send another to change it, until the reveal).")
         )
     _live_guesses(rnd.round_id, rnd.revealed)
+
+
+def _guess_box(round_id: str, revealed: bool, mine: str | None) -> None:
+    """The student's guess box: the same widget open and closed, so the text typed but not sent when the teacher
+    reveals stays in it (the browser keeps a widget's unsent text while its key is the same), and the page says
+    it was not sent. A box never drawn open (a tab opened after the reveal) shows the guess sent, if any."""
+    box = state.class_guess_box(round_id)
+    saw_it_open = box in st.session_state
+    if revealed and not saw_it_open:
+        st.session_state[box] = mine or ""
+    with st.form(state.CLASS_GUESS_FORM, border=False, enter_to_submit=True):
+        row = st.container(horizontal=True, vertical_alignment="bottom")
+        row.text_input(
+            "Your guess (closed: the answer is out)" if revealed else "Your guess (one word; Enter sends it)",
+            key=box,
+            max_chars=40,
+            disabled=revealed,
+            placeholder="you sent no guess in this round" if revealed else None,
+        )
+        row.form_submit_button(
+            "Closed" if revealed else "Send my guess",
+            key=state.CLASS_GUESS,
+            on_click=_guess,
+            args=(round_id,),
+            disabled=revealed,
+        )
+    if revealed and saw_it_open:
+        st.caption(
+            ":material/info: Guessing closed when the teacher revealed the answer: text still in the box that you "
+            "had not sent was **not sent**"
+            + (f" (your guess sent before was `{mine!r}`)." if mine is not None else "; you sent no guess this round.")
+        )
 
 
 @st.fragment(run_every=REFRESH_S)

@@ -42,7 +42,7 @@ class Frames:
             "top": [float(p) for p in self.top_probability],
             "summaries": [
                 f"T = {t:g} · entropy {fmt.bits(h)} · top probability {fmt.prob(top)} · "
-                f"{fmt.count(n, 'token')} hold 90 %"
+                f"{fmt.count(n, 'token')} {fmt.plural_of(n, 'holds', 'hold')} 90 %"
                 for t, h, top, n in zip(self.temperatures, self.entropy, self.top_probability, self.for_90)
             ],
         }

@@ -15,6 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
+import regex
 import streamlit as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
@@ -33,8 +34,16 @@ class TokenView:
     pieces: list[str]  # each token's own text, byte-exact (partial UTF-8 shown as <0xNN>)
     raw: list[str]  # vocabulary entries as stored (byte-level BPE: 'Ġ' is a space; SentencePiece: '▁')
     special: list[bool]
-    n_chars: int
+    n_chars: int  # characters as a reader counts them (grapheme clusters: a family emoji 👨‍👩‍👧 is one)
     n_bytes: int
+    n_code_points: int  # Unicode code points (👨‍👩‍👧 is five: three people and two zero-width joiners)
+    partial: list[bool]  # the token holds bytes of a character it does not hold whole (shown as <0xNN>)
+
+
+def characters(text: str) -> int:
+    """How many characters a reader sees in ``text``: extended grapheme clusters (``regex``'s ``\\X``), so an
+    emoji sequence, a flag or a letter with combining accents counts once, whatever its code points."""
+    return len(regex.findall(r"\X", text))
 
 
 def token_bytes(raw_token: str) -> bytes:
@@ -60,7 +69,16 @@ def tokenize(model: str, prompt: str, chat: bool) -> TokenView:
     specials = client.tokenizer.special_ids
     special = [i in specials for i in ids]
     pieces = [piece_text(r, s, client.tokenizer) for r, s in zip(raw, special)]
-    return TokenView(text, ids, pieces, raw, special, len(text), len(text.encode("utf-8")))
+    partial = [not s and not _whole_characters(client.tokenizer.piece_bytes(r)) for r, s in zip(raw, special)]
+    return TokenView(text, ids, pieces, raw, special, characters(text), len(text.encode("utf-8")), len(text), partial)
+
+
+def _whole_characters(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -96,8 +114,9 @@ def tokenizer_facts(model: str) -> TokenizerFacts:
 
 
 def symbol_unit(model: str) -> str:
-    """What BPE starts from for ``model``: bytes (byte-level) or characters (SentencePiece)."""
-    return "bytes" if client_for(model).tokenizer.scheme == "byte-level" else "characters"
+    """What BPE starts from for ``model``: bytes (byte-level) or code points (SentencePiece: one symbol per code
+    point, so an accent typed as a combining mark is a symbol of its own)."""
+    return "bytes" if client_for(model).tokenizer.scheme == "byte-level" else "code points"
 
 
 def model_piece_text(model: str, raw_token: str) -> str:

@@ -21,13 +21,21 @@ from ui.shell import models
 from ui.shell.resources import client_for
 
 
-def prompt_notes(text: str, special_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """Plain-words notes about characters that tokenize in surprising ways."""
+def prompt_notes(
+    text: str, special_texts: list[str] | tuple[str, ...] = (), partial: list[bool] | tuple[bool, ...] = ()
+) -> list[str]:
+    """Plain-words notes about characters that tokenize in surprising ways. ``partial``: per token, whether it holds
+    only part of a character's bytes (``TokenView.partial``); the note on emoji says what the tokenizer did."""
     notes = []
     if any(unicodedata.category(ch) == "So" or ord(ch) > 0xFFFF for ch in text):
+        n_partial = sum(partial)
         notes.append(
-            "The prompt contains emoji or symbols: each is several UTF-8 bytes, often split over "
-            "several tokens (pieces of a character are shown as <0xNN>)."
+            "The prompt contains emoji or symbols: each is several UTF-8 bytes. "
+            + (
+                f"Here {n_partial:,} of the tokens hold only part of a character's bytes (shown as <0xNN>)."
+                if n_partial
+                else "This tokenizer has whole tokens for the ones here: no character is split over tokens."
+            )
         )
     if any(unicodedata.bidirectional(ch) in ("R", "AL") for ch in text):
         notes.append(
@@ -59,7 +67,7 @@ def prompt_tokens() -> TokenView | None:
     except (PromptError, TokenizerError) as err:
         st.error(f"Cannot run this prompt: {err}. Edit the prompt in the sidebar.")
         return None
-    for note in prompt_notes(prompt, client_for(model).tokenizer.added_texts):
+    for note in prompt_notes(prompt, client_for(model).tokenizer.added_texts, view.partial):
         st.info(note)
     return view
 

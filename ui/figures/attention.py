@@ -286,7 +286,7 @@ def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
         else "Grouped-query attention"
     )
     fig.update_layout(
-        title=f"{kind}: {n_heads} query heads share {n_kv_heads} K/V head{'s' * (n_kv_heads > 1)}",
+        title=f"{kind}: {n_heads} query heads share {fmt.count(n_kv_heads, 'K/V head')}",
         xaxis=dict(visible=False),
         yaxis=dict(visible=False, range=[-0.5, 1.5]),
         height=240,

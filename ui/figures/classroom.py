@@ -60,9 +60,10 @@ def make_guesses(
         barmode="group",
         title=f"The class's guesses ({n_guesses:,}) vs the model's next token",
         yaxis={"title": "share / probability", "rangemode": "tozero"},
-        height=380,
-        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
-        margin={"t": 80, "b": 40},
+        height=410,
+        # room for the legend on two rows under the title: in the Class page's narrow column it wraps
+        legend={"orientation": "h", "y": 1.0, "x": 0, "xanchor": "left", "yanchor": "bottom"},
+        margin={"t": 110, "b": 40},
     )
     return fig
 

@@ -52,7 +52,7 @@ def make_embedding_heatmap(rows: np.ndarray, pieces: list[str], matrix_shape: tu
     )
     vocab, width = matrix_shape
     fig.update_layout(
-        title=f"{rows.shape[0]} row{'s' * (rows.shape[0] != 1)} of the {vocab:,} × {width} embedding matrix",
+        title=f"{fmt.count(rows.shape[0], 'row')} of the {vocab:,} × {width} embedding matrix",
         xaxis_title="dimension",
         yaxis=dict(autorange="reversed", type="category"),
         height=max(260, 60 + 22 * rows.shape[0]),

@@ -119,7 +119,19 @@ def ms(value: float) -> str:
 
 def count(n: int, word: str, plural: str | None = None) -> str:
     """'1 token', '3 tokens', '1,234 tokens'."""
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+    return f"{n:,} {plural_of(n, word, plural)}"
+
+
+def clause(text: object) -> str:
+    """A message (an exception's text) as a clause inside a sentence of ours: its own closing full stop dropped, so
+    ``f"Cannot run this prompt: {fmt.clause(error)}. Edit it."`` never prints '..' (or '.).')."""
+    return str(text).strip().rstrip(".")
+
+
+def plural_of(n: int, word: str, plural: str | None = None) -> str:
+    """``word`` as ``n`` of it is written, without the number: 'token'/'tokens', and verbs agreeing with a count
+    the same way (``plural_of(n, 'holds', 'hold')``). Every count word in the app goes through here or ``count``."""
+    return word if n == 1 else (plural or word + "s")
 
 
 def head(layer: int, head_index: int) -> str:

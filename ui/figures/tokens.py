@@ -7,23 +7,9 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.compute.token_text import visible  # the one display rule for a token's text
+
 PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d7f2f7", "#fce1c8", "#e2f0cb"]
-_VISIBLE = {" ": "·", "\n": "↵", "\t": "→", "\r": "␍"}
-
-
-def visible(text: str) -> str:
-    """Make whitespace and control characters visible: space '·', newline '↵', tab '→', NUL '␀'."""
-    out = []
-    for ch in text:
-        if ch in _VISIBLE:
-            out.append(_VISIBLE[ch])
-        elif ord(ch) < 0x20:
-            out.append(chr(0x2400 + ord(ch)))  # the Unicode "control pictures" block
-        elif ord(ch) == 0x7F:
-            out.append("␡")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def chip_html(text: str, colour: str, label: str | None = None, border: str = "1px solid #bbb") -> str:

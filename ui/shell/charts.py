@@ -3,7 +3,8 @@
 One call gives each chart the same extras: Plotly's camera button saves a PNG under a
 stable name (``llm-explorer_<page>_<key>.png``), a small "Download CSV" button below
 it hands out the numbers behind the chart, and in presenter mode (``state.PRESENTER``)
-the chart is drawn from a copy with larger text. The caller's figure is never changed.
+the chart is drawn from a copy with larger text. The caller's figure is never changed, but for one
+setting every chart gets (``keep_tick_labels``): no tick label is ever dropped.
 
 The CSV comes from the page's own data: ``data`` is the table the chart was drawn from
 (a ``pandas.DataFrame`` with named columns, in the chart's token notation, or a callable
@@ -48,6 +49,7 @@ def show(fig: go.Figure, key: str, name: str | None = None, data: TableSource = 
     ``name`` replaces ``<page>_<key>`` in the file names when given.
     """
     stem = file_stem(key, name)
+    keep_tick_labels(fig)
     shown = presenter_copy(fig) if presenting() else fig
     st.plotly_chart(shown, key=key, config=chart_config(stem))
     st.download_button(
@@ -80,6 +82,15 @@ def file_stem(key: str, name: str | None = None) -> str:
     """``llm-explorer_<page url path>_<key>`` (or ``llm-explorer_<name>``), safe as a file name."""
     parts = [name] if name else [current_url_path(), key]
     return "_".join(_safe(p) for p in [FILE_PREFIX, *parts] if p)
+
+
+def keep_tick_labels(fig: go.Figure) -> go.Figure:
+    """Every x axis of ``fig`` keeps all its tick labels: its margin grows to hold them (``automargin``) and a label
+    reaching past the chart's edge is drawn, not hidden (``ticklabeloverflow``). Plotly's defaults hide such a label:
+    the class histogram's last bar, "other (49,142 tokens)" on two lines, lost its label in a narrow column. The
+    same settings each time (idempotent), so a figure shared by several sessions can take them."""
+    fig.update_xaxes(automargin=True, ticklabeloverflow="allow")
+    return fig
 
 
 def presenter_copy(fig: go.Figure) -> go.Figure:

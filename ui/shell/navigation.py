@@ -1,7 +1,8 @@
 """The page registry, in story order, and the one ``st.navigation`` call built from it.
 
 The first entry is the default page, served at ``/`` (Streamlit gives the default
-page no deep link of its own, so it is a short overview rather than a story page).
+page no deep link of its own, so it is a short overview rather than a story page);
+``/overview`` opens it as well, like any page's name.
 To add a page, append a ``PageSpec`` to ``PAGES`` at its place in the story
 (Tokenization → Embeddings → Attention → Transformer block & logit lens → Experiments →
 Logits & temperature → Sampling → Generation & KV cache → Speculative decoding → Quantization → Batching → Two models
@@ -22,6 +23,7 @@ from streamlit.navigation.page import StreamlitPage
 from ui.session import state
 
 ROOT_TITLE = "LLM inference explorer"
+DEFAULT_KEY = "home"  # the default page's internal name (Streamlit keys pages by it; its public path is "/")
 FAVICON = "🔎"
 
 # True while app.py runs a page; False when Streamlit ran a page script on its own.
@@ -64,9 +66,12 @@ def build() -> StreamlitPage:
     # No icon on st.Page: the browser tab takes the page's icon as its favicon, and Streamlit fetches a
     # :material/...: favicon from fonts.gstatic.com. The app's emoji favicon is an inline data: URL, and
     # the icons stay on the overview's page links (drawn with the bundled font): nothing leaves the machine.
-    pages = [
-        st.Page(spec.script, title=spec.title, url_path=spec.url_path, default=(i == 0)) for i, spec in enumerate(PAGES)
-    ]
+    default, *story = PAGES
+    pages = [st.Page(default.script, title=default.title, url_path=DEFAULT_KEY, default=True)]
+    pages += [st.Page(spec.script, title=spec.title, url_path=spec.url_path) for spec in story]
+    # The default page is served at "/" only; a link to "/overview?..." (its name, as every other page is linked)
+    # opens it too, through a second entry hidden from the list (Streamlit would say "Page not found").
+    pages.append(st.Page(default.script, title=default.title, url_path=default.url_path, visibility="hidden"))
     return st.navigation(
         pages, position="sidebar", expanded=True
     )  # every page listed (14: past the 12 it shows unasked)

@@ -12,6 +12,8 @@ and two sessions on two models never see each other's numbers.
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from inference import (
@@ -36,9 +38,33 @@ from ui.shell import models
 )
 def engine_for(model: str) -> Engine:
     """The engine of the allowlisted model ``model`` (its source comes from the allowlist, never from the browser)."""
-    engine = load_engine(**engine_settings(model))
+    _loading_since.setdefault(model, time.monotonic())  # read by ``client_with_notice`` in the sessions that wait
+    try:
+        engine = load_engine(**engine_settings(model))
+    finally:
+        _loading_since.pop(model, None)
     release_freed_memory()  # reading Gemma's 262k-entry tokenizer leaves ~300 MB of freed heap behind
     return engine
+
+
+_loading_since: dict[str, float] = {}  # model -> monotonic time its load began, while one runs (any session)
+
+
+def client_with_notice(model: str) -> EngineClient:
+    """``client_for(model)``, with a spinner that says what the page waits for while the model loads.
+
+    ``engine_for``'s own spinner shows only in the session that runs the load, and only when it is the outermost
+    cached call (pages reach it inside cached helpers, where Streamlit hides it). A second session waits on the
+    cache's lock with no sign; this names the model and who is loading it. A loaded model returns at once (a
+    spinner shows only after half a second)."""
+    since = _loading_since.get(model)
+    who = (
+        f"another session began loading it {time.monotonic() - since:.0f} s ago; this page waits for that load"
+        if since is not None
+        else "the first use on this server reads its weights from disk"
+    )
+    with st.spinner(f"Waiting for the model {model} to load ({who})…", show_time=True):
+        return client_for(model)
 
 
 def engine_settings(model: str) -> dict:
