@@ -264,6 +264,7 @@ else:
             [(a.word.text, a.n_heads, a.best, a.only_first_token) for a in reference.antecedents],
             reference.n_heads,
             ref.MIN_SHARE,
+            reference.n_previous_token,
         )
     )
     shown = [a for a in reference.antecedents if a.n_heads and a.best][:3]

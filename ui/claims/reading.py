@@ -6,6 +6,7 @@ whitespace visible itself, so a sentence names a token exactly as its chart does
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -309,23 +310,41 @@ def no_pronoun_sentence(example: str) -> str:
     )
 
 
+SIGNIFICANCE = 0.05  # a head-count margin below this chance (sign test) is a verdict; at or above it, a tie
+
+
+def sign_test(leading: int, other: int) -> float:
+    """Two-sided sign-test p-value of ``leading`` heads against ``other``: how often heads that each picked one of
+    the two words at random, at even odds, would split at least this unevenly. 1.0 for equal counts; 19 against 18
+    gives 1.0, 25 against 12 gives 0.047."""
+    n = leading + other
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(max(leading, other), n + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
 def pronoun_sentence(
     pronoun: str,
     antecedents: Sequence[tuple[str, int, Sequence[tuple[int, int, float]], bool]],
     n_heads: int,
     min_share: float,
+    n_previous_token: int = 0,
 ) -> str:
-    """Which earlier content words a pronoun's heads send it to, counted over every head.
+    """Which earlier nouns a pronoun's heads send it to, counted over every head.
 
-    ``antecedents`` holds (word, heads that send the pronoun to it, its strongest heads as (layer, head, share),
+    ``antecedents`` holds (noun, heads that send the pronoun to it, its strongest heads as (layer, head, share),
     whether the word is the first token alone); a head sends the pronoun to the word that gets the most of its
     row among the earlier words (the first token left out), when that is at least ``min_share``.
+    ``n_previous_token`` heads were left out: their strongest key is the token right before the pronoun. The two
+    words most heads pick make a verdict only when a sign test (``sign_test``) puts their margin below
+    ``SIGNIFICANCE``: a one-head margin, or any split heads picking at random would often give, is a tie.
     """
     p = _code(pronoun)
     if not antecedents:
         return (
-            f"No content word comes before {p}, so there is nothing for its heads to resolve here. Put one or two "
-            "nouns before it."
+            f"No noun comes before {p} (a word after *the*, *a*, *his*, … or a name), so there is nothing for its "
+            "heads to resolve here. Put one or two nouns before it."
         )
     sink = [word for word, _, _, first in antecedents if first]
     counted = [(word, n, best) for word, n, best, first in antecedents if not first]
@@ -335,13 +354,18 @@ def pronoun_sentence(
         if sink
         else ""
     )
+    if n_previous_token:
+        note += (
+            f" {fmt.count(n_previous_token, 'head')} whose strongest key is the token right before {p} "
+            f"{'are' if n_previous_token != 1 else 'is'} left out: such a head reads position, not reference."
+        )
     total = sum(n for _, n, _ in counted)
     listed = ", ".join(_code(w) for w, _, _ in counted)
     if not counted:
-        return f"The only content word before {p} is the first token.{note}"
+        return f"The only noun before {p} is the first token.{note}"
     if total == 0:
         return (
-            f"No head puts {fmt.pct(min_share)} or more of the weight of {p} on an earlier content word "
+            f"No head puts {fmt.pct(min_share)} or more of the weight of {p} on an earlier noun "
             f"({listed}) ahead of every other earlier word: here its heads look elsewhere.{note}"
         )
     parts = [
@@ -349,24 +373,34 @@ def pronoun_sentence(
         for word, n, best in sorted(counted, key=lambda item: -item[1])
     ]
     text = (
-        f"Leaving out the first token, {total} of the {n_heads} heads send {p} mostly to one content word before "
+        f"Leaving out the first token, {total} of the {n_heads} heads send {p} mostly to one noun before "
         f"it (at least {fmt.pct(min_share)} of their weight, more than any other earlier word): "
         + "; ".join(parts)
         + "."
     )
     ranked = sorted(counted, key=lambda item: -item[1])
-    if len(counted) > 1 and ranked[0][1] > ranked[1][1]:
-        text += (
-            f" Of the {len(counted)} content words before {p}, more heads pick {_code(ranked[0][0])} than any "
-            f"other: in this model {p} leans to *{ranked[0][0]}*."
-        )
-    elif len(counted) > 1:
-        tied = [w for w, n, _ in ranked if n == ranked[0][1]]
-        text += (
-            f" Of the {len(counted)} content words before {p}, as many heads pick "
-            + " as ".join(_code(w) for w in tied)
-            + ": the heads do not settle it."
-        )
+    if len(counted) > 1:
+        (first, n_first, _), (second, n_second, _) = ranked[0], ranked[1]
+        chance = sign_test(n_first, n_second)
+        if chance < SIGNIFICANCE:
+            text += (
+                f" Of the {len(counted)} nouns before {p}, more heads pick {_code(first)} than any other: "
+                f"{n_first} against {n_second}, a split that heads picking either word at random would give only "
+                f"{fmt.pct(chance, 1)} of the time. In this model {p} leans to *{first}*."
+            )
+        elif n_first == n_second:
+            tied = [w for w, n, _ in ranked if n == n_first]
+            text += (
+                f" Of the {len(counted)} nouns before {p}, as many heads pick "
+                + " as ".join(_code(w) for w in tied)
+                + ": the heads do not settle it."
+            )
+        else:
+            text += (
+                f" {n_first} heads for {_code(first)} against {n_second} for {_code(second)} is a tie: heads "
+                f"picking either word at random would split at least this unevenly {fmt.pct(chance)} of the time "
+                f"(a sign test; a verdict needs less than {fmt.pct(SIGNIFICANCE)}), so the heads do not settle it."
+            )
     return text + note
 
 
