@@ -227,15 +227,17 @@ if config.local_layers:
             "local layer, still read in the global one. Both maps share one colour scale, which stops at the "
             "higher of their 99th percentiles."
         )
-        local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
-        shares = {i: float(windowed.outside_share[i]) for i in globals_}
-        by_layer = ", ".join(f"**{fmt.pct(share, 1)}** (layer {i})" for i, share in shares.items())
         st.markdown(
-            f"- Measured over all {len(config.local_layers)} local layers and their heads: the largest weight any "
-            f"query puts on a key outside its window is **{local_max:g}** "
-            f"({windowed.outside_cells:,} such (query, key) pairs per head and layer).\n"
-            f"- In the global layers, queries past position {config.window - 1} put on average {by_layer} of "
-            "their weight on keys that far back."
+            claims.window_sentence(
+                windowed.window,
+                len(config.local_layers),
+                max(float(windowed.outside_max[i]) for i in config.local_layers),
+                windowed.outside_cells,
+                globals_,
+                [float(x) for x in windowed.outside_share],
+                [float(x) for x in windowed.sink_share],
+                pieces[0],
+            )
         )
 
 # 4. The guided example, for whatever pronoun and candidate words this prompt has

@@ -298,6 +298,34 @@ def sink_sentence(weights: np.ndarray, pieces: Sequence[str], query: int) -> str
     )
 
 
+def window_sentence(
+    window: int,
+    n_local: int,
+    local_max: float,
+    outside_cells: int,
+    global_layers: Sequence[int],
+    outside_share: Sequence[float],
+    sink_share: Sequence[float],
+    sink_piece: str,
+) -> str:
+    """What the sliding window hides, measured: the largest weight a local layer puts beyond its window, and for
+    each global layer the weight that queries past the window put that far back, the first token's (the sink,
+    ``sink_piece``) apart from the text's. ``outside_share`` and ``sink_share`` are indexed by layer; the sink is
+    beyond every such query's window, so counting it as "far back" text would overstate what the window hides."""
+    by_layer = ", ".join(
+        f"**{fmt.pct(max(0.0, outside_share[i] - sink_share[i]), 1)}** on text and {fmt.pct(sink_share[i], 1)} on "
+        f"the sink (layer {i})"
+        for i in global_layers
+    )
+    return (
+        f"- Measured over all {n_local} local layers and their heads: the largest weight any query puts on a key "
+        f"outside its window is **{local_max:g}** ({outside_cells:,} such (query, key) pairs per head and layer).\n"
+        f"- In the global layers, queries past position {window - 1} put on average {by_layer} among keys "
+        f"{window} or more positions back. The sink is the first token, {_code(sink_piece)}, where heads park "
+        "weight they do not need: only the text's share is information a local layer could not have read."
+    )
+
+
 def _heads(best: Sequence[tuple[int, int, float]]) -> str:
     return ", ".join(f"{fmt.head(layer, head)} {fmt.pct(weight)}" for layer, head, weight in best)
 
