@@ -386,7 +386,10 @@ def _check_speculative_sentences(result, params, drafter: str, depth: int, n_lay
                 assert f"p = {fmt_prob(check.p)}" in focus and check.q == 1.0
                 if check.p_range is not None:
                     inside = check.p_range[0] <= check.u < check.p_range[1]
-                    assert inside == check.accepted and (f"u = {check.u:.3f} lands in " in focus) == inside
+                    shown = re.search(r"u = ([\d.]+) lands (in|outside) .*?\[([\d.]+), ([\d.]+)\)", focus)
+                    assert inside == check.accepted and (shown.group(2) == "in") == inside
+                    low, u, high = float(shown.group(3)), float(shown.group(1)), float(shown.group(4))
+                    assert (low <= u < high) == inside and low < high  # printed as it is: never an empty range
             if not check.accepted:
                 sentences.append(
                     claims.residual_sentence(

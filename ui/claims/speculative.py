@@ -101,14 +101,15 @@ def focus_sentence(
                 f"u = {fmt.prob(u)} picks the replacement from the model's own ranges."
             )
         start, end = p_range
-        where = f"[{start:.3f}, {end:.3f})"
+        decimals = fmt.interval_digits(start, end, u, digits=3)  # the range's width and u's place in it show
+        where = fmt.interval(start, end, decimals)
         if accepted:
             return lead + (
-                f" The one u that plain decoding draws here decides: u = {u:.3f} lands in {token}'s range {where} "
+                f" The one u that plain decoding draws here decides: u = {u:.{decimals}f} lands in {token}'s range {where} "
                 "of the model's ranges, so the draft is kept (and plain decoding would have drawn it too)."
             )
         return lead + (
-            f" The one u that plain decoding draws here decides: u = {u:.3f} lands outside {token}'s range {where}, "
+            f" The one u that plain decoding draws here decides: u = {u:.{decimals}f} lands outside {token}'s range {where}, "
             "so the draft is rejected and the token whose range u lands in takes its place (a draw from p without "
             f"{token}: the residual)."
         )
@@ -119,9 +120,10 @@ def focus_sentence(
     )
     if u is None:
         return lead
+    decimals = fmt.interval_digits(accept_probability, u, digits=3)  # never "u = 0.600 < 0.600"
     if accepted:
-        return lead + f" u = {u:.3f} < {fmt.prob(accept_probability)}: kept."
-    return lead + f" u = {u:.3f} ≥ {fmt.prob(accept_probability)}: rejected."
+        return lead + f" u = {u:.{decimals}f} < {accept_probability:.{decimals}f}: kept."
+    return lead + f" u = {u:.{decimals}f} ≥ {accept_probability:.{decimals}f}: rejected."
 
 
 def residual_sentence(drafter: str, greedy: bool, drafted: str, replacement: str, probability: float, mass) -> str:
