@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
-from ui.claims import reading
+import pytest
+
+from ui.claims import reading, speculative
+from ui.figures import format as fmt
 
 
 def test_the_window_sentence_shows_the_sink_apart_from_far_back_text():
@@ -30,3 +33,24 @@ def test_the_window_sentence_shows_the_sink_apart_from_far_back_text():
     assert "`<bos>`" in text
     shares = [float(x) for x in re.findall(r"\*\*([\d.]+)%\*\* on text", text)]
     assert shares == [8.0, 6.0]
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.03, 0.3])
+@pytest.mark.parametrize("tokens_per_forward", [1.0, 1.6, 3.5])
+@pytest.mark.parametrize("speedup", [0.5, 0.97, 1.04, 1.2, 1.38, 2.0])
+def test_the_speed_up_headline_carries_the_sentences_verdict(speedup, tokens_per_forward, spread):
+    """The held-out case: "Speed-up 1.38×" above a sentence calling it noise. The headline says noise exactly when
+    the sentence does, and slower exactly when the sentence gives a reason for being slower."""
+    headline = speculative.speedup_headline(speedup, tokens_per_forward, spread)
+    sentence = speculative.speed_sentence(speedup, 0.6, tokens_per_forward, "lookup", None, 30, "12:00", None, spread)
+    assert headline.startswith(f"{speedup:.2f}×")
+    says_noise = "noise" in sentence
+    assert ("noise" in headline) == says_noise
+    assert ("slower" in headline) == (not says_noise and speedup < 1)
+    if spread > speculative.TIE_BAND and abs(speedup - 1) <= spread:
+        assert f"differed by {fmt.pct(spread)}" in sentence
+
+
+def test_the_spread_is_measured_from_the_runs():
+    assert speculative.run_spread([1.0, 1.12], [2.0, 2.0]) == pytest.approx(0.12)
+    assert speculative.run_spread([1.0], [2.0]) == 0.0
