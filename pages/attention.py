@@ -83,7 +83,8 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
         charts.shared(figs.make_attention_heatmap)(
             maps.probs[layer, head],
             pieces,
-            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)",
+            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)"
+            + (f", first {maps.n_tokens} of {maps.total_tokens:,} tokens" if maps.total_tokens > maps.n_tokens else ""),
             window,
         ),
         key="attention_heatmap",
@@ -98,6 +99,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
         "Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0."
         + hidden
         + " The bars on the right are each row's sum, read from the model's own softmax output."
+        + claims.drawn_tokens_note(maps.n_tokens, maps.total_tokens)
     )
 
     # 2. Step by step for one query
@@ -129,6 +131,8 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
         key="heads_grid",
         data=lambda: figs.heads_table(maps.probs[layer], pieces, groups),
     )
+    if maps.total_tokens > maps.n_tokens:
+        st.caption(claims.drawn_tokens_note(maps.n_tokens, maps.total_tokens).strip())
     sharing = att.attention_kind(maps.n_heads, maps.n_kv_heads)
     group = maps.n_heads // maps.n_kv_heads
     if maps.n_kv_heads == maps.n_heads:

@@ -326,6 +326,16 @@ def window_sentence(
     )
 
 
+def drawn_tokens_note(n_drawn: int, n_total: int) -> str:
+    """What a chart of the recorded attention leaves out, said where it is drawn: "" when it draws every token."""
+    if n_drawn >= n_total:
+        return ""
+    return (
+        f" Only the first {n_drawn:,} of the prompt's {n_total:,} tokens are drawn (and traced): their rows are "
+        "exact, since the causal mask keeps later tokens from changing them, but the later tokens are not shown."
+    )
+
+
 def _heads(best: Sequence[tuple[int, int, float]]) -> str:
     return ", ".join(f"{fmt.head(layer, head)} {fmt.pct(weight)}" for layer, head, weight in best)
 
