@@ -51,20 +51,19 @@ def _probs(n_layers: int, n_heads: int, n_tokens: int) -> np.ndarray:
 
 
 def test_previous_token_heads_are_left_out_of_the_count():
-    """ "I fed the dog the bone because it": a head that reads the token before "it" ("because") most is
-    positional; its second-strongest word ("bone") is not a vote for "bone"."""
-    words = _words("I fed the dog the bone because it")
+    """ "Anna told Maria she": a previous-token head puts its weight on "Maria" because it comes right before
+    "she", whatever "she" means; it is not a vote for Maria, and the sentence says how many such heads there were."""
+    words = _words("Anna told Maria she")
     pronoun = ref.find_pronoun(words)
     query = words[pronoun].start
     probs = _probs(1, 4, query + 1)
-    before = words[pronoun].start - 1
-    dog, bone = words[3].start, words[5].start
-    probs[0, 0, query, [0, before, bone]] = [0.3, 0.4, 0.3]  # previous-token head: "bone" second
-    probs[0, 1, query, [0, before, bone]] = [0.3, 0.5, 0.2]  # previous-token head
-    probs[0, 2, query, [0, dog]] = [0.5, 0.5]  # a reading head: dog
-    probs[0, 3, query, [0, bone, dog]] = [0.4, 0.35, 0.25]  # a reading head: bone
+    anna, maria = words[0].start, words[2].start
+    probs[0, 0, query, [0, maria]] = [0.3, 0.7]  # previous-token heads
+    probs[0, 1, query, [0, maria, anna]] = [0.3, 0.5, 0.2]
+    probs[0, 2, query, [0, anna]] = [0.5, 0.5]  # reading heads
+    probs[0, 3, query, [0, anna, maria]] = [0.4, 0.35, 0.25]
     found = ref.resolve(probs, words, pronoun)
-    assert {a.word.text: a.n_heads for a in found.antecedents} == {"dog": 1, "bone": 1}
+    assert {a.word.text: a.n_heads for a in found.antecedents} == {"Anna": 2, "Maria": 0}
     assert found.n_previous_token == 2
     text = claims.pronoun_sentence(
         found.pronoun.text,
@@ -73,7 +72,8 @@ def test_previous_token_heads_are_left_out_of_the_count():
         ref.MIN_SHARE,
         found.n_previous_token,
     )
-    assert "2 heads whose strongest key is the token right before" in text
+    assert "2 heads whose strongest key is the token right before `she` are not counted" in text
+    assert "`Maria` in 0" in text
 
 
 def _sentence(counts: dict[str, int]) -> str:

@@ -395,7 +395,8 @@ def pronoun_sentence(
     if n_previous_token:
         note += (
             f" {fmt.count(n_previous_token, 'head')} whose strongest key is the token right before {p} "
-            f"{'are' if n_previous_token != 1 else 'is'} left out: such a head reads position, not reference."
+            f"{'are' if n_previous_token != 1 else 'is'} not counted for it: such a head reads position, not "
+            "reference."
         )
     total = sum(n for _, n, _ in counted)
     listed = ", ".join(_code(w) for w, _, _ in counted)
@@ -436,8 +437,8 @@ def pronoun_sentence(
         else:
             text += (
                 f" {n_first} heads for {_code(first)} against {n_second} for {_code(second)} is a tie: heads "
-                f"picking either word at random would split at least this unevenly {fmt.pct(chance)} of the time "
-                f"(a sign test; a verdict needs less than {fmt.pct(SIGNIFICANCE)}), so the heads do not settle it."
+                f"picking either word at random would split at least this unevenly {fmt.pct(chance, 1)} of the time "
+                f"(a sign test; a verdict needs less than {fmt.pct(SIGNIFICANCE, 1)}), so the heads do not settle it."
             )
     return text + note
 

@@ -164,7 +164,7 @@ class Reference:
     query: int  # the position whose heads are read (the pronoun's last token)
     antecedents: list[Antecedent]  # every candidate, in prompt order
     n_heads: int  # all heads (layers × heads)
-    n_previous_token: int = 0  # heads left out: their strongest key is the token right before the pronoun
+    n_previous_token: int = 0  # heads left out that would have counted: their strongest key is the token before
 
     @property
     def counted(self) -> int:
@@ -202,6 +202,8 @@ def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: i
     weights = _word_weights(row, earlier, query)  # (L, H, W)
     strongest = weights.argmax(-1)  # (L, H) the earlier word each head weighs most
     strongest_share = weights.max(-1)
+    candidate = np.isin(strongest, [earlier.index(word) for word in found])  # (L, H)
+    left_out = positional & candidate & (strongest_share >= MIN_SHARE)  # would have counted for a candidate
     out = []
     for word in found:
         index = earlier.index(word)
@@ -210,7 +212,7 @@ def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: i
         order = np.argsort(share, axis=None)[::-1][: min(top, int(sends.sum()))]
         best = [(int(i // n_heads), int(i % n_heads), float(share.flat[i])) for i in order]
         out.append(Antecedent(word, int(sends.sum()), best, word.start == 0 and word.end == 1))
-    return Reference(pronoun, query, out, n_layers * n_heads, int(positional.sum()))
+    return Reference(pronoun, query, out, n_layers * n_heads, int(left_out.sum()))
 
 
 def rope_candidates(probs: np.ndarray, words: Sequence[Word], query: int, top: int = 8) -> list[tuple[int, int, int]]:
