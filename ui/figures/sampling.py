@@ -50,7 +50,7 @@ def make_cumulative_ranges(
     segments = list(zip(labels, starts, ends))
     if other_label and ends and ends[-1] < 1.0:
         segments.append((other_label, ends[-1], 1.0))
-    holding = segments[chosen_index] if chosen_index is not None else (segments[-1] if segments else (u, u))
+    holding = segments[chosen_index] if chosen_index is not None else (segments[-1] if segments else (0.0, 1.0))
     u_decimals = fmt.interval_digits(holding[-2], holding[-1], *([u] if u is not None else []))
     for i, (label, start, end) in enumerate(segments):
         is_other = other_label is not None and i == len(labels)
