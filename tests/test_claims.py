@@ -389,7 +389,8 @@ def _check_speculative_sentences(result, params, drafter: str, depth: int, n_lay
                     shown = re.search(r"u = ([\d.]+) lands (in|outside) .*?\[([\d.]+), ([\d.]+)\)", focus)
                     assert inside == check.accepted and (shown.group(2) == "in") == inside
                     low, u, high = float(shown.group(3)), float(shown.group(1)), float(shown.group(4))
-                    assert (low <= u < high) == inside and low < high  # printed as it is: never an empty range
+                    assert (low <= u < high) == inside  # printed as it is: empty only when it is empty
+                    assert low < high or (check.p_range[0] == check.p_range[1] and "(empty: " in focus)
             if not check.accepted:
                 sentences.append(
                     claims.residual_sentence(

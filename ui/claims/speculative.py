@@ -103,6 +103,8 @@ def focus_sentence(
         start, end = p_range
         decimals = fmt.interval_digits(start, end, u, digits=3)  # the range's width and u's place in it show
         where = fmt.interval(start, end, decimals)
+        if end <= start:  # a range of no width: the ranges' float sums cannot hold a p this small
+            where += f" (empty: its p = {fmt.prob(p)} adds nothing the cumulative sums can hold)"
         if accepted:
             return lead + (
                 f" The one u that plain decoding draws here decides: u = {u:.{decimals}f} lands in {token}'s range {where} "
