@@ -124,6 +124,10 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
     mean = over_layers[:, : query + 1].mean(axis=0)
     if query == 0:
         assert "can only look at itself" in text
+    elif "about as much weight" in text:  # a tie: the top two within twice the standard error over layers
+        top, runner = np.argsort(mean)[::-1][:2]
+        differences = over_layers[:, top] - over_layers[:, runner]
+        assert differences.mean() <= 2 * differences.std(ddof=1) / np.sqrt(len(differences))
     elif "**first token**" in text:
         assert int(np.argmax(mean)) == 0 and f"{mean[0]:.0%} of the weight" in text
     else:
@@ -152,7 +156,8 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
         early, late = (int(n) for n in re.findall(r", (\d+) of \d+", sentence))
         band = maps.n_layers // 6
         assert (early, late) == (int(previous[:band].sum()), int(previous[-band:].sum()))
-        assert ("early heads look at the previous token more often" in sentence) == (early > late)
+        clear = reading.sign_test(early, late) < reading.SIGNIFICANCE  # a one-head margin is a tie
+        assert ("early heads look at the previous token more often" in sentence) == (early > late and clear)
         strongest = maps.probs[:, :, 2:, :].argmax(-1)  # (L, H, T-2): check one counted head by hand
         if previous.any():
             layer, head = np.argwhere(previous)[0]

@@ -97,3 +97,34 @@ def test_the_phase_sentence_never_leaves_a_slower_prefill_unexplained():
 def test_a_chart_of_the_first_tokens_says_so():
     assert reading.drawn_tokens_note(128, 128) == ""
     assert "first 128 of the prompt's 400 tokens are drawn" in reading.drawn_tokens_note(128, 400)
+
+
+def test_weights_within_noise_are_a_tie():
+    """The first token at 31% against a word at 30%, layer by layer as often ahead as behind: a tie, never "more than
+    to any other"; a clear lead in every layer is still said."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pieces = ["<bos>", "·cat", "·sat", "·it"]
+    close = np.zeros((30, 4))
+    close[:, 0] = 0.31 + rng.normal(0, 0.05, 30)
+    close[:, 1] = 0.30 + rng.normal(0, 0.05, 30)
+    close[:, 3] = 1 - close[:, 0] - close[:, 1]
+    text = reading.sink_sentence(close, pieces, 2)
+    assert "about as much weight" in text and "more than to any other" not in text
+    clear = np.zeros((30, 4))
+    clear[:, 0], clear[:, 1], clear[:, 2] = 0.6, 0.3, 0.1
+    assert "more than to any other" in reading.sink_sentence(clear, pieces, 2)
+
+
+def test_a_one_head_margin_between_early_and_late_layers_is_a_tie():
+    import numpy as np
+
+    heads = np.zeros((30, 9), dtype=bool)
+    heads[:5, :3] = True  # 15 early
+    heads[-5:, :2] = True  # 10 late
+    heads[-1, 2:6] = True  # 14 late: one head short
+    text = reading.previous_token_sentence(heads, 12)
+    assert "15 of 45" in text and "14 of 45" in text and "neither early nor late heads clearly" in text
+    heads[-5:, :] = False
+    assert "early heads look at the previous token more often" in reading.previous_token_sentence(heads, 12)

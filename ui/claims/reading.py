@@ -277,19 +277,42 @@ def rope_pair_sentence(
 
 
 # -- Attention ------------------------------------------------------------------------------
+def clearly_more(per_layer: np.ndarray, first: int, second: int) -> bool:
+    """Whether key ``first`` gets clearly more weight than key ``second`` in ``per_layer`` (L, keys): the layers are
+    taken as samples of the head-averaged weight, and the mean of the per-layer differences must exceed twice its
+    standard error (a paired test at about 95%); inside that, the two are a tie."""
+    differences = np.asarray(per_layer, dtype=np.float64)[:, first] - np.asarray(per_layer, dtype=np.float64)[:, second]
+    if len(differences) < 2:
+        return bool(differences.mean() > 0)
+    error = differences.std(ddof=1) / np.sqrt(len(differences))
+    return bool(differences.mean() > 2 * error)
+
+
 def sink_sentence(weights: np.ndarray, pieces: Sequence[str], query: int) -> str:
-    """Where a query's weight goes on average (over heads and layers): the first token when it gets the most."""
-    mean = np.asarray(weights, dtype=np.float64)[:, : query + 1].mean(axis=0)  # (keys,) mean over layers
+    """Where a query's weight goes on average (over heads and layers): the first token when it gets the most, and
+    a tie when the runner-up is within noise (``clearly_more``)."""
+    per_layer = np.asarray(weights, dtype=np.float64)[:, : query + 1]  # (L, keys)
+    mean = per_layer.mean(axis=0)  # (keys,) mean over layers
     top = int(np.argmax(mean))
     if query == 0:
         return (
             f"The first token can only look at itself: all of its weight, in every head, stays on {_code(pieces[0])}."
         )
-    if top == 0:
+    runner = int(np.argsort(mean)[-2])
+    tie = not clearly_more(per_layer, top, runner)
+    if top == 0 and not tie:
         return (
             f"Averaged over heads and layers, {fmt.pct(mean[0])} of the weight of {_code(pieces[query])} goes to "
             f"the **first token** {_code(pieces[0])}, more than to any other: models use it as a resting place (an "
             "*attention sink*) when a head has nothing to fetch. The average hides what single heads do."
+        )
+    if tie:
+        first = "the **first token** " if top == 0 else ""
+        return (
+            f"Averaged over heads and layers, {_code(pieces[query])} gives about as much weight to {first}"
+            f"{_code(pieces[top])} at position {top} ({fmt.pct(mean[top])}) as to {_code(pieces[runner])} at "
+            f"position {runner} ({fmt.pct(mean[runner])}): across the {len(per_layer)} layers their difference is "
+            "within twice its standard error, a tie. Single heads differ from this average."
         )
     return (
         f"Averaged over heads and layers, the most weight of {_code(pieces[query])} ({fmt.pct(mean[top])}) goes "
@@ -499,12 +522,18 @@ def previous_token_sentence(previous_heads: np.ndarray, n_tokens: int) -> str | 
     band = max(1, n_layers // 6)
     early, late = int(previous_heads[:band].sum()), int(previous_heads[-band:].sum())
     total = band * n_heads
-    if early > late:
-        verdict = "early heads look at the previous token more often; later ones reach further"
-    elif early < late:
-        verdict = "here, unusually, late heads look at the previous token more often than early ones"
-    else:
+    chance = sign_test(early, late)
+    if early == late:
         verdict = "as many early as late heads do"
+    elif chance >= SIGNIFICANCE:
+        verdict = (
+            f"a difference heads counted at random would show {fmt.pct(chance, 1)} of the time (a sign test), so "
+            "neither early nor late heads clearly do it more"
+        )
+    elif early > late:
+        verdict = "early heads look at the previous token more often; later ones reach further"
+    else:
+        verdict = "here, unusually, late heads look at the previous token more often than early ones"
     return (
         f"- Compare early and late layers: in layers 0–{band - 1}, {early} of {total} heads put most weight on "
         f"the previous token; in layers {n_layers - band}–{n_layers - 1}, {late} of {total}: {verdict}."
