@@ -83,7 +83,8 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
         charts.shared(figs.make_attention_heatmap)(
             maps.probs[layer, head],
             pieces,
-            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)",
+            f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)"
+            + (f", first {maps.n_tokens} of {maps.total_tokens:,} tokens" if maps.total_tokens > maps.n_tokens else ""),
             window,
         ),
         key="attention_heatmap",
@@ -98,6 +99,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
         "Rows are queries, columns are keys. Grey cells are the future: masked, weight exactly 0."
         + hidden
         + " The bars on the right are each row's sum, read from the model's own softmax output."
+        + claims.drawn_tokens_note(maps.n_tokens, maps.total_tokens)
     )
 
     # 2. Step by step for one query
@@ -129,6 +131,8 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
         key="heads_grid",
         data=lambda: figs.heads_table(maps.probs[layer], pieces, groups),
     )
+    if maps.total_tokens > maps.n_tokens:
+        st.caption(claims.drawn_tokens_note(maps.n_tokens, maps.total_tokens).strip())
     sharing = att.attention_kind(maps.n_heads, maps.n_kv_heads)
     group = maps.n_heads // maps.n_kv_heads
     if maps.n_kv_heads == maps.n_heads:
@@ -227,15 +231,17 @@ if config.local_layers:
             "local layer, still read in the global one. Both maps share one colour scale, which stops at the "
             "higher of their 99th percentiles."
         )
-        local_max = max(float(windowed.outside_max[i]) for i in config.local_layers)
-        shares = {i: float(windowed.outside_share[i]) for i in globals_}
-        by_layer = ", ".join(f"**{fmt.pct(share, 1)}** (layer {i})" for i, share in shares.items())
         st.markdown(
-            f"- Measured over all {len(config.local_layers)} local layers and their heads: the largest weight any "
-            f"query puts on a key outside its window is **{local_max:g}** "
-            f"({windowed.outside_cells:,} such (query, key) pairs per head and layer).\n"
-            f"- In the global layers, queries past position {config.window - 1} put on average {by_layer} of "
-            "their weight on keys that far back."
+            claims.window_sentence(
+                windowed.window,
+                len(config.local_layers),
+                max(float(windowed.outside_max[i]) for i in config.local_layers),
+                windowed.outside_cells,
+                globals_,
+                [float(x) for x in windowed.outside_share],
+                [float(x) for x in windowed.sink_share],
+                pieces[0],
+            )
         )
 
 # 4. The guided example, for whatever pronoun and candidate words this prompt has
@@ -264,6 +270,7 @@ else:
             [(a.word.text, a.n_heads, a.best, a.only_first_token) for a in reference.antecedents],
             reference.n_heads,
             ref.MIN_SHARE,
+            reference.n_previous_token,
         )
     )
     shown = [a for a in reference.antecedents if a.n_heads and a.best][:3]

@@ -4,7 +4,6 @@ import streamlit as st
 
 from ui.claims import generating as claims
 from ui.compute import generation as gen
-from ui.controls import example_prompt
 from ui.controls import sampling as sampling_controls
 from ui.controls.prompt import prompt_tokens
 from ui.figures import format as fmt
@@ -17,23 +16,24 @@ from ui.shell.resources import current_client
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Generation & the KV cache")
-st.markdown(
-    "A model answers one token at a time: it reads the sequence, scores every possible next token, one is chosen, "
-    "and the sequence — now one token longer — goes in again "
-    + claims.example_sentence(
-        example_prompt.EXAMPLE_PROMPT, gen.greedy_example(models.current(), example_prompt.EXAMPLE_PROMPT)
-    )
-    + ". Read naively, every step re-reads the whole context. The **KV cache** keeps each layer's keys and values "
-    "of the tokens already seen, so a step only computes the one new position and attends to the stored rest. "
-    "Step through it below on the real model."
-)
-
 model = models.current()
 client = current_client()
 config = client.config
 view = prompt_tokens()
 if view is None:
     st.stop()
+st.markdown(
+    "A model answers one token at a time: it reads the sequence, scores every possible next token, one is chosen, "
+    "and the sequence — now one token longer — goes in again "
+    + claims.example_sentence(
+        state.get(state.PROMPT),
+        gen.greedy_example(model, tuple(view.ids)) if len(view.ids) + 3 <= config.max_seq_len else None,
+        bool(state.get(state.CHAT)),
+    )
+    + ". Read naively, every step re-reads the whole context. The **KV cache** keeps each layer's keys and values "
+    "of the tokens already seen, so a step only computes the one new position and attends to the stored rest. "
+    "Step through it below on the real model."
+)
 presenting = presenter.is_on()  # a projector shows the walk, not every control: settings are read, not drawn
 settings = sampling_controls.settings_or_stop(config.vocab_size, draw=not presenting)
 stepper = walk.current_stepper(model, view.ids, settings.params)
@@ -109,8 +109,7 @@ if stepper.chosen:
                 top_texts,
                 [c.probability for c in last.top],
                 chosen_text,
-                f"Step {last.index}: the model's top 5 (chosen: {figs.visible(chosen_text) or '∅'}"
-                f"{', forced' if last.forced else ''})",
+                claims.top_candidates_title(last.index, chosen_text, last.forced, settings.params.temperature),
             ),
             key="gen_alternatives",
             data=figs.alternatives_table(
@@ -239,6 +238,7 @@ if stepper.chosen:
                 len(stepper.prompt_ids),
                 1000 * prefill.seconds,
                 [1000 * c.seconds for c in stepper.chosen if c.phase == "decode"],
+                *gen.machine_load(),
             )
             if prefill is not None
             else ""

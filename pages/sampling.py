@@ -73,9 +73,10 @@ if one.greedy:
         "owns the whole range, every draw."
     )
 else:
+    decimals = fmt.interval_digits(one.chosen_start, one.chosen_end, one.u)  # the range's width shows
     st.markdown(
-        f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.4f}** lands in "
-        f"[{one.chosen_start:.4f}, {one.chosen_end:.4f}), the range of **{visible_token(one.token_string)}** "
+        f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.{decimals}f}** lands in "
+        f"{fmt.interval(one.chosen_start, one.chosen_end, decimals)}, the range of **{visible_token(one.token_string)}** "
         f"(probability {fmt.prob(one.probability, 4)}, rank {one.chosen_rank + 1} of the {one.survivors:,} "
         "tokens that can be drawn)."
     )

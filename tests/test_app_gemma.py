@@ -8,6 +8,8 @@ the real-browser test (``test_browser.py``) opens the pages whose charts differ 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import streamlit as st
@@ -100,6 +102,9 @@ def test_attention_past_the_window(app_on_gemma):
     assert "**multi-query attention**: all 4 query heads read one and the same key/value head" in shown
     assert "**15 local layers**" in shown and "(5, 11, 17)" in shown
     assert "outside its window is **0**" in shown
+    split = re.findall(r"\*\*([\d.]+)%\*\* on text and ([\d.]+)% on the sink \(layer (\d+)\)", shown)
+    assert [int(layer) for _, _, layer in split] == [5, 11, 17]  # the <bos> sink apart from the far-back text
+    assert "The sink is the first token, `<bos>`" in shown
     local = plotly_array(chart(at, "window_local")["data"][0]["z"])
     centres = plotly_array(chart(at, "window_local")["data"][0]["x"])
     block = int(centres[1] - centres[0])

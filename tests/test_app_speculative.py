@@ -38,7 +38,7 @@ def test_the_run_draws_its_steps_and_the_token_in_focus():
     assert "tokens per forward" in shown(at) and "Measured on this machine at" in shown(at)
     assert re.search(r"Identical: all 8 tokens", shown(at)), shown(at)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Speed-up"].endswith("×") and metrics["Tokens per forward"]
+    assert "×" in metrics["Speed-up"] and metrics["Tokens per forward"]
     # another drafted token in focus: its own chart
     if len(options) > 1:
         at.selectbox(key="_w_spec_focus").select_index(len(options) - 1).run()

@@ -124,6 +124,10 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
     mean = over_layers[:, : query + 1].mean(axis=0)
     if query == 0:
         assert "can only look at itself" in text
+    elif "about as much weight" in text:  # a tie: the top two within twice the standard error over layers
+        top, runner = np.argsort(mean)[::-1][:2]
+        differences = over_layers[:, top] - over_layers[:, runner]
+        assert differences.mean() <= 2 * differences.std(ddof=1) / np.sqrt(len(differences))
     elif "**first token**" in text:
         assert int(np.argmax(mean)) == 0 and f"{mean[0]:.0%} of the weight" in text
     else:
@@ -152,7 +156,8 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
         early, late = (int(n) for n in re.findall(r", (\d+) of \d+", sentence))
         band = maps.n_layers // 6
         assert (early, late) == (int(previous[:band].sum()), int(previous[-band:].sum()))
-        assert ("early heads look at the previous token more often" in sentence) == (early > late)
+        clear = reading.sign_test(early, late) < reading.SIGNIFICANCE  # a one-head margin is a tie
+        assert ("early heads look at the previous token more often" in sentence) == (early > late and clear)
         strongest = maps.probs[:, :, 2:, :].argmax(-1)  # (L, H, T-2): check one counted head by hand
         if previous.any():
             layer, head = np.argwhere(previous)[0]
@@ -386,7 +391,11 @@ def _check_speculative_sentences(result, params, drafter: str, depth: int, n_lay
                 assert f"p = {fmt_prob(check.p)}" in focus and check.q == 1.0
                 if check.p_range is not None:
                     inside = check.p_range[0] <= check.u < check.p_range[1]
-                    assert inside == check.accepted and (f"u = {check.u:.3f} lands in " in focus) == inside
+                    shown = re.search(r"u = ([\d.]+) lands (in|outside) .*?\[([\d.]+), ([\d.]+)\)", focus)
+                    assert inside == check.accepted and (shown.group(2) == "in") == inside
+                    low, u, high = float(shown.group(3)), float(shown.group(1)), float(shown.group(4))
+                    assert (low <= u < high) == inside  # printed as it is: empty only when it is empty
+                    assert low < high or (check.p_range[0] == check.p_range[1] and "(empty: " in focus)
             if not check.accepted:
                 sentences.append(
                     claims.residual_sentence(

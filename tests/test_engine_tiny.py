@@ -127,3 +127,20 @@ def test_gemma3_local_layers_see_only_their_window(tmp_path, tokenizer_folder):
     # fp32, 1 K/V head of 32: 256 bytes per layer and position; a rolling buffer keeps 10 + 4 + 4 positions
     assert ours.config.kv_cache_bytes(len(IDS), 4) == 256 * 3 * 10
     assert ours.config.rolling_kv_cache_bytes(len(IDS), 4) == 256 * (10 + 4 + 4)
+
+
+def test_the_window_view_measures_the_sink_apart_from_far_back_text(tmp_path, tokenizer_folder):
+    """A global layer's weight beyond the window is the sink's (key 0) plus the text's: ``sink_share`` is the
+    first part, measured on the same late queries, so a page can show the far-back text without the sink."""
+    from inference.inspection import window_view
+
+    ours = load_engine(model=save_folder(tiny_gemma3(), tmp_path, tokenizer_folder), device="cpu", dtype="float32")
+    view = window_view(ours, IDS, pooled_cells=5)
+    _, trace = ours.traced_forward(IDS)
+    window = ours.config.sliding_window
+    probs = trace.layers[1].attention_probs[0].numpy()  # (H, T, T): the global layer
+    late = slice(window, len(IDS))
+    assert view.sink_share[1] == pytest.approx(float(probs[:, late, 0].mean()), abs=1e-6)
+    far_text = sum(float(probs[:, q, 1 : q - window + 1].sum(-1).mean()) for q in range(window, len(IDS)))
+    assert view.outside_share[1] - view.sink_share[1] == pytest.approx(far_text / (len(IDS) - window), abs=1e-6)
+    assert view.sink_share[0] == pytest.approx(0.0, abs=1e-7)  # a local layer never sees the sink

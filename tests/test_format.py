@@ -6,6 +6,8 @@ import statistics
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from ui.figures import format as fmt
 
@@ -95,3 +97,39 @@ def test_a_message_inside_a_sentence_never_doubles_its_full_stop():
         f"Cannot run this prompt: {fmt.clause('Connection refused.')}." == "Cannot run this prompt: Connection refused."
     )
     assert fmt.clause("the prompt is empty: type some text") == "the prompt is empty: type some text"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.floats(min_value=0.0, max_value=1.0),
+    exponent=st.floats(min_value=-12.0, max_value=0.0),
+    where=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+)
+def test_an_interval_prints_as_wide_as_it_is(start, exponent, where):
+    """A cumulative range of any width from 1e-12 up: its printed ends differ (never "[0.945, 0.945)" for a range
+    2e-4 wide), each printed end is its value rounded, and a point inside printed with the same decimals stays
+    inside: never on the upper end it is below."""
+    end = min(1.0, start + 10.0**exponent)
+    assume(end > start)
+    u = start + where * (end - start)
+    assume(start <= u < end)
+    decimals = fmt.interval_digits(start, end, u)
+    low, high = fmt.interval(start, end, decimals)[1:-1].split(", ")
+    assert low != high
+    if decimals < fmt.MAX_DECIMALS:  # the printed width is the width, to two significant digits
+        assert abs((float(high) - float(low)) - (end - start)) <= 0.1 * (end - start) + 1e-15
+    assert abs(float(low) - start) <= 0.5 * 10.0**-decimals + 1e-15
+    assert abs(float(high) - end) <= 0.5 * 10.0**-decimals + 1e-15
+    shown_u = f"{u:.{decimals}f}"
+    assert shown_u != high or decimals == fmt.MAX_DECIMALS  # 20 decimals tell apart all but ~1e-21 gaps
+    assert (shown_u == low) == (u == start) or decimals == fmt.MAX_DECIMALS
+    assert (
+        fmt.interval(start, end)
+        == f"[{start:.{fmt.interval_digits(start, end)}f}, {end:.{fmt.interval_digits(start, end)}f})"
+    )
+
+
+def test_the_held_out_range_gets_its_digits():
+    assert fmt.interval(0.94503, 0.94523) == "[0.94503, 0.94523)"
+    assert fmt.interval(0.945031, 0.945051) == "[0.945031, 0.945051)"
+    assert fmt.interval(0.1, 0.6) == "[0.1000, 0.6000)"

@@ -29,6 +29,7 @@ load 7-9.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -211,8 +212,31 @@ def _pronoun_query(engine, prompt, chat, pieces):
     return ids, None
 
 
+NOT_NOUNS = frozenset(  # the sweep prompts' verbs, adjectives and adverbs, written out by hand: never a referent
+    "sat was tired did not fit too big closed love war saß müde return add def thanked worked hard".split()
+)
+
+
+def _two_sided_sign_test(a: int, b: int) -> float:
+    n = a + b
+    return min(1.0, 2 * sum(math.comb(n, k) for k in range(max(a, b), n + 1)) / 2**n) if n else 1.0
+
+
+def _check_pronoun_sentence(shown: str, problems: list[str]) -> None:
+    """The candidates are nouns (none of ``NOT_NOUNS``), and "leans to" only when the top two counts pass a sign
+    test at 5%, computed here from the counts the sentence prints."""
+    counts = [(word, int(n)) for word, n in re.findall(r"`([^`]+)` in (\d+)", shown)]
+    for word, _ in counts:
+        if word.strip("·").lower() in NOT_NOUNS:
+            problems.append(f"“{word}” counted as a candidate referent: not a noun")
+    ranked = sorted((n for _, n in counts), reverse=True)
+    if "leans to" in shown and (len(ranked) < 2 or _two_sided_sign_test(ranked[0], ranked[1]) >= 0.05):
+        problems.append(f"a verdict on counts {ranked[:2]}: inside chance")
+
+
 def _check_attention(at, engine, prompt, chat, problems):
     shown = " ".join(m.value for m in at.main.markdown)
+    _check_pronoun_sentence(shown, problems)
     words_typed = re.findall(r"\w+", prompt)
     trace = None
     for button in at.main.button:
@@ -363,5 +387,11 @@ def test_the_sweep_catches_what_it_is_for():
     assert problems_in("They agree on the first 0 characters (∅), then part.")
     assert problems_in("Entropy -0.00 bits.")
     assert problems_in("-")
+    held_out = []  # the issue's pronoun sentence: a verb counted, and 19 heads against 18 called a verdict
+    _check_pronoun_sentence(
+        "`thanked` in 19 (strongest L3 H1 40%); `student` in 18. More heads pick `thanked`: `she` leans to *thanked*.",
+        held_out,
+    )
+    assert len(held_out) == 2
     assert not problems_in("- Changing `·tired` (position 9) cannot move any head of `·it` (position 7).")
     assert not problems_in("Greedy decoding takes the highest score: **·on**.")

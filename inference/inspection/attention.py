@@ -48,6 +48,7 @@ class WindowView:
     outside_max: np.ndarray  # (L,) largest weight any query puts on a key outside its window
     outside_share: np.ndarray  # (L,) mean share of weight that queries past the window put outside it
     outside_cells: int  # (query, key) pairs outside the window, per head and layer
+    sink_share: np.ndarray  # (L,) of ``outside_share``, the part on the first token (the sink: <bos> in Gemma)
 
 
 def window_view(engine: Engine, ids: list[int], pooled_cells: int) -> WindowView:
@@ -61,11 +62,12 @@ def window_view(engine: Engine, ids: list[int], pooled_cells: int) -> WindowView
     late = np.arange(n) >= window  # queries that have keys outside their window
     block = int(np.ceil(n / pooled_cells))
     cells = int(np.ceil(n / block))
-    pooled, outside_max, outside_share = [], [], []
+    pooled, outside_max, outside_share, sink_share = [], [], [], []
     for layer in trace.layers:
         probs = layer.attention_probs[0].numpy()  # (H, T, T)
         outside_max.append(float(probs[:, outside].max()))
         outside_share.append(float((probs * outside).sum(-1)[:, late].mean()))
+        sink_share.append(float(probs[:, late, 0].mean()))  # key 0 is outside every late query's window
         mean = probs.mean(axis=0)  # (T, T)
         padded = np.zeros((cells * block, cells * block), dtype=np.float32)
         padded[:n, :n] = mean
@@ -80,6 +82,7 @@ def window_view(engine: Engine, ids: list[int], pooled_cells: int) -> WindowView
         np.array(outside_max),
         np.array(outside_share),
         int(outside.sum()),
+        np.array(sink_share),
     )
     del trace
     release_freed_memory()  # the trace held ~350 MB of (H, T, T) maps

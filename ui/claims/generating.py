@@ -35,10 +35,37 @@ TIE_BAND = 0.05  # tokens/s within 5 % of each other: called a tie (the runs' ow
 
 
 # -- Generation & KV cache --------------------------------------------------------------------
-def example_sentence(prompt: str, continuation: Sequence[str]) -> str:
-    """The loop on a real example: the model's own greedy tokens after ``prompt``, one per step."""
+EXAMPLE_TAIL = 48  # characters of the prompt's end quoted in the opening sentence
+
+
+def example_sentence(prompt: str, continuation: Sequence[str] | None, chat: bool = False) -> str:
+    """The loop on the learner's own prompt: the model's greedy tokens after ``prompt`` (its last
+    ``EXAMPLE_TAIL`` characters quoted, cut at a space), one per step; ``chat``: read inside the chat template.
+    ``continuation`` None (a prompt that fills the context): no example, an empty string."""
+    if continuation is None:
+        return ""
+    flat = " ".join(prompt.split())
+    tail = flat if len(flat) <= EXAMPLE_TAIL else "…" + flat[-EXAMPLE_TAIL:].split(" ", 1)[-1]
+    quoted = "`" + (tail or "∅").replace("`", "ˋ") + "`"
+    where = "your prompt in the chat template" if chat else "your prompt"
+    if not continuation:
+        return f"(*autoregressive* generation; this model, greedy, ends the text right after {where} {quoted})"
     steps = " → ".join(_quoted(visible(piece)) for piece in continuation)
-    return f"(*autoregressive* generation; this model, greedy, continues {_quoted(prompt)} → {steps} → …)"
+    return f"(*autoregressive* generation; this model, greedy, continues {where} {quoted} → {steps} → …)"
+
+
+def top_candidates_title(step: int, chosen: str, forced: bool, temperature: float) -> str:
+    """The Generation page's top-5 chart title: the probabilities are the model's own (softmax at T = 1), whatever
+    temperature the walk samples at, so the title says both."""
+    sampled = (
+        "the walk is greedy (T = 0)"
+        if temperature == 0
+        else ("the walk samples at T = 1" if temperature == 1 else f"the walk samples at T = {temperature:g}")
+    )
+    return (
+        f"Step {step}: the model's top 5 at T = 1 ({sampled}; chosen: {visible(chosen) or '∅'}"
+        f"{', forced' if forced else ''})"
+    )
 
 
 def generation_suggestions(temperature: float) -> list[str]:
@@ -104,8 +131,18 @@ def timing_sentence(context_lengths: Sequence[int], cached_ms: Sequence[float], 
     )
 
 
-def phase_sentence(prompt_tokens: int, prefill_ms: float, decode_ms: Sequence[float]) -> str:
-    """The prefill against a decode step, per token, from this walk's own timings."""
+BUSY_LOAD_PER_CORE = 1.0  # a one-minute load above the core count: other programs held the cores while we timed
+
+
+def phase_sentence(
+    prompt_tokens: int,
+    prefill_ms: float,
+    decode_ms: Sequence[float],
+    load: float | None = None,
+    cores: int | None = None,
+) -> str:
+    """The prefill against a decode step, per token, from this walk's own timings; when a prompt token cost no less
+    in the prefill than a decode step (against the lesson), why, from the machine's ``load`` on its ``cores``."""
     text = (
         f"Here the prefill read {prompt_tokens} prompt token{'s' * (prompt_tokens != 1)} in {_ms(prefill_ms)} "
         f"({_ms(prefill_ms / prompt_tokens)} per token)"
@@ -113,13 +150,30 @@ def phase_sentence(prompt_tokens: int, prefill_ms: float, decode_ms: Sequence[fl
     if not decode_ms:
         return text + "; press **Next token** again for a decode step."
     median = statistics.median(decode_ms)
+    per_token = prefill_ms / prompt_tokens
     text += f"; the median decode step took {_ms(median)} for its one token"
-    if prompt_tokens > 1 and prefill_ms / prompt_tokens < median:
-        text += (
-            f": a prompt token costs {median / (prefill_ms / prompt_tokens):.1f}× less in the prefill, because one "
-            "pass reads the weights once for all of them"
+    if prompt_tokens > 1 and per_token < median:
+        return text + (
+            f": a prompt token costs {median / per_token:.1f}× less in the prefill, because one "
+            "pass reads the weights once for all of them."
         )
-    return text + "."
+    if prompt_tokens == 1:
+        return text + ": a one-token prompt's prefill is one step's work, so there is nothing to share."
+    again = "Press **Back to the prompt**, then **Next token**, to time the prefill again."
+    if load is not None and cores and load > BUSY_LOAD_PER_CORE * cores:
+        return text + (
+            f". A prompt token cost {per_token / median:.1f}× *more* in the prefill here, against the lesson, and the "
+            f"reason is this machine, not the prefill: it is busy (load {load:.1f} on {cores} "
+            f"core{'s' * (cores != 1)}). The prefill's matrix-matrix products are split across the torch threads, "
+            "and each one waits for the thread another program is holding up; a decode step's one-row products "
+            f"suffer less. On a quiet machine, or with one thread (LLM_EXPLORER_THREADS=1), the prefill's share "
+            f"per token is the smaller one. {again}"
+        )
+    return text + (
+        f". A prompt token cost {per_token / median:.1f}× *more* in the prefill here, against the lesson: these are "
+        f"single timings of each on a machine shared with other programs, and one slow moment in the prefill is "
+        f"enough. {again}"
+    )
 
 
 # -- Batching -----------------------------------------------------------------------------------

@@ -101,14 +101,17 @@ def focus_sentence(
                 f"u = {fmt.prob(u)} picks the replacement from the model's own ranges."
             )
         start, end = p_range
-        where = f"[{start:.3f}, {end:.3f})"
+        decimals = fmt.interval_digits(start, end, u, digits=3)  # the range's width and u's place in it show
+        where = fmt.interval(start, end, decimals)
+        if end <= start:  # a range of no width: the ranges' float sums cannot hold a p this small
+            where += f" (empty: its p = {fmt.prob(p)} adds nothing the cumulative sums can hold)"
         if accepted:
             return lead + (
-                f" The one u that plain decoding draws here decides: u = {u:.3f} lands in {token}'s range {where} "
+                f" The one u that plain decoding draws here decides: u = {u:.{decimals}f} lands in {token}'s range {where} "
                 "of the model's ranges, so the draft is kept (and plain decoding would have drawn it too)."
             )
         return lead + (
-            f" The one u that plain decoding draws here decides: u = {u:.3f} lands outside {token}'s range {where}, "
+            f" The one u that plain decoding draws here decides: u = {u:.{decimals}f} lands outside {token}'s range {where}, "
             "so the draft is rejected and the token whose range u lands in takes its place (a draw from p without "
             f"{token}: the residual)."
         )
@@ -119,9 +122,10 @@ def focus_sentence(
     )
     if u is None:
         return lead
+    decimals = fmt.interval_digits(accept_probability, u, digits=3)  # never "u = 0.600 < 0.600"
     if accepted:
-        return lead + f" u = {u:.3f} < {fmt.prob(accept_probability)}: kept."
-    return lead + f" u = {u:.3f} ≥ {fmt.prob(accept_probability)}: rejected."
+        return lead + f" u = {u:.{decimals}f} < {accept_probability:.{decimals}f}: kept."
+    return lead + f" u = {u:.{decimals}f} ≥ {accept_probability:.{decimals}f}: rejected."
 
 
 def residual_sentence(drafter: str, greedy: bool, drafted: str, replacement: str, probability: float, mass) -> str:
@@ -141,6 +145,32 @@ def residual_sentence(drafter: str, greedy: bool, drafted: str, replacement: str
 
 
 # -- speed -----------------------------------------------------------------------------------------------
+def run_spread(*timings: Sequence[float]) -> float:
+    """The largest relative spread between runs of one kind (``timings``: each kind's seconds): how far apart this
+    machine timed the same work, e.g. 0.12 for 1.00 s and 1.12 s. 0 with fewer than two runs of each."""
+    spreads = [max(t) / min(t) - 1 for t in timings if len(t) > 1 and min(t) > 0]
+    return max(spreads, default=0.0)
+
+
+def speed_verdict(speedup: float, tokens_per_forward: float, spread: float = 0.0) -> str:
+    """What a measured speed-up means, one verdict for the headline and the sentence alike: "noise" (it saved no
+    forward, so any gain is the machine's), "tie" (within the noise band: ``TIE_BAND``, or the spread between runs
+    of one kind when that is wider), "faster" or "slower"."""
+    band = max(TIE_BAND, spread)
+    if abs(speedup - 1) <= band:
+        return "tie"
+    if speedup > 1 and tokens_per_forward <= 1:
+        return "noise"
+    return "faster" if speedup > 1 else "slower"
+
+
+def speedup_headline(speedup: float, tokens_per_forward: float, spread: float = 0.0) -> str:
+    """The speed-up metric's value, carrying the sentence's verdict: "1.38× (within noise)", "0.71× (slower)"."""
+    verdict = speed_verdict(speedup, tokens_per_forward, spread)
+    note = {"tie": " (within noise)", "noise": " (noise: no forward saved)", "slower": " (slower)"}.get(verdict, "")
+    return _x(speedup) + note
+
+
 def speed_sentence(
     speedup: float,
     acceptance_rate: float | None,
@@ -150,8 +180,10 @@ def speed_sentence(
     n_layers: int,
     measured_at: str,
     load: float | None,
+    spread: float = 0.0,
 ) -> str:
-    """The measured speed-up, said the way it went, with what the run's own numbers show as the reason."""
+    """The measured speed-up, said the way it went (``speed_verdict``, the headline's verdict), with what the run's
+    own numbers show as the reason. ``spread``: ``run_spread`` of the runs' timings."""
     when = f"Measured on this machine at {measured_at}" + (f" (load {load:.1f})" if load is not None else "")
     when += ", the best of two runs each, plain and speculative interleaved."
     kept = "no draft was made" if acceptance_rate is None else f"{fmt.pct(acceptance_rate)} of the drafts were kept"
@@ -162,16 +194,23 @@ def speed_sentence(
             f"; each drafted token also costs the first {depth} of {n_layers} layers ({fmt.pct(depth / n_layers)} "
             "of a forward)"
         )
-    if abs(speedup - 1) <= TIE_BAND:
-        return (
-            f"On this prompt speculation ran about as fast as plain decoding: {_x(speedup)} ({numbers}{cost}). {when}"
+    verdict = speed_verdict(speedup, tokens_per_forward, spread)
+    if verdict == "tie":
+        band = (
+            f"the runs of one kind differed by {fmt.pct(spread)}"
+            if spread > TIE_BAND
+            else f"within {fmt.pct(TIE_BAND)} of 1× is within this machine's noise"
         )
-    if speedup > 1 and tokens_per_forward <= 1:
+        return (
+            f"On this prompt speculation ran about as fast as plain decoding: {_x(speedup)} is within noise ({band}; "
+            f"{numbers}{cost}). {when}"
+        )
+    if verdict == "noise":
         return (
             f"Speculation saved no forward here ({numbers}), so the {_x(speedup)} it measured is the machine's own "
             f"noise between runs, not speculation{cost}. {when}"
         )
-    if speedup > 1:
+    if verdict == "faster":
         return f"On this prompt speculation ran {_x(speedup)} as fast as plain decoding: {numbers}{cost}. {when}"
     if acceptance_rate is None:
         reason = "nothing was drafted, so every step was a plain one plus the search for a draft"

@@ -9,6 +9,7 @@ is ``ui/session/walk.py``; figures live in ``ui/figures/generation.py``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,10 +47,13 @@ def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
-def greedy_example(model: str, prompt: str, n_tokens: int = 3) -> list[str]:
-    """The first ``n_tokens`` greedy tokens of ``model`` after ``prompt`` (display texts), for the page's intro."""
+def greedy_example(model: str, prompt: str | tuple[int, ...], n_tokens: int = 3) -> list[str]:
+    """The first ``n_tokens`` greedy tokens of ``model`` after ``prompt`` (text, or the ids the page reads: the
+    learner's prompt, in the chat template when it is on), display texts, for the page's intro."""
     client = client_for(model)
-    done = client.complete(prompt, SamplingParams(temperature=0.0, max_new_tokens=n_tokens))
+    done = client.complete(
+        prompt if isinstance(prompt, str) else list(prompt), SamplingParams(temperature=0.0, max_new_tokens=n_tokens)
+    )
     return token_text.token_texts(client.tokenizer, done.token_ids)
 
 
@@ -106,6 +110,17 @@ def measure_cache_timing(
 ) -> CacheTiming:
     """Greedy tokens one at a time (at most ``MAX_TIMING_TOKENS``), a cached decode step against a full recompute."""
     return client_for(model).measure_cache_timing(prompt_ids, min(n_tokens, MAX_TIMING_TOKENS), progress)
+
+
+def machine_load() -> tuple[float | None, int]:
+    """(one-minute load average or None where it cannot be read, cores this process may run on): how busy the
+    machine was while the walk timed its steps."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return load, cores
 
 
 def chosen_texts(model: str, stepper: Stepper) -> list[str]:

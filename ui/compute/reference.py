@@ -2,12 +2,18 @@
 
 The example sentence's "it" refers to the cat; a prompt the page was not written for has another
 pronoun, or two nouns "it" could refer to, or no pronoun at all. ``find_pronoun`` finds the first
-pronoun of the user's own text (English, German and French ones), ``candidates`` the content words
-before it (function words left out), and ``resolve`` reads every head's row for the pronoun: a head
-*sends* it to the candidate that gets the most weight among the earlier words, when that is at least
-``MIN_SHARE`` of its row. The first token is left out of every count: heads park weight there when they
-have nothing to fetch (the attention sink), so its weight says nothing about reference. Pure numpy on
-the arrays ``ui.compute.attention.attention_maps`` recorded; no model.
+pronoun of the user's own text (English, German and French ones), ``candidates`` the nouns before it,
+and ``resolve`` reads every head's row for the pronoun: a head *sends* it to the candidate that gets the
+most weight among the earlier words, when that is at least ``MIN_SHARE`` of its row.
+
+A candidate is a noun, never a verb or a function word. Without a tagger, a noun is found the way a
+teaching prompt writes one: the word after a determiner ("the", "a", "his", "der", "la", ...; common
+adjectives in between skipped: "the old *man*"), or a capitalised name ("Anna", a German noun), except a
+sentence's first word when a determiner follows it ("Tell the dog": an imperative verb). Two kinds of
+weight are left out of every count because they say nothing about reference: the first token's (heads
+park weight there when they have nothing to fetch: the attention sink), and a *previous-token head*'s
+(its strongest key is the token right before the pronoun, whatever word that is: position, not meaning).
+Pure numpy on the arrays ``ui.compute.attention.attention_maps`` recorded; no model.
 """
 
 from __future__ import annotations
@@ -59,6 +65,22 @@ le la les un une des et ou mais sur dans au aux de du pour avec par parce que qu
 )
 
 
+DETERMINERS = frozenset(
+    """
+a an the this that these those my your his her its our their every each another no some
+der die das den dem des ein eine einen einem einer eines mein meine dein deine sein seine ihr ihre
+le la les un une du des ce cette ces mon ma mes ton ta tes son sa ses l
+""".split()
+)
+ADJECTIVES = frozenset(  # skipped between a determiner and its noun
+    """
+big small little large tiny huge old young new good bad red blue green black white brown tall short long
+happy sad tired angry hungry heavy light fast slow poor rich nice kind clever smart lazy first last other
+""".split()
+)
+SENTENCE_ENDS = frozenset(".!?:;\n")
+
+
 def _parts(text: str) -> list[str]:
     """A word's parts around apostrophes, lower case: "didn't" -> ["didn", "t"], "qu'il" -> ["qu", "il"]."""
     return [part for part in text.strip().lower().replace("’", "'").split("'") if part]
@@ -85,9 +107,45 @@ def find_pronoun(words: Sequence[Word]) -> int | None:
     return next((i for i, word in enumerate(words) if is_pronoun(word.text)), None)
 
 
+def _stem(word: Word) -> str:
+    parts = _parts(word.text)
+    return parts[0] if parts else ""
+
+
+def _after_determiner(words: Sequence[Word], index: int) -> bool:
+    """Whether ``words[index]`` follows a determiner, past adjectives of ``ADJECTIVES``, and is not itself such an
+    adjective with a content word after it ("the *old* man": the noun is *man*)."""
+    following = words[index + 1].text if index + 1 < len(words) else ""
+    if _stem(words[index]) in ADJECTIVES and is_content_word(following):
+        return False
+    previous = index - 1
+    while previous >= 0 and _stem(words[previous]) in ADJECTIVES:
+        previous -= 1
+    return previous >= 0 and _stem(words[previous]) in DETERMINERS
+
+
+def _is_name(words: Sequence[Word], index: int) -> bool:
+    """Whether ``words[index]`` is capitalised like a name (or a German noun); a sentence's first word only when no
+    determiner follows it (an imperative verb takes one: "Tell the dog")."""
+    text = words[index].text.strip()
+    if not text[:1].isupper():
+        return False
+    first = index == 0 or words[index - 1].text.strip()[-1:] in SENTENCE_ENDS or not words[index - 1].text.strip()
+    return not (first and index + 1 < len(words) and _stem(words[index + 1]) in DETERMINERS)
+
+
+def is_noun(words: Sequence[Word], index: int) -> bool:
+    """Whether ``words[index]`` is a candidate referent: a content word after a determiner, or a name."""
+    text = words[index].text
+    parts = _parts(text)
+    if len(parts) > 1 and parts[0] in ("l", "d") and parts[1].isalpha() and len(parts[1]) >= 2:
+        return not is_pronoun(text)
+    return is_content_word(text) and (_after_determiner(words, index) or _is_name(words, index))
+
+
 def candidates(words: Sequence[Word], before: int) -> list[Word]:
-    """The content words among ``words[:before]``."""
-    return [word for word in words[:before] if is_content_word(word.text)]
+    """The nouns among ``words[:before]`` (``is_noun``): never a verb or a function word."""
+    return [word for i, word in enumerate(words[:before]) if is_noun(words[:before], i)]
 
 
 @dataclass(frozen=True)
@@ -106,6 +164,7 @@ class Reference:
     query: int  # the position whose heads are read (the pronoun's last token)
     antecedents: list[Antecedent]  # every candidate, in prompt order
     n_heads: int  # all heads (layers × heads)
+    n_previous_token: int = 0  # heads left out that would have counted: their strongest key is the token before
 
     @property
     def counted(self) -> int:
@@ -119,6 +178,14 @@ def _word_weights(row: np.ndarray, words: Sequence[Word], query: int) -> np.ndar
     return np.stack([weights[..., [p for p in word.positions if p < query]].sum(-1) for word in words], axis=-1)
 
 
+def previous_token_heads(row: np.ndarray, before: int) -> np.ndarray:
+    """(L, H) bool: heads whose strongest key in ``row`` (L, H, T), the first token left out, is ``before`` (the
+    token right before the pronoun). Such a head reads position, so its pick says nothing about reference."""
+    if before < 1:
+        return np.zeros(row.shape[:2], dtype=bool)
+    return row[..., 1 : before + 1].argmax(-1) == before - 1  # keys 1..before
+
+
 def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: int = 3) -> Reference:
     """Every head's reading of the pronoun ``words[pronoun_index]`` in ``probs`` (L, H, T, T)."""
     pronoun = words[pronoun_index]
@@ -130,18 +197,22 @@ def resolve(probs: np.ndarray, words: Sequence[Word], pronoun_index: int, top: i
         return Reference(
             pronoun, query, [Antecedent(w, 0, [], w.start == 0 and w.end == 1) for w in found], n_layers * n_heads
         )
-    weights = _word_weights(probs[:, :, query, :], earlier, query)  # (L, H, W)
+    row = probs[:, :, query, :]  # (L, H, T)
+    positional = previous_token_heads(row, pronoun.start - 1)  # (L, H)
+    weights = _word_weights(row, earlier, query)  # (L, H, W)
     strongest = weights.argmax(-1)  # (L, H) the earlier word each head weighs most
     strongest_share = weights.max(-1)
+    candidate = np.isin(strongest, [earlier.index(word) for word in found])  # (L, H)
+    left_out = positional & candidate & (strongest_share >= MIN_SHARE)  # would have counted for a candidate
     out = []
     for word in found:
         index = earlier.index(word)
-        sends = (strongest == index) & (strongest_share >= MIN_SHARE)  # (L, H)
+        sends = (strongest == index) & (strongest_share >= MIN_SHARE) & ~positional  # (L, H)
         share = np.where(sends, weights[..., index], -1.0)  # only heads that send the pronoun to this word
         order = np.argsort(share, axis=None)[::-1][: min(top, int(sends.sum()))]
         best = [(int(i // n_heads), int(i % n_heads), float(share.flat[i])) for i in order]
         out.append(Antecedent(word, int(sends.sum()), best, word.start == 0 and word.end == 1))
-    return Reference(pronoun, query, out, n_layers * n_heads)
+    return Reference(pronoun, query, out, n_layers * n_heads, int(left_out.sum()))
 
 
 def rope_candidates(probs: np.ndarray, words: Sequence[Word], query: int, top: int = 8) -> list[tuple[int, int, int]]:

@@ -15,6 +15,9 @@ One rule per kind of number, so a table, a chart label and the sentence under it
   linear interpolation, numpy's default), for the metric and the sentence beside it alike.
 - ``ms``: milliseconds, "51.2 ms" below 100, "1,234 ms" above.
 - ``head``: an attention head, "L1 H0" (layer 1, head 0), never "1.0".
+- ``interval`` / ``interval_digits``: a half-open range of the cumulative ranges, "[0.94512, 0.94531)", with as
+  many decimals as its width needs: a range 2e-4 wide never prints as "[0.945, 0.945)", and a point printed with
+  the same digits (``u``) is never rounded onto an endpoint it does not equal.
 
 Plain Python in, ``str`` out (``summary``: a small dataclass); no Streamlit, no model.
 """
@@ -110,6 +113,31 @@ def whole_pct(shares: Sequence[float], digits: int = 1) -> list[str]:
         floors[i] += 1
     step = f"{1 / scale:.{digits}f}"
     return [f"<{step}%" if t else f"{f / scale:.{digits}f}%" for f, t in zip(floors, tiny)]
+
+
+MAX_DECIMALS = 20  # past this a double near 1 has no more digits to show
+
+
+def interval_digits(start: float, end: float, *points: float, digits: int = 4) -> int:
+    """The fewest decimals, at least ``digits``, that show every gap between ``start``, ``end`` and ``points`` to two
+    significant digits (a gap is then at least ten units of the last decimal, so its printed size is within 10%),
+    and at which values that differ print differently: a nonzero width never prints empty, and a point inside
+    never prints on an edge."""
+    values = sorted({float(v) for v in (start, end, *points) if math.isfinite(v)})
+    gaps = [b - a for a, b in zip(values, values[1:]) if b - a > 0]
+    if gaps:
+        digits = max(digits, math.ceil(-math.log10(min(gaps))) + 1)
+    for decimals in range(min(digits, MAX_DECIMALS), MAX_DECIMALS + 1):
+        shown = [f"{v:.{decimals}f}" for v in values]
+        if len(set(shown)) == len(shown):
+            return decimals
+    return MAX_DECIMALS
+
+
+def interval(start: float, end: float, digits: int | None = None) -> str:
+    """'[0.94512, 0.94531)': the half-open range, at ``digits`` decimals (by default ``interval_digits``)."""
+    decimals = interval_digits(start, end) if digits is None else digits
+    return f"[{start:.{decimals}f}, {end:.{decimals}f})"
 
 
 def ms(value: float) -> str:

@@ -50,6 +50,8 @@ def make_cumulative_ranges(
     segments = list(zip(labels, starts, ends))
     if other_label and ends and ends[-1] < 1.0:
         segments.append((other_label, ends[-1], 1.0))
+    holding = segments[chosen_index] if chosen_index is not None else (segments[-1] if segments else (0.0, 1.0))
+    u_decimals = fmt.interval_digits(holding[-2], holding[-1], *([u] if u is not None else []))
     for i, (label, start, end) in enumerate(segments):
         is_other = other_label is not None and i == len(labels)
         chosen = (i == chosen_index) or (is_other and chosen_index is None and u is not None)
@@ -70,7 +72,7 @@ def make_cumulative_ranges(
                 textposition="inside",
                 insidetextanchor="middle",
                 showlegend=False,
-                hovertemplate=f"{name}: [{start:.4f}, {end:.4f}) · p = {fmt.prob(width, 4)}<extra></extra>",
+                hovertemplate=f"{name}: {fmt.interval(start, end)} · p = {fmt.prob(width, 4)}<extra></extra>",
             )
         )
     if u is not None:  # written into the layout directly: add_vline is slow
@@ -92,7 +94,7 @@ def make_cumulative_ranges(
                 "y": 1.12,
                 "xref": "x",
                 "yref": "paper",
-                "text": f"u = {u:.4f}",
+                "text": f"u = {u:.{u_decimals}f}",
                 "showarrow": False,
                 "yanchor": "bottom",
                 "font": {"color": GREEDY_COLOR},

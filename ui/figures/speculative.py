@@ -178,7 +178,7 @@ def make_acceptance_test(keep_from: float, keep_to: float, u: float, accepted: b
                     marker_line_width=1,
                     name=name,
                     showlegend=False,
-                    hovertemplate=f"u in [{start:.4g}, {end:.4g}): {name}<extra></extra>",
+                    hovertemplate=f"u in {fmt.interval(start, end)}: {name}<extra></extra>",
                 )
             )
     fig.add_trace(
@@ -187,11 +187,12 @@ def make_acceptance_test(keep_from: float, keep_to: float, u: float, accepted: b
             y=[0],
             mode="markers+text",
             marker=dict(symbol="line-ns", size=40, line=dict(width=3, color=U_COLOR)),
-            text=[f"u = {u:.3f}"],
+            text=[f"u = {u:.{fmt.interval_digits(keep_from, keep_to, u, digits=3)}f}"],
             textposition="top right" if u < 0.15 else ("top left" if u > 0.85 else "top center"),
             name="u",
             showlegend=False,
-            hovertemplate=f"u = {u:.4f}: {'kept' if accepted else 'rejected'}<extra></extra>",
+            hovertemplate=f"u = {u:.{fmt.interval_digits(keep_from, keep_to, u)}f}: "
+            f"{'kept' if accepted else 'rejected'}<extra></extra>",
         )
     )
     fig.update_layout(
