@@ -7,6 +7,10 @@ is reachable), safetensors-only weight reading
 bfloat16 if present, else Apple MPS, else CPU in float32, each overridable.
 It returns the weights and the tokenizer; ``inference.generation.engine.load_engine``
 wraps them in an ``Engine``. Thread counts are not its concern (``inference.threads``).
+
+The model holds one copy of each weight: with ``quant="gguf"`` the float tensors that the file's
+blocks replace are never read (``read_folder``'s ``skip``), and no tensor is left viewing the
+checkpoint's mapped file, which would keep every page the load read resident beside the copies.
 """
 
 from __future__ import annotations
