@@ -46,20 +46,10 @@ from ..model.loader import gguf_source
 from ..serving.static import run_static
 from ..threads import available_cores, set_threads
 from . import memory, speculative
+from .modes import DEFAULT_MODES, MODES
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem, timed
 
 PROMPT = "The cat sat on the mat because it was tired."
-MODES = {  # name -> (dtype of the activations, quant, compiled decode step)
-    "fp32": ("float32", None, False),
-    "fp32-compiled": ("float32", None, True),
-    "bf16": ("bfloat16", None, False),
-    "bf16-compiled": ("bfloat16", None, True),
-    "gguf": ("float32", "gguf", False),
-    "gguf-compiled": ("float32", "gguf", True),
-    "int8": ("float32", "int8", False),
-    "int4": ("float32", "int4", False),
-}
-DEFAULT_MODES = "fp32,fp32-compiled,bf16,bf16-compiled,gguf,gguf-compiled,int8,int4"
 
 
 def read_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5) -> float:

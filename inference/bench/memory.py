@@ -21,6 +21,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .modes import MODES
+
 MIB = 2**20
 POINTS = ("baseline", "loaded", "step_ready", "decoded")  # when a child reads its memory
 
@@ -91,7 +93,6 @@ def measure_here(mode: str, model: str | None, threads: int | None, new_tokens: 
     from ..generation.engine import load_engine
     from ..generation.sampling import SamplingParams
     from ..threads import set_threads
-    from .__main__ import MODES
 
     if threads:
         set_threads(threads)
@@ -151,8 +152,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one mode, measured here, as JSON
     parser.add_argument("--out", default="bench-results/memory.json")
     args = parser.parse_args(argv)
-    from .__main__ import MODES
-
     modes = [m for m in (args.child or args.modes).split(",") if m]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
