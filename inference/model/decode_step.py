@@ -15,7 +15,8 @@ and ``status`` says which. The package is kept under ``cache_root()/compiled-ste
 key digests the weights themselves, the config, the weights mode, the graph's shapes, the code that
 defines it, torch's version and the CPU's instruction set: a restart loads it in seconds, and another
 model or mode can never pick it up. Two processes loading the same model (a process server's child
-beside the app) share one compile through a file lock.
+beside the app) share one compile through a file lock. The package keeps its weights beside its library,
+and the loaded step is handed the model's own tensors (``package_constants``): no second copy is held.
 
 Prefill, traced forwards, interventions and the GPT-2 family never take this path.
 """
@@ -212,8 +213,9 @@ class DecodeStep:
 
 def package_constants(path: Path, graph: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The weights a package's step reads, by name: the graph's own tensors wherever they are the very tensors it
-    was compiled with (same dtype, shape and strides), else the package's copy (the small constants inductor
-    made, such as a kernel's group size, or a weight it folded into another form).
+    was compiled with (same name, shape, strides and offset; the package's key digests their dtypes and bytes),
+    else the package's copy (the small constants inductor made, such as a kernel's group size, or a weight it
+    folded into another form).
 
     Why: a package that embeds its weights holds a second copy of the model once loaded (128 MB for SmolLM2's
     4-bit blocks, mapped from the library and copied again); these tensors are handed to the runner as
