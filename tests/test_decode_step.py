@@ -206,6 +206,22 @@ def test_the_package_is_found_on_disk_and_keyed_by_model_and_mode(step_cache):
     assert reloaded.status.state == "ready" and "loaded from disk" in reloaded.status.detail
 
 
+@pytest.mark.parametrize("mode", ["float32", "gguf"])
+def test_the_loaded_step_reads_the_models_own_weights(step_cache, mode):
+    """The package keeps its weights beside its library, and the runner is handed the model's own tensors: every
+    weight it reads by the model's name is the model's memory, not a second copy (the .so held one before)."""
+    _, compiled = compiled_pair("llama", mode, step_cache)
+    model = compiled.model
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    tensors.update((name, t) for name, t in model.named_buffers() if not name.startswith("rope"))  # RoPE: computed
+    constants = model.decode_step._constants["any"]
+    named = {name.removeprefix("model."): t for name, t in constants.items() if name.startswith("model.")}
+    assert set(named) == set(tensors)
+    assert all(
+        named[name].untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for name, t in tensors.items()
+    )
+
+
 def test_background_compile_serves_eagerly_until_ready(step_cache, monkeypatch):
     engine = eager_engine("llama", "float32")
     eager_logits = engine.decode_step(5, engine.new_cache(4))

@@ -2,7 +2,7 @@
 
     python -m inference.bench [--modes fp32,fp32-compiled,bf16,bf16-compiled,gguf,gguf-compiled,int8,int4]
                               [--new-tokens 64] [--repeats 3] [--threads N] [--device cpu]
-                              [--model PATH.gguf | gemma-3-270m]
+                              [--model PATH.gguf | gemma-3-270m] [--no-memory]
 
 Rows: ours in float32 and bfloat16 (dense), and each quantized mode (``quant="gguf"``:
 the file's own blocks; "int8" / "int4": quantized on load); "-compiled": with the decode step
@@ -16,7 +16,10 @@ compiled or loaded from disk, and in how many seconds). For each row:
   / bandwidth, with the bandwidth a timed reduction over 512 MiB in the same run;
 - ratios against transformers ``generate()`` (same dtype; float32 for the quantized rows)
   and against llama.cpp on the same GGUF file with the same thread count, when
-  ``llama-cpp-python`` is installed (``requirements-bench.txt``; a 5-minute compile).
+  ``llama-cpp-python`` is installed (``requirements-bench.txt``; a 5-minute compile);
+- memory (``inference/bench/memory.py``, unless ``--no-memory``): the mode loaded again alone in
+  a fresh process, its resident size once loaded, its compiled step ready and 16 tokens decoded
+  (anonymous + file-backed), and the bytes of the tensors it keeps.
 
 Machines here are noisy, so every system is measured once per repeat, interleaved, and
 each figure is the median over repeats. Prints a table, writes ``bench-results/engine.json``.
@@ -42,21 +45,11 @@ from ..generation.speculative import DEFAULT_DRAFT_TOKENS
 from ..model.loader import gguf_source
 from ..serving.static import run_static
 from ..threads import available_cores, set_threads
-from . import speculative
+from . import memory, speculative
+from .modes import DEFAULT_MODES, MODES
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem, timed
 
 PROMPT = "The cat sat on the mat because it was tired."
-MODES = {  # name -> (dtype of the activations, quant, compiled decode step)
-    "fp32": ("float32", None, False),
-    "fp32-compiled": ("float32", None, True),
-    "bf16": ("bfloat16", None, False),
-    "bf16-compiled": ("bfloat16", None, True),
-    "gguf": ("float32", "gguf", False),
-    "gguf-compiled": ("float32", "gguf", True),
-    "int8": ("float32", "int8", False),
-    "int4": ("float32", "int4", False),
-}
-DEFAULT_MODES = "fp32,fp32-compiled,bf16,bf16-compiled,gguf,gguf-compiled,int8,int4"
 
 
 def read_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5) -> float:
@@ -136,7 +129,15 @@ def ours_prefill(engine: Engine, ids: list[int]) -> float:
     return len(ids) / timed(lambda: (engine.prefill(ids, cache), _sync(engine.device)))
 
 
-def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, threads: int, model: str | None) -> dict:
+def run(
+    modes: list[str],
+    device: str | None,
+    new_tokens: int,
+    repeats: int,
+    threads: int,
+    model: str | None,
+    with_memory: bool = True,
+) -> dict:
     engines, compiled = {}, {}
     for mode in modes:  # one at a time: a compile in the background has the cores to itself
         engines[mode] = load_engine(
@@ -193,6 +194,8 @@ def run(modes: list[str], device: str | None, new_tokens: int, repeats: int, thr
         if llama is not None:
             row["vs_llama_cpp_decode"] = decode / systems["llama.cpp"].median("decode")
             row["vs_llama_cpp_prefill"] = row["prefill_tok_s"] / systems["llama.cpp"].median("prefill")
+        if with_memory and engine.device.type == "cpu":  # a fresh process each (a compiled step: from disk now)
+            row["memory"] = memory.measure(mode, model, threads)
         rows.append(row)
     return {
         "model": first.config.name,
@@ -254,6 +257,9 @@ def print_table(report: dict) -> None:
     if not has_llama:
         print(f"  llama.cpp left out: {report['llama_cpp']}")
     for r in report["rows"]:
+        if r.get("memory"):
+            print("  " + "\n  ".join(memory.describe(r["memory"])[:2]))
+    for r in report["rows"]:
         step = r.get("compiled_step")
         print(f"  {r['mode']}: {r['weights']}" + (f"; decode step {step['state']}: {step['detail']}" if step else ""))
 
@@ -273,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         "--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)"
     )
     parser.add_argument("--out", default=None, help="default: bench-results/engine.json (or speculative.json)")
+    parser.add_argument("--no-memory", action="store_true", help="leave out each mode's memory in a fresh process")
     parser.add_argument("--speculate", action="store_true", help="the speculative decoding benchmark instead")
     parser.add_argument("--drafters", default=speculative.DEFAULT_DRAFTERS, help="with --speculate: lookup, self:k")
     parser.add_argument(
@@ -295,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         parser.error(f"unknown modes {unknown}: choose from {sorted(MODES)}")
-    report = run(modes, args.device, args.new_tokens, args.repeats, threads, args.model)
+    report = run(modes, args.device, args.new_tokens, args.repeats, threads, args.model, not args.no_memory)
     print_table(report)
     _write(report, args.out or "bench-results/engine.json")
 

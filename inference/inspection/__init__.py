@@ -21,13 +21,13 @@ boundary and drawn as they are. The explorer reaches them through one client
   weights mode against float32, decode speed.
 """
 
+from ..model.memory import release_freed_memory
 from . import experiments, weights
 from .attention import AttentionArrays, WindowView, attention_arrays, window_view
 from .cache import CacheBytes, CacheTiming, CacheView, cache_bytes, cache_view, measure_cache_timing
 from .embeddings import EmbeddingReader
 from .experiments import AttributionTerms, PatchLogits, head_means, next_token_probs, patch_column, patch_logits
 from .info import ModelInfo, model_info
-from .memory import release_freed_memory
 from .residual import (
     BLOCK_STAGES,
     FOUR_NORM_STAGES,

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..generation.engine import Engine
-from .memory import release_freed_memory
+from ..model.memory import release_freed_memory
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ and ``status`` says which. The package is kept under ``cache_root()/compiled-ste
 key digests the weights themselves, the config, the weights mode, the graph's shapes, the code that
 defines it, torch's version and the CPU's instruction set: a restart loads it in seconds, and another
 model or mode can never pick it up. Two processes loading the same model (a process server's child
-beside the app) share one compile through a file lock.
+beside the app) share one compile through a file lock. The package keeps its weights beside its library,
+and the loaded step is handed the model's own tensors (``package_constants``): no second copy is held.
 
 Prefill, traced forwards, interventions and the GPT-2 family never take this path.
 """
@@ -38,10 +39,17 @@ import torch
 from .config import ModelConfig
 from .decode_graph import FAMILIES, StepGraph
 from .kv_cache import DecodeView
+from .memory import release_freed_memory
 
-INDUCTOR_OPTIONS = {"freezing": True, "max_autotune": True}  # freezing: weights are constants the kernels see
+INDUCTOR_OPTIONS = {
+    "freezing": True,  # weights are constants the kernels see
+    "max_autotune": True,
+    # the weights are kept beside the library, not inside it: the loaded step reads the model's own tensors
+    "aot_inductor.package_constants_in_so": False,
+    "aot_inductor.package_constants_on_disk_format": "pickle_weights",
+}
 _SOURCES = ("decode_graph.py", "transformer.py", "quant.py", "quant_formats.py")  # the code a package compiles
-PACKAGE_FORMAT = 2  # bump when ``export_graph`` (the inputs, their sizes) changes: older packages are not used
+PACKAGE_FORMAT = 3  # bump when ``export_graph`` (the inputs, their sizes) or the package's layout changes
 GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)
 
 
@@ -93,6 +101,7 @@ class DecodeStep:
         self._graph = StepGraph(_sharing_copy(model)).eval()  # export swaps tensors on its modules, not the model's
         self._cache_dtype = _cache_dtype(model)
         self._runners: dict[str, object] = {}
+        self._constants: dict[str, dict[str, torch.Tensor]] = {}  # each runner's weights (``package_constants``)
         self._lock = threading.Lock()  # one compiled call at a time (the runners are not re-entrant)
         self._status = StepStatus("compiling", "compiling the decode step in the background")
         self._started = time.perf_counter()
@@ -161,8 +170,12 @@ class DecodeStep:
             for name in graphs:
                 path, note = self._package(name)
                 runner = torch._inductor.aoti_load_package(str(path))
+                constants = package_constants(path, self._graph)
+                runner.load_constants(constants, check_full_update=True, user_managed=True)
+                self._constants[name] = constants  # the runner holds their pointers only: kept alive here
                 self._runners[name] = runner
                 notes.append(note)
+            release_freed_memory()  # compiling (or reading the package) leaves large freed temporaries
             seconds = time.perf_counter() - self._started
             self._status = StepStatus("ready", "; ".join(notes), tuple(self._runners), seconds)
         except Exception as exc:  # any compiler failure leaves the eager step in place, and says why
@@ -196,6 +209,40 @@ class DecodeStep:
             shutil.rmtree(folder, ignore_errors=True)
             staging.rename(folder)
             return path, f"{name}: compiled in {seconds:.0f} s"
+
+
+def package_constants(path: Path, graph: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The weights a package's step reads, by name: the graph's own tensors wherever they are the very tensors it
+    was compiled with (same name, shape, strides and offset; the package's key digests their dtypes and bytes),
+    else the package's copy (the small constants inductor made, such as a kernel's group size, or a weight it
+    folded into another form).
+
+    Why: a package that embeds its weights holds a second copy of the model once loaded (128 MB for SmolLM2's
+    4-bit blocks, mapped from the library and copied again); these tensors are handed to the runner as
+    user-managed, so it reads the model's memory itself.
+    """
+    import io
+    import zipfile
+
+    own = dict(graph.named_parameters(remove_duplicate=False))
+    own.update(graph.named_buffers(remove_duplicate=False))
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        config_name = next(n for n in names if n.endswith("/data/aotinductor/model/weights_config.json"))
+        root = config_name.removesuffix("data/aotinductor/model/weights_config.json")
+        constants = {}
+        for fqn, (file, shape, stride, offset) in json.loads(archive.read(config_name)).items():
+            mine = own.get(fqn)
+            if mine is not None and (tuple(mine.shape), mine.stride(), mine.storage_offset()) == (
+                tuple(shape),
+                tuple(stride),
+                offset,
+            ):
+                constants[fqn] = mine.detach()
+                continue
+            stored = torch.load(io.BytesIO(archive.read(f"{root}data/weights/{file}")), weights_only=True)
+            constants[fqn] = stored.as_strided(shape, stride, offset)
+    return constants
 
 
 def _fits(view: DecodeView, cache_dtype: torch.dtype) -> bool:

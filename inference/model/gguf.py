@@ -7,7 +7,8 @@ building the tokenizer from the GGUF metadata, and writing the result as
 ``config.json`` + ``model.safetensors`` + tokenizer files into a user cache directory
 with a manifest of checksums (``checksummed_folder``, also used for other derived
 folders). A cache whose checksums don't match is rebuilt, never used. The engine then
-loads that folder like any other HF folder.
+loads that folder like any other HF folder (with ``quant="gguf"``, only the tensors the file's
+blocks do not replace: the norms; ``read_raw_weights`` gives the blocks).
 """
 
 from __future__ import annotations

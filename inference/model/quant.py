@@ -222,17 +222,24 @@ class Int8GroupLinear(nn.Module):
 
 
 class QuantEmbedding(nn.Module):
-    """Token rows held as Q8_0 (8-bit codes, one fp16 scale per 32): a lookup dequantizes only the rows it reads."""
+    """Token rows held as Q8_0 (8-bit codes, one fp16 scale per 32): a lookup dequantizes only the rows it reads.
+
+    The smallest exact form of the table: the file's int8 codes and its fp16 scales as stored (1.06 bytes a
+    weight; 29 MiB for SmolLM2's 49,152 × 576), each row widened to float32 when it is read, where q · d is
+    exact. Scales that are not fp16 values (a table quantized here) are kept in float32.
+    """
 
     def __init__(self, groups: Int8Groups, device: torch.device) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = groups.codes.shape
         self.register_buffer("codes", groups.codes.to(device))
-        self.register_buffer("scale", groups.scale.to(device))  # fp16 values held in float32: products are exact
+        half = groups.scale.to(torch.float16)
+        exact = torch.equal(half.float(), groups.scale)
+        self.register_buffer("scale", (half if exact else groups.scale).to(device))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         codes = self.codes[ids].float()  # (..., D)
-        scale = self.scale[ids]  # (..., D/32)
+        scale = self.scale[ids].float()  # (..., D/32)
         return (codes.unflatten(-1, (-1, GROUP)) * scale[..., None]).flatten(-2)  # (..., D)
 
     @property
@@ -285,7 +292,7 @@ def quantize_model(
         raise QuantizationError(f"quant must be one of {QUANT_MODES} or None, got {mode!r}")
     if mode == "gguf" and gguf_weights is None:
         raise QuantizationError('quant="gguf" keeps a GGUF file\'s own blocks: load a .gguf model for it')
-    device = next(model.parameters()).device
+    device = next(p.device for p in model.parameters() if not p.is_meta)  # meta: weights its blocks replace
     problem = kernel_problem(device)
     if problem:
         raise QuantizationError(f"quantized weights cannot run here: {problem}. Load with quant=None (dense weights).")
@@ -297,12 +304,35 @@ def quantize_model(
         summary.layers[kind] += 1
         summary.weight_bytes += _buffer_bytes(replacement)
     embed = gguf_weights.get("embed") if gguf_weights else None
-    if embed and embed[0].type_name == "Q8_0":
+    if embed and embed[0].type_name in INT8_FORMATS:
         tied = isinstance(model.lm_head, Int8GroupLinear) and embed[0] is gguf_weights["lm_head"][0]
         rows = model.lm_head.groups if tied else INT8_FORMATS["Q8_0"](embed[0].raw)  # tied: one copy of the codes
         model.embed = QuantEmbedding(rows, device)
+        if tied:  # the output matrix's inspection copy is the table's own codes and scales
+            model.lm_head.groups = Int8Groups(model.embed.codes, model.embed.scale)
         summary.notes.append("token embedding: Q8_0 rows looked up exactly")
     return summary
+
+
+FLOAT_TYPES = frozenset({"F32", "F16", "BF16"})  # GGUF tensors stored as floats: kept as the dense weights
+
+
+def block_sourced(gguf_weights: dict[str, list[GGUFWeight]]) -> frozenset[str]:
+    """The modules ``quantize_model`` builds from a GGUF's blocks alone, never reading their float weights.
+
+    Every projection not stored as floats (its blocks kept, or re-quantized from their own decoding), and
+    the token embedding when it is Q8_0 (looked up from its codes). The loader leaves these weights
+    unread (``loader.build_model``'s ``from_blocks``).
+    """
+    names = {name for name, parts in gguf_weights.items() if name != "embed" and not _stored_as_floats(parts)}
+    embed = gguf_weights.get("embed")
+    if embed and embed[0].type_name in INT8_FORMATS:
+        names.add("embed")
+    return frozenset(names)
+
+
+def _stored_as_floats(parts: list[GGUFWeight] | None) -> bool:
+    return not parts or {p.type_name for p in parts} <= FLOAT_TYPES
 
 
 def _projections(model: nn.Module):
@@ -326,15 +356,15 @@ def _quantized_linear(
             ), "8-bit rows (input size not a multiple of 32)"
         return Int4Linear(int4_from_float(weight), bias, device), "4-bit groups of 32"
     # mode == "gguf": the file's own blocks where they map exactly
-    types = {p.type_name for p in parts} if parts else {"F32"}
+    if _stored_as_floats(parts):
+        return linear, "float (as stored)"
+    types = {p.type_name for p in parts}
     if types <= set(INT4_FORMATS):
         groups = Int4Groups.cat([INT4_FORMATS[p.type_name](p.raw) for p in parts])
         return Int4Linear(groups, bias, device), f"4-bit groups ({'/'.join(sorted(types))}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
         return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
-    if types <= {"F32", "F16", "BF16"}:
-        return linear, "float (as stored)"
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
 

@@ -46,11 +46,11 @@ class Int4Groups:
 @dataclass
 class Int8Groups:
     codes: torch.Tensor  # (N, K) int8
-    scale: torch.Tensor  # (N, K / 32) float32: w = q * scale
+    scale: torch.Tensor  # (N, K / 32) float32 (float16: a table's own Q8_0 scales): w = q * scale
 
     def dequantize(self) -> torch.Tensor:
         n, k = self.codes.shape
-        return (self.codes.float().view(n, k // GROUP, GROUP) * self.scale[..., None]).view(n, k)
+        return (self.codes.float().view(n, k // GROUP, GROUP) * self.scale.float()[..., None]).view(n, k)
 
 
 @dataclass

@@ -1,0 +1,111 @@
+"""An engine holds one copy of each weight: no float copy it never reads, no view of the checkpoint file kept open.
+
+The tiny-model tests check the mechanisms exactly: a dense load closes the mapped checkpoint (a
+tied matrix stays one tensor), and a load that takes its projections from a GGUF's blocks never
+reads their float weights yet builds the very same modules, bit for bit, as quantizing a model that
+read them all. The real-model test bounds what ``load_engine(quant="gguf")`` adds to a fresh
+process by what its weights take (``inference.bench.memory``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from gguf import GGMLQuantizationType
+from gguf.quants import quantize
+
+from inference import load_engine
+from inference.model.loader import _unread_tensors, build_model, read_folder
+from inference.model.quant import GGUFWeight, QuantEmbedding, block_sourced, quantize_model
+from tests.tiny_models import save_folder, tiny_llama
+
+MIB = 2**20
+
+
+def _mapped_paths() -> set[str]:
+    """Every file this process has mapped (the sixth field of /proc/self/maps)."""
+    lines = Path("/proc/self/maps").read_text().splitlines()
+    return {parts[5] for parts in (line.split(maxsplit=5) for line in lines) if len(parts) > 5}
+
+
+@pytest.fixture(scope="module")
+def tied_folder(tmp_path_factory, tokenizer_folder):
+    return save_folder(tiny_llama(tie_word_embeddings=True), tmp_path_factory.mktemp("tied"), tokenizer_folder)
+
+
+def test_a_dense_load_keeps_no_view_of_the_checkpoint(tied_folder):
+    checkpoint = str(tied_folder / "model.safetensors")
+    engine = load_engine(model=tied_folder, device="cpu", dtype="float32")
+    assert checkpoint not in _mapped_paths()  # the norms were copied out: the mapping closed
+    assert engine.model.embed.weight is engine.model.lm_head.weight  # still one tied matrix
+    assert torch.isfinite(engine.forward_logits([1, 5, 9])).all()
+
+
+def _file_blocks(model: torch.nn.Module) -> dict[str, list[GGUFWeight]]:
+    """What a GGUF of this tiny model would hold, as the loader lists it: Q4_1 projections, one Q8_0 tied table."""
+    weights = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and name != "lm_head":
+            weights[name] = [GGUFWeight("Q4_1", quantize(module.weight.detach().numpy(), GGMLQuantizationType.Q4_1))]
+    table = GGUFWeight("Q8_0", quantize(model.embed.weight.detach().numpy(), GGMLQuantizationType.Q8_0))
+    weights["embed"] = weights["lm_head"] = [table]  # tied: the same tensor of the file, twice
+    return weights
+
+
+def test_blocks_are_loaded_without_reading_their_float_weights(tied_folder):
+    cpu = torch.device("cpu")
+    config, everything = read_folder(tied_folder)
+    full = build_model(config, everything, cpu, torch.float32)
+    blocks = _file_blocks(full)
+    full.quantization = quantize_model(full, "gguf", blocks)
+
+    from_blocks = block_sourced(blocks)
+    assert from_blocks == set(blocks)  # every projection and the table: none is stored as floats
+    skipped = _unread_tensors(config, from_blocks)
+    _, tensors = read_folder(tied_folder, skip=skipped)
+    assert skipped and all(tensors[name].is_meta for name in skipped)
+    assert all(not t.is_meta for name, t in tensors.items() if name not in skipped)  # the norms are read
+    lean = build_model(config, tensors, cpu, torch.float32, from_blocks)
+    lean.quantization = quantize_model(lean, "gguf", blocks)
+
+    assert isinstance(lean.embed, QuantEmbedding) and lean.embed.scale.dtype == torch.float16  # the file's own d
+    assert lean.lm_head.groups.codes is lean.embed.codes  # the tied table's codes are held once
+    full_state, lean_state = full.state_dict(), lean.state_dict()
+    assert full_state.keys() == lean_state.keys()
+    assert all(torch.equal(full_state[name], lean_state[name]) for name in full_state)
+    ids = torch.tensor([[1, 5, 9, 13, 2]])
+    assert torch.equal(full(ids), lean(ids))
+
+
+def test_a_table_of_scales_fp16_cannot_hold_stays_float32():
+    codes = torch.ones(4, 32, dtype=torch.int8)
+    from inference.model.quant_formats import Int8Groups
+
+    exact = QuantEmbedding(Int8Groups(codes, torch.full((4, 1), 0.5)), torch.device("cpu"))
+    inexact = QuantEmbedding(Int8Groups(codes, torch.full((4, 1), 1 / 3)), torch.device("cpu"))
+    assert exact.scale.dtype == torch.float16 and inexact.scale.dtype == torch.float32
+    assert torch.equal(inexact(torch.tensor([2]))[0], torch.full((32,), 1 / 3))
+
+
+# What a fresh process gains at load beside the weights it keeps, measured on SmolLM2 (2 cores, torch 2.13): the
+# tokenizer, 70 MiB with the 690 modules transformers imports for it (accelerate, PIL, sympy among them); the RoPE
+# tables, 8 MiB; the kernel self-check's library pages, 11 MiB; the model's Python objects and the allocator's slack,
+# the rest: 119 MiB in all. The bound leaves 41 MiB for other machines and library builds.
+LOAD_OVERHEAD = 160 * MIB
+
+
+@pytest.mark.real_model
+def test_the_gguf_engine_adds_its_weights_and_a_stated_overhead():
+    """A fresh process that loads ``quant="gguf"`` grows by the bytes of the tensors it keeps (the file's 4-bit
+    blocks, the 8-bit table and its split for the output matrix) plus ``LOAD_OVERHEAD``: no float32 copy, no
+    mapped checkpoint. Before: +972 MiB (513 of them the conversion cache's float32 file, mapped and resident)."""
+    from inference.bench.memory import measure
+
+    result = measure("gguf")
+    baseline, loaded = result["points"]["baseline"], result["points"]["loaded"]
+    assert result["held_bytes"] < 130 * MIB  # the weights as kept: 4-bit groups and the Q8_0 table
+    assert not [path for path in result["mapped_files"] if path.endswith((".safetensors", ".gguf"))]
+    growth = loaded["rss"] - baseline["rss"]
+    assert growth <= result["held_bytes"] + LOAD_OVERHEAD, (growth / MIB, result["held_bytes"] / MIB)
