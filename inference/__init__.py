@@ -43,7 +43,7 @@ from .model.loader import gguf_source
 from .model.packages import GEMMA3_270M, SMOLLM2, install_hint, is_installed
 from .model.tokenizer import Tokenizer, TokenizerError, parse_merges
 from .model.trace import ForwardTrace, LayerTrace
-from .serving.client import PLAIN_CALLS, EngineClient, compare_modes
+from .serving.client import PLAIN_CALLS, EngineClient
 from .serving.config import ServeConfig
 from .serving.continuous import ContinuousBatcher, run_continuous
 from .serving.process import ChildClient, ProcessServer
@@ -104,7 +104,6 @@ __all__ = [
     "EngineClient",
     "ChildClient",
     "PLAIN_CALLS",
-    "compare_modes",
     "release_freed_memory",
     "Interventions",
     "HeadEdit",

@@ -30,7 +30,7 @@ st.markdown(
 
 model = models.current()
 client = current_client()
-config = client.config
+config = client.info.config
 view = prompt_tokens()
 if view is None:
     st.stop()

@@ -23,6 +23,7 @@ boundary and drawn as they are. The explorer reaches them through one client
 
 from . import experiments, weights
 from .attention import AttentionArrays, WindowView, attention_arrays, window_view
+from .blocks import BlockLayout, StoredLayout, decode_block, kernel_held, stored_layout
 from .cache import CacheBytes, CacheTiming, CacheView, cache_bytes, cache_view, measure_cache_timing
 from .embeddings import EmbeddingReader
 from .experiments import AttributionTerms, PatchLogits, head_means, next_token_probs, patch_column, patch_logits
@@ -36,11 +37,10 @@ from .residual import (
     Lens,
     TracedPrompt,
     last_position,
-    logit_lens,
     traced_prompt,
 )
 from .sampling import RecordedDraw, chi2_survival, draw_ids, recorded_draw
-from .weights import FileSummary, ModeComparison, StoredBlock, file_summary, memory_read_speed, stored_block
+from .weights import FileSummary, ModeComparison, file_summary, memory_read_speed
 
 __all__ = [
     "AttentionArrays",
@@ -70,7 +70,6 @@ __all__ = [
     "Lens",
     "TracedPrompt",
     "last_position",
-    "logit_lens",
     "traced_prompt",
     "RecordedDraw",
     "chi2_survival",
@@ -78,10 +77,13 @@ __all__ = [
     "recorded_draw",
     "FileSummary",
     "ModeComparison",
-    "StoredBlock",
+    "StoredLayout",
+    "BlockLayout",
+    "decode_block",
+    "kernel_held",
+    "stored_layout",
     "file_summary",
     "memory_read_speed",
-    "stored_block",
     "experiments",
     "weights",
 ]

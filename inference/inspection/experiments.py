@@ -104,6 +104,15 @@ def patch_column(
 
 
 @dataclass(frozen=True)
+class Patching:
+    """Activation patching of two prompts: their answers and gaps, and what patching each position restores."""
+
+    setup: PatchLogits
+    positions: tuple[int, ...]  # the positions patched
+    restored: np.ndarray  # (P, L) share of the clean answer restored by patching each position after each block
+
+
+@dataclass(frozen=True)
 class AttributionTerms:
     """Direct logit attribution of one token at the last position, as labelled terms that sum to its logit."""
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import SamplingParams, Stepper, StepperError, Tokenizer
-from inference.inspection import CacheBytes, CacheTiming
+from inference.api import CacheBytes, CacheTiming, SamplingParams, Stepper, StepperError, Tokenizer
+from inference.api import cache_bytes as read_cache_bytes
+from inference.api import cache_view as read_cache_view
 from ui.compute import token_text
 from ui.figures import format as fmt
 from ui.figures.tokens import visible
@@ -86,7 +87,7 @@ class CacheView:
 def cache_view(model: str, stepper: Stepper, layer: int, max_positions: int = 96) -> CacheView:
     """One layer's cached K and V as numpy (the last ``max_positions`` positions at most)."""
     client = client_for(model)
-    view = client.cache_view(stepper, layer, max_positions)
+    view = read_cache_view(stepper, layer, max_positions)
     return CacheView(
         view.keys,
         view.values,
@@ -98,7 +99,7 @@ def cache_view(model: str, stepper: Stepper, layer: int, max_positions: int = 96
 
 def cache_bytes(model: str, stepper: Stepper) -> CacheBytes:
     """The cache's size from the config's formula, the real tensors' and a rolling buffer's."""
-    return client_for(model).cache_bytes(stepper)
+    return read_cache_bytes(stepper)
 
 
 def measure_cache_timing(

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import SamplingParams
-from inference.inspection import BlockWalk, Lens, RecordedDraw, recorded_draw
+from inference.api import BlockWalk, Lens, RecordedDraw, SamplingParams, recorded_draw
 from ui.compute import token_text
 from ui.shell.resources import client_for
 
@@ -191,7 +190,7 @@ def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) 
     client = client_for(model)
     all_ids = client.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
-    traced = client.trace(ids, max_positions)
+    traced = client.trace(ids, max(0, len(ids) - max_positions))
     return TracedPrompt(
         lens=lens_view(model, traced.lens, ids), walk=traced.walk, prompt_tokens=len(all_ids), traced_tokens=len(ids)
     )
