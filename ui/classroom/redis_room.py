@@ -44,7 +44,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from inference import SamplingParams
+from inference.api import SamplingParams
 from ui.classroom.room import (
     ANY,
     MAX_DRAWS_PER_STUDENT,

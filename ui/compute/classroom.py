@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import SamplingParams
+from inference.api import SamplingParams
 from ui.classroom.room import Experiment
 from ui.compute.logits import prompt_logits, softmax_at, token_texts
 from ui.compute.sampling import Histogram, chi_square_gof, draw_token_ids

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import codecs
 
-from inference import Tokenizer
+from inference.api import Tokenizer
 
 _HANDLER = "llm_explorer_hex_bytes"
 
