@@ -12,7 +12,7 @@ The rules a backend keeps:
 - **Plain values across.** Arguments are token ids (``list[int]``), text, ``SamplingParams``,
   ``Interventions`` specs without tensors and numpy arrays; results are numpy arrays, Python numbers
   and the frozen dataclasses re-exported below (each defined once, in ``inference.inspection`` or the
-  engine; the UI declares none of its own copies). Nothing returned holds a torch tensor, so any
+  engine; a UI view that adds display text extends one, ``class LogitLens(Lens)``, never copies it). Nothing returned holds a torch tensor, so any
   result pickles, caches in ``st.cache_data`` and could come over a socket.
 - **Text stays on the caller's side.** ``tokenizer`` is the model's ``Tokenizer`` (the public wrapper:
   ``encode``, ``raw_tokens``, ``piece_bytes``, ``special_ids``, the chat template). A remote backend ships
@@ -29,8 +29,14 @@ Pure helpers (no model: they run wherever the caller is, on numbers a backend re
 ``recorded_draw`` and ``draw_ids`` (the sampler's seeded draws from a logits row), ``chi2_survival``
 (the goodness-of-fit tail), ``memory_read_speed`` (this machine's memory, measured now),
 ``padded_batch`` (how static batching pads rows), ``decode_speed`` (greedy tok/s, timed through
-``Backend.complete``), ``cache_view``/``cache_bytes`` (a walk's cache) and ``token_texts``.
-Block reading (``decode_block``, ``kernel_held``) is pure too: a stored block's bytes in, its codes out.
+``Backend.complete``, so any backend's), ``cache_view``/``cache_bytes`` (read off a walk's own cache),
+``decode_block``/``kernel_held`` (a stored block's bytes in, its codes and what the 4-bit kernel holds out).
+
+What a backend on another machine must still decide: a ``Stepper`` and a ``RequestHandle`` are
+objects of this process today (a remote backend returns objects with the same methods, driving its
+engine by messages, as ``ProcessServer`` does for ``submit``); ``compare_modes`` takes the other modes'
+backends of the same implementation; ``memory_read_speed`` and ``measure_cache_timing`` time the
+machine they run on (the first the caller's, the second the backend's).
 
 The module also re-exports what a page needs around the seam: the errors, ``SamplingParams``,
 ``Interventions`` and its edits, and, for the one place that builds backends

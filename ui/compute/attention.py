@@ -16,18 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference.api import WindowView
+from inference.api import AttentionArrays, WindowView
 from ui.shell.resources import client_for
 
 MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earlier rows (causal mask)
 
 
 @dataclass(frozen=True)
-class AttentionMaps:
-    raw_scores: np.ndarray  # (L, H, T, T) q·k, before scaling and masking
-    probs: np.ndarray  # (L, H, T, T) softmax of the scaled, masked scores
-    queries: np.ndarray  # (L, H, T, hd) after RoPE
-    keys: np.ndarray  # (L, n_kv, T, hd) after RoPE
+class AttentionMaps(AttentionArrays):
+    """The engine's maps (``AttentionArrays``: raw scores, probabilities, queries, keys) with what the page needs
+    to read them: the head size, the K/V sharing, the prompt's length and the window."""
+
     head_dim: int
     n_kv_heads: int
     total_tokens: int  # tokens in the prompt (T may be fewer: the first MAX_TOKENS)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference.api import InterventionError, Interventions, SamplingParams
+from inference.api import AttributionTerms, InterventionError, Interventions, PatchLogits, SamplingParams
 from ui.compute.logits import LogitLens, entropy_bits, lens_view, top_indices
 from ui.compute.token_text import token_texts
 from ui.session.experiment import Settings
@@ -220,18 +220,15 @@ def head_importance(
 
 # -- activation patching ------------------------------------------------------------------
 @dataclass(frozen=True)
-class PatchSetup:
+class PatchSetup(PatchLogits):
+    """The engine's patching setup (``PatchLogits``: first difference, answers, gaps) with both prompts' tokens."""
+
     clean_ids: tuple[int, ...]
     corrupt_ids: tuple[int, ...]
     clean_pieces: list[str]
     corrupt_pieces: list[str]
-    first_difference: int  # patches before it change nothing (the two streams are the same there)
-    clean_answer: int
-    corrupt_answer: int
     clean_answer_text: str
     corrupt_answer_text: str
-    clean_gap: float  # logit(clean answer) - logit(corrupted answer), clean run
-    corrupt_gap: float  # the same difference on the corrupted run
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the clean and the corrupted prompt…")
@@ -252,17 +249,13 @@ def patch_setup(model: str, clean: str, corrupt: str) -> PatchSetup:
             "must answer something else"
         )
     return PatchSetup(
-        tuple(clean_ids),
-        tuple(corrupt_ids),
-        token_texts(tokenizer, clean_ids),
-        token_texts(tokenizer, corrupt_ids),
-        logits.first_difference,
-        logits.clean_answer,
-        logits.corrupt_answer,
-        token_texts(tokenizer, [logits.clean_answer])[0],
-        token_texts(tokenizer, [logits.corrupt_answer])[0],
-        logits.clean_gap,
-        logits.corrupt_gap,
+        **vars(logits),
+        clean_ids=tuple(clean_ids),
+        corrupt_ids=tuple(corrupt_ids),
+        clean_pieces=token_texts(tokenizer, clean_ids),
+        corrupt_pieces=token_texts(tokenizer, corrupt_ids),
+        clean_answer_text=token_texts(tokenizer, [logits.clean_answer])[0],
+        corrupt_answer_text=token_texts(tokenizer, [logits.corrupt_answer])[0],
     )
 
 
@@ -290,17 +283,10 @@ def patching(model: str, setup: PatchSetup, on_progress: Callable[[int, int], No
 
 # -- direct logit attribution ---------------------------------------------------------------
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(AttributionTerms):
+    """The engine's split of one logit (``AttributionTerms``) with the target token written."""
+
     token_text: str
-    logit: float
-    total: float
-    residual: float
-    bound: float
-    magnitude: float
-    labels: list[str]  # every term: "embeddings", "L3 H8", "L3 attn bias", "MLP 3", "patches", "final norm bias"
-    values: np.ndarray  # (K,) matching ``labels``
-    heads: np.ndarray  # (L, H)
-    mlps: np.ndarray  # (L,)
 
 
 @st.cache_data(max_entries=32, show_spinner="Splitting the logit into its sources…")
@@ -308,18 +294,7 @@ def attribution(model: str, ids: tuple[int, ...], target: int, settings: Setting
     client = client_for(model)
     spec = prepared_spec(model, ids, settings)
     split = client.attribution(list(ids), target, spec)
-    return Attribution(
-        token_texts(client.tokenizer, [target])[0],
-        split.logit,
-        split.total,
-        split.residual,
-        split.bound,
-        split.magnitude,
-        split.labels,
-        split.values,
-        split.heads,
-        split.mlps,
-    )
+    return Attribution(**vars(split), token_text=token_texts(client.tokenizer, [target])[0])
 
 
 # -- the Attention page: heads that send one token to another ----------------------------------

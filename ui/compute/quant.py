@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import streamlit as st
 
+from inference.api import ModeComparison, memory_read_speed
 from inference.api import decode_speed as timed_decode_speed
-from inference.api import memory_read_speed
 from ui.compute.token_text import token_texts
 from ui.shell.resources import client_for, client_in_mode
 
@@ -67,35 +66,21 @@ def available_modes(model: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class ModeComparison:
-    modes: list[str]
-    descriptions: list[str]
-    token_ids: list[int]  # the tokens compared (float32's top ones for the next token)
+class LabelledModes(ModeComparison):
+    """The engine's comparison of the weights modes (``ModeComparison``) with the compared tokens written."""
+
     token_strings: list[str]
-    next_probs: np.ndarray  # (modes, tokens) probability of each token after the prompt
-    top1_agreement: list[float]  # over every position of the prompt, against float32
-    mean_kl: list[float]  # nats, over every position, KL(float32 || mode)
-    positions: int
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the prompt in every weights mode…")
-def compare_modes(model: str, prompt: str, chat: bool, top_n: int = 8) -> ModeComparison:
+def compare_modes(model: str, prompt: str, chat: bool, top_n: int = 8) -> LabelledModes:
     """The prompt through every weights mode: next-token probabilities, top-1 agreement and KL against float32
     over its last positions (at most 128 MB of float64 logits per mode: 256 positions of SmolLM2's 49,152-entry
     vocabulary, 64 of Gemma's 262,144)."""
     clients = {mode: client_in_mode(model, mode) for mode in available_modes(model)}
     ids = clients["none"].encode_prompt(prompt, chat=chat)
     compared = clients["none"].compare_modes(clients, ids, top_n)
-    return ModeComparison(
-        compared.modes,
-        compared.descriptions,
-        compared.token_ids,
-        token_texts(clients["none"].tokenizer, compared.token_ids),
-        compared.next_probs,
-        compared.top1_agreement,
-        compared.mean_kl,
-        compared.positions,
-    )
+    return LabelledModes(**vars(compared), token_strings=token_texts(clients["none"].tokenizer, compared.token_ids))
 
 
 def decode_speed(model: str, mode: str, prompt_ids: list[int], n_tokens: int = 24) -> float:
