@@ -16,7 +16,9 @@ the ones before it):
   numpy arrays and plain dataclasses;
 - ``inference.serving``: request records, left padding, static and continuous
   batching, the scheduler, the slot cache, the server (in a thread or a process of its
-  own), ``ServeConfig``, and ``EngineClient``, the one narrow API a page reads an engine through;
+  own), ``ServeConfig``, and ``EngineClient``, the backend on an engine in this process;
+- ``inference.api``: the one seam the explorer's pages read an engine through, the ``Backend``
+  Protocol, its records and pure helpers (``EngineClient`` and ``ChildClient`` implement it);
 - ``inference.bench``: benchmarks against references (not part of the library).
 
 The package never imports streamlit or plotly.

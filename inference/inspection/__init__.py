@@ -3,8 +3,8 @@
 Every function here takes an ``Engine`` (or an object of one: a ``Stepper``, a GGUF file) and
 plain values, and returns numpy arrays, Python numbers and frozen dataclasses, never a torch
 tensor, so its caller needs no torch and the results can be cached, pickled across a process
-boundary and drawn as they are. The explorer reaches them through one client
-(``inference.serving.client``); a script or a notebook may call them directly.
+boundary and drawn as they are. The explorer reaches them through its backend
+(``inference.api``); a script or a notebook may call them directly.
 
 - ``info``: the model's facts (config, dtype, parameters, what the weights are);
 - ``embeddings``: rows of the embedding matrix, their lengths and nearest neighbours (read a
@@ -17,8 +17,9 @@ boundary and drawn as they are. The explorer reaches them through one client
   activation patching, direct logit attribution);
 - ``sampling``: the sampler's recorded stages and draws on numpy logits, and its χ² test;
 - ``cache``: one request's KV cache as arrays, its size, and cached against uncached timing;
-- ``weights``: a stored GGUF block, the file's bytes, this machine's memory speed, every
-  weights mode against float32, decode speed.
+- ``weights``: the GGUF file's tensors and bytes, this machine's memory speed, every weights
+  mode against float32;
+- ``blocks``: one stored GGUF block's codes, scales and what they decode to.
 """
 
 from . import experiments, weights
