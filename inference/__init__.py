@@ -16,7 +16,9 @@ the ones before it):
   numpy arrays and plain dataclasses;
 - ``inference.serving``: request records, left padding, static and continuous
   batching, the scheduler, the slot cache, the server (in a thread or a process of its
-  own), ``ServeConfig``, and ``EngineClient``, the one narrow API a page reads an engine through;
+  own), ``ServeConfig``, and ``EngineClient``, the backend on an engine in this process;
+- ``inference.api``: the one seam the explorer's pages read an engine through, the ``Backend``
+  Protocol, its records and pure helpers (``EngineClient`` and ``ChildClient`` implement it);
 - ``inference.bench``: benchmarks against references (not part of the library).
 
 The package never imports streamlit or plotly.
@@ -43,7 +45,7 @@ from .model.loader import gguf_source
 from .model.packages import GEMMA3_270M, SMOLLM2, install_hint, is_installed
 from .model.tokenizer import Tokenizer, TokenizerError, parse_merges
 from .model.trace import ForwardTrace, LayerTrace
-from .serving.client import PLAIN_CALLS, EngineClient, compare_modes
+from .serving.client import PLAIN_CALLS, EngineClient
 from .serving.config import ServeConfig
 from .serving.continuous import ContinuousBatcher, run_continuous
 from .serving.process import ChildClient, ProcessServer
@@ -104,7 +106,6 @@ __all__ = [
     "EngineClient",
     "ChildClient",
     "PLAIN_CALLS",
-    "compare_modes",
     "release_freed_memory",
     "Interventions",
     "HeadEdit",

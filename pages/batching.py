@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from inference import SamplingError
+from inference.api import SamplingError
 from ui.claims import generating as claims
 from ui.compute import batching
 from ui.figures import batching as figs

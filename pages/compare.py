@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from inference import PromptError, TokenizerError
+from inference.api import PromptError, TokenizerError
 from ui.claims import comparing as claims
 from ui.compute import compare as cmp
 from ui.compute.tokens import tokenize

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from inference import PromptError, TokenizerError
+from inference.api import PromptError, TokenizerError
 from ui.compute import experiments as ce
 from ui.compute.token_text import token_texts
 from ui.controls import experiment as experiment_controls
@@ -36,7 +36,7 @@ view = prompt_tokens()
 if view is None:
     st.stop()
 model = models.current()
-config = client_for(model).config
+config = client_for(model).info.config
 ids = tuple(view.ids)
 try:
     ce.check_prompt(view.ids)

@@ -18,7 +18,7 @@ redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep
 st.title("Generation & the KV cache")
 model = models.current()
 client = current_client()
-config = client.config
+config = client.info.config
 view = prompt_tokens()
 if view is None:
     st.stop()

@@ -26,7 +26,7 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-config = client_for(model).config
+config = client_for(model).info.config
 traced = traced_prompt(model, prompt, chat)
 walk, lens = traced.walk, traced.lens
 if traced.traced_tokens < traced.prompt_tokens:

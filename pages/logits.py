@@ -50,7 +50,7 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
+settings = sampling_controls.settings_or_stop(client_for(model).info.config.vocab_size)
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from inference import PromptError, TokenizerError
+from inference.api import PromptError, TokenizerError
 from ui.compute.overview import overview
 from ui.controls import picture
 from ui.figures.overview import overview_svg

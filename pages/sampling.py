@@ -4,7 +4,7 @@ import dataclasses
 
 import streamlit as st
 
-from inference import BusyError, PromptError
+from inference.api import BusyError, PromptError
 from ui.claims import predicting as claims
 from ui.classroom import broadcast, rounds
 from ui.compute.sampling import continuations, draw, draw_history, draw_many, first_divergence
@@ -45,7 +45,7 @@ if loaded is None:
     st.stop()
 prompt, chat, cached = loaded
 model = models.current()
-settings = sampling_controls.settings_or_stop(client_for(model).config.vocab_size)
+settings = sampling_controls.settings_or_stop(client_for(model).info.config.vocab_size)
 params, key = settings.params, settings.params.canonical()
 
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import streamlit as st
 
-from inference import SpeculationError
+from inference.api import SpeculationError
 from ui.claims import speculative as claims
 from ui.compute import speculative as spec
 from ui.controls import sampling as sampling_controls
@@ -32,7 +32,7 @@ st.markdown(
 
 model = models.current()
 client = current_client()
-config = client.config
+config = client.info.config
 view = prompt_tokens()
 if view is None:
     st.stop()

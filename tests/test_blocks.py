@@ -1,6 +1,6 @@
-"""Every GGUF block type a shipped file holds, read from its bytes (``ui.compute.blocks``), against the ``gguf``
-package's own dequantization: on random bytes (every type, Q4_0 included, which no shipped file holds) and on real
-blocks of both models' files."""
+"""Every GGUF block type a shipped file holds, read from its bytes (``inference.inspection.blocks``), against the
+``gguf`` package's own dequantization: on random bytes (every type, Q4_0 included, which no shipped file holds) and
+on real blocks of both models' files, read through the engine's own GGUF reader."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ import pytest
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
-from ui.compute import blocks
+from inference.inspection import blocks
+from inference.inspection.weights import file_summary, file_tensors
 
 FP16_SLOTS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q8_0": [0], "Q4_K": [0, 2], "Q6_K": [208]}
 
 
 def _random_block(type_name: str, rng: np.random.Generator) -> np.ndarray:
-    raw = rng.integers(0, 256, blocks.SIZES[type_name][1], dtype=np.uint8)
+    raw = rng.integers(0, 256, blocks.BLOCK_SIZES[type_name][1], dtype=np.uint8)
     for at in FP16_SLOTS[type_name]:  # finite fp16 scales (random bytes could be NaN or inf)
         raw[at : at + 2] = np.array([rng.uniform(-0.05, 0.05)], dtype=np.float16).view(np.uint8)
     return raw
 
 
-@pytest.mark.parametrize("type_name", list(blocks.SIZES))
+@pytest.mark.parametrize("type_name", list(blocks.BLOCK_SIZES))
 def test_every_type_decodes_as_gguf_does(type_name):
     rng = np.random.default_rng(sum(map(ord, type_name)))
     for _ in range(50):
@@ -72,25 +73,15 @@ def assert_read_as_gguf_reader_reads(path, reader) -> None:
         assert ours.data.dtype == theirs.data.dtype and np.array_equal(ours.data, theirs.data)
 
 
-def test_the_tensor_directory_and_the_file_reader_are_gguf_readers():
-    """The Quantization page's directory and the engine's reader against the gguf package's (Gemma's file: in
-    tests/test_engine_gemma.py, beside the reader it opens anyway)."""
+def test_the_file_reader_is_a_gguf_reader():
+    """The engine's reader against the gguf package's (Gemma's file: in tests/test_engine_gemma.py, beside the
+    reader it opens anyway)."""
     from gguf import GGUFReader
 
     from inference.model.gguf import default_gguf_path
 
     path = str(default_gguf_path())
-    directory = blocks.tensor_directory(path)
-    reader = GGUFReader(path)
-    assert list(directory) == [t.name for t in reader.tensors]
-    for tensor in reader.tensors:
-        entry = directory[tensor.name]
-        assert (entry.type_name, entry.shape, entry.offset) == (
-            tensor.tensor_type.name,
-            tuple(map(int, tensor.shape)),
-            int(tensor.data_offset),
-        )
-    assert_read_as_gguf_reader_reads(path, reader)
+    assert_read_as_gguf_reader_reads(path, GGUFReader(path))
 
 
 def test_the_shipped_files_blocks():
@@ -102,19 +93,19 @@ def test_the_shipped_files_blocks():
     if is_installed(GEMMA3_270M):
         files["Gemma"] = (gemma3_270m_gguf_path(), {"Q5_0", "Q4_K", "Q6_K", "Q8_0"})
     for name, (path, types) in files.items():
-        directory = blocks.tensor_directory(str(path))
-        firsts = {}
-        for entry in directory.values():
-            if entry.type_name in blocks.SIZES and len(entry.shape) > 1:
-                firsts.setdefault(entry.type_name, entry)
-        assert set(firsts) == types, (name, set(firsts))
-        for type_name, entry in firsts.items():
+        tensors = file_tensors(path)
+        summary = file_summary(tensors)
+        assert set(summary.block_tensors) == types, (name, set(summary.block_tensors))
+        for type_name, names in summary.block_tensors.items():
             for row, block in ((0, 0), (1, 1)):
-                raw = blocks.read_block(str(path), entry, row, block)
-                layout = blocks.decode_block(type_name, raw)
-                expected = dequantize(raw[None, :], GGMLQuantizationType[type_name]).astype(np.float32)[0]
-                np.testing.assert_allclose(layout.decoded, expected, rtol=0, atol=1e-7)
-                assert len(set(layout.codes.tolist())) > 1  # real codes, not an empty chart
+                stored = blocks.stored_layout(tensors, names[0], row, block)
+                assert stored.layout.type_name == type_name
+                np.testing.assert_allclose(stored.layout.decoded, stored.reference, rtol=0, atol=1e-7)
+                found, n = tensors[names[0]], stored.layout.n_weights
+                whole_row = dequantize(np.asarray(found.data)[row : row + 1], found.tensor_type)[0]  # (columns,)
+                np.testing.assert_allclose(stored.reference, whole_row[block * n : (block + 1) * n], rtol=0, atol=0)
+                assert len(set(stored.layout.codes.tolist())) > 1  # real codes, not an empty chart
+    assert blocks.stored_layout(tensors, "no such tensor") is None
 
 
 def test_the_kernels_copy_rounds_scale_and_zero_to_bfloat16():

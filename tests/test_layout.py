@@ -269,3 +269,45 @@ def test_the_check_can_see_a_reach_into_the_model(tmp_path):
     reached = _reaches(_attribute_chains(planted))
     assert "().model.embed.weight.shape" in reached and "stepper.engine" in reached
     assert _reaches({"client.info.embedding_shape", "models.current", "st.session_state"}) == []
+
+
+def _names_from_inference_beyond_the_seam(path: Path) -> list[str]:
+    """The names ``path`` imports from ``inference`` modules other than ``inference.api`` (``import inference.x``
+    counts as one)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "inference":
+            if node.module != "inference.api":
+                found += [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "inference" and a.name != "inference.api"]
+    return found
+
+
+def test_the_ui_reaches_the_engine_only_through_the_backend_seam():
+    """``pages/``, ``ui/`` and ``app.py`` import from ``inference`` only ``inference.api`` (the ``Backend`` Protocol,
+    its records and helpers), and reach no private attribute of a backend (``client._engine``)."""
+    offenders = []
+    for path in _ui_files():
+        name = str(path.relative_to(ROOT))
+        offenders += [f"{name} imports {found}" for found in _names_from_inference_beyond_the_seam(path)]
+        offenders += [
+            f"{name} reads {chain}"
+            for chain in _attribute_chains(path)
+            if "._engine" in chain or re.search(r"client[a-z_]*\._", chain) or chain.startswith("()._")
+        ]
+    assert not offenders, offenders
+
+
+def test_the_seam_check_sees_an_import_beyond_it(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import inference.serving\nfrom inference import SamplingParams\nfrom inference.api import Backend\n"
+        "from inference.inspection import recorded_draw, draw_ids\n"
+    )
+    assert _names_from_inference_beyond_the_seam(planted) == [
+        "inference.serving",
+        "inference.SamplingParams",
+        "inference.inspection.recorded_draw",
+        "inference.inspection.draw_ids",
+    ]

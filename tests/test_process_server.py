@@ -161,8 +161,8 @@ def test_call_runs_a_named_method_on_the_childs_engine_and_raises_what_it_raised
     assert np.array_equal(arrays.probs, here.attention(ids).probs)
     spec = Interventions(heads=(HeadEdit(1, 2),))  # a spec and arrays travel as plain values
     assert np.array_equal(server.call("next_token_probs", ids, spec), here.next_token_probs(ids, spec))
-    traced = server.call("trace", ids, max_positions=3)
-    assert np.array_equal(traced.lens.top_ids, here.trace(ids, 3).lens.top_ids)
+    traced = server.call("trace", ids, keep_from=1)
+    assert np.array_equal(traced.lens.top_ids, here.trace(ids, 1).lens.top_ids)
 
 
 def test_only_plain_values_cross_and_the_child_builds_no_function():

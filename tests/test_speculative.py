@@ -369,7 +369,7 @@ def test_the_records_say_what_the_rule_did(sharp):
 # -- the client seam, and bad input ----------------------------------------------------------------------------
 def test_the_client_returns_plain_records():
     client = EngineClient(tiny_engine("llama", n_layers=4))
-    run = client.speculate(LONG, greedy(12), Speculation("lookup"))
+    run = client.complete(LONG, greedy(12), speculation=Speculation("lookup"))
     check_plain(run, "a speculative run")
     assert len(run.token_ids) == 12 and run.steps[0].phase == "prefill"
 

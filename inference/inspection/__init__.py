@@ -3,8 +3,8 @@
 Every function here takes an ``Engine`` (or an object of one: a ``Stepper``, a GGUF file) and
 plain values, and returns numpy arrays, Python numbers and frozen dataclasses, never a torch
 tensor, so its caller needs no torch and the results can be cached, pickled across a process
-boundary and drawn as they are. The explorer reaches them through one client
-(``inference.serving.client``); a script or a notebook may call them directly.
+boundary and drawn as they are. The explorer reaches them through its backend
+(``inference.api``); a script or a notebook may call them directly.
 
 - ``info``: the model's facts (config, dtype, parameters, what the weights are);
 - ``embeddings``: rows of the embedding matrix, their lengths and nearest neighbours (read a
@@ -17,13 +17,15 @@ boundary and drawn as they are. The explorer reaches them through one client
   activation patching, direct logit attribution);
 - ``sampling``: the sampler's recorded stages and draws on numpy logits, and its χ² test;
 - ``cache``: one request's KV cache as arrays, its size, and cached against uncached timing;
-- ``weights``: a stored GGUF block, the file's bytes, this machine's memory speed, every
-  weights mode against float32, decode speed.
+- ``weights``: the GGUF file's tensors and bytes, this machine's memory speed, every weights
+  mode against float32;
+- ``blocks``: one stored GGUF block's codes, scales and what they decode to.
 """
 
 from ..model.memory import release_freed_memory
 from . import experiments, weights
 from .attention import AttentionArrays, WindowView, attention_arrays, window_view
+from .blocks import BlockLayout, StoredLayout, decode_block, kernel_held, stored_layout
 from .cache import CacheBytes, CacheTiming, CacheView, cache_bytes, cache_view, measure_cache_timing
 from .embeddings import EmbeddingReader
 from .experiments import AttributionTerms, PatchLogits, head_means, next_token_probs, patch_column, patch_logits
@@ -36,11 +38,10 @@ from .residual import (
     Lens,
     TracedPrompt,
     last_position,
-    logit_lens,
     traced_prompt,
 )
 from .sampling import RecordedDraw, chi2_survival, draw_ids, recorded_draw
-from .weights import FileSummary, ModeComparison, StoredBlock, file_summary, memory_read_speed, stored_block
+from .weights import FileSummary, ModeComparison, file_summary, memory_read_speed
 
 __all__ = [
     "AttentionArrays",
@@ -70,7 +71,6 @@ __all__ = [
     "Lens",
     "TracedPrompt",
     "last_position",
-    "logit_lens",
     "traced_prompt",
     "RecordedDraw",
     "chi2_survival",
@@ -78,10 +78,13 @@ __all__ = [
     "recorded_draw",
     "FileSummary",
     "ModeComparison",
-    "StoredBlock",
+    "StoredLayout",
+    "BlockLayout",
+    "decode_block",
+    "kernel_held",
+    "stored_layout",
     "file_summary",
     "memory_read_speed",
-    "stored_block",
     "experiments",
     "weights",
 ]

@@ -11,12 +11,31 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..generation.engine import Engine
+
+
+@dataclass(frozen=True)
+class PositionTables:
+    """Positions 0..P-1 as the model tells them apart: RoPE's tables (one kind of layer), or learned rows."""
+
+    scheme: str  # "rope" or "learned"
+    angles: np.ndarray | None  # (P, hd/2) RoPE angle (radians, in [-pi, pi]); pair i rotates dims (i, i + hd/2)
+    cos: np.ndarray | None  # (P, hd) cos with which the layers rotate (the halves repeated, as the model multiplies)
+    sin: np.ndarray | None  # (P, hd)
+    wavelengths: np.ndarray | None  # (hd/2,) positions for one full turn of each pair: 2*pi / (angle per position)
+    learned: np.ndarray | None  # (P, D) GPT-2 style learned position rows
+
+    @property
+    def half_cos(self) -> np.ndarray:
+        """cos(angle) per position and frequency pair (P, hd/2)."""
+        return self.cos[:, : self.cos.shape[-1] // 2]
+
 
 BLOCK_ROWS = 32_768  # rows per float32 block in the similarity products (84 MB at Gemma's width)
 
@@ -114,34 +133,23 @@ class EmbeddingReader:
         transformer = self.engine.model
         return transformer.rope_local if local and transformer.rope_local is not None else transformer.rope
 
-    def _half_tables(self, n_positions: int, local: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin (P, hd/2) of positions 0..P-1, one column per frequency pair, as the model computes them."""
-        cos, sin = self._rope(local).tables(n_positions)  # (P, hd) each, the halves repeated
+    def positions(self, n_positions: int, local: bool = False) -> PositionTables:
+        """Positions 0..n-1: RoPE's tables of the model's local layers (``local``, where it has them) or of its
+        global layers; the learned rows for a model without RoPE."""
+        if self.engine.model.rope is None:
+            with torch.inference_mode():
+                rows = self.engine.model.pos_embed.weight[:n_positions].float().cpu().numpy().copy()  # (P, D)
+            return PositionTables("learned", None, None, None, None, rows)
+        cos, sin = self._rope(local).tables(max(n_positions, 2))  # (P, hd) each, the halves repeated
+        cos, sin = cos.cpu(), sin.cpu()
         half = cos.shape[-1] // 2
-        return cos[:, :half].cpu(), sin[:, :half].cpu()
-
-    def rope_angles(self, n_positions: int, local: bool = False) -> np.ndarray:
-        """RoPE rotation angle (radians, in [-pi, pi]) per position and frequency pair (P, hd/2); pair i rotates
-        dims (i, i + hd/2) together."""
-        cos, sin = self._half_tables(n_positions, local)
-        return torch.atan2(sin, cos).numpy().copy()
-
-    def rope_cos(self, n_positions: int, local: bool = False) -> np.ndarray:
-        """cos(angle) per position and frequency pair (P, hd/2), as the model computes it."""
-        return self._half_tables(n_positions, local)[0].numpy().copy()
-
-    def rope_wavelengths(self, local: bool = False) -> np.ndarray:
-        """Positions needed for one full turn of each frequency pair: 2*pi / (angle per position)."""
-        cos, sin = self._half_tables(2, local)
-        step = torch.atan2(sin[1], cos[1])  # angle per position, (hd/2,)
-        return (2 * np.pi / step.clamp_min(1e-12)).numpy().copy()
-
-    def rope_tables_of_layer(self, layer: int, n_positions: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin (P, hd) with which ``layer`` rotates positions 0..P-1 (Gemma's local layers: their own base)."""
-        cos, sin = self.engine.model.rope_for(layer).tables(n_positions)  # (P, hd) each
-        return cos.cpu().numpy().copy(), sin.cpu().numpy().copy()
-
-    def learned_positions(self, n_positions: int) -> np.ndarray:
-        """GPT-2 style learned position rows (P, D)."""
-        with torch.inference_mode():
-            return self.engine.model.pos_embed.weight[:n_positions].float().cpu().numpy().copy()
+        angles = torch.atan2(sin[:, :half], cos[:, :half])  # (P, hd/2)
+        wavelengths = 2 * np.pi / angles[1].clamp_min(1e-12)  # (hd/2,) from the angle per position
+        return PositionTables(
+            "rope",
+            angles[:n_positions].numpy().copy(),
+            cos[:n_positions].numpy().copy(),
+            sin[:n_positions].numpy().copy(),
+            wavelengths.numpy().copy(),
+            None,
+        )

@@ -1,11 +1,11 @@
 """The model under interventions, as the Experiments page reads it: plain numbers in, plain numbers out.
 
 Owns the forwards behind every experiment the explorer runs: each head's mean output (for
-mean ablation), the next-token distribution under a spec, the greedy continuation with the spec
-on at every step, one layer of the head-importance sweep, the activation-patching setup and one
-position of its sweep, and the direct logit attribution as labelled terms. A spec comes in as
+mean ablation), the next-token distribution under a spec, one layer of the head-importance
+sweep, the activation-patching setup and one position of its sweep, and the direct logit
+attribution as labelled terms (the greedy continuation under a spec is ``Engine.complete``'s). A spec comes in as
 an ``Interventions`` without tensors; where it replaces heads by their means, the means come in
-as an array (the caller computes them once per prompt with ``head_means`` and keeps them).
+as an array (``EngineClient`` computes them once per prompt with ``head_means`` and keeps them).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import torch
 
 from ..generation import experiments
 from ..generation.engine import Engine
-from ..generation.sampling import SamplingParams
 from ..model.interventions import Interventions
 from ..model.interventions import head_means as trace_head_means
 
@@ -43,14 +42,6 @@ def next_token_probs(
     """softmax of the last position's logits, float64 (V,), under ``spec``."""
     logits = engine.forward_logits(list(ids), with_means(spec, means))[-1]
     return logits.double().softmax(-1).numpy()
-
-
-def greedy_text(
-    engine: Engine, ids: list[int], n_tokens: int, spec: Interventions | None = None, means: np.ndarray | None = None
-) -> str:
-    """The greedy continuation of ``ids`` with ``spec`` on at every step, as text."""
-    params = SamplingParams(temperature=0.0, max_new_tokens=n_tokens)
-    return "".join(step.text for step in engine.generate(list(ids), params, interventions=with_means(spec, means)))
 
 
 def head_importance_layer(
@@ -101,6 +92,15 @@ def patch_column(
         engine, list(corrupt_ids), torch.from_numpy(streams), position, setup.clean_answer, setup.corrupt_answer
     )
     return experiments.restored_share(gaps, setup.clean_gap, setup.corrupt_gap).numpy()
+
+
+@dataclass(frozen=True)
+class Patching:
+    """Activation patching of two prompts: their answers and gaps, and what patching each position restores."""
+
+    setup: PatchLogits
+    positions: tuple[int, ...]  # the positions patched
+    restored: np.ndarray  # (P, L) share of the clean answer restored by patching each position after each block
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..generation.engine import Engine
 from ..model.config import ModelConfig
+from ..model.decode_step import StepStatus
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class ModelInfo:
     eos_ids: frozenset[int]  # the tokens that end a text
     position_scheme: str  # "rope" or "learned": how the model tells positions apart
     embedding_shape: tuple[int, int]  # (vocabulary, model width) of the embedding matrix
+    step_status: StepStatus | None = None  # what the decode step runs now (compiling, compiled, eager and why)
 
     @property
     def name(self) -> str:
@@ -39,4 +41,5 @@ def model_info(engine: Engine) -> ModelInfo:
         eos_ids=frozenset(engine.eos_ids),
         position_scheme="rope" if engine.model.rope is not None else "learned",
         embedding_shape=(int(rows), int(width)),
+        step_status=engine.step_status,
     )

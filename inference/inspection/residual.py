@@ -41,6 +41,9 @@ FOUR_NORM_STAGES: tuple[str, ...] = (
 )
 
 
+LENS_POSITIONS = 16  # positions a lens keeps when the caller names none
+
+
 @dataclass(frozen=True)
 class Lens:
     """For each layer (row 0 = embeddings, row i = after block i) and position from ``keep_from`` on: the top guesses."""
@@ -78,10 +81,14 @@ class LastPosition:
     logits: np.ndarray  # (V,) float64: the last position's logits
 
 
-def traced_prompt(engine: Engine, ids: list[int], max_positions: int = 16) -> TracedPrompt:
-    """One traced forward of ``ids``: the block walk, and the lens over the last ``max_positions`` positions."""
-    logits, trace = engine.traced_forward(ids, last_only=True)  # (1, V): only the last position's answer is read
-    keep_from = max(0, len(ids) - max_positions)
+def traced_prompt(
+    engine: Engine, ids: list[int], keep_from: int | None = None, interventions: Interventions | None = None
+) -> TracedPrompt:
+    """One traced forward of ``ids`` (under ``interventions``): the block walk, and the lens from position
+    ``keep_from`` on (default: the last ``LENS_POSITIONS``)."""
+    logits, trace = engine.traced_forward(ids, interventions, last_only=True)  # (1, V): the answer, last position
+    if keep_from is None:
+        keep_from = max(0, len(ids) - LENS_POSITIONS)
     return TracedPrompt(lens=_lens(engine, trace, keep_from, int(logits[-1].argmax())), walk=_block_walk(trace))
 
 
@@ -95,12 +102,6 @@ def last_position(engine: Engine, ids: list[int]) -> LastPosition:
         final_last=trace.final_hidden[0, -1].float().numpy().copy(),  # (1, T, D) -> (D,)
         logits=logits[-1].double().numpy().copy(),  # (1, V) -> (V,)
     )
-
-
-def logit_lens(engine: Engine, ids: list[int], keep_from: int, interventions: Interventions | None = None) -> Lens:
-    """The lens of one traced forward of ``ids`` (under ``interventions``), from position ``keep_from`` on."""
-    logits, trace = engine.traced_forward(ids, interventions)
-    return _lens(engine, trace, keep_from, int(logits[-1].argmax()))
 
 
 def _lens(engine: Engine, trace: ForwardTrace, keep_from: int, final_id: int) -> Lens:

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..generation.engine import load_engine
+from ..inspection.attention import AttentionArrays
 from ..threads import set_threads
 from .client import PLAIN_CALLS, EngineClient
 from .config import ServeConfig
@@ -165,20 +166,20 @@ class ProcessServer(_ServerFront):
 
 
 class ChildClient(EngineClient):
-    """An ``EngineClient`` whose forwards run on the process server's child: the prompt's last logits and the
+    """The ``Backend`` (``inference.api``) of a process server: an ``EngineClient`` whose forwards run on the process server's child: the prompt's last logits and the
     attention maps, which a class's pages ask for most (in the child a forward's hundreds of torch calls do not
     wait for this process's interpreter lock behind every session's script thread). Every other method runs
     here on ``engine``, the same model; any other name of ``PLAIN_CALLS`` could move to the child the same way."""
 
     def __init__(self, engine: Engine, server: ProcessServer, source=None) -> None:
         super().__init__(engine, lambda: server, source)
-        self.process_server = server
+        self._process_server = server
 
     def last_logits(self, ids: list[int]) -> np.ndarray:
-        return self.process_server.call("last_logits", ids)
+        return self._process_server.call("last_logits", ids)
 
-    def attention(self, ids: list[int]):
-        return self.process_server.call("attention", ids)
+    def attention(self, ids: list[int]) -> AttentionArrays:
+        return self._process_server.call("attention", ids)
 
 
 def _read(server_ref: weakref.ref[ProcessServer], child: _Child) -> None:

@@ -49,7 +49,7 @@ import time
 
 import streamlit as st
 
-from inference import settings
+from inference.api import settings
 from ui.classroom.room import Broadcast, Room, RoomStore, RoomUnavailable, Rounds
 from ui.session import links, state
 from ui.session.walk import walk_query

@@ -14,7 +14,7 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
-from inference import gguf_source, settings
+from inference.api import gguf_source, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_FOLDERS = ("inference", "ui", "pages")

@@ -50,7 +50,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from inference import SamplingParams
+from inference.api import SamplingParams
 from ui.classroom import room as rules  # the key back-off's rule, read at each call (as the memory room does)
 from ui.classroom.room import (
     ANY,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the room holds the settings, never uses them: it stays plain Python
-    from inference import SamplingParams
+    from inference.api import SamplingParams
 
 MAX_QUERY_ITEMS = 40  # link parameters in one broadcast (the app has ~30)
 MAX_QUERY_VALUE = 4096  # characters of one broadcast value (the prompt is cut to 4,000 by the link parser)

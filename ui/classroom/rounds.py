@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from inference import PromptError, TokenizerError
+from inference.api import PromptError, TokenizerError
 from ui.claims import classroom as claims
 from ui.claims.predicting import histogram_sentence
 from ui.classroom import broadcast
@@ -101,7 +101,7 @@ def current_experiment() -> Experiment | str:
         prompt_logits(model, prompt, chat)
     except (PromptError, TokenizerError) as error:
         return f"this prompt cannot run: {error}"
-    settings = sampling_controls.stored_settings(client_for(model).config.vocab_size)
+    settings = sampling_controls.stored_settings(client_for(model).info.config.vocab_size)
     if settings.params is None:
         return settings.error or "the sampling settings are not valid"
     return Experiment(model, prompt, chat, settings.params.canonical())

@@ -16,18 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference.inspection import WindowView
+from inference.api import AttentionArrays, WindowView
 from ui.shell.resources import client_for
 
 MAX_TOKENS = 128  # positions traced and drawn; later tokens cannot change earlier rows (causal mask)
 
 
 @dataclass(frozen=True)
-class AttentionMaps:
-    raw_scores: np.ndarray  # (L, H, T, T) q·k, before scaling and masking
-    probs: np.ndarray  # (L, H, T, T) softmax of the scaled, masked scores
-    queries: np.ndarray  # (L, H, T, hd) after RoPE
-    keys: np.ndarray  # (L, n_kv, T, hd) after RoPE
+class AttentionMaps(AttentionArrays):
+    """The engine's maps (``AttentionArrays``: raw scores, probabilities, queries, keys) with what the page needs
+    to read them: the head size, the K/V sharing, the prompt's length and the window."""
+
     head_dim: int
     n_kv_heads: int
     total_tokens: int  # tokens in the prompt (T may be fewer: the first MAX_TOKENS)
@@ -65,7 +64,7 @@ def attention_maps(model: str, ids: list[int]) -> AttentionMaps:
     """Every layer's and head's attention in ``model`` for the first ``MAX_TOKENS`` tokens of ``ids``."""
     client = client_for(model)
     arrays = client.attention(ids[:MAX_TOKENS])  # in the engine's child on a process server
-    config = client.config
+    config = client.info.config
     return AttentionMaps(
         arrays.raw_scores,
         arrays.probs,
@@ -175,7 +174,8 @@ def scores_by_distance(
     recomputed for any distance by rotating the query to position ``d`` and the key to 0.
     """
     # (P, hd) each; Gemma's local layers rotate with their own base
-    cos, sin = client_for(model).rope_tables(layer, max(query, key, max_distance) + 1)
+    tables = client_for(model).positions(max(query, key, max_distance) + 1, local=maps.window_of(layer) is not None)
+    cos, sin = tables.cos, tables.sin
     q = maps.queries[layer, head, query]
     k = maps.keys[layer, maps.kv_group(head), key]
     q_plain = _rotate(q, cos[query], -sin[query])  # rotating by -angle undoes the rotation
@@ -195,7 +195,7 @@ POOLED_CELLS = 160  # the maps are max-pooled to at most this many rows and colu
 def long_prompt_for_window(model: str, sentence: str) -> str:
     """``sentence`` repeated until the prompt fills what ``window_view`` traces (the window + ``WINDOW_EXTRA``)."""
     client = client_for(model)
-    target = client.config.sliding_window + WINDOW_EXTRA
+    target = client.info.config.sliding_window + WINDOW_EXTRA
     per_copy = len(client.tokenizer.encode(" " + sentence, special_tokens=False))
     return " ".join([sentence] * (target // max(per_copy, 1) + 1))
 
@@ -204,7 +204,7 @@ def long_prompt_for_window(model: str, sentence: str) -> str:
 def window_view(model: str, ids: list[int]) -> WindowView:
     """The window's effect, measured on the first ``window + WINDOW_EXTRA`` tokens of ``ids``."""
     client = client_for(model)
-    return client.window(ids[: int(client.config.sliding_window) + WINDOW_EXTRA], POOLED_CELLS)
+    return client.window(ids[: int(client.info.config.sliding_window) + WINDOW_EXTRA], POOLED_CELLS)
 
 
 @dataclass(frozen=True)
@@ -216,5 +216,5 @@ class LayerLayout:
 
 def layer_layout(model: str) -> LayerLayout:
     """Which of ``model``'s layers are local (sliding window) and how wide the window is."""
-    config = client_for(model).config
+    config = client_for(model).info.config
     return LayerLayout(config.n_layers, config.local_layers, config.sliding_window)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
-from inference import BatchRun, PromptError, SamplingParams
+from inference.api import BatchRun, PromptError, SamplingParams
+from inference.api import padded_batch as left_padded
 from ui.compute.token_text import token_texts
 from ui.figures.batching import EMPTY, IDLE, PAUSED
 from ui.shell.resources import client_for
@@ -93,7 +94,7 @@ class PaddedBatch:
 def padded_batch(model: str, prompts: tuple[str, ...]) -> PaddedBatch:
     """The prompts left-padded exactly as static batching pads them (the engine's ``left_pad``)."""
     client = client_for(model)
-    ids, mask, positions, masks = client.padded_batch([client.encode_prompt(p) for p in prompts])  # (B, T), (B, T, T)
+    ids, mask, positions, masks = left_padded([client.encode_prompt(p) for p in prompts])  # (B, T), (B, T, T)
     texts = [
         [text if real else None for text, real in zip(token_texts(client.tokenizer, row_ids), row_mask)]
         for row_ids, row_mask in zip(ids.tolist(), mask.tolist())
@@ -205,15 +206,15 @@ def compare(
         for i, b in enumerate(budgets)
     ]
     report = progress or (lambda share, text: None)
-    position_bytes = client.config.kv_cache_bytes(1, client.info.dtype_bytes)  # K and V, every layer
+    position_bytes = client.info.config.kv_cache_bytes(1, client.info.dtype_bytes)  # K and V, every layer
     report(0.05, "static batching: one left-padded batch")
-    static_run = client.run_static(prompts, params)
+    static_run = client.run_batch(prompts, params)
     static_reserved = static_run.steps[0].cache_positions_reserved if static_run.steps else 0
     static = _mode_run(static_run, len(prompts), position_bytes, static_reserved)
     report(0.35, f"continuous batching: {n_slots} cache slots")
-    continuous_run = client.run_continuous(prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)
+    continuous_run = client.run_batch(prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)
     slot_capacity = min(
-        client.config.max_seq_len, max(len(client.encode_prompt(p)) + b for p, b in zip(prompts, budgets))
+        client.info.config.max_seq_len, max(len(client.encode_prompt(p)) + b for p, b in zip(prompts, budgets))
     )
     continuous = _mode_run(continuous_run, n_slots, position_bytes, n_slots * slot_capacity)
     solo, solo_texts = [], []
@@ -257,7 +258,7 @@ def throughput_curve(
     for i, size in enumerate(sizes):
         report(i / len(sizes), f"batch of {size}")
         params = [SamplingParams(temperature=0.0, max_new_tokens=decode_steps + 1, stop_on_eos=False)] * size
-        run = client.run_static([CURVE_PROMPT] * size, params)
+        run = client.run_batch([CURVE_PROMPT] * size, params)
         medians.append(1000 * float(np.median([s.seconds for s in run.steps if s.phase == "decode"])))
     report(1.0, "done")
     return ThroughputCurve(

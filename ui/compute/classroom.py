@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inference.inspection import draw_ids, recorded_draw
+from inference.api import draw_ids, recorded_draw
 from ui.classroom.room import ANY, Experiment, RoomError, RoomStore
 from ui.compute.logits import prompt_logits, softmax_at, token_texts
 from ui.compute.sampling import Histogram, chi_square_gof

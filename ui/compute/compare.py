@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import SamplingParams
+from inference.api import SamplingParams
 from ui.compute.logits import prompt_logits, token_texts
 from ui.shell.resources import client_for
 
@@ -41,7 +41,7 @@ class ModelCard:
 
 def model_card(model: str) -> ModelCard:
     client = client_for(model)
-    config, info = client.config, client.info
+    config, info = client.info.config, client.info
     return ModelCard(
         name=config.name,
         family=config.family,
@@ -88,7 +88,7 @@ class Continuation:
 @st.cache_data(max_entries=16, show_spinner="Generating greedy continuations…")
 def greedy_continuation(model: str, prompt: str, n_tokens: int = CONTINUATION_TOKENS) -> Continuation:
     """Greedy tokens after the prompt from ``model``'s own engine, timed step by step."""
-    steps = client_for(model).generate(prompt, SamplingParams(temperature=0, max_new_tokens=n_tokens))
+    steps = client_for(model).complete(prompt, SamplingParams(temperature=0, max_new_tokens=n_tokens)).steps
     decode = steps[1:]
     return Continuation(
         pieces=[step.text for step in steps],

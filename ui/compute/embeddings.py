@@ -25,7 +25,7 @@ def matrix_shape(model: str) -> tuple[int, int]:
 
 def embed_scale(model: str) -> float:
     """The factor the model multiplies every row by before the first block (Gemma: sqrt(d_model); else 1)."""
-    return float(client_for(model).config.embed_scale)
+    return float(client_for(model).info.config.embed_scale)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -83,7 +83,7 @@ def project(model: str, ids: list[int], words: tuple[str, ...]) -> Projection:
 
 def rope_bases(model: str) -> dict[str, float]:
     """RoPE base per kind of layer: {"global": theta} or, with local layers, {"local": ..., "global": ...}."""
-    config = client_for(model).config
+    config = client_for(model).info.config
     return ({"local": config.rope_local_theta} if config.local_layers else {}) | {"global": config.rope_theta}
 
 
@@ -93,25 +93,25 @@ def rope_angles(model: str, n_positions: int, local: bool = False) -> np.ndarray
 
     Read from the model's own cos/sin; pair i rotates dims (i, i + hd/2) together.
     """
-    return client_for(model).rope_angles(n_positions, local)
+    return client_for(model).positions(n_positions, local).angles
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def rope_cos(model: str, n_positions: int, local: bool = False) -> np.ndarray:
     """cos(angle) per position and frequency pair (P, hd/2), as the model computes it."""
-    return client_for(model).rope_cos(n_positions, local)
+    return client_for(model).positions(n_positions, local).half_cos
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def rope_wavelengths(model: str, local: bool = False) -> np.ndarray:
     """Positions needed for one full turn of each frequency pair: 2*pi / (angle per position)."""
-    return client_for(model).rope_wavelengths(local)
+    return client_for(model).positions(2, local).wavelengths
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def learned_positions(model: str, n_positions: int) -> np.ndarray:
     """GPT-2 style learned position rows (P, D)."""
-    return client_for(model).learned_positions(n_positions)
+    return client_for(model).positions(n_positions).learned
 
 
 def position_scheme(model: str) -> str:

@@ -1,8 +1,8 @@
 """Cached results for the Experiments page (and the Attention page's "Switch off this head"): the model under an intervention.
 
 Owns the link from an ``ui.session.experiment.Settings`` to the engine's interventions (a
-checked ``Interventions`` spec, and each head's mean output where a spec needs it, computed
-once per prompt) and every number the experiment pages draw, read through the model's client: the next-token distribution before and after
+checked ``Interventions`` spec; where it replaces heads by their means, the backend computes
+them) and every number the experiment pages draw, read through the model's client: the next-token distribution before and after
 (Δp, KL, top-1), the logit lens before and after with the region the edit can reach,
 the greedy continuation, the head-importance sweep and the activation-patching sweep
 (one cached forward per layer, so a caller can show progress and a rerun is instant),
@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import InterventionError, Interventions
-from inference.inspection import PatchLogits
+from inference.api import AttributionTerms, InterventionError, Interventions, PatchLogits, SamplingParams
 from ui.compute.logits import LogitLens, entropy_bits, lens_view, top_indices
 from ui.compute.token_text import token_texts
 from ui.session.experiment import Settings
@@ -37,27 +36,16 @@ class ExperimentError(ValueError):
 
 
 # -- the spec ---------------------------------------------------------------------------
-@st.cache_data(max_entries=16, show_spinner=False)  # (L, H, hd) floats: ~0.3 MB for SmolLM2
-def mean_outputs(model: str, ids: tuple[int, ...]) -> np.ndarray:
-    """Each head's output averaged over the prompt's positions (for mean ablation)."""
-    return client_for(model).head_means(list(ids))
-
-
 def prepared_spec(model: str, ids: tuple[int, ...], settings: Settings) -> Interventions | None:
     """The engine's spec for ``settings`` on this prompt, checked; ``ExperimentError`` says what does not fit."""
     if settings.empty:
         return None
     try:
         spec = settings.spec()
-        spec.check(client_for(model).config, n_positions=len(ids))
+        spec.check(client_for(model).info.config, n_positions=len(ids))
     except InterventionError as error:
         raise ExperimentError(str(error)) from None
     return spec
-
-
-def _means_for(model: str, ids: tuple[int, ...], spec: Interventions | None) -> np.ndarray | None:
-    """The prompt's head means when ``spec`` replaces heads by them (computed once per prompt), else None."""
-    return mean_outputs(model, ids) if spec is not None and spec.needs_means else None
 
 
 def check_prompt(ids: list[int], limit: int = MAX_TOKENS, what: str = "The prompt") -> None:
@@ -72,7 +60,7 @@ def check_prompt(ids: list[int], limit: int = MAX_TOKENS, what: str = "The promp
 def next_token_probs(model: str, ids: tuple[int, ...], settings: Settings) -> np.ndarray:
     """softmax of the last position's logits, float64 (V,), under ``settings``."""
     spec = prepared_spec(model, ids, settings)
-    return client_for(model).next_token_probs(list(ids), spec, _means_for(model, ids, spec))
+    return client_for(model).next_token_probs(list(ids), spec)
 
 
 @dataclass(frozen=True)
@@ -158,7 +146,7 @@ def lens_pair(model: str, ids: tuple[int, ...], settings: Settings) -> LensPair:
     spec = prepared_spec(model, ids, settings)
     lenses = []
     for run_spec in (None, spec) if spec is not None else (None,):  # no edit: one run is both
-        lens = client.lens(list(ids), keep_from, run_spec, _means_for(model, ids, run_spec))
+        lens = client.trace(list(ids), keep_from, run_spec).lens
         lenses.append(lens_view(model, lens, list(ids)))
     before, after = lenses[0], lenses[-1]
     region = None
@@ -173,7 +161,8 @@ def lens_pair(model: str, ids: tuple[int, ...], settings: Settings) -> LensPair:
 def continuation(model: str, ids: tuple[int, ...], settings: Settings, n: int = CONTINUATION_TOKENS) -> str:
     """The greedy continuation with the intervention on at every step."""
     spec = prepared_spec(model, ids, settings)
-    return client_for(model).greedy_text(list(ids), n, spec, _means_for(model, ids, spec))
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=n)
+    return client_for(model).complete(list(ids), greedy, spec=spec).text
 
 
 # -- the target token -------------------------------------------------------------------------
@@ -196,8 +185,7 @@ def head_importance_layer(
     model: str, ids: tuple[int, ...], target: int, mode: str, factor: float, layer: int
 ) -> np.ndarray:
     """log p(target) with each head of ``layer`` changed alone: (H,), one forward over a batch of H rows."""
-    means = mean_outputs(model, ids) if mode == "mean" else None
-    return client_for(model).head_importance_layer(list(ids), target, mode, factor, layer, means)
+    return client_for(model).head_importance(list(ids), target, mode, factor, layer)
 
 
 @dataclass(frozen=True)
@@ -220,7 +208,7 @@ def head_importance(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> HeadImportance:
     """Every head changed in turn, a layer per forward; ``on_progress(done, total)`` after each layer."""
-    n_layers = client_for(model).config.n_layers
+    n_layers = client_for(model).info.config.n_layers
     rows = []
     for layer in range(n_layers):
         rows.append(head_importance_layer(model, ids, target, mode, factor, layer))
@@ -232,18 +220,15 @@ def head_importance(
 
 # -- activation patching ------------------------------------------------------------------
 @dataclass(frozen=True)
-class PatchSetup:
+class PatchSetup(PatchLogits):
+    """The engine's patching setup (``PatchLogits``: first difference, answers, gaps) with both prompts' tokens."""
+
     clean_ids: tuple[int, ...]
     corrupt_ids: tuple[int, ...]
     clean_pieces: list[str]
     corrupt_pieces: list[str]
-    first_difference: int  # patches before it change nothing (the two streams are the same there)
-    clean_answer: int
-    corrupt_answer: int
     clean_answer_text: str
     corrupt_answer_text: str
-    clean_gap: float  # logit(clean answer) - logit(corrupted answer), clean run
-    corrupt_gap: float  # the same difference on the corrupted run
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the clean and the corrupted prompt…")
@@ -253,7 +238,7 @@ def patch_setup(model: str, clean: str, corrupt: str) -> PatchSetup:
     clean_ids, corrupt_ids = client.encode_prompt(clean), client.encode_prompt(corrupt)
     check_prompt(clean_ids, MAX_PATCH_TOKENS, "The clean prompt")
     try:
-        logits = client.patch_logits(clean_ids, corrupt_ids)
+        logits = client.patch(clean_ids, corrupt_ids).setup
     except InterventionError as error:
         raise ExperimentError(str(error)) from None
     tokenizer = client.tokenizer
@@ -264,34 +249,20 @@ def patch_setup(model: str, clean: str, corrupt: str) -> PatchSetup:
             "must answer something else"
         )
     return PatchSetup(
-        tuple(clean_ids),
-        tuple(corrupt_ids),
-        token_texts(tokenizer, clean_ids),
-        token_texts(tokenizer, corrupt_ids),
-        logits.first_difference,
-        logits.clean_answer,
-        logits.corrupt_answer,
-        token_texts(tokenizer, [logits.clean_answer])[0],
-        token_texts(tokenizer, [logits.corrupt_answer])[0],
-        logits.clean_gap,
-        logits.corrupt_gap,
+        **vars(logits),
+        clean_ids=tuple(clean_ids),
+        corrupt_ids=tuple(corrupt_ids),
+        clean_pieces=token_texts(tokenizer, clean_ids),
+        corrupt_pieces=token_texts(tokenizer, corrupt_ids),
+        clean_answer_text=token_texts(tokenizer, [logits.clean_answer])[0],
+        corrupt_answer_text=token_texts(tokenizer, [logits.corrupt_answer])[0],
     )
-
-
-@st.cache_data(max_entries=4, show_spinner=False)  # (L, T, D) floats: ~0.9 MB for 13 tokens on SmolLM2
-def clean_streams(model: str, clean_ids: tuple[int, ...]) -> np.ndarray:
-    return client_for(model).clean_streams(list(clean_ids))
 
 
 @st.cache_data(max_entries=1024, show_spinner=False)  # L floats each
 def patch_position_column(model: str, setup: PatchSetup, position: int) -> np.ndarray:
     """Share of the clean answer restored by patching ``position`` after each block: (L,), one batched forward."""
-    logits = PatchLogits(
-        setup.first_difference, setup.clean_answer, setup.corrupt_answer, setup.clean_gap, setup.corrupt_gap
-    )
-    return client_for(model).patch_column(
-        list(setup.corrupt_ids), clean_streams(model, setup.clean_ids), position, logits
-    )
+    return client_for(model).patch(list(setup.clean_ids), list(setup.corrupt_ids), (position,)).restored[0]
 
 
 def patching(model: str, setup: PatchSetup, on_progress: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -300,7 +271,7 @@ def patching(model: str, setup: PatchSetup, on_progress: Callable[[int, int], No
     Positions before the first difference hold the same stream in both runs: a patch there
     changes nothing, so they are 0 without a forward.
     """
-    n_layers, steps = client_for(model).config.n_layers, len(setup.clean_ids)
+    n_layers, steps = client_for(model).info.config.n_layers, len(setup.clean_ids)
     restored = np.zeros((n_layers, steps))
     todo = range(setup.first_difference, steps)
     for done, position in enumerate(todo, start=1):
@@ -312,36 +283,18 @@ def patching(model: str, setup: PatchSetup, on_progress: Callable[[int, int], No
 
 # -- direct logit attribution ---------------------------------------------------------------
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(AttributionTerms):
+    """The engine's split of one logit (``AttributionTerms``) with the target token written."""
+
     token_text: str
-    logit: float
-    total: float
-    residual: float
-    bound: float
-    magnitude: float
-    labels: list[str]  # every term: "embeddings", "L3 H8", "L3 attn bias", "MLP 3", "patches", "final norm bias"
-    values: np.ndarray  # (K,) matching ``labels``
-    heads: np.ndarray  # (L, H)
-    mlps: np.ndarray  # (L,)
 
 
 @st.cache_data(max_entries=32, show_spinner="Splitting the logit into its sources…")
 def attribution(model: str, ids: tuple[int, ...], target: int, settings: Settings) -> Attribution:
     client = client_for(model)
     spec = prepared_spec(model, ids, settings)
-    split = client.attribution(list(ids), target, spec, _means_for(model, ids, spec))
-    return Attribution(
-        token_texts(client.tokenizer, [target])[0],
-        split.logit,
-        split.total,
-        split.residual,
-        split.bound,
-        split.magnitude,
-        split.labels,
-        split.values,
-        split.heads,
-        split.mlps,
-    )
+    split = client.attribution(list(ids), target, spec)
+    return Attribution(**vars(split), token_text=token_texts(client.tokenizer, [target])[0])
 
 
 # -- the Attention page: heads that send one token to another ----------------------------------

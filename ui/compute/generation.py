@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import numpy as np
 import streamlit as st
 
-from inference import SamplingParams, Stepper, StepperError, Tokenizer
-from inference.inspection import CacheBytes, CacheTiming
+from inference.api import CacheBytes, CacheTiming, CacheView, SamplingParams, Stepper, StepperError, Tokenizer
+from inference.api import cache_bytes as read_cache_bytes
+from inference.api import cache_view as read_cache_view
 from ui.compute import token_text
 from ui.figures import format as fmt
 from ui.figures.tokens import visible
@@ -79,30 +79,22 @@ def parse_forced_token(tokenizer: Tokenizer, text: str) -> int:
 
 
 @dataclass(frozen=True)
-class CacheView:
-    keys: np.ndarray  # (n_kv, positions, head_dim)
-    values: np.ndarray  # (n_kv, positions, head_dim)
-    labels: list[str]  # the token at each cached position
-    new_rows: list[int]  # positions written by the last forward
-    first_position: int = 0  # the position of the first row shown
+class LabelledCache(CacheView):
+    """The engine's view of one layer's cache (``CacheView``) with each cached position's token written."""
+
+    labels: list[str] = field(default_factory=list)  # the token at each cached position
 
 
-def cache_view(model: str, stepper: Stepper, layer: int, max_positions: int = 96) -> CacheView:
+def cache_view(model: str, stepper: Stepper, layer: int, max_positions: int = 96) -> LabelledCache:
     """One layer's cached K and V as numpy (the last ``max_positions`` positions at most)."""
     client = client_for(model)
-    view = client.cache_view(stepper, layer, max_positions)
-    return CacheView(
-        view.keys,
-        view.values,
-        token_text.token_texts(client.tokenizer, view.token_ids),
-        view.new_rows,
-        view.first_position,
-    )
+    view = read_cache_view(stepper, layer, max_positions)
+    return LabelledCache(**vars(view), labels=token_text.token_texts(client.tokenizer, view.token_ids))
 
 
 def cache_bytes(model: str, stepper: Stepper) -> CacheBytes:
     """The cache's size from the config's formula, the real tensors' and a rolling buffer's."""
-    return client_for(model).cache_bytes(stepper)
+    return read_cache_bytes(stepper)
 
 
 def measure_cache_timing(

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import SamplingParams
-from inference.inspection import BlockWalk, Lens, RecordedDraw, recorded_draw
+from inference.api import Lens, RecordedDraw, SamplingParams, TracedPrompt, recorded_draw
 from ui.compute import token_text
 from ui.shell.resources import client_for
 
@@ -163,21 +162,18 @@ def kept_by(model: str, prompt: str, chat: bool, params: SamplingParams, top_p: 
 
 # -- the logit lens and one block, from one traced forward --------------------------------
 @dataclass(frozen=True)
-class LogitLens:
-    """For each layer (row 0 = embeddings, row i = after block i) and prompt position: the top guesses."""
+class LogitLens(Lens):
+    """The engine's lens (``Lens``: top ids and probabilities per layer and position) with its tokens written."""
 
     layer_labels: list[str]  # (L+1,)
     position_tokens: list[str]  # (T,) the prompt token at each position
-    top_ids: np.ndarray  # (L+1, T, 3) int
-    top_probs: np.ndarray  # (L+1, T, 3) float
     top_strings: list[list[list[str]]]  # (L+1, T, 3)
-    final_token_probability: np.ndarray  # (L+1,) probability of the model's final prediction, last position
 
 
 @dataclass(frozen=True)
-class TracedPrompt:
-    lens: LogitLens
-    walk: BlockWalk
+class PromptTrace(TracedPrompt):
+    """The engine's traced prompt (its lens as a ``LogitLens``, the block walk) and how much of the prompt it ran on."""
+
     prompt_tokens: int  # the whole prompt's length
     traced_tokens: int  # how many of its last tokens the traced forward ran on
 
@@ -186,13 +182,13 @@ MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three
 
 
 @st.cache_data(max_entries=32, show_spinner="Running a traced forward (every layer recorded)…")
-def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) -> TracedPrompt:
+def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) -> PromptTrace:
     """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens of) the prompt, as the lens and the walk."""
     client = client_for(model)
     all_ids = client.encode_prompt(prompt, chat=chat)
     ids = all_ids[-MAX_TRACED_TOKENS:]
-    traced = client.trace(ids, max_positions)
-    return TracedPrompt(
+    traced = client.trace(ids, max(0, len(ids) - max_positions))
+    return PromptTrace(
         lens=lens_view(model, traced.lens, ids), walk=traced.walk, prompt_tokens=len(all_ids), traced_tokens=len(ids)
     )
 
@@ -208,4 +204,5 @@ def lens_view(model: str, lens: Lens, ids: list[int]) -> LogitLens:
         top_probs=lens.top_probs,
         top_strings=strings,
         final_token_probability=lens.final_token_probability,
+        keep_from=lens.keep_from,
     )

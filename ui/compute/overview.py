@@ -71,7 +71,7 @@ def overview(model: str, prompt: str, chat: bool) -> Overview:
     p = np.exp(row - row.max())
     p /= p.sum()
     mlp = traced.mlp_last[layer]  # (D,)
-    config = client.config
+    config = client.info.config
     return Overview(
         model=model,
         prompt=prompt,

@@ -1,21 +1,19 @@
-"""The Quantization page's link to the engine: one stored block, bytes per format, and every weights mode live.
+"""The Quantization page's link to the engine: bytes per format, and every weights mode live.
 
-Owns reading one block of a projection exactly as the model's GGUF file stores it (codes,
-scale, min) with what it decodes to and what the 4-bit kernel holds; the bytes each format
-needs per weight, for the whole model and per generated token; this machine's memory speed,
-measured live; and the same prompt through the model in each weights mode (a client per
-mode, loaded once per server), compared with float32. Plain data for ``ui/figures/quant.py``.
+Owns the bytes each format needs per weight, for the whole model and per generated token; this
+machine's memory speed, measured live; and the same prompt through the model in each weights mode
+(a client per mode, loaded once per server), compared with float32. Plain data for
+``ui/figures/quant.py``; the stored block view is ``ui/compute/blocks.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import streamlit as st
 
-from inference import compare_modes as compare_clients
-from inference.inspection import StoredBlock, memory_read_speed
+from inference.api import ModeComparison, memory_read_speed
+from inference.api import decode_speed as timed_decode_speed
 from ui.compute.token_text import token_texts
 from ui.shell.resources import client_for, client_in_mode
 
@@ -29,27 +27,9 @@ MODE_LABELS = {
 BYTES_PER_WEIGHT = {"float32": 4.0, "bfloat16": 2.0, "Q8_0": 34 / 32, "Q4_1": 20 / 32, "Q4_0": 18 / 32}
 
 
-def file_of(model: str):
-    """The GGUF file ``model`` was loaded from, or None (a float checkpoint)."""
-    return client_for(model).gguf_file()
-
-
-# -- one stored block ---------------------------------------------------------------------------------
-@st.cache_resource(max_entries=4, show_spinner="Reading the file's tensor directory…")
-def file_tensors(model: str) -> dict:
-    """``model``'s GGUF tensors by file name (each a view into the memory-mapped file), read once per server.
-
-    The gguf package parses every metadata field when it opens a file, Gemma's 262,144-entry vocabulary
-    included (seconds); the block and the byte counts below share this one reading.
-    """
-    return client_for(model).file_tensors()
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def stored_block(model: str, tensor: str = "blk.0.attn_q.weight", row: int = 0, block: int = 0) -> StoredBlock | None:
-    """Block ``block`` of row ``row`` of ``tensor`` as the file stores it (None when the model has no GGUF file)."""
-    file_tensors(model)  # read once, with its spinner
-    return client_for(model).stored_block(tensor, row, block)
+def has_file(model: str) -> bool:
+    """Whether ``model`` was loaded from a GGUF file (a float checkpoint has no stored blocks)."""
+    return client_for(model).file_summary() is not None
 
 
 # -- bytes ----------------------------------------------------------------------------------------------
@@ -66,10 +46,9 @@ class ModelBytes:
 @st.cache_data(max_entries=4, show_spinner=False)
 def model_bytes(model: str) -> ModelBytes:
     client = client_for(model)
-    config, n_params = client.config, client.info.parameter_count
+    config, n_params = client.info.config, client.info.parameter_count
     embedding = config.vocab_size * config.d_model
     per_token = n_params - embedding + config.d_model + (embedding if config.tie_embeddings else 0)
-    file_tensors(model)  # read once, with its spinner
     summary = client.file_summary()
     file_bytes, file_types = (None, {}) if summary is None else (summary.file_bytes, summary.weights_by_type)
     return ModelBytes(n_params, per_token, file_bytes, file_types, config.tie_embeddings, dict(BYTES_PER_WEIGHT))
@@ -83,41 +62,27 @@ def memory_speed(megabytes: int = 256) -> float:
 
 # -- every weights mode on the current prompt --------------------------------------------------------------
 def available_modes(model: str) -> list[str]:
-    return ["none", "bf16"] + (["gguf"] if file_of(model) is not None else []) + ["int8", "int4"]
+    return ["none", "bf16"] + (["gguf"] if has_file(model) else []) + ["int8", "int4"]
 
 
 @dataclass(frozen=True)
-class ModeComparison:
-    modes: list[str]
-    descriptions: list[str]
-    token_ids: list[int]  # the tokens compared (float32's top ones for the next token)
+class LabelledModes(ModeComparison):
+    """The engine's comparison of the weights modes (``ModeComparison``) with the compared tokens written."""
+
     token_strings: list[str]
-    next_probs: np.ndarray  # (modes, tokens) probability of each token after the prompt
-    top1_agreement: list[float]  # over every position of the prompt, against float32
-    mean_kl: list[float]  # nats, over every position, KL(float32 || mode)
-    positions: int
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the prompt in every weights mode…")
-def compare_modes(model: str, prompt: str, chat: bool, top_n: int = 8) -> ModeComparison:
+def compare_modes(model: str, prompt: str, chat: bool, top_n: int = 8) -> LabelledModes:
     """The prompt through every weights mode: next-token probabilities, top-1 agreement and KL against float32
     over its last positions (at most 128 MB of float64 logits per mode: 256 positions of SmolLM2's 49,152-entry
     vocabulary, 64 of Gemma's 262,144)."""
     clients = {mode: client_in_mode(model, mode) for mode in available_modes(model)}
     ids = clients["none"].encode_prompt(prompt, chat=chat)
-    compared = compare_clients(clients, ids, top_n)
-    return ModeComparison(
-        compared.modes,
-        compared.descriptions,
-        compared.token_ids,
-        token_texts(clients["none"].tokenizer, compared.token_ids),
-        compared.next_probs,
-        compared.top1_agreement,
-        compared.mean_kl,
-        compared.positions,
-    )
+    compared = clients["none"].compare_modes(clients, ids, top_n)
+    return LabelledModes(**vars(compared), token_strings=token_texts(clients["none"].tokenizer, compared.token_ids))
 
 
 def decode_speed(model: str, mode: str, prompt_ids: list[int], n_tokens: int = 24) -> float:
     """Greedy decode tok/s of ``mode`` after the prompt, measured now (the steps after the first)."""
-    return client_in_mode(model, mode).decode_speed(prompt_ids, n_tokens)
+    return timed_decode_speed(client_in_mode(model, mode), prompt_ids, n_tokens)

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import SamplingParams
-from inference.inspection import chi2_survival, draw_ids
+from inference.api import SamplingParams, chi2_survival, draw_ids
 from ui.compute import token_text
 from ui.compute.logits import prompt_logits, recorded_sample, token_texts
 from ui.compute.lru import SharedLRU

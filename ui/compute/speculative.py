@@ -19,8 +19,15 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from inference import PromptError, SamplingError, SamplingParams, Speculation, SpeculationError
-from inference.inspection import chi2_survival, recorded_draw
+from inference.api import (
+    PromptError,
+    SamplingError,
+    SamplingParams,
+    Speculation,
+    SpeculationError,
+    chi2_survival,
+    recorded_draw,
+)
 from ui.compute import token_text
 from ui.compute.lru import SharedLRU
 from ui.figures.tokens import visible
@@ -204,10 +211,10 @@ def run(
     plain_seconds, speculative_seconds = [], []
     for _ in range(repeats):
         started = time.perf_counter()
-        plain = client.generate(list(ids), params)
+        plain = client.complete(list(ids), params).steps
         plain_seconds.append(time.perf_counter() - started)
         started = time.perf_counter()
-        speculative = client.speculate(list(ids), params, speculation)
+        speculative = client.complete(list(ids), params, speculation=speculation)
         speculative_seconds.append(time.perf_counter() - started)
     tokenizer = client.tokenizer
     token_ids, plain_ids = speculative.token_ids, [record.token_id for record in plain]
@@ -319,8 +326,8 @@ def greedy_check(model: str, ids: tuple[int, ...], params: SamplingParams, specu
     """Greedy speculative decoding against plain greedy decoding on the same request (``params`` made greedy)."""
     client = client_for(model)
     greedy = dataclasses.replace(params, temperature=0.0)
-    plain = [record.token_id for record in client.generate(list(ids), greedy)]
-    speculative = client.speculate(list(ids), greedy, speculation).token_ids
+    plain = [record.token_id for record in client.complete(list(ids), greedy).steps]
+    speculative = client.complete(list(ids), greedy, speculation=speculation).token_ids
     tokenizer = client.tokenizer
     return GreedyCheck(
         plain, speculative, token_text.token_texts(tokenizer, plain), token_text.token_texts(tokenizer, speculative)
@@ -376,12 +383,12 @@ def _sweep(
 ) -> Sweep:
     client = client_for(model)
     params = dataclasses.replace(params, max_new_tokens=SWEEP_TOKENS)
-    settings = [("self", k) for k in sweep_depths(client.config.n_layers)] + [("lookup", n) for n in SWEEP_NGRAMS]
+    settings = [("self", k) for k in sweep_depths(client.info.config.n_layers)] + [("lookup", n) for n in SWEEP_NGRAMS]
     load = load_average()
 
     def plain_tps() -> float:
         started = time.perf_counter()
-        records = client.generate(list(ids), params)
+        records = client.complete(list(ids), params).steps
         return len(records) / (time.perf_counter() - started)
 
     before = plain_tps()
@@ -395,7 +402,7 @@ def _sweep(
             else Speculation("lookup", draft_tokens, ngram=setting)
         )
         started = time.perf_counter()
-        result = client.speculate(list(ids), params, speculation)
+        result = client.complete(list(ids), params, speculation=speculation)
         tps = len(result.token_ids) / (time.perf_counter() - started)
         measured.append((drafter, setting, result.acceptance_rate, result.tokens_per_forward or 0.0, tps))
     after = plain_tps()
@@ -488,13 +495,15 @@ def _seed_test(
         if _progress is not None and seed % 10 == 0:
             _progress(seed / seeds, f"seed {seed:,} of {seeds:,}")
         cell = replayed(seed)
-        drawn = tuple(client.speculate(prompt, dataclasses.replace(two, seed=seed), speculation).token_ids[:2])
+        drawn = tuple(
+            client.complete(prompt, dataclasses.replace(two, seed=seed), speculation=speculation).token_ids[:2]
+        )
         plain[cell] += 1
         speculative[drawn] += 1
         same += drawn == cell
     checked = min(CHECKED_SEEDS, seeds)
     matched = sum(
-        tuple(r.token_id for r in client.generate(prompt, dataclasses.replace(two, seed=seed))) == replayed(seed)
+        tuple(r.token_id for r in client.complete(prompt, dataclasses.replace(two, seed=seed)).steps) == replayed(seed)
         for seed in range(checked)
     )
     statistic, dof = homogeneity(plain, speculative)

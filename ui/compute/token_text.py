@@ -22,7 +22,7 @@ from __future__ import annotations
 import codecs
 import unicodedata
 
-from inference import Tokenizer
+from inference.api import Tokenizer
 
 _HANDLER = "llm_explorer_hex_bytes"
 

@@ -20,7 +20,7 @@ import streamlit as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
-from inference import Tokenizer, parse_merges
+from inference.api import Tokenizer, parse_merges
 from ui.compute.token_text import entry_text, token_texts
 from ui.shell.resources import client_for
 
@@ -227,7 +227,7 @@ def id_neighbours(model: str, word: str, spread: int = 3) -> IdNeighbours | None
     if not ids:
         return None
     centre = ids[0]
-    around = [i for i in range(centre - spread, centre + spread + 1) if 0 <= i < client.config.vocab_size]
+    around = [i for i in range(centre - spread, centre + spread + 1) if 0 <= i < client.info.config.vocab_size]
     raw = client.tokenizer.raw_tokens(around)
     made = _merge_rank_of_entry(model)
     specials = client.tokenizer.special_ids
@@ -262,4 +262,4 @@ def chat_template(model: str) -> str:
 
 
 def vocab_size(model: str) -> int:
-    return client_for(model).config.vocab_size
+    return client_for(model).info.config.vocab_size

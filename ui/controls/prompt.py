@@ -13,7 +13,7 @@ import unicodedata
 
 import streamlit as st
 
-from inference import PromptError, TokenizerError
+from inference.api import PromptError, TokenizerError
 from ui.compute.logits import PromptLogits, prompt_logits
 from ui.compute.tokens import TokenView, tokenize
 from ui.session import state

@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from inference import SamplingError, SamplingParams
+from inference.api import SamplingError, SamplingParams
 from ui.session import state
 
 TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = (  # their session keys

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from inference import EdgeCut, HeadEdit, Interventions, MLPEdit
+from inference.api import EdgeCut, HeadEdit, Interventions, MLPEdit
 from ui.session import state
 
 # The experiment's session keys (``ui.session.state``), by the names this module's users know them by

@@ -26,7 +26,7 @@ from typing import Any
 
 import streamlit as st
 
-from inference import PromptError, TokenizerError
+from inference.api import PromptError, TokenizerError
 from ui.compute import generation
 from ui.compute.attention import default_query
 from ui.compute.tokens import tokenize
@@ -213,7 +213,7 @@ def _number(value: float) -> str:
 
 def _limits() -> Limits:
     model = models.current()
-    config = client_for(model).config
+    config = client_for(model).info.config
     try:
         n_tokens = len(tokenize(model, state.get(state.PROMPT), state.get(state.CHAT)).ids)
     except (PromptError, TokenizerError):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from inference import PromptError, SamplingParams, Stepper, StepperError, TokenizerError
+from inference.api import PromptError, SamplingParams, Stepper, StepperError, TokenizerError
 from ui.compute.generation import MAX_STEPS, parse_forced_token
 from ui.compute.tokens import tokenize
 from ui.session import state

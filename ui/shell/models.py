@@ -19,8 +19,7 @@ from functools import lru_cache
 
 import streamlit as st
 
-from inference import GEMMA3_270M, SMOLLM2, install_hint, is_installed, settings
-from inference.settings import ModelListError, checked_model_name
+from inference.api import GEMMA3_270M, SMOLLM2, ModelListError, checked_model_name, install_hint, is_installed, settings
 from ui.session import state
 
 MODEL = state.MODEL  # the session's choice (links and the sidebar name it so)

@@ -16,20 +16,20 @@ import time
 
 import streamlit as st
 
-from inference import (
+from inference.api import (
     ChildClient,
     Engine,
     EngineClient,
     EngineServer,
     ProcessServer,
     ServeConfig,
+    SettingsError,
     available_cores,
     load_engine,
     release_freed_memory,
     set_threads,
     settings,
 )
-from inference.settings import SettingsError
 from ui.shell import models
 
 

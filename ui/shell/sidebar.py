@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference import EngineClient
+from inference.api import EngineClient
 from ui.session import state
 from ui.shell import models
 
@@ -35,7 +35,7 @@ document.getElementById("copy").addEventListener("click", async () => {
 def model_facts(client: EngineClient) -> dict[str, str]:
     """Name, family, device, dtype and parameter count of the loaded model, as display strings."""
     n_params = client.info.parameter_count
-    config = client.config
+    config = client.info.config
     local = len(config.local_layers)
     return {
         "Model": config.name,
@@ -52,7 +52,7 @@ def model_facts(client: EngineClient) -> dict[str, str]:
         "Device": client.info.device,
         "Weights": client.info.weights_description,
         "Parameters": f"{n_params / 1e6:.1f} M ({n_params:,})",
-        **({"Decode step": step.line} if (step := client.step_status()) is not None else {}),
+        **({"Decode step": step.line} if (step := client.info.step_status) is not None else {}),
     }
 
 
@@ -98,7 +98,7 @@ def render(client: EngineClient) -> None:
             disabled=not has_template,
             help="Wrap the prompt as a user turn in the model's chat template."
             if has_template
-            else f"{client.config.name} has no chat template (a base model): the prompt is read as plain text.",
+            else f"{client.info.config.name} has no chat template (a base model): the prompt is read as plain text.",
             **state.bind(state.CHAT),
         )
         st.number_input(
