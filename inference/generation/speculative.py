@@ -41,6 +41,7 @@ from typing import Protocol
 
 import torch
 
+from .. import number_text
 from ..model.config import ModelConfig
 from ..model.interventions import Interventions
 from ..model.kv_cache import KVCache
@@ -108,8 +109,8 @@ class Speculation:
         value = None
         if number:
             try:
-                value = int(number)
-            except ValueError:
+                value = number_text.whole(number)
+            except number_text.NumberError:
                 raise SpeculationError(f"{number!r} in {text!r} is not a whole number") from None
         if name == "lookup":
             return cls("lookup", draft_tokens, ngram=3 if value is None else value, adaptive=adaptive)

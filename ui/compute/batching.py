@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
-from inference import BatchRun, PromptError, SamplingParams
+from inference import BatchRun, PromptError, SamplingParams, number_text
 from ui.compute.token_text import token_texts
 from ui.figures.batching import EMPTY, IDLE, PAUSED
 from ui.shell.resources import client_for
@@ -75,8 +75,8 @@ def parse_requests(model: str, rows: list[dict]) -> Requests:
 
 def _whole_number(value, default: int) -> int:
     try:
-        return int(float(value))
-    except (TypeError, ValueError):
+        return int(number_text.real(value))
+    except number_text.NumberError:
         return default
 
 

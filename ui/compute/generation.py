@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from inference import SamplingParams, Stepper, StepperError, Tokenizer
+from inference import SamplingParams, Stepper, StepperError, Tokenizer, number_text
 from inference.inspection import CacheBytes, CacheTiming
 from ui.compute import token_text
 from ui.figures import format as fmt
@@ -25,6 +25,7 @@ from ui.shell.resources import client_for
 MAX_STEPS = 128  # tokens one walk may generate (bounds the per-session cache)
 MAX_RUN = 32  # tokens one "Run N" press may add
 MAX_TIMING_TOKENS = 64  # tokens the cached-vs-uncached measurement may generate
+MAX_TOKEN_ID = 999_999_999  # a forced token id in a link (nine digits; the stepper checks it against the vocabulary)
 
 
 def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
@@ -32,9 +33,13 @@ def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
     forced: dict[int, int] = {}
     dropped = 0
     for pair in filter(None, text.split(",")[: MAX_STEPS + 1] if len(text) <= 4096 else ["x"]):
-        index, _, token = pair.partition(":")
-        if index.isdigit() and token.isdigit() and int(index) < steps and len(token) <= 9:
-            forced[int(index)] = int(token)
+        try:
+            index, token = number_text.whole_pair(pair, ":", low=0, high=MAX_TOKEN_ID)
+        except number_text.NumberError:
+            dropped += 1
+            continue
+        if index < steps:
+            forced[index] = token
         else:
             dropped += 1
     note = (
