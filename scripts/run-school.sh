@@ -22,6 +22,7 @@
 #   LLM_EXPLORER_*          the app's settings, passed to every replica (LLM_EXPLORER_CLASS_ID names the class)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export STREAMLIT_CLIENT_SHOW_ERROR_DETAILS=${STREAMLIT_CLIENT_SHOW_ERROR_DETAILS:-none}  # .streamlit/config.toml: why
 
 replicas=2 port=8501 address=127.0.0.1 first_port=8601 redis_port=6390 maxmemory=256mb per_replica=60 print_config=0
 while [ $# -gt 0 ]; do
