@@ -27,34 +27,19 @@ from . import (
 )
 from .generation.speculative import DEFAULT_DRAFT_TOKENS
 
-
-def _whole(text: str) -> int:
-    """An argparse ``type``: a whole number in ASCII digits (``number_text``), or argparse's error naming the flag.
-    Ranges are checked where the value is used (``SamplingParams``, ``Speculation``, ``set_threads``), as before."""
-    try:
-        return number_text.whole(text)
-    except number_text.NumberError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _real(text: str) -> float:
-    """An argparse ``type``: a finite number (NaN and ±inf refused), or argparse's error naming the flag."""
-    try:
-        return number_text.real(text)
-    except number_text.NumberError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+whole, real = number_text.whole_arg, number_text.real_arg  # a bad number: argparse's error naming the flag
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m inference", description=__doc__.split("\n")[0])
     parser.add_argument("prompt")
-    parser.add_argument("--max-new-tokens", type=_whole, default=32)
-    parser.add_argument("--temperature", type=_real, default=0.8)
-    parser.add_argument("--top-k", type=_whole, default=0)
-    parser.add_argument("--top-p", type=_real, default=1.0)
-    parser.add_argument("--min-p", type=_real, default=0.0)
-    parser.add_argument("--repetition-penalty", type=_real, default=1.0)
-    parser.add_argument("--seed", type=_whole, default=0)
+    parser.add_argument("--max-new-tokens", type=whole, default=32)
+    parser.add_argument("--temperature", type=real, default=0.8)
+    parser.add_argument("--top-k", type=whole, default=0)
+    parser.add_argument("--top-p", type=real, default=1.0)
+    parser.add_argument("--min-p", type=real, default=0.0)
+    parser.add_argument("--repetition-penalty", type=real, default=1.0)
+    parser.add_argument("--seed", type=whole, default=0)
     parser.add_argument("--model", default=None, help="a .gguf file, a local HF folder or a hub id")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
@@ -69,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="compile the whole decode step as one graph (minutes the first time, seconds from disk after)",
     )
-    parser.add_argument("--threads", type=_whole, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--threads", type=whole, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     parser.add_argument(
@@ -82,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--draft-tokens",
-        type=_whole,
+        type=whole,
         default=DEFAULT_DRAFT_TOKENS,
         help="the most tokens drafted per step with --speculate",
     )

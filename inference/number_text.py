@@ -3,8 +3,9 @@ command line and files people write.
 
 Owns ``whole`` (an integer), ``real`` (a finite float), ``whole_pair`` (``"3.8"``, ``"7-1"``) and
 ``whole_list`` (``"2,5"``), each with optional bounds, and ``NumberError``, the one error they raise:
-its message quotes the input and says what is accepted. Nothing else in the project turns outside
-text into a number.
+its message quotes the input and says what is accepted; ``whole_arg`` and ``real_arg`` are the same
+two as argparse ``type``s (a bad flag is argparse's own error naming it). Nothing else in the project
+turns outside text into a number.
 
 Why not ``str.isdigit()`` then ``int()``: Unicode calls '²' and '①' digits, so they pass the first
 and crash the second, and ``int()`` itself reads other scripts' digits ('٣'), underscores ('1_0')
@@ -16,6 +17,7 @@ would shadow the standard library's module for a script run from this folder.)
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
 import re
@@ -143,3 +145,20 @@ def whole_list(text: str, what: str = "", low: int | None = None, high: int | No
     if not isinstance(text, str):
         raise _error(what, text, f"whole numbers separated by {sep!r}")
     return [whole(item, what, low, high) for item in text.split(sep) if item.strip()]
+
+
+def whole_arg(text: str) -> int:
+    """An argparse ``type``: ``whole(text)``, or argparse's one-line error naming the flag (exit 2), not a traceback.
+    Ranges are checked where the value is used, with that setting's own message."""
+    try:
+        return whole(text)
+    except NumberError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def real_arg(text: str) -> float:
+    """An argparse ``type``: ``real(text)`` (NaN and ±inf refused), or argparse's error naming the flag."""
+    try:
+        return real(text)
+    except NumberError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

@@ -217,3 +217,24 @@ def test_the_typed_seed_gives_params_or_a_message(seed):
     assert (settings_.params is None) == (settings_.error is not None)
     if settings_.error:
         assert settings_.error.startswith("Invalid setting: ")
+
+
+def test_no_site_reads_outside_numbers_around_the_parser():
+    """The class, not the examples: no ``isdigit()``/``isdecimal()``/``isnumeric()`` check and no argparse
+    ``type=int``/``type=float`` is left in the library, the UI, the pages or the app (each one was a way for '²',
+    NaN or ±inf to get past); outside numbers go through ``inference.number_text``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"\.is(digit|decimal|numeric)\(|\btype=(int|float)\b")
+    files = [root / "app.py", *(root / "inference").rglob("*.py"), *(root / "ui").rglob("*.py")]
+    files = [path for path in files if path.name != "number_text.py"]  # its docstring says why not
+    files += (root / "pages").rglob("*.py")
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == []

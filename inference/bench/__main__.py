@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from .. import number_text
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
 from ..generation.speculative import DEFAULT_DRAFT_TOKENS
@@ -267,16 +268,22 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)",
     )
-    parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--new-tokens", type=number_text.whole_arg, default=64)
+    parser.add_argument("--repeats", type=number_text.whole_arg, default=3)
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)"
+        "--threads",
+        type=number_text.whole_arg,
+        default=None,
+        help="torch and llama.cpp CPU threads (default: every core)",
     )
     parser.add_argument("--out", default=None, help="default: bench-results/engine.json (or speculative.json)")
     parser.add_argument("--speculate", action="store_true", help="the speculative decoding benchmark instead")
     parser.add_argument("--drafters", default=speculative.DEFAULT_DRAFTERS, help="with --speculate: lookup, self:k")
     parser.add_argument(
-        "--draft-tokens", type=int, default=DEFAULT_DRAFT_TOKENS, help="with --speculate: tokens drafted per step"
+        "--draft-tokens",
+        type=number_text.whole_arg,
+        default=DEFAULT_DRAFT_TOKENS,
+        help="with --speculate: tokens drafted per step",
     )
     parser.add_argument("--mode", default="fp32", help="with --speculate: the one weights mode (see --modes)")
     parser.add_argument(
