@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from . import number_text
+from .number_text import NumberError, whole
 
 PREFIX = "LLM_EXPLORER_"
 QUANT_CHOICES = ("gguf", "int8", "int4", "none")
@@ -143,8 +143,8 @@ def _whole(name: str, value: str, low: int, high: int | None, unset: str = "") -
     if not value:
         return None
     try:
-        return number_text.whole(value, low=low, high=high)
-    except number_text.NumberError:
+        return whole(value, low=low, high=high)
+    except NumberError:
         span = f"from {low} to {high}" if high is not None else f"of at least {low}"
         raise SettingsError(
             f"{PREFIX}{name}={value!r}: use a whole number {span}{' ' + unset if unset else ''}"

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import torch
 
-from .. import number_text
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
 from ..generation.speculative import DEFAULT_DRAFT_TOKENS
 from ..model.loader import gguf_source
+from ..number_text import whole_arg
 from ..serving.static import run_static
 from ..threads import available_cores, set_threads
 from . import speculative
@@ -268,11 +268,11 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)",
     )
-    parser.add_argument("--new-tokens", type=number_text.whole_arg, default=64)
-    parser.add_argument("--repeats", type=number_text.whole_arg, default=3)
+    parser.add_argument("--new-tokens", type=whole_arg, default=64)
+    parser.add_argument("--repeats", type=whole_arg, default=3)
     parser.add_argument(
         "--threads",
-        type=number_text.whole_arg,
+        type=whole_arg,
         default=None,
         help="torch and llama.cpp CPU threads (default: every core)",
     )
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--drafters", default=speculative.DEFAULT_DRAFTERS, help="with --speculate: lookup, self:k")
     parser.add_argument(
         "--draft-tokens",
-        type=number_text.whole_arg,
+        type=whole_arg,
         default=DEFAULT_DRAFT_TOKENS,
         help="with --speculate: tokens drafted per step",
     )

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import torch
 
-from .. import number_text
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
 from ..generation.speculative import compare_greedy
 from ..model.loader import gguf_source
+from ..number_text import whole_arg
 from ..threads import available_cores, set_threads
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem
 
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.accuracy", description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="gguf,gguf-compiled,int8,int4")
     parser.add_argument(
-        "--threads", type=number_text.whole_arg, default=None, help="torch and llama.cpp threads (default: every core)"
+        "--threads", type=whole_arg, default=None, help="torch and llama.cpp threads (default: every core)"
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results/accuracy.json"))
     args = parser.parse_args(argv)

@@ -34,9 +34,9 @@ import threading
 import time
 from pathlib import Path
 
-from .. import number_text
 from ..generation.engine import load_engine
 from ..generation.sampling import SamplingParams
+from ..number_text import NumberError, real_arg, whole_arg, whole_list
 from ..serving.config import ServeConfig
 from ..serving.process import ProcessServer
 from ..serving.server import EngineServer
@@ -101,13 +101,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.serving_lock")
     parser.add_argument("--quant", default="gguf", help="the engine's weights mode (none for float32)")
     parser.add_argument("--busy", default="0,2,8", help="busy Python threads beside the worker, comma-separated")
-    parser.add_argument("--new-tokens", type=number_text.whole_arg, default=10)
-    parser.add_argument("--limit", type=number_text.real_arg, default=60.0, help="seconds one measurement may take")
+    parser.add_argument("--new-tokens", type=whole_arg, default=10)
+    parser.add_argument("--limit", type=real_arg, default=60.0, help="seconds one measurement may take")
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "serving_lock.json")
     args = parser.parse_args(argv)
     try:
-        busy = sorted(set(number_text.whole_list(args.busy, "--busy", low=0)) | {0})
-    except number_text.NumberError as error:
+        busy = sorted(set(whole_list(args.busy, "--busy", low=0)) | {0})
+    except NumberError as error:
         parser.error(str(error))
 
     set_threads(1)  # the script threads' setting on a class server; each worker sets its own (config.threads)

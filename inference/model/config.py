@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .. import number_text
+from ..number_text import NumberError
+from ..number_text import real as finite_number
+from ..number_text import whole as whole_number
 from .errors import ModelLoadError
 
 Family = Literal["llama", "gpt2", "gemma3"]
@@ -309,8 +311,8 @@ class _Fields:
         if isinstance(value, str):
             raise self._bad(key, value, rule)
         try:
-            return number_text.whole(value, low=low, high=high)
-        except number_text.NumberError:
+            return whole_number(value, low=low, high=high)
+        except NumberError:
             raise self._bad(key, value, rule) from None
 
     def real(self, key: str, default: Any = _REQUIRED) -> Any:
@@ -320,9 +322,9 @@ class _Fields:
             return value
         try:
             if isinstance(value, str):
-                raise number_text.NumberError(value)
-            number = number_text.real(value)
-        except number_text.NumberError:
+                raise NumberError(value)
+            number = finite_number(value)
+        except NumberError:
             raise self._bad(key, value, "a finite number above 0") from None
         if number <= 0:
             raise self._bad(key, value, "a finite number above 0")
