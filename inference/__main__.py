@@ -24,22 +24,25 @@ from . import (
     TokenizerError,
     UnsupportedModelError,
     load_engine,
+    number_text,
     set_threads,
 )
 from .generation.speculative import DEFAULT_DRAFT_TOKENS
 from .serving.paged import PagedBatcher, parallel_params, parse_kv
 
+whole, real = number_text.whole_arg, number_text.real_arg  # a bad number: argparse's error naming the flag
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m inference", description=__doc__.split("\n")[0])
     parser.add_argument("prompt")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--temperature", type=float, default=0.8)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--min-p", type=float, default=0.0)
-    parser.add_argument("--repetition-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=whole, default=32)
+    parser.add_argument("--temperature", type=real, default=0.8)
+    parser.add_argument("--top-k", type=whole, default=0)
+    parser.add_argument("--top-p", type=real, default=1.0)
+    parser.add_argument("--min-p", type=real, default=0.0)
+    parser.add_argument("--repetition-penalty", type=real, default=1.0)
+    parser.add_argument("--seed", type=whole, default=0)
     parser.add_argument("--model", default=None, help="a .gguf file, a local HF folder or a hub id")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
@@ -54,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="compile the whole decode step as one graph (minutes the first time, seconds from disk after)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--threads", type=whole, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole sequence every step")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     parser.add_argument(
@@ -67,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--draft-tokens",
-        type=int,
+        type=whole,
         default=DEFAULT_DRAFT_TOKENS,
         help="the most tokens drafted per step with --speculate",
     )

@@ -50,7 +50,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from . import settings
+from . import (
+    number_text,  # the one parser of numbers from outside (links, settings, typed text)
+    settings,
+)
 from .generation.engine import Candidate, Completion, Engine, PromptError, StepRecord, load_engine
 from .generation.sampling import SamplingError, SamplingParams
 from .generation.speculative import Speculation, SpeculationError, SpeculativeRun
@@ -61,13 +64,13 @@ from .inspection.cache import CacheBytes, CacheTiming, CacheView, cache_bytes, c
 from .inspection.embeddings import PositionTables
 from .inspection.experiments import AttributionTerms, Patching, PatchLogits
 from .inspection.info import ModelInfo
-from .model.memory import release_freed_memory
 from .inspection.residual import BlockWalk, LastPosition, Lens, TracedPrompt
 from .inspection.sampling import RecordedDraw, chi2_survival, draw_ids, recorded_draw
 from .inspection.weights import FileSummary, ModeComparison, memory_read_speed
 from .model.interventions import EdgeCut, HeadEdit, InterventionError, Interventions, MLPEdit
 from .model.kv_cache import causal_padding_mask
 from .model.loader import gguf_source
+from .model.memory import release_freed_memory
 from .model.packages import GEMMA3_270M, SMOLLM2, install_hint, is_installed
 from .model.tokenizer import Tokenizer, TokenizerError, parse_merges
 from .serving.client import EngineClient
@@ -288,6 +291,7 @@ def decode_speed(backend: Backend, prompt_ids: list[int], n_tokens: int = 24) ->
 
 
 __all__ = [
+    "number_text",
     "Backend",
     "FACETS",
     "TextFacet",

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from .number_text import NumberError, whole
+
 PREFIX = "LLM_EXPLORER_"
 QUANT_CHOICES = ("gguf", "int8", "int4", "none")
 SERVER_CHOICES = ("thread", "process")
@@ -140,10 +142,13 @@ def _switch(name: str, value: str) -> bool:
 def _whole(name: str, value: str, low: int, high: int | None, unset: str = "") -> int | None:
     if not value:
         return None
-    if not value.isdigit() or int(value) < low or (high is not None and int(value) > high):
+    try:
+        return whole(value, low=low, high=high)
+    except NumberError:
         span = f"from {low} to {high}" if high is not None else f"of at least {low}"
-        raise SettingsError(f"{PREFIX}{name}={value!r}: use a whole number {span}{' ' + unset if unset else ''}")
-    return int(value)
+        raise SettingsError(
+            f"{PREFIX}{name}={value!r}: use a whole number {span}{' ' + unset if unset else ''}"
+        ) from None
 
 
 def _device(value: str) -> str | None:

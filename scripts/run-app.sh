@@ -25,4 +25,5 @@ if [ -n "${LLM_EXPLORER_TEACHER_KEY:-}" ]; then
 fi
 bash scripts/setup.sh
 [ -n "$address" ] || set -- --server.address 127.0.0.1 "$@"  # one user's laptop does not serve the network
+export STREAMLIT_CLIENT_SHOW_ERROR_DETAILS=${STREAMLIT_CLIENT_SHOW_ERROR_DETAILS:-none}  # .streamlit/config.toml: why
 exec .venv/bin/python -m streamlit run app.py "$@"

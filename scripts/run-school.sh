@@ -36,6 +36,7 @@ if ((BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1))); 
 fi
 self=$(readlink -f "$0")
 cd "$(dirname "$0")/.."
+export STREAMLIT_CLIENT_SHOW_ERROR_DETAILS=${STREAMLIT_CLIENT_SHOW_ERROR_DETAILS:-none}  # .streamlit/config.toml: why
 
 replicas=2 port=8501 address="" first_port=8601 redis_port=6390 maxmemory=256mb per_replica=60 print_config=0
 data="" drop_room=0 app=app.py

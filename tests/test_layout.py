@@ -16,7 +16,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # inference's packages in dependency order: each may import only those before it (and the top-level helpers).
 LAYERS = ["inference.model", "inference.generation", "inference.inspection", "inference.serving", "inference.bench"]
-HELPERS = ("inference.threads", "inference.settings")  # top-level modules every layer may use (they import no layer)
+HELPERS = (
+    "inference.threads",
+    "inference.settings",
+    "inference.number_text",
+)  # top-level modules every layer may use (they import no layer)
 
 
 def module_name(path: Path) -> str:

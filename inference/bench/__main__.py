@@ -43,6 +43,7 @@ from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
 from ..generation.speculative import DEFAULT_DRAFT_TOKENS
 from ..model.loader import gguf_source
+from ..number_text import whole_arg
 from ..serving.static import run_static
 from ..threads import available_cores, set_threads
 from . import memory, speculative
@@ -273,17 +274,23 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="a .gguf file or a packaged model's name, e.g. gemma-3-270m (default: the embedded SmolLM2)",
     )
-    parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--new-tokens", type=whole_arg, default=64)
+    parser.add_argument("--repeats", type=whole_arg, default=3)
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch and llama.cpp CPU threads (default: every core)"
+        "--threads",
+        type=whole_arg,
+        default=None,
+        help="torch and llama.cpp CPU threads (default: every core)",
     )
     parser.add_argument("--out", default=None, help="default: bench-results/engine.json (or speculative.json)")
     parser.add_argument("--no-memory", action="store_true", help="leave out each mode's memory in a fresh process")
     parser.add_argument("--speculate", action="store_true", help="the speculative decoding benchmark instead")
     parser.add_argument("--drafters", default=speculative.DEFAULT_DRAFTERS, help="with --speculate: lookup, self:k")
     parser.add_argument(
-        "--draft-tokens", type=int, default=DEFAULT_DRAFT_TOKENS, help="with --speculate: tokens drafted per step"
+        "--draft-tokens",
+        type=whole_arg,
+        default=DEFAULT_DRAFT_TOKENS,
+        help="with --speculate: tokens drafted per step",
     )
     parser.add_argument("--mode", default="fp32", help="with --speculate: the one weights mode (see --modes)")
     parser.add_argument(

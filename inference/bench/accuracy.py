@@ -28,6 +28,7 @@ from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
 from ..generation.speculative import compare_greedy
 from ..model.loader import gguf_source
+from ..number_text import whole_arg
 from ..threads import available_cores, set_threads
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem
 
@@ -174,7 +175,9 @@ def print_table(report: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.accuracy", description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="gguf,gguf-compiled,int8,int4")
-    parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: every core)")
+    parser.add_argument(
+        "--threads", type=whole_arg, default=None, help="torch and llama.cpp threads (default: every core)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results/accuracy.json"))
     args = parser.parse_args(argv)
     report = run([m for m in args.modes.split(",") if m], args.threads or available_cores())

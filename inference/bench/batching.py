@@ -39,6 +39,7 @@ import torch
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
 from ..model.kv_cache import KVCache
+from ..number_text import whole_arg
 from ..serving.continuous import run_continuous
 from ..serving.padding import left_pad
 from ..serving.requests import BatchRun
@@ -247,7 +248,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="batches 1, 4, 8 and short answers (about a minute)")
     parser.add_argument(
         "--threads",
-        type=int,
+        type=whole_arg,
         default=1,
         help="torch CPU threads (default 1: on a shared 2-core machine, 2 threads that "
         "compete with other processes run many times slower)",

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..generation.engine import load_engine
+from ..number_text import whole_arg
 from ..threads import available_cores, set_threads
 from .__main__ import PROMPT, ours_decode, read_bandwidth, step_tensors
 from .references import TransformersReference, timed
@@ -62,9 +63,9 @@ def products_seconds(matrices: list[torch.Tensor], repeats: int, packed: bool = 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.gemv")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--threads", type=whole_arg, default=None)
+    parser.add_argument("--repeats", type=whole_arg, default=5)
+    parser.add_argument("--new-tokens", type=whole_arg, default=32)
     parser.add_argument("--no-compiled", action="store_true", help="leave out the compiled float32 step")
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "gemv.json")
     args = parser.parse_args()

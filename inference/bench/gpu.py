@@ -42,6 +42,7 @@ from ..model.config import ModelConfig
 from ..model.decode_graph import StepGraph
 from ..model.quant import kernel_problem, quantize_model
 from ..model.transformer import Transformer
+from ..number_text import real_arg
 
 SMOLLM2 = ModelConfig(name="SmolLM2-135M-shaped")  # the config's defaults are SmolLM2-135M's shapes
 GEMMA = ModelConfig(
@@ -435,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m inference.bench.gpu", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "gpu")
-    parser.add_argument("--budget", type=float, default=420.0, help="seconds before the remaining rows are left out")
+    parser.add_argument("--budget", type=real_arg, default=420.0, help="seconds before the remaining rows are left out")
     parser.add_argument("--tiny", action="store_true", help="tiny shapes (the CPU test of this script's logic)")
     parser.add_argument("--compile-backend", default="inductor", help="inductor, or eager (trace only: the CPU test)")
     args = parser.parse_args(argv)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..generation.engine import load_engine
 from ..generation.sampling import SamplingParams
+from ..number_text import NumberError, real_arg, whole_arg, whole_list
 from ..serving.config import ServeConfig
 from ..serving.process import ProcessServer
 from ..serving.server import EngineServer
@@ -100,11 +101,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.serving_lock")
     parser.add_argument("--quant", default="gguf", help="the engine's weights mode (none for float32)")
     parser.add_argument("--busy", default="0,2,8", help="busy Python threads beside the worker, comma-separated")
-    parser.add_argument("--new-tokens", type=int, default=10)
-    parser.add_argument("--limit", type=float, default=60.0, help="seconds one measurement may take")
+    parser.add_argument("--new-tokens", type=whole_arg, default=10)
+    parser.add_argument("--limit", type=real_arg, default=60.0, help="seconds one measurement may take")
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "serving_lock.json")
     args = parser.parse_args(argv)
-    busy = sorted({int(n) for n in args.busy.split(",")} | {0})
+    try:
+        busy = sorted(set(whole_list(args.busy, "--busy", low=0)) | {0})
+    except NumberError as error:
+        parser.error(str(error))
 
     set_threads(1)  # the script threads' setting on a class server; each worker sets its own (config.threads)
     load = functools.partial(load_engine, quant=None if args.quant == "none" else args.quant)

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..number_text import whole_arg
+
 CHILD = r"""
 import json, sys, time
 started = time.perf_counter()
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.startup", description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="gguf")
     parser.add_argument("--model", default="")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=whole_arg, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=Path("bench-results") / "startup.json")
     parser.add_argument(
         "--restart-only",

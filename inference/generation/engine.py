@@ -14,6 +14,7 @@ tokenizer; batching many requests in ``inference.serving``.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -106,7 +107,7 @@ class Engine:
             text = self.tokenizer.apply_chat(prompt) if chat else prompt
             ids = self.tokenizer.encode(text)
         else:
-            ids = [int(i) for i in prompt]
+            ids = _prompt_ids(prompt)
         if not ids:
             raise PromptError("the prompt has no tokens")
         bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
@@ -416,3 +417,19 @@ def load_engine(
 
 
 __all__ = ["Engine", "StepRecord", "Candidate", "Completion", "PromptError", "TokenizerError", "load_engine"]
+
+
+def _prompt_ids(prompt: object) -> list[int]:
+    """A prompt given as ids: ints (numpy's and torch's too), else ``PromptError``; a float id is refused, not
+    truncated (``1.7`` is no token), and so are bools, text and ``None``."""
+    if isinstance(prompt, (bytes, bytearray)) or not hasattr(prompt, "__iter__"):
+        raise PromptError(f"the prompt must be text or a list of token ids, got {type(prompt).__name__}")
+    ids = []
+    for item in prompt:
+        try:
+            if isinstance(item, bool):
+                raise TypeError
+            ids.append(operator.index(item))
+        except TypeError:
+            raise PromptError(f"token ids must be whole numbers, got {item!r}") from None
+    return ids

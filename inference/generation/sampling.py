@@ -33,8 +33,23 @@ class SamplingError(ValueError):
     """A sampling setting is out of its valid range."""
 
 
+# Temperature and repetition penalty divide (or multiply) float32 logits. Outside these bounds the result
+# overflows to ±inf or the setting itself rounds to 0 in float32 (1e-320 is a subnormal double, 0 as a float32),
+# and the softmax turns to NaN: such a setting is refused, not taken as greedy (0 is greedy, and says so).
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-6, 1e6
+MIN_PENALTY, MAX_PENALTY = 1e-6, 1e6
+
+
 @dataclass(frozen=True)
 class SamplingParams:
+    """One request's sampling settings, checked on construction (``SamplingError`` names the field and its range).
+
+    ``temperature`` is 0 (greedy: the argmax, no draw) or within [1e-6, 1e6]; a temperature between 0 and 1e-6
+    (a subnormal 1e-320, say) is refused rather than rounded to greedy, since the division by it overflows the
+    float32 logits. ``repetition_penalty`` lies within [1e-6, 1e6] for the same reason (1.0 = off). Bools are
+    not numbers here; NaN and ±inf are refused everywhere.
+    """
+
     temperature: float = 1.0
     top_k: int = 0  # 0 = off
     top_p: float = 1.0  # 1.0 = off
@@ -46,22 +61,20 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         _check(
-            isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature) and self.temperature >= 0,
-            f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}",
+            _is_real(self.temperature)
+            and (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE),
+            f"temperature must be 0 (greedy) or from {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}, got {self.temperature!r}",
         )
         _check(_is_int(self.top_k) and self.top_k >= 0, f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        _check(_is_real(self.top_p) and 0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p!r}")
         _check(
-            isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p!r}"
-        )
-        _check(
-            isinstance(self.min_p, (int, float)) and 0 <= self.min_p <= 1,
+            _is_real(self.min_p) and 0 <= self.min_p <= 1,
             f"min_p must be in [0, 1], got {self.min_p!r}",
         )
         _check(
-            isinstance(self.repetition_penalty, (int, float))
-            and math.isfinite(self.repetition_penalty)
-            and self.repetition_penalty > 0,
-            f"repetition_penalty must be a finite number > 0 (1.0 = off), got {self.repetition_penalty!r}",
+            _is_real(self.repetition_penalty) and MIN_PENALTY <= self.repetition_penalty <= MAX_PENALTY,
+            f"repetition_penalty must be from {MIN_PENALTY:g} to {MAX_PENALTY:g} (1.0 = off), "
+            f"got {self.repetition_penalty!r}",
         )
         _check(
             _is_int(self.max_new_tokens) and self.max_new_tokens >= 1,
@@ -110,6 +123,11 @@ def generator_for(params: SamplingParams, index: int) -> torch.Generator:
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check(ok: bool, message: str) -> None:
@@ -193,6 +211,8 @@ class Ranges:
     @classmethod
     def from_probs(cls, probs: torch.Tensor) -> Ranges:
         survivors = int((probs > 0).sum())
+        if survivors == 0:  # NaN or -inf logits everywhere: nothing to draw from
+            raise SamplingError("no token has a positive probability: the logits are not finite numbers")
         sorted_probs, order = probs.sort(descending=True, stable=True)
         sorted_probs, order = sorted_probs[:survivors], order[:survivors]  # (K,)
         ends = sorted_probs.cumsum(0)  # (K,)

@@ -46,6 +46,7 @@ from ..model.interventions import Interventions
 from ..model.kv_cache import KVCache
 from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tolerances import model_tolerance
+from ..number_text import NumberError, whole
 from .sampling import Candidate, Ranges, SamplingParams, filtered_probs, finish_reason, generator_for
 
 DRAFTERS = ("lookup", "self")
@@ -108,8 +109,8 @@ class Speculation:
         value = None
         if number:
             try:
-                value = int(number)
-            except ValueError:
+                value = whole(number)
+            except NumberError:
                 raise SpeculationError(f"{number!r} in {text!r} is not a whole number") from None
         if name == "lookup":
             return cls("lookup", draft_tokens, ngram=3 if value is None else value, adaptive=adaptive)

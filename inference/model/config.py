@@ -3,7 +3,9 @@
 Owns the mapping from a Hugging Face ``config.json`` dict to our own field names
 for the three families the engine runs (Llama-style, GPT-2-style and Gemma 3), and
 the facts derived from it (KV-cache bytes, which layers are local). It knows
-nothing about weights, devices or tokenizers.
+nothing about weights, devices or tokenizers. Every field read from the dict is checked
+(``_Fields``): a missing, ill-typed or out-of-range one is a ``ModelLoadError`` naming it,
+never a raw ``KeyError`` or ``TypeError`` later.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from ..number_text import NumberError
+from ..number_text import real as finite_number
+from ..number_text import whole as whole_number
+from .errors import ModelLoadError
 
 Family = Literal["llama", "gpt2", "gemma3"]
 
@@ -53,6 +60,8 @@ class ModelConfig:
     embed_scale: float = 1.0  # token embeddings are multiplied by this (Gemma: sqrt(d_model))
 
     def __post_init__(self) -> None:
+        if self.n_heads < 1 or self.n_kv_heads < 1:
+            raise UnsupportedModelError(f"n_heads={self.n_heads} and n_kv_heads={self.n_kv_heads} must be >= 1")
         if self.n_heads % self.n_kv_heads != 0:
             raise UnsupportedModelError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
         if self.sliding_window is not None and self.sliding_window < 1:
@@ -114,8 +123,12 @@ class ModelConfig:
     @classmethod
     def from_hf_dict(cls, hf: dict[str, Any], name: str = "model") -> ModelConfig:
         """Build from a transformers ``config.json`` dict (Llama, GPT-2 or Gemma 3 family)."""
+        if not isinstance(hf, dict):
+            raise ModelLoadError(f"{name}'s config.json must hold an object of settings, got {type(hf).__name__}")
         model_type = hf.get("model_type", "")
-        if model_type in LLAMA_MODEL_TYPES or "LlamaForCausalLM" in hf.get("architectures", []):
+        if not isinstance(model_type, str) or not all(isinstance(a, str) for a in _list(hf.get("architectures"))):
+            raise ModelLoadError(f"{name}'s config.json: model_type and architectures must be text")
+        if model_type in LLAMA_MODEL_TYPES or "LlamaForCausalLM" in _list(hf.get("architectures")):
             return cls._from_llama(hf, name)
         if model_type in GPT2_MODEL_TYPES:
             return cls._from_gpt2(hf, name)
@@ -128,56 +141,58 @@ class ModelConfig:
 
     @classmethod
     def _from_llama(cls, hf: dict[str, Any], name: str) -> ModelConfig:
-        rope = hf.get("rope_parameters") or {}
-        scaling = hf.get("rope_scaling") or {}
+        f = _Fields(hf, name)
+        rope = f.table("rope_parameters")
+        scaling = f.table("rope_scaling")
         rope_type = rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
         if rope_type != "default":
             raise UnsupportedModelError(f"RoPE scaling type {rope_type!r} is not supported")
-        n_heads = hf["num_attention_heads"]
+        n_heads, d_model = f.whole("num_attention_heads"), f.whole("hidden_size")
         return cls(
             family="llama",
-            n_layers=hf["num_hidden_layers"],
+            n_layers=f.whole("num_hidden_layers"),
             n_heads=n_heads,
-            n_kv_heads=hf.get("num_key_value_heads") or n_heads,
-            d_model=hf["hidden_size"],
-            d_ff=hf["intermediate_size"],
-            vocab_size=hf["vocab_size"],
-            max_seq_len=hf.get("max_position_embeddings", 2048),
-            head_dim=hf.get("head_dim") or hf["hidden_size"] // n_heads,
-            rope_theta=float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))),
-            norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-            attention_bias=bool(hf.get("attention_bias", False)),
-            mlp_bias=bool(hf.get("mlp_bias", False)),
-            bos_token_id=hf.get("bos_token_id"),
-            eos_token_ids=_as_id_tuple(hf.get("eos_token_id")),
+            n_kv_heads=f.whole("num_key_value_heads", None) or n_heads,
+            d_model=d_model,
+            d_ff=f.whole("intermediate_size"),
+            vocab_size=f.whole("vocab_size"),
+            max_seq_len=f.whole("max_position_embeddings", 2048),
+            head_dim=f.whole("head_dim", None) or f.split(d_model, n_heads),
+            rope_theta=_Fields(rope, name, "rope_parameters.").real("rope_theta", f.real("rope_theta", 10000.0)),
+            norm_eps=f.real("rms_norm_eps", 1e-6),
+            tie_embeddings=f.flag("tie_word_embeddings", False),
+            attention_bias=f.flag("attention_bias", False),
+            mlp_bias=f.flag("mlp_bias", False),
+            bos_token_id=f.token_id("bos_token_id"),
+            eos_token_ids=f.token_ids("eos_token_id"),
             name=name,
         )
 
     @classmethod
     def _from_gpt2(cls, hf: dict[str, Any], name: str) -> ModelConfig:
-        d_model = hf.get("n_embd", 768)
-        n_heads = hf.get("n_head", 12)
+        f = _Fields(hf, name)
+        d_model = f.whole("n_embd", 768)
+        n_heads = f.whole("n_head", 12)
         activation = hf.get("activation_function", "gelu_new")
         if activation not in ("gelu_new", "gelu_pytorch_tanh"):
             raise UnsupportedModelError(f"GPT-2 activation {activation!r} is not supported")
         return cls(
             family="gpt2",
-            n_layers=hf.get("n_layer", 12),
+            n_layers=f.whole("n_layer", 12),
             n_heads=n_heads,
             n_kv_heads=n_heads,
             d_model=d_model,
-            d_ff=hf.get("n_inner") or 4 * d_model,
-            vocab_size=hf.get("vocab_size", 50257),
-            max_seq_len=hf.get("n_positions", 1024),
-            head_dim=d_model // n_heads,
+            d_ff=f.whole("n_inner", None) or 4 * d_model,
+            vocab_size=f.whole("vocab_size", 50257),
+            max_seq_len=f.whole("n_positions", 1024),
+            head_dim=f.split(d_model, n_heads),
             rope_theta=0.0,
-            norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+            norm_eps=f.real("layer_norm_epsilon", 1e-5),
             tie_embeddings=True,
             attention_bias=True,
             mlp_bias=True,
-            bos_token_id=hf.get("bos_token_id"),
-            eos_token_ids=_as_id_tuple(hf.get("eos_token_id")),
+            bos_token_id=f.token_id("bos_token_id"),
+            eos_token_ids=f.token_ids("eos_token_id"),
             name=name,
         )
 
@@ -191,53 +206,56 @@ class ModelConfig:
                 raise UnsupportedModelError(f"Gemma 3 option {option}={hf[option]} is not supported")
         if hf.get("use_bidirectional_attention"):
             raise UnsupportedModelError("bidirectional Gemma 3 attention is not supported")
-        n_layers, n_heads = hf["num_hidden_layers"], hf["num_attention_heads"]
-        pattern = int(hf.get("sliding_window_pattern") or hf.get("_sliding_window_pattern") or 6)
-        layer_types = hf.get("layer_types") or [
+        f = _Fields(hf, name)
+        n_layers, n_heads = f.whole("num_hidden_layers"), f.whole("num_attention_heads")
+        pattern = f.whole("sliding_window_pattern", None) or f.whole("_sliding_window_pattern", None) or 6
+        layer_types = _list(hf.get("layer_types")) or [
             "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layers)
         ]
-        unknown = sorted(set(layer_types) - {"sliding_attention", "full_attention"})
+        unknown = sorted(map(str, set(map(str, layer_types)) - {"sliding_attention", "full_attention"}))
         if unknown or len(layer_types) != n_layers:
             raise UnsupportedModelError(f"Gemma 3 layer_types {unknown or len(layer_types)} are not supported")
-        global_rope, local_rope = _gemma3_rope(hf)
-        d_model = hf["hidden_size"]
+        global_rope, local_rope = _gemma3_rope(hf, f)
+        d_model = f.whole("hidden_size")
+        head_dim = f.whole("head_dim", None) or f.split(d_model, n_heads)
+        window = f.whole("sliding_window", None)
         return cls(
             family="gemma3",
             n_layers=n_layers,
             n_heads=n_heads,
-            n_kv_heads=hf.get("num_key_value_heads") or n_heads,
+            n_kv_heads=f.whole("num_key_value_heads", None) or n_heads,
             d_model=d_model,
-            d_ff=hf["intermediate_size"],
-            vocab_size=hf["vocab_size"],
-            max_seq_len=hf.get("max_position_embeddings", 32768),
-            head_dim=hf.get("head_dim") or d_model // n_heads,
-            rope_theta=float(global_rope["rope_theta"]),
-            norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
-            attention_bias=bool(hf.get("attention_bias", False)),
+            d_ff=f.whole("intermediate_size"),
+            vocab_size=f.whole("vocab_size"),
+            max_seq_len=f.whole("max_position_embeddings", 32768),
+            head_dim=head_dim,
+            rope_theta=_Fields(global_rope, name, "global RoPE ").real("rope_theta"),
+            norm_eps=f.real("rms_norm_eps", 1e-6),
+            tie_embeddings=f.flag("tie_word_embeddings", True),
+            attention_bias=f.flag("attention_bias", False),
             mlp_bias=False,
-            bos_token_id=hf.get("bos_token_id"),
-            eos_token_ids=_as_id_tuple(hf.get("eos_token_id")),
+            bos_token_id=f.token_id("bos_token_id"),
+            eos_token_ids=f.token_ids("eos_token_id"),
             name=name,
-            sliding_window=int(hf["sliding_window"]) if hf.get("sliding_window") else None,
+            sliding_window=window,
             local_layers=tuple(i for i, kind in enumerate(layer_types) if kind == "sliding_attention")
-            if hf.get("sliding_window")
+            if window
             else (),
-            rope_local_theta=float(local_rope["rope_theta"]),
-            rope_scaling=float(global_rope.get("factor", 1.0)),
-            query_pre_attn_scalar=float(hf.get("query_pre_attn_scalar") or (hf.get("head_dim") or d_model // n_heads)),
+            rope_local_theta=_Fields(local_rope, name, "local RoPE ").real("rope_theta"),
+            rope_scaling=_Fields(global_rope, name, "global RoPE ").real("factor", 1.0),
+            query_pre_attn_scalar=f.real("query_pre_attn_scalar", None) or float(head_dim),
             embed_scale=math.sqrt(d_model),
         )
 
 
-def _gemma3_rope(hf: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _gemma3_rope(hf: dict[str, Any], f: _Fields) -> tuple[dict[str, Any], dict[str, Any]]:
     """The global and local layers' RoPE settings, from the new (per layer type) or the old config format."""
-    rope = hf.get("rope_parameters") or {}
+    rope = f.table("rope_parameters")
     if "full_attention" in rope or "sliding_attention" in rope:
-        global_rope = dict(rope.get("full_attention") or {})
-        local_rope = dict(rope.get("sliding_attention") or {})
+        global_rope = dict(_Fields(rope, f.name, "rope_parameters.").table("full_attention"))
+        local_rope = dict(_Fields(rope, f.name, "rope_parameters.").table("sliding_attention"))
     else:
-        global_rope = {"rope_theta": hf.get("rope_theta", 1_000_000.0), **(hf.get("rope_scaling") or {})}
+        global_rope = {"rope_theta": hf.get("rope_theta", 1_000_000.0), **f.table("rope_scaling")}
         local_rope = {"rope_theta": hf.get("rope_local_base_freq", 10_000.0)}
     global_rope.setdefault("rope_theta", 1_000_000.0)
     local_rope.setdefault("rope_theta", 10_000.0)
@@ -250,9 +268,95 @@ def _gemma3_rope(hf: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return global_rope, local_rope
 
 
-def _as_id_tuple(value: int | list[int] | None) -> tuple[int, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, int):
-        return (value,)
-    return tuple(int(v) for v in value)
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+_REQUIRED = object()
+# Far above any model the engine runs, and low enough that a typo'd size (1e30 layers) is refused before a
+# Transformer of that shape is laid out.
+MAX_COUNT = 4096  # layers, heads, the Gemma layer pattern
+MAX_SIZE = 2**24  # widths, the vocabulary, positions, the window
+COUNTS = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "n_layer", "n_head"}
+COUNTS |= {"sliding_window_pattern", "_sliding_window_pattern"}
+
+
+class _Fields:
+    """Reads a config dict's fields, each checked: a missing, ill-typed or out-of-range one is a
+    ``ModelLoadError`` naming the model, the field and what it must be. JSON text where a number
+    belongs is refused (a config's numbers are JSON numbers), and so are NaN and ±inf."""
+
+    def __init__(self, hf: dict[str, Any], name: str, prefix: str = "") -> None:
+        self.hf, self.name, self.prefix = hf, name, prefix
+
+    def _get(self, key: str, default: Any) -> Any:
+        value = self.hf.get(key)
+        if value is None:
+            if default is _REQUIRED:
+                raise ModelLoadError(f"{self.name}'s config.json has no {self.prefix}{key}")
+            return default
+        return value
+
+    def _bad(self, key: str, value: Any, rule: str) -> ModelLoadError:
+        return ModelLoadError(f"{self.name}'s config.json: {self.prefix}{key}={value!r}: use {rule}")
+
+    def whole(self, key: str, default: Any = _REQUIRED, low: int = 1) -> Any:
+        value = self._get(key, default)
+        if value is default:
+            return value
+        high = MAX_COUNT if key in COUNTS else MAX_SIZE
+        if low == 0:  # a token id
+            high = 2**31 - 1
+        rule = f"a whole number from {low} to {high:,}"
+        if isinstance(value, str):
+            raise self._bad(key, value, rule)
+        try:
+            return whole_number(value, low=low, high=high)
+        except NumberError:
+            raise self._bad(key, value, rule) from None
+
+    def real(self, key: str, default: Any = _REQUIRED) -> Any:
+        """A finite number > 0 (every real-valued field read here is a base, an epsilon, a factor or a scale)."""
+        value = self._get(key, default)
+        if value is default:
+            return value
+        try:
+            if isinstance(value, str):
+                raise NumberError(value)
+            number = finite_number(value)
+        except NumberError:
+            raise self._bad(key, value, "a finite number above 0") from None
+        if number <= 0:
+            raise self._bad(key, value, "a finite number above 0")
+        return number
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise self._bad(key, value, "true or false")
+        return value
+
+    def table(self, key: str) -> dict[str, Any]:
+        value = self._get(key, {})
+        if not isinstance(value, dict):
+            raise self._bad(key, value, "an object of settings")
+        return value
+
+    def token_id(self, key: str) -> int | None:
+        return self.whole(key, None, low=0)
+
+    def token_ids(self, key: str) -> tuple[int, ...]:
+        value = self._get(key, None)
+        if value is None:
+            return ()
+        items = value if isinstance(value, list) else [value]
+        return tuple(_Fields({key: item}, self.name, self.prefix).whole(key, low=0) for item in items)
+
+    def split(self, d_model: int, n_heads: int) -> int:
+        """The head size when the config gives none: ``d_model`` shared equally between the heads."""
+        if d_model % n_heads:
+            raise ModelLoadError(
+                f"{self.name}'s config.json: hidden size {d_model} is not a multiple of {n_heads} heads "
+                "(and no head_dim is given)"
+            )
+        return d_model // n_heads

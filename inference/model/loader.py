@@ -108,7 +108,11 @@ def read_config(folder: Path) -> ModelConfig:
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ModelLoadError(f"{folder} has no config.json")
-    return ModelConfig.from_hf_dict(json.loads(config_path.read_text()), name=folder.name)
+    try:
+        settings = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"{config_path} is not JSON: {exc}") from None
+    return ModelConfig.from_hf_dict(settings, name=folder.name)
 
 
 def read_folder(folder: Path, skip: frozenset[str] = frozenset()) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
@@ -154,8 +158,13 @@ def build_model(
     """
     with torch.device("meta"):
         model = Transformer(config)
-    state = to_engine_state_dict(hf_tensors, config)
-    model.load_state_dict(state, strict=False, assign=True)
+    try:
+        state = to_engine_state_dict(hf_tensors, config)
+        model.load_state_dict(state, strict=False, assign=True)
+    except (KeyError, RuntimeError, ValueError) as exc:  # a tensor missing, or shaped unlike its config.json says
+        detail = str(exc).strip().splitlines()
+        shown = next((line.strip() for line in detail if "mismatch" in line), detail[0] if detail else repr(exc))
+        raise ModelLoadError(f"{config.name}'s weights do not fit its config.json: {shown}") from None
     if config.tie_embeddings:
         model.lm_head.weight = model.embed.weight
     missing = [n for n, p in model.named_parameters() if p.is_meta and n.rpartition(".")[0] not in from_blocks]

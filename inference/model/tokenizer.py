@@ -11,12 +11,16 @@ pre-tokenizer's split, and the chat template. Two schemes are told apart:
   ``▁``, and a character outside the vocabulary falls back to byte tokens ``<0xNN>``.
 
 Nothing outside this file touches the wrapped objects; ``StreamDecoder`` turns
-generated ids into UTF-8-safe text deltas.
+generated ids into UTF-8-safe text deltas. What goes in is checked here: text must be a
+``str`` of valid Unicode (a lone surrogate cannot be encoded), ids whole numbers inside
+the vocabulary; anything else is a ``TokenizerError`` naming it, never the backend's own
+``TypeError`` or ``OverflowError``, nor an empty string for an unknown id.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import re
 import sys
 from functools import cached_property
@@ -66,9 +70,28 @@ class Tokenizer:
         return cls(AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False))
 
     # -- vocabulary facts -------------------------------------------------------------
-    @property
+    @cached_property
     def vocab_size(self) -> int:
+        """Every id the tokenizer knows, added tokens included (the model's vocabulary may be padded past it)."""
         return len(self._hf)
+
+    def checked_ids(self, ids) -> list[int]:
+        """``ids`` as a list of ints inside the vocabulary, else ``TokenizerError`` naming the first that is not
+        (a float, a bool or text is not an id, even ``2.0``; numpy and torch integers are)."""
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise TokenizerError(f"token ids must be a list of whole numbers, got {type(ids).__name__}")
+        checked = []
+        for item in ids:
+            try:
+                if isinstance(item, bool):
+                    raise TypeError
+                number = operator.index(item)
+            except TypeError:
+                raise TokenizerError(f"token ids must be whole numbers, got {item!r}") from None
+            if not 0 <= number < self.vocab_size:
+                raise TokenizerError(f"token id {number} is outside the vocabulary (0..{self.vocab_size - 1})")
+            checked.append(number)
+        return checked
 
     @property
     def eos_ids(self) -> frozenset[int]:
@@ -124,24 +147,31 @@ class Tokenizer:
     # -- text <-> ids -----------------------------------------------------------------
     def encode(self, text: str, special_tokens: bool = True) -> list[int]:
         """Token ids of ``text``; ``special_tokens=False`` leaves out what the tokenizer adds itself (BOS)."""
-        return list(self._hf.encode(text, add_special_tokens=special_tokens))
+        if not isinstance(text, str):
+            _check_text(text)
+        try:
+            return list(self._hf.encode(text, add_special_tokens=special_tokens))
+        except TypeError:  # a lone surrogate: the backend's message says neither what nor where
+            _check_text(text)
+            raise
 
     def decode(self, ids: list[int]) -> str:
-        return self._hf.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return self._hf.decode(self.checked_ids(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     def token_strings(self, ids: list[int]) -> list[str]:
         """Each id's own text (what it adds when decoded alone; may hold a partial UTF-8 '\ufffd')."""
-        return [self.decode([i]) for i in ids]
+        return [self.decode([i]) for i in self.checked_ids(ids)]
 
     def raw_tokens(self, ids: list[int]) -> list[str]:
         """The vocabulary entries themselves (byte-level BPE shows a space as 'Ġ')."""
-        return self._hf.convert_ids_to_tokens(list(ids))
+        return self._hf.convert_ids_to_tokens(self.checked_ids(ids))
 
     def pre_tokens(self, text: str) -> list[str]:
         """How the pre-tokenizer splits ``text`` before BPE (merges never cross these borders), in its alphabet.
 
         The normalizer runs first, as in the real pipeline (SentencePiece's spaces become '▁').
         """
+        _check_text(text)
         normalizer = self._backend.normalizer
         if normalizer is not None:
             text = normalizer.normalize_str(text)
@@ -227,3 +257,17 @@ class StreamDecoder:
         delta = text[len(self.emitted) :]
         self.emitted = text
         return delta
+
+
+def _check_text(text: object) -> None:
+    """``TokenizerError`` unless ``text`` is a str of valid Unicode: a lone surrogate (half of a UTF-16 pair, as
+    '\\ud800') has no UTF-8 form, so no tokenizer can read it."""
+    if not isinstance(text, str):
+        raise TokenizerError(f"text to tokenize must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise TokenizerError(
+            f"the text holds a lone surrogate {text[error.start]!r} at character {error.start}: "
+            "it is not valid Unicode text (half of a UTF-16 pair)"
+        ) from None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import streamlit as st
 
-from inference.api import BatchRun, PromptError, SamplingParams
+from inference.api import BatchRun, PromptError, SamplingParams, number_text
 from inference.api import padded_batch as left_padded
 from ui.compute.token_text import token_texts
 from ui.figures.batching import EMPTY, IDLE, PAUSED
@@ -76,8 +76,8 @@ def parse_requests(model: str, rows: list[dict]) -> Requests:
 
 def _whole_number(value, default: int) -> int:
     try:
-        return int(float(value))
-    except (TypeError, ValueError):
+        return int(number_text.real(value))
+    except number_text.NumberError:
         return default
 
 

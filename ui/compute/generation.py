@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from inference.api import CacheBytes, CacheTiming, CacheView, SamplingParams, Stepper, StepperError, Tokenizer
+from inference.api import (
+    CacheBytes,
+    CacheTiming,
+    CacheView,
+    SamplingParams,
+    Stepper,
+    StepperError,
+    Tokenizer,
+    number_text,
+)
 from inference.api import cache_bytes as read_cache_bytes
 from inference.api import cache_view as read_cache_view
 from ui.compute import token_text
@@ -26,6 +35,7 @@ from ui.shell.resources import client_for
 MAX_STEPS = 128  # tokens one walk may generate (bounds the per-session cache)
 MAX_RUN = 32  # tokens one "Run N" press may add
 MAX_TIMING_TOKENS = 64  # tokens the cached-vs-uncached measurement may generate
+MAX_TOKEN_ID = 999_999_999  # a forced token id in a link (nine digits; the stepper checks it against the vocabulary)
 
 
 def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
@@ -33,9 +43,13 @@ def parse_forced(text: str, steps: int) -> tuple[dict[int, int], str | None]:
     forced: dict[int, int] = {}
     dropped = 0
     for pair in filter(None, text.split(",")[: MAX_STEPS + 1] if len(text) <= 4096 else ["x"]):
-        index, _, token = pair.partition(":")
-        if index.isdigit() and token.isdigit() and int(index) < steps and len(token) <= 9:
-            forced[int(index)] = int(token)
+        try:
+            index, token = number_text.whole_pair(pair, ":", low=0, high=MAX_TOKEN_ID)
+        except number_text.NumberError:
+            dropped += 1
+            continue
+        if index < steps:
+            forced[index] = token
         else:
             dropped += 1
     note = (

@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from inference.api import SamplingError, SamplingParams
+from inference.api import SamplingError, SamplingParams, number_text
 from ui.session import state
 
 TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = (  # their session keys
@@ -60,16 +60,13 @@ class Settings:
 
 def parse_seed(value: Any) -> int:
     """The seed as an int >= 0; anything else raises ``SamplingError`` with a message for the user."""
-    if isinstance(value, bool):
-        raise SamplingError(f"the seed must be a whole number ≥ 0, got {value!r}")
     try:
-        number = float(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
+        if isinstance(value, str) and not number_text.WHOLE.fullmatch(value.strip()):
+            value = number_text.real(value)  # "42.0" as typed
+        return number_text.whole(value, low=0)
+    except number_text.NumberError:
         message = f"the seed must be a whole number ≥ 0, got {value!r}: type digits only, e.g. 42"
         raise SamplingError(message) from None
-    if number != int(number) or number < 0:
-        raise SamplingError(f"the seed must be a whole number ≥ 0, got {value!r}")
-    return int(number)
 
 
 def resolve(raw: dict[str, Any], seed: Any, vocab_size: int, max_new_tokens: int = 32) -> Settings:
@@ -77,14 +74,14 @@ def resolve(raw: dict[str, Any], seed: Any, vocab_size: int, max_new_tokens: int
     notes: list[str] = []
     try:
         seed_value = parse_seed(seed)
-        top_k = int(raw[TOP_K])
+        top_k = number_text.whole(raw[TOP_K], "top-k")
         if top_k > vocab_size:
             notes.append(
                 f"top-k = {top_k:,} is larger than the vocabulary ({vocab_size:,} tokens): "
                 f"clamped to {vocab_size:,}, which keeps every token (the same as top-k off)."
             )
             top_k = vocab_size
-        top_p = float(raw[TOP_P])
+        top_p = number_text.real(raw[TOP_P], "top-p")
         if top_p <= 0:
             notes.append(
                 f"top-p must be above 0 (it keeps the smallest set whose mass reaches p): "
@@ -92,11 +89,11 @@ def resolve(raw: dict[str, Any], seed: Any, vocab_size: int, max_new_tokens: int
             )
             top_p = SMALLEST_TOP_P
         params = SamplingParams(
-            temperature=float(raw[TEMPERATURE]),
+            temperature=number_text.real(raw[TEMPERATURE], "temperature"),
             top_k=top_k,
             top_p=top_p,
-            min_p=float(raw[MIN_P]),
-            repetition_penalty=float(raw[REPETITION_PENALTY]),
+            min_p=number_text.real(raw[MIN_P], "min-p"),
+            repetition_penalty=number_text.real(raw[REPETITION_PENALTY], "repetition penalty"),
             max_new_tokens=max_new_tokens,
             seed=seed_value,
         )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from inference.api import EdgeCut, HeadEdit, Interventions, MLPEdit
+from inference.api import EdgeCut, HeadEdit, Interventions, MLPEdit, number_text
 from ui.session import state
 
 # The experiment's session keys (``ui.session.state``), by the names this module's users know them by
@@ -30,6 +30,7 @@ FACTOR_RANGE = (-1.0, 3.0)  # slider range of both scale factors
 FACTOR_STEP = 0.1
 MAX_ITEMS = 64  # heads, edges or MLPs a link may carry
 MAX_LIST_CHARS = 512
+MAX_INDEX = 999_999  # a layer, head or position in a link (six digits)
 DEFAULT_CLEAN = "The cat sat on the mat because it was tired, so the"
 DEFAULT_CORRUPT = "The dog sat on the mat because it was tired, so the"
 EXAMPLE_PROMPT = DEFAULT_CLEAN  # the sidebar prompt the Experiments page suggests
@@ -127,10 +128,10 @@ def _items(raw: str) -> list[str]:
 
 
 def _pair(item: str, sep: str) -> tuple[int, int] | None:
-    left, found, right = item.partition(sep)
-    if not found or not (left.isdigit() and right.isdigit()) or len(left) > 6 or len(right) > 6:
+    try:
+        return number_text.whole_pair(item, sep, low=0, high=MAX_INDEX)
+    except number_text.NumberError:
         return None
-    return int(left), int(right)
 
 
 def parse_heads(raw: str, n_layers: int, n_heads: int) -> tuple[tuple[tuple[int, int], ...], list[str]]:
@@ -160,8 +161,8 @@ def parse_edges(raw: str, n_tokens: int) -> tuple[tuple[tuple[int, int], ...], l
 def parse_layers(raw: str, n_layers: int) -> tuple[tuple[int, ...], list[str]]:
     kept, bad = [], []
     for item in _items(raw):
-        if item.isdigit() and len(item) <= 6 and int(item) < n_layers:
-            kept.append(int(item))
-        else:
+        try:
+            kept.append(number_text.whole(item, low=0, high=n_layers - 1))
+        except number_text.NumberError:
             bad.append(item)
     return tuple(sorted(set(kept)))[:MAX_ITEMS], bad

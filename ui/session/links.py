@@ -19,14 +19,13 @@ Values never reach HTML: notes show them ``repr``-quoted inside code spans.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
-from inference.api import PromptError, TokenizerError
+from inference.api import PromptError, TokenizerError, number_text
 from ui.compute import generation
 from ui.compute.attention import default_query
 from ui.compute.tokens import tokenize
@@ -166,11 +165,10 @@ def parse(param: Param, raw: str, limits: Limits) -> tuple[Any, str | None]:
             raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not on/off (use 1 or 0).")
         return value.lower() in _TRUE, None
     try:
-        number = float(value)
-    except ValueError:
-        raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not a number.") from None
-    if not math.isfinite(number):
-        raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not a finite number.")
+        number = number_text.real(value)
+    except number_text.NumberError as error:
+        kind = "a finite number" if error.not_finite else "a number"
+        raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not {kind}.") from None
     if param.kind == "int" and number != int(number):
         raise _Ignored(f"`{param.name}` ignored: {_quote(value)} is not a whole number.")
     low, high = _bound(param.low, limits), _bound(param.high, limits)
