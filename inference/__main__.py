@@ -80,7 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="contiguous|paged[:BLOCK]",
         help="the KV cache: one contiguous cache, or paged blocks of BLOCK positions (default 16)",
     )
-    parser.add_argument("--n", type=int, default=1, help="answers to the prompt, sharing its KV blocks (seeds seed+i)")
+    parser.add_argument(
+        "--n", type=whole, default=1, help="answers to the prompt, sharing its KV blocks (seeds seed+i)"
+    )
     return parser.parse_args(argv)
 
 

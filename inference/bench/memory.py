@@ -21,6 +21,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..number_text import whole_arg
 from .modes import MODES
 
 MIB = 2**20
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.memory", description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="gguf,gguf-compiled", help="weights modes, as the engine benchmark's")
     parser.add_argument("--model", default=None, help="a .gguf file or a packaged model's name")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=whole_arg, default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one mode, measured here, as JSON
     parser.add_argument("--out", default="bench-results/memory.json")
     args = parser.parse_args(argv)

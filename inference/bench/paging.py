@@ -26,6 +26,7 @@ import torch
 from ..generation.engine import Engine, load_engine
 from ..generation.sampling import SamplingParams
 from ..model.kv_cache import KVCache
+from ..number_text import whole_arg
 from ..serving.block_manager import BlockManager
 from ..serving.config import ServeConfig
 from ..serving.continuous import ContinuousBatcher
@@ -164,9 +165,9 @@ def decode_throughput(engine: Engine, requests: int, new_tokens: int, block_size
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m inference.bench.paging", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
-    parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--slots", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--block-size", type=whole_arg, default=16)
+    parser.add_argument("--slots", type=whole_arg, default=8)
+    parser.add_argument("--threads", type=whole_arg, default=None)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     threads = set_threads(args.threads)

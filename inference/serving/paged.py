@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..generation.sampling import SamplingParams, finish_reason, generator_for, sample
+from ..number_text import NumberError, whole
 from .padding import left_pad
 from .paged_cache import PagedKVCache, PagedWrite
 from .requests import BatchResult, BatchStep
@@ -261,8 +262,10 @@ def parse_kv(text: str) -> int | None:
     if kind == "paged":
         if not block:
             return 16
-        if block.isdigit() and int(block) >= 1:
-            return int(block)
+        try:
+            return whole(block, low=1)
+        except NumberError:
+            pass
     raise ValueError(f"--kv must be contiguous, paged or paged:BLOCK (a block size >= 1), got {text!r}")
 
 
