@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 # -- what every page shares (the sidebar) ---------------------------------------------------
 PROMPT = "prompt"  # str: the text every page runs through the model
@@ -28,7 +27,6 @@ CHAT = "chat"  # bool: wrap the prompt in the model's chat template
 PRESENTER = "presenter"  # bool: projector layout (bigger text and charts, fewer controls, Previous/Next)
 MODEL = "model"  # str: the chosen model's name (one of ``ui.shell.models.allowlist()``)
 PAGE = "_page"  # str: url path of the page being run (``ui.shell.navigation.current_url_path``)
-BOUND_ON = "_bound_on"  # dict[str, str]: a bound widget's key -> the page (script hash) it was last drawn on
 
 # -- the shareable link (ui/session/links.py) --------------------------------------------------
 LINK_RESTORED = "_url_restored"  # bool: this session's link was read
@@ -253,28 +251,8 @@ def bind(key: str, default: Any = None, options: list | range | None = None) -> 
     """
     if key not in st.session_state or (options is not None and st.session_state[key] not in options):
         st.session_state[key] = DEFAULTS.get(key, default)
-    widget, page = widget_key(key), _page()
-    # Streamlit sends a widget whose key a run wrote with ``set_value``, and the browser then takes the run's value over
-    # its own, undoing the key presses and drags made while that run was on its way. So the widget's key is written
-    # only when the widget would not show the stored value otherwise: it is new (or was not drawn last run), holds
-    # another value, is drawn on another page than last time (Streamlit drops a widget's value on a page switch), or
-    # has ``options`` (its range follows the data: a new range is a new widget).
-    bound_on = st.session_state.setdefault(BOUND_ON, {})
-    if (
-        options is not None
-        or widget not in st.session_state
-        or st.session_state[widget] != st.session_state[key]
-        or bound_on.get(widget) != page
-    ):
-        st.session_state[widget] = st.session_state[key]
-    bound_on[widget] = page
+    st.session_state[widget_key(key)] = st.session_state[key]
     return {"key": widget_key(key), "on_change": _store, "args": (key,)}
-
-
-def _page() -> str:
-    """The page this run draws (its script's hash; '' outside a Streamlit run)."""
-    ctx = get_script_run_ctx()
-    return ctx.page_script_hash if ctx is not None else ""
 
 
 def set_values(values: dict[str, Any]) -> None:
