@@ -32,7 +32,16 @@ from ..generation.sampling import SamplingParams, generator_for, sample
 from ..model.interventions import Interventions
 from .config import ServeConfig
 from .padding import left_pad
-from .requests import BatchResult, BatchRun, BatchStep, check_batch_inputs, encode_each, prepare_each, row_specs
+from .requests import (
+    BatchResult,
+    BatchRun,
+    BatchStep,
+    check_batch_inputs,
+    encode_each,
+    finished_result,
+    prepare_each,
+    row_specs,
+)
 from .scheduler import ScheduledStep, Scheduler, Sequence
 from .slot_cache import SlotKVCache, SlotWrite
 
@@ -161,17 +170,11 @@ class ContinuousBatcher:
 
     def result(self, seq: Sequence, index: int) -> BatchResult:
         """A finished (or cancelled) sequence as a ``BatchResult``."""
-        return BatchResult(
-            index=index,
-            prompt_ids=seq.prompt_ids,
-            token_ids=list(seq.output_ids),
-            probabilities=list(seq.output_probs),
-            text=self.engine.tokenizer.decode(seq.output_ids),
-            finish_reason=seq.finish_reason,
-            time_to_first_token=seq.time_to_first_token,
-            time_per_output_token=seq.time_per_output_token,
-            max_batch_size=seq.max_batch_size or None,  # None: cancelled before its first forward
-            logits=self.logits.pop(seq.request_id, []) if self.keep_logits else None,
+        return finished_result(
+            seq,
+            index,
+            self.engine.tokenizer.decode(seq.output_ids),
+            self.logits.pop(seq.request_id, []) if self.keep_logits else None,
         )
 
 

@@ -34,7 +34,7 @@ from ..generation.sampling import SamplingParams, finish_reason, generator_for, 
 from ..number_text import NumberError, whole
 from .padding import left_pad
 from .paged_cache import PagedKVCache, PagedWrite
-from .requests import BatchResult, BatchStep
+from .requests import BatchResult, BatchStep, finished_result
 from .scheduler import Sequence, SequenceStatus
 
 if TYPE_CHECKING:
@@ -147,17 +147,11 @@ class PagedBatcher:
 
     def result(self, seq: Sequence, index: int) -> BatchResult:
         """A finished (or cancelled) sequence as a ``BatchResult``."""
-        return BatchResult(
-            index=index,
-            prompt_ids=seq.prompt_ids,
-            token_ids=list(seq.output_ids),
-            probabilities=list(seq.output_probs),
-            text=self.engine.tokenizer.decode(seq.output_ids),
-            finish_reason=seq.finish_reason,
-            time_to_first_token=seq.time_to_first_token,
-            time_per_output_token=seq.time_per_output_token,
-            max_batch_size=seq.max_batch_size or None,
-            logits=self.logits.pop(seq, []) if self.logits is not None else None,
+        return finished_result(
+            seq,
+            index,
+            self.engine.tokenizer.decode(seq.output_ids),
+            self.logits.pop(seq, []) if self.logits is not None else None,
         )
 
     # 1. schedule -------------------------------------------------------------------------

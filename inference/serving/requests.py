@@ -19,6 +19,7 @@ from ..model.interventions import Interventions
 
 if TYPE_CHECKING:
     from ..generation.engine import Engine
+    from .scheduler import Sequence
 
 
 @dataclass
@@ -129,3 +130,19 @@ def prepare_each(
 def row_specs(specs: list[Interventions | None]) -> list[Interventions | None] | None:
     """The forward's ``interventions`` argument for these rows: None when no row has one (the plain path)."""
     return None if all(spec is None for spec in specs) else list(specs)
+
+
+def finished_result(seq: Sequence, index: int, text: str, logits: list[torch.Tensor] | None) -> BatchResult:
+    """A finished (or cancelled) scheduler sequence as a ``BatchResult``: the one record both batchers return."""
+    return BatchResult(
+        index=index,
+        prompt_ids=seq.prompt_ids,
+        token_ids=list(seq.output_ids),
+        probabilities=list(seq.output_probs),
+        text=text,
+        finish_reason=seq.finish_reason,
+        time_to_first_token=seq.time_to_first_token,
+        time_per_output_token=seq.time_per_output_token,
+        max_batch_size=seq.max_batch_size or None,  # None: cancelled before its first forward
+        logits=logits,
+    )
