@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ui.claims.predicting import _bold, _plural
 from ui.compute.classroom import MIN_EXPECTED, BinPlan
+from ui.figures import format as fmt
 from ui.figures.tokens import visible
 
 OTHER_PREFIX = "other ("  # the histogram's last bar, "other (49,142 tokens)": a label, not a token
@@ -16,7 +16,7 @@ OTHER_PREFIX = "other ("  # the histogram's last bar, "other (49,142 tokens)": a
 
 def _label(label: str) -> str:
     """A bar's label in bold: a token with its whitespace made visible, the "other (…)" bar as it reads."""
-    return f"**{label}**" if label.startswith(OTHER_PREFIX) else _bold(label)
+    return f"**{label}**" if label.startswith(OTHER_PREFIX) else fmt.bold_token(label)
 
 
 def own_draws_sentence(mine: int) -> str:
@@ -34,7 +34,7 @@ def pooled_sentence(n_draws: int, n_students: int, largest_gap: float, gap_token
     if n_draws == 0:
         return "No draws yet: students press **Draw for the class** and the bars fill."
     return (
-        f"{_plural(n_draws, 'draw')} by {_plural(n_students, 'student')}, each from their own seed. "
+        f"{fmt.count(n_draws, 'draw')} by {fmt.count(n_students, 'student')}, each from their own seed. "
         f"The biggest gap between a bar and its probability is {largest_gap:.3f} ({_label(gap_token)}): "
         "it shrinks roughly as 1/√n, so every draw the room adds brings the bars closer."
     )
@@ -43,11 +43,11 @@ def pooled_sentence(n_draws: int, n_students: int, largest_gap: float, gap_token
 def bins_sentence(n_bars: int, plan: BinPlan) -> str:
     """Why the χ² test counts fewer bins than the chart has bars (or more: every survivor, not only those shown)."""
     need = f"The χ² test needs every bin expected at least {MIN_EXPECTED:g} times"
-    counted = f"so it counts {_plural(plan.n_bins, 'bin')} where the chart shows {_plural(n_bars, 'bar')}."
+    counted = f"so it counts {fmt.count(plan.n_bins, 'bin')} where the chart shows {fmt.count(n_bars, 'bar')}."
     if not plan.pooled:
-        return f"{need}; here each of the {_plural(plan.alone, 'possible token')} is, {counted}"
-    alone = _plural(plan.alone, "token")
-    others = _plural(plan.pooled, "other possible token")
+        return f"{need}; here each of the {fmt.count(plan.alone, 'possible token')} is, {counted}"
+    alone = fmt.count(plan.alone, "token")
+    others = fmt.count(plan.pooled, "other possible token")
     if plan.pooled_bin:
         return (
             f"{need}: it keeps the {alone} expected that often as bins of their own and pools the {others} "
@@ -73,19 +73,19 @@ def guesses_sentence(
     if n == 0:
         return "No guesses were sent in this round."
     text = (
-        f"The model's most probable next token is {_bold(top_token)} (p = {top_prob:.3f}); "
-        f"{_plural(top_guessed, 'student')} of {n:,} guessed it. "
+        f"The model's most probable next token is {fmt.bold_token(top_token)} (p = {top_prob:.3f}); "
+        f"{fmt.count(top_guessed, 'student')} of {n:,} guessed it. "
     )
     if most_guessed is not None and most_guessed != top_token:
         text += (
-            f"The class's favourite, {_bold(most_guessed)} ({most_count:,} of {n:,}), has p = {most_prob:.3f} "
+            f"The class's favourite, {fmt.bold_token(most_guessed)} ({most_count:,} of {n:,}), has p = {most_prob:.3f} "
             "for the model."
         )
     elif most_guessed is not None:
         text += "The class's favourite is the model's favourite too."
     if several:
         text += (
-            f" ({_plural(several, 'guess', 'guesses')} of more than one token counted by "
+            f" ({fmt.count(several, 'guess', 'guesses')} of more than one token counted by "
             f"{'its' if several == 1 else 'their'} first token.)"
         )
     return text
@@ -94,7 +94,7 @@ def guesses_sentence(
 def too_few_sentence(n_draws: int) -> str:
     """Why there is no χ² verdict yet (Pearson's test needs bins expected at least 5 times; see chi_square_gof)."""
     return (
-        f"{_plural(n_draws, 'draw')} so far: too few for a χ² test, which needs at least two bins each expected "
+        f"{fmt.count(n_draws, 'draw')} so far: too few for a χ² test, which needs at least two bins each expected "
         f"at least {MIN_EXPECTED:g} times. Keep drawing."
     )
 

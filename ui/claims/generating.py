@@ -17,14 +17,11 @@ def _quoted(piece: str) -> str:
     return "“" + piece + "”"
 
 
-_ms = fmt.ms
-
-
 def _range_ms(values: Sequence[float]) -> str:
     low, high = min(values), max(values)
     if round(low) == round(high):
-        return f"{_ms(low)} for every request"
-    return f"{_ms(low).removesuffix(' ms')}–{_ms(high)}"
+        return f"{fmt.ms(low)} for every request"
+    return f"{fmt.ms(low).removesuffix(' ms')}–{fmt.ms(high)}"
 
 
 def _tps(value: float) -> str:
@@ -113,8 +110,8 @@ def timing_sentence(context_lengths: Sequence[int], cached_ms: Sequence[float], 
     def change(start: float, end: float) -> str:
         ratio = end / start if start > 0 else float("inf")
         if abs(ratio - 1) < 0.1:
-            return f"stayed near {_ms(start)} (×{ratio:.2f})"
-        return f"went from {_ms(start)} to {_ms(end)} (×{ratio:.2f})"
+            return f"stayed near {fmt.ms(start)} (×{ratio:.2f})"
+        return f"went from {fmt.ms(start)} to {fmt.ms(end)} (×{ratio:.2f})"
 
     full_growth = full_end / full_start if full_start > 0 else 1.0
     cached_growth = cached_end / cached_start if cached_start > 0 else 1.0
@@ -144,14 +141,14 @@ def phase_sentence(
     """The prefill against a decode step, per token, from this walk's own timings; when a prompt token cost no less
     in the prefill than a decode step (against the lesson), why, from the machine's ``load`` on its ``cores``."""
     text = (
-        f"Here the prefill read {prompt_tokens} prompt token{'s' * (prompt_tokens != 1)} in {_ms(prefill_ms)} "
-        f"({_ms(prefill_ms / prompt_tokens)} per token)"
+        f"Here the prefill read {prompt_tokens} prompt token{'s' * (prompt_tokens != 1)} in {fmt.ms(prefill_ms)} "
+        f"({fmt.ms(prefill_ms / prompt_tokens)} per token)"
     )
     if not decode_ms:
         return text + "; press **Next token** again for a decode step."
     median = statistics.median(decode_ms)
     per_token = prefill_ms / prompt_tokens
-    text += f"; the median decode step took {_ms(median)} for its one token"
+    text += f"; the median decode step took {fmt.ms(median)} for its one token"
     if prompt_tokens > 1 and per_token < median:
         return text + (
             f": a prompt token costs {median / per_token:.1f}× less in the prefill, because one "
@@ -274,8 +271,8 @@ def verdict_sentence(
     (static_ms, static_rows), (continuous_ms, continuous_rows) = static_decode, continuous_decode
     if continuous_ms > static_ms > 0 and continuous_rows < static_rows:
         reasons.append(
-            f"its decode steps were slower although they carried fewer rows (median {_ms(continuous_ms)} "
-            f"for {continuous_rows:.1f} rows on average, against {_ms(static_ms)} for {static_rows:.1f}): "
+            f"its decode steps were slower although they carried fewer rows (median {fmt.ms(continuous_ms)} "
+            f"for {continuous_rows:.1f} rows on average, against {fmt.ms(static_ms)} for {static_rows:.1f}): "
             "the machine was busier during its run — run both again"
         )
     if not reasons:
@@ -301,7 +298,7 @@ def curve_sentence(batch_sizes: Sequence[int], tokens_per_second: Sequence[float
         else "so on this machine extra rows cost about as much as they bring"
     )
     return (
-        f"A decode step for {batch_sizes[last]} requests took {_ms(step_ms[last])} against {_ms(step_ms[first])} "
+        f"A decode step for {batch_sizes[last]} requests took {fmt.ms(step_ms[last])} against {fmt.ms(step_ms[first])} "
         f"for {batch_sizes[first]} (×{cost:.2f}), giving ×{gain:.2f} the tokens per second, {shape}."
     )
 
@@ -312,7 +309,7 @@ def prefill_pause_sentence(paused_steps: int, paused_ms: float) -> str | None:
         return None
     return (
         f"A prefill pauses decoding: in this continuous run, {paused_steps} prefill step{'s' * (paused_steps != 1)} "
-        f"of newly admitted requests held every running request for {_ms(paused_ms)} in all, without giving them "
+        f"of newly admitted requests held every running request for {fmt.ms(paused_ms)} in all, without giving them "
         "a token."
     )
 

@@ -8,17 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ui.figures.tokens import visible
+from ui.figures import format as fmt
 
 P_THRESHOLD = 0.001  # χ² verdict: below this p-value the draws are called inconsistent with the probabilities
-
-
-def _bold(piece: str) -> str:
-    return "**" + (visible(piece) or "∅").replace("*", "\\*") + "**"
-
-
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
 
 
 def _runs(indices: Sequence[int]) -> list[tuple[int, int]]:
@@ -82,7 +74,7 @@ def answer_formation_sentence(
         else ""
     )
     return (
-        f"At the last position the final answer is {_bold(final)}: {where}. It gets p = "
+        f"At the last position the final answer is {fmt.bold_token(final)}: {where}. It gets p = "
         f"{final_probabilities[-1]:.2f} at the output{sure}."
     )
 
@@ -97,12 +89,12 @@ def lens_suggestion(prompt: str | None, answer: str | None, current_prompt: str)
         )
     if prompt == current_prompt:
         return (
-            f"- This model answers {_bold(answer)} here: find the layer where it takes over in the chart above, "
+            f"- This model answers {fmt.bold_token(answer)} here: find the layer where it takes over in the chart above, "
             "and how sure the readouts are before it."
         )
     return (
-        f"- Change the prompt to “{prompt}”: this model answers it with {_bold(answer)}. Find the layer where "
-        f"{_bold(answer)} takes over."
+        f"- Change the prompt to “{prompt}”: this model answers it with {fmt.bold_token(answer)}. Find the layer where "
+        f"{fmt.bold_token(answer)} takes over."
     )
 
 
@@ -117,10 +109,10 @@ STAGE_ORDER_CAPTION = (
 def greedy_sentence(top_logit_token: str, greedy_token: str, same: bool) -> str:
     """What greedy decoding picks, and why it is not the highest raw logit when they differ."""
     if same:
-        return f"**Greedy decoding** takes the highest score: {_bold(greedy_token)}."
+        return f"**Greedy decoding** takes the highest score: {fmt.bold_token(greedy_token)}."
     return (
-        f"**Greedy decoding** would take {_bold(top_logit_token)}, but the repetition penalty lowers tokens "
-        f"already in the prompt, so it takes {_bold(greedy_token)}."
+        f"**Greedy decoding** would take {fmt.bold_token(top_logit_token)}, but the repetition penalty lowers tokens "
+        f"already in the prompt, so it takes {fmt.bold_token(greedy_token)}."
     )
 
 
@@ -154,7 +146,7 @@ def survivors_sentence(final_left: int, only_token: str | None, removed: int = 0
     ``rounded_to_zero`` by float32 at this temperature (softmax itself removes nothing)."""
     if final_left == 1 and only_token is not None:
         text = (
-            f"Only **one token can be drawn** after every stage: {_bold(only_token)}, so every draw picks it — the "
+            f"Only **one token can be drawn** after every stage: {fmt.bold_token(only_token)}, so every draw picks it — the "
             "same as greedy."
         )
     else:
@@ -182,7 +174,7 @@ def filter_suggestion(
         verdict = f"so {'top-p' if kept_top_p < kept_min_p else 'min-p'} cuts more here"
     return (
         f"- Set top-p to {top_p:g}, then min-p to {min_p:g}: at T = {temperature:g} on this prompt, top-p {top_p:g} "
-        f"alone keeps {_plural(kept_top_p, 'token')} and min-p {min_p:g} alone {_plural(kept_min_p, 'token')}, "
+        f"alone keeps {fmt.count(kept_top_p, 'token')} and min-p {min_p:g} alone {fmt.count(kept_min_p, 'token')}, "
         f"{verdict}. Top-p keeps the most probable tokens until their mass reaches {top_p:g}; min-p keeps every "
         f"token above {min_p:g} × the top probability ({top_probability:.3f} here, a bar of "
         f"{min_p * top_probability:.3f}). Both depend on how sure the model is about this prompt."
@@ -198,7 +190,7 @@ def histogram_sentence(n_bins: int, statistic: float, dof: int, p_value: float) 
     verdict = "consistent with" if consistent else "**not** consistent with"
     compare = "≥" if consistent else "<"
     return (
-        f"Pearson's χ² over {n_bins} bins: χ² = {statistic:.2f} with {_plural(dof, 'degree')} of freedom, "
+        f"Pearson's χ² over {n_bins} bins: χ² = {statistic:.2f} with {fmt.count(dof, 'degree')} of freedom, "
         f"p = **{p_value:.3g}** {compare} {P_THRESHOLD:g} — the draws are {verdict} the probabilities. "
         "The law of large numbers: the more draws, the closer the bars."
     )

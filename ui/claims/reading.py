@@ -12,12 +12,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from ui.figures import format as fmt
-from ui.figures.tokens import visible
-
-
-def _code(piece: str) -> str:
-    """A token in a code span, whitespace visible (backticks inside would end the span)."""
-    return "`" + (visible(piece) or "∅").replace("`", "ˋ") + "`"
 
 
 def _times(ratio: float) -> str:
@@ -45,7 +39,7 @@ def prompt_tokens_caption(n_own: int, n_total: int, specials: Sequence[str], cha
     others = n_total - n_own
     if others <= 0:
         return None
-    named = ", ".join(_code(s) for s in dict.fromkeys(specials))
+    named = ", ".join(fmt.code_span(s) for s in dict.fromkeys(specials))
     if chat:
         plain = others - len(specials)
         return (
@@ -65,7 +59,7 @@ def rare_character_sentence(character: str, stored: Sequence[str], shown: Sequen
     """How the tokenizer writes one rare character, in the display notation of the chips (``<0xNN>`` for a piece of
     a character), with the entries as stored beside it when they differ (byte-level BPE's printable stand-ins)."""
     utf8 = character.encode("utf-8")
-    pieces = ", ".join(_code(piece) for piece in shown)
+    pieces = ", ".join(fmt.code_span(piece) for piece in shown)
     line = (
         f"The rare character {character} (U+{ord(character):04X}, {len(utf8)} UTF-8 bytes: "
         f"{' '.join(f'{b:02X}' for b in utf8)}) becomes {fmt.count(len(shown), 'token')}: {pieces}"
@@ -80,7 +74,11 @@ def rare_character_sentence(character: str, stored: Sequence[str], shown: Sequen
 
 def bpe_caption(vocab_size: int, n_text_tokens: int, specials: Sequence[str]) -> str:
     """The model's BPE column: its vocabulary and the text's own tokens (a start token it adds named apart)."""
-    added = f" (plus {', '.join(_code(s) for s in specials)}, which the tokenizer adds: not text)" if specials else ""
+    added = (
+        f" (plus {', '.join(fmt.code_span(s) for s in specials)}, which the tokenizer adds: not text)"
+        if specials
+        else ""
+    )
     return (
         f"Vocabulary: {vocab_size:,} subwords. {fmt.count(n_text_tokens, 'token')}{added}, nothing unknown: rare "
         "words are spelled from pieces."
@@ -105,12 +103,12 @@ def id_neighbours_sentence(
     ``neighbours`` holds (id, piece, rank of the merge that made the piece or None), in id order.
     """
     first = (
-        f"{_code(word)} is token id {centre_id:,}"
+        f"{fmt.code_span(word)} is token id {centre_id:,}"
         if len(word_pieces) == 1
-        else f"{_code(word)} is {len(word_pieces)} tokens; its first, {_code(word_pieces[0])}, has id {centre_id:,}"
+        else f"{fmt.code_span(word)} is {len(word_pieces)} tokens; its first, {fmt.code_span(word_pieces[0])}, has id {centre_id:,}"
     )
     others = [piece for token_id, piece, _ in neighbours if token_id != centre_id]
-    listed = ", ".join(_code(p) for p in others[:4])
+    listed = ", ".join(fmt.code_span(p) for p in others[:4])
     ranks = [rank for _, _, rank in neighbours]
     if all(rank is not None for rank in ranks) and all(a < b for a, b in zip(ranks, ranks[1:])):
         order = (
@@ -209,14 +207,14 @@ def variants_of(word: str, pieces: Sequence[str]) -> int:
 
 def neighbours_suggestion(word: str, in_prompt: bool, neighbours: Sequence[str]) -> str:
     """The "look at its neighbours" suggestion, with this model's real nearest rows of ``word``."""
-    listed = ", ".join(_code(p) for p in neighbours[:6])
+    listed = ", ".join(fmt.code_span(p) for p in neighbours[:6])
     same = variants_of(word, neighbours)
     kind = (
         f"the first {same} are spellings of *{word}* itself (case, plural, a leading space)"
         if same > 1
         else f"the first is {'a spelling of' if same else 'not even a spelling of'} *{word}* itself"
     )
-    where = f"Pick {_code(' ' + word)} above" if in_prompt else f"Put *{word}* in the prompt and pick it above"
+    where = f"Pick {fmt.code_span(' ' + word)} above" if in_prompt else f"Put *{word}* in the prompt and pick it above"
     return f"{where}: its nearest rows are {listed}; {kind}."
 
 
@@ -228,7 +226,7 @@ def repeated_token_sentence(pieces: Sequence[str], ids: Sequence[int], rows: np.
             earlier = first_seen[token_id]
             if np.array_equal(rows[earlier], rows[position]):
                 return (
-                    f"{_code(pieces[position])} appears at positions {earlier} and {position}: its two rows in the "
+                    f"{fmt.code_span(pieces[position])} appears at positions {earlier} and {position}: its two rows in the "
                     "heatmap are identical. Only RoPE, inside attention, tells them apart. **Attention** is next."
                 )
         first_seen.setdefault(token_id, position)
@@ -251,9 +249,9 @@ def rope_pair_sentence(
     """The real query/key pair of the RoPE distance chart (``layer_kind``: e.g. "a local layer: RoPE base 10,000"),
     and, from ``scores`` (the pair scored at every distance drawn), how much distance changes it."""
     pair = (
-        f"the query and the key of {_code(query_piece)} itself"
+        f"the query and the key of {fmt.code_span(query_piece)} itself"
         if distance == 0
-        else f"the query of {_code(query_piece)} and the key of {_code(key_piece)}"
+        else f"the query of {fmt.code_span(query_piece)} and the key of {fmt.code_span(key_piece)}"
     )
     kind = f" ({layer_kind})" if layer_kind else ""
     text = (
@@ -295,28 +293,26 @@ def sink_sentence(weights: np.ndarray, pieces: Sequence[str], query: int) -> str
     mean = per_layer.mean(axis=0)  # (keys,) mean over layers
     top = int(np.argmax(mean))
     if query == 0:
-        return (
-            f"The first token can only look at itself: all of its weight, in every head, stays on {_code(pieces[0])}."
-        )
+        return f"The first token can only look at itself: all of its weight, in every head, stays on {fmt.code_span(pieces[0])}."
     runner = int(np.argsort(mean)[-2])
     tie = not clearly_more(per_layer, top, runner)
     if top == 0 and not tie:
         return (
-            f"Averaged over heads and layers, {fmt.pct(mean[0])} of the weight of {_code(pieces[query])} goes to "
-            f"the **first token** {_code(pieces[0])}, more than to any other: models use it as a resting place (an "
+            f"Averaged over heads and layers, {fmt.pct(mean[0])} of the weight of {fmt.code_span(pieces[query])} goes to "
+            f"the **first token** {fmt.code_span(pieces[0])}, more than to any other: models use it as a resting place (an "
             "*attention sink*) when a head has nothing to fetch. The average hides what single heads do."
         )
     if tie:
         first = "the **first token** " if top == 0 else ""
         return (
-            f"Averaged over heads and layers, {_code(pieces[query])} gives about as much weight to {first}"
-            f"{_code(pieces[top])} at position {top} ({fmt.pct(mean[top])}) as to {_code(pieces[runner])} at "
+            f"Averaged over heads and layers, {fmt.code_span(pieces[query])} gives about as much weight to {first}"
+            f"{fmt.code_span(pieces[top])} at position {top} ({fmt.pct(mean[top])}) as to {fmt.code_span(pieces[runner])} at "
             f"position {runner} ({fmt.pct(mean[runner])}): across the {len(per_layer)} layers their difference is "
             "within twice its standard error, a tie. Single heads differ from this average."
         )
     return (
-        f"Averaged over heads and layers, the most weight of {_code(pieces[query])} ({fmt.pct(mean[top])}) goes "
-        f"to {_code(pieces[top])} at position {top}; the first token gets {fmt.pct(mean[0])}. Single heads differ "
+        f"Averaged over heads and layers, the most weight of {fmt.code_span(pieces[query])} ({fmt.pct(mean[top])}) goes "
+        f"to {fmt.code_span(pieces[top])} at position {top}; the first token gets {fmt.pct(mean[0])}. Single heads differ "
         "from this average."
     )
 
@@ -344,7 +340,7 @@ def window_sentence(
         f"- Measured over all {n_local} local layers and their heads: the largest weight any query puts on a key "
         f"outside its window is **{local_max:g}** ({outside_cells:,} such (query, key) pairs per head and layer).\n"
         f"- In the global layers, queries past position {window - 1} put on average {by_layer} among keys "
-        f"{window} or more positions back. The sink is the first token, {_code(sink_piece)}, where heads park "
+        f"{window} or more positions back. The sink is the first token, {fmt.code_span(sink_piece)}, where heads park "
         "weight they do not need: only the text's share is information a local layer could not have read."
     )
 
@@ -401,7 +397,7 @@ def pronoun_sentence(
     words most heads pick make a verdict only when a sign test (``sign_test``) puts their margin below
     ``SIGNIFICANCE``: a one-head margin, or any split heads picking at random would often give, is a tie.
     """
-    p = _code(pronoun)
+    p = fmt.code_span(pronoun)
     if not antecedents:
         return (
             f"No noun comes before {p} (a word after *the*, *a*, *his*, … or a name), so there is nothing for its "
@@ -410,7 +406,7 @@ def pronoun_sentence(
     sink = [word for word, _, _, first in antecedents if first]
     counted = [(word, n, best) for word, n, best, first in antecedents if not first]
     note = (
-        f" {', '.join(_code(w) for w in sink)} is the first token, where heads park weight they do not need, so "
+        f" {', '.join(fmt.code_span(w) for w in sink)} is the first token, where heads park weight they do not need, so "
         "no head is counted for it."
         if sink
         else ""
@@ -422,7 +418,7 @@ def pronoun_sentence(
             "reference."
         )
     total = sum(n for _, n, _ in counted)
-    listed = ", ".join(_code(w) for w, _, _ in counted)
+    listed = ", ".join(fmt.code_span(w) for w, _, _ in counted)
     if not counted:
         return f"The only noun before {p} is the first token.{note}"
     if total == 0:
@@ -431,7 +427,7 @@ def pronoun_sentence(
             f"({listed}) ahead of every other earlier word: here its heads look elsewhere.{note}"
         )
     parts = [
-        f"{_code(word)} in {n}" + (f" (strongest {_heads(best)})" if best and n else "")
+        f"{fmt.code_span(word)} in {n}" + (f" (strongest {_heads(best)})" if best and n else "")
         for word, n, best in sorted(counted, key=lambda item: -item[1])
     ]
     text = (
@@ -446,7 +442,7 @@ def pronoun_sentence(
         chance = sign_test(n_first, n_second)
         if chance < SIGNIFICANCE:
             text += (
-                f" Of the {len(counted)} nouns before {p}, more heads pick {_code(first)} than any other: "
+                f" Of the {len(counted)} nouns before {p}, more heads pick {fmt.code_span(first)} than any other: "
                 f"{n_first} against {n_second}, a split that heads picking either word at random would give only "
                 f"{fmt.pct(chance, 1)} of the time. In this model {p} leans to *{first}*."
             )
@@ -454,12 +450,12 @@ def pronoun_sentence(
             tied = [w for w, n, _ in ranked if n == n_first]
             text += (
                 f" Of the {len(counted)} nouns before {p}, as many heads pick "
-                + " as ".join(_code(w) for w in tied)
+                + " as ".join(fmt.code_span(w) for w in tied)
                 + ": the heads do not settle it."
             )
         else:
             text += (
-                f" {n_first} heads for {_code(first)} against {n_second} for {_code(second)} is a tie: heads "
+                f" {n_first} heads for {fmt.code_span(first)} against {n_second} for {fmt.code_span(second)} is a tie: heads "
                 f"picking either word at random would split at least this unevenly {fmt.pct(chance, 1)} of the time "
                 f"(a sign test; a verdict needs less than {fmt.pct(SIGNIFICANCE, 1)}), so the heads do not settle it."
             )
@@ -469,7 +465,7 @@ def pronoun_sentence(
 def top_heads_sentence(query_piece: str, key_piece: str, best: Sequence[tuple[int, int, float]]) -> str:
     """The heads that put the most weight from one query on one key, strongest first."""
     listed = ", ".join(f"layer {layer} head {head} ({fmt.pct(weight)})" for layer, head, weight in best)
-    return f"- Heads that send {_code(query_piece)} most to {_code(key_piece)}: {listed}."
+    return f"- Heads that send {fmt.code_span(query_piece)} most to {fmt.code_span(key_piece)}: {listed}."
 
 
 def _where(first: int, last: int) -> str:
@@ -485,7 +481,7 @@ def causal_suggestion(
     query (an edit there changes none of its weights) and one before it (an edit there can). Only words the user
     typed are offered (never a chat template's).
     """
-    q = _code(query_piece)
+    q = fmt.code_span(query_piece)
     if later is None and earlier is None:
         if query == 0:
             return (
@@ -497,14 +493,14 @@ def causal_suggestion(
     if later is not None:
         word, first, last = later
         parts.append(
-            f"Changing {_code(word)} ({_where(first, last)}) cannot move any head of {q} (position {query}): "
+            f"Changing {fmt.code_span(word)} ({_where(first, last)}) cannot move any head of {q} (position {query}): "
             f"it comes later, and the causal mask hides later tokens, so every weight from {q} stays exactly "
             f"the same. Only queries at or after position {first} can see it."
         )
     if earlier is not None:
         word, first, last = earlier
         parts.append(
-            f"Changing {_code(word)} ({_where(first, last)}), which comes before {q}, can: try another word "
+            f"Changing {fmt.code_span(word)} ({_where(first, last)}), which comes before {q}, can: try another word "
             f"there and watch the row of {q} in the heatmaps change."
         )
     return "- " + " ".join(parts)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ui.compute.token_text import visible
+
 SCIENTIFIC_BELOW = 1e-3  # probabilities below this are written 1.45e-6
 
 
@@ -160,6 +162,16 @@ def plural_of(n: int, word: str, plural: str | None = None) -> str:
     """``word`` as ``n`` of it is written, without the number: 'token'/'tokens', and verbs agreeing with a count
     the same way (``plural_of(n, 'holds', 'hold')``). Every count word in the app goes through here or ``count``."""
     return word if n == 1 else (plural or word + "s")
+
+
+def code_span(piece: str) -> str:
+    """A token in a code span, whitespace visible (backticks inside would end the span)."""
+    return "`" + (visible(piece) or "∅").replace("`", "ˋ") + "`"
+
+
+def bold_token(piece: str) -> str:
+    """A token in bold, whitespace visible (asterisks inside would end the emphasis)."""
+    return "**" + (visible(piece) or "∅").replace("*", "\\*") + "**"
 
 
 def head(layer: int, head_index: int) -> str:
