@@ -26,8 +26,7 @@ The rules a backend keeps:
   still its own (``owns``). ``cache_view`` and ``cache_bytes`` read a walk's own cache.
 
 Pure helpers (no model: they run wherever the caller is, on numbers a backend returned):
-``recorded_draw`` and ``draw_ids`` (the sampler's seeded draws from a logits row), ``chi2_survival``
-(the goodness-of-fit tail), ``memory_read_speed`` (this machine's memory, measured now),
+``recorded_draw`` and ``draw_ids`` (the sampler's seeded draws from a logits row), ``memory_read_speed`` (this machine's memory, measured now),
 ``padded_batch`` (how static batching pads rows), ``decode_speed`` (greedy tok/s, timed through
 ``Backend.complete``, so any backend's), ``cache_view``/``cache_bytes`` (read off a walk's own cache),
 ``decode_block``/``kernel_held`` (a stored block's bytes in, its codes and what the 4-bit kernel holds out).
@@ -40,7 +39,7 @@ machine they run on (the first the caller's, the second the backend's).
 
 The module also re-exports what a page needs around the seam: the errors, ``SamplingParams``,
 ``Interventions`` and its edits, and, for the one place that builds backends
-(``ui/shell/resources.py``), ``load_engine``, the servers and their settings.
+(``ui/common/resources.py``), ``load_engine``, the servers and their settings.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ from .inspection.embeddings import PositionTables
 from .inspection.experiments import AttributionTerms, Patching, PatchLogits
 from .inspection.info import ModelInfo
 from .inspection.residual import BlockWalk, LastPosition, Lens, TracedPrompt
-from .inspection.sampling import RecordedDraw, chi2_survival, draw_ids, recorded_draw
+from .inspection.sampling import RecordedDraw, draw_ids, recorded_draw
 from .inspection.weights import FileSummary, ModeComparison, memory_read_speed
 from .model.interventions import EdgeCut, HeadEdit, InterventionError, Interventions, MLPEdit
 from .model.kv_cache import causal_padding_mask
@@ -332,7 +331,6 @@ __all__ = [
     "KERNEL_TYPES",
     "cache_bytes",
     "cache_view",
-    "chi2_survival",
     "decode_block",
     "decode_speed",
     "draw_ids",
@@ -358,7 +356,7 @@ __all__ = [
     "TokenizerError",
     "parse_merges",
     "RequestHandle",
-    # building backends (ui/shell/resources.py, ui/shell/models.py)
+    # building backends (ui/common/resources.py, ui/common/models.py)
     "ChildClient",
     "Engine",
     "EngineClient",

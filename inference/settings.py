@@ -5,7 +5,8 @@ Owns ``Settings`` (frozen: what the library and the app built on it run with), `
 and what it accepts), ``VARIABLES`` (each variable, its default and what it does; docs/settings.md's table
 is tested against it) and ``current()``: this process's settings, read from the environment the first
 time anything asks and kept (``reload()`` reads them again, for a test that changes the environment).
-Nothing else in the project reads an ``LLM_EXPLORER_*`` variable.
+Nothing else in the project reads an ``LLM_EXPLORER_*`` variable, but the class's own three
+(``ui/classroom/settings.py``: a class is the app's business, not the engine's).
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ DTYPE_CHOICES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # ``
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?|mps")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_SLOTS = 256
-ROOM_SCHEMES = ("redis", "rediss", "unix")  # what ``redis.Redis.from_url`` connects to
-CLASS_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a class's name: part of every Redis key of its room
-DEFAULT_CLASS_ID = "class"
 
 
 @dataclass(frozen=True)
@@ -55,13 +53,6 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LLM_EXPLORER_SERVER", "thread", "where the generation worker runs: `thread` or `process`"),
     Variable("LLM_EXPLORER_PREFIX_CACHE", "on", "`on`: reuse the K/V of prompt starts; `off`: every prompt whole"),
     Variable("LLM_EXPLORER_SLOTS", "16", "requests the generation server runs at once, 1 to 256"),
-    Variable("LLM_EXPLORER_TEACHER_KEY", "none (no class mode)", "the teacher's key: class mode on"),
-    Variable(
-        "LLM_EXPLORER_ROOM",
-        "none (the room in the server's memory)",
-        "where the class room lives: `redis://:password@127.0.0.1:6379/0`, shared by every replica of a class",
-    ),
-    Variable("LLM_EXPLORER_CLASS_ID", "class", "the class's name in a shared room: `7b-physics`, its keys' prefix"),
     Variable("LLM_EXPLORER_CACHE", "~/.cache/llm-explorer", "where converted models are kept"),
 )
 
@@ -86,9 +77,6 @@ class Settings:
     server: str = "thread"  # "thread" or "process"
     prefix_cache: bool = True
     slots: int | None = None  # None: ``ServeConfig``'s default
-    teacher_key: str | None = None  # None: no class mode
-    room: str | None = None  # a Redis url; None: the room lives in this process's memory (one server, one class)
-    class_id: str = DEFAULT_CLASS_ID  # the class's name in a shared room (its Redis keys' prefix)
     cache: Path = Path.home() / ".cache" / "llm-explorer"  # where converted models are kept
 
     @classmethod
@@ -111,9 +99,6 @@ class Settings:
             server=_choice("SERVER", get("SERVER").lower(), SERVER_CHOICES, "thread"),
             prefix_cache=SWITCHES[_choice("PREFIX_CACHE", get("PREFIX_CACHE").lower(), tuple(SWITCHES), "on")],
             slots=_whole("SLOTS", get("SLOTS"), 1, MAX_SLOTS),
-            teacher_key=get("TEACHER_KEY") or None,
-            room=_room(get("ROOM")),
-            class_id=_class_id(get("CLASS_ID").lower()),
             cache=Path(get("CACHE")).expanduser() if get("CACHE") else _user_cache(env) / "llm-explorer",
         )
 
@@ -157,31 +142,6 @@ def _device(value: str) -> str | None:
     if not DEVICE_PATTERN.fullmatch(value.lower()):
         raise SettingsError(f"{PREFIX}DEVICE={value!r}: use cpu, cuda, cuda:N or mps")
     return value.lower()
-
-
-def _room(value: str) -> str | None:
-    """A Redis url (``redis://[:password@]host:port/db``, ``rediss://``, ``unix://``); the message never shows
-    the password."""
-    if not value:
-        return None
-    scheme, sep, rest = value.partition("://")
-    if not sep or scheme.lower() not in ROOM_SCHEMES or not rest.strip("/"):
-        shown = (scheme + sep + "…") if sep else (value if "@" not in value else "…")
-        raise SettingsError(
-            f"{PREFIX}ROOM={shown!r}: use a Redis url, redis://:password@127.0.0.1:6379/0 (or rediss://, unix://)"
-        )
-    return value
-
-
-def _class_id(value: str) -> str:
-    if not value:
-        return DEFAULT_CLASS_ID
-    if not CLASS_ID.fullmatch(value):
-        raise SettingsError(
-            f"{PREFIX}CLASS_ID={value!r}: use 1 to 32 lower-case letters, digits or '-', starting with a letter "
-            "or digit (e.g. 7b-physics)"
-        )
-    return value
 
 
 def checked_model_name(name: str) -> str:

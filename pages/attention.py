@@ -2,20 +2,20 @@
 
 import streamlit as st
 
-from ui.claims import reading as claims
-from ui.classroom import broadcast
-from ui.compute import attention as att
-from ui.compute import reference as ref
-from ui.compute.own_text import own_mask
-from ui.compute.own_text import words as own_words
-from ui.controls.head_switch import render as switch_heads_off
-from ui.controls.prompt import prompt_tokens
-from ui.figures import attention as figs
-from ui.figures import format as fmt
-from ui.figures.tokens import visible
-from ui.session import state
-from ui.shell import charts, models
+from ui.attention import claims
+from ui.attention import compute as att
+from ui.attention import figures as figs
+from ui.attention import reference as ref
+from ui.class_page import broadcast
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.experiments.head_switch import render as switch_heads_off
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
+from ui.tokenization.figures import visible
+from ui.tokenization.own_text import own_mask
+from ui.tokenization.own_text import words as own_words
+from ui.tokenization.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -64,7 +64,9 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     # 1. One head
     st.header("One head: who looks at whom")
     c1, c2, c3 = st.columns(3)
-    layer = c1.slider("Layer", 0, maps.n_layers - 1, **state.bind(state.ATT_LAYER, 0, options=range(maps.n_layers)))
+    layer = c1.slider(
+        "Layer", 0, maps.n_layers - 1, **state.bind_slider(state.ATT_LAYER, 0, options=range(maps.n_layers))
+    )
     head = c2.selectbox(
         "Head",
         list(range(maps.n_heads)),

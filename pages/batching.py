@@ -5,13 +5,13 @@ import time
 import streamlit as st
 
 from inference.api import SamplingError
-from ui.claims import generating as claims
-from ui.compute import batching
-from ui.figures import batching as figs
-from ui.figures import format as fmt
-from ui.session import requests as request_rows
-from ui.session import state
-from ui.shell import charts, models
+from ui.batching import claims
+from ui.batching import compute as batching
+from ui.batching import figures as figs
+from ui.batching import requests as request_rows
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -127,7 +127,9 @@ if st.session_state.pop(state.BATCH_PENDING, False):
             share_prefixes=bool(share),
         )
     except SamplingError as error:
-        st.error(f"Cannot run these requests: {error}. Set the seed in the sidebar.", icon=":material/block:")
+        st.error(
+            f"Cannot run these requests: {fmt.clause(error)}. Set the seed in the sidebar.", icon=":material/block:"
+        )
     bar.empty()
 
 result = st.session_state.get(state.BATCH_RESULT)

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from ui.classroom import broadcast, rounds
-from ui.compute.classroom import DRAWS_PER_PRESS
+from ui.class_page import broadcast, rounds
+from ui.class_page.draws import DRAWS_PER_PRESS
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py

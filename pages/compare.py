@@ -3,16 +3,16 @@
 import streamlit as st
 
 from inference.api import PromptError, TokenizerError
-from ui.claims import comparing as claims
-from ui.compute import compare as cmp
-from ui.compute.tokens import tokenize
-from ui.figures import format as fmt
-from ui.figures.conventions import shared_range
-from ui.figures.generation import alternatives_table, make_alternatives_bar
-from ui.figures.tokens import token_chips_html
-from ui.session import state
-from ui.shell import charts, models, resources
+from ui.common import format as fmt
+from ui.common import models, resources, state
+from ui.common.conventions import shared_range
+from ui.compare import claims
+from ui.compare import compute as cmp
+from ui.generation.figures import alternatives_table, make_alternatives_bar
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
+from ui.tokenization.compute import tokenize
+from ui.tokenization.figures import token_chips_html
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 

@@ -3,18 +3,18 @@
 import numpy as np
 import streamlit as st
 
-from ui.claims import reading as claims
-from ui.compute import attention as att
-from ui.compute import embeddings as emb
-from ui.compute import reference as ref
-from ui.compute.own_text import own_mask
-from ui.compute.own_text import words as own_words
-from ui.controls.prompt import prompt_tokens
-from ui.figures import embeddings as figs
-from ui.figures.tokens import visible
-from ui.session import state
-from ui.shell import charts, models
+from ui.attention import compute as att
+from ui.attention import reference as ref
+from ui.common import models, state
+from ui.embeddings import claims
+from ui.embeddings import compute as emb
+from ui.embeddings import figures as figs
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
+from ui.tokenization.figures import visible
+from ui.tokenization.own_text import own_mask
+from ui.tokenization.own_text import words as own_words
+from ui.tokenization.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 

@@ -3,18 +3,18 @@
 import streamlit as st
 
 from inference.api import PromptError, TokenizerError
-from ui.compute import experiments as ce
-from ui.compute.token_text import token_texts
-from ui.controls import experiment as experiment_controls
-from ui.controls.prompt import prompt_tokens
-from ui.figures import experiments as figs
-from ui.figures import format as fmt
-from ui.figures.logits import visible_token
-from ui.session import experiment as exp
-from ui.session import state
-from ui.shell import charts, models
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.common.resources import client_for
+from ui.common.token_text import token_texts
+from ui.experiments import compute as ce
+from ui.experiments import controls as experiment_controls
+from ui.experiments import figures as figs
+from ui.experiments import settings as exp
+from ui.logits.figures import visible_token
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import client_for
+from ui.tokenization.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -41,7 +41,7 @@ ids = tuple(view.ids)
 try:
     ce.check_prompt(view.ids)
 except ce.ExperimentError as error:
-    st.error(f"{error}.", icon=":material/block:")
+    st.error(f"{fmt.clause(error)}.", icon=":material/block:")
     st.stop()
 
 # 1. The intervention
@@ -53,7 +53,7 @@ try:
     ce.prepared_spec(model, ids, settings)
 except ce.ExperimentError as error:
     st.error(
-        f"This intervention cannot run: {error}. Nothing was changed; the results below are the plain run.",
+        f"This intervention cannot run: {fmt.clause(error)}. Nothing was changed; the results below are the plain run.",
         icon=":material/block:",
     )
     settings = exp.Settings()
@@ -132,7 +132,7 @@ target_text = st.text_input(
 try:
     target = ce.target_token(model, target_text, compared.top_before)
 except ce.ExperimentError as error:
-    st.error(f"{error}.", icon=":material/block:")
+    st.error(f"{fmt.clause(error)}.", icon=":material/block:")
     target = None
 chosen = exp.current()  # the sweep changes heads the way the editor's "How" says, whatever else is chosen
 mode, factor = chosen.head_mode, chosen.head_factor
@@ -190,7 +190,7 @@ corrupt = right.text_input("Corrupted prompt (same number of tokens)", max_chars
 try:
     setup = ce.patch_setup(model, clean, corrupt)
 except (ce.ExperimentError, PromptError, TokenizerError) as error:
-    st.error(f"Cannot patch these prompts: {error}.", icon=":material/block:")
+    st.error(f"Cannot patch these prompts: {fmt.clause(error)}.", icon=":material/block:")
     setup = None
 if setup is not None:
     st.markdown(

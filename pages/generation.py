@@ -2,16 +2,16 @@
 
 import streamlit as st
 
-from ui.claims import generating as claims
-from ui.compute import generation as gen
-from ui.controls import sampling as sampling_controls
-from ui.controls.prompt import prompt_tokens
-from ui.figures import format as fmt
-from ui.figures import generation as figs
-from ui.session import state, walk
-from ui.shell import charts, models, presenter
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.common.resources import current_client
+from ui.generation import claims, walk
+from ui.generation import compute as gen
+from ui.generation import figures as figs
+from ui.sampling import controls as sampling_controls
+from ui.shell import charts, presenter
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import current_client
+from ui.tokenization.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -69,7 +69,7 @@ else:
     c4.button("Force it", key=state.GEN_FORCE_GO, width="stretch", on_click=walk.act, args=("force",))
 error = st.session_state.pop(state.GEN_ERROR, None)
 if error:
-    st.error(f"{error}. Nothing was changed.", icon=":material/block:")
+    st.error(f"{fmt.clause(error)}. Nothing was changed.", icon=":material/block:")
 if st.session_state.get(state.GEN_PENDING) == "run":
     del st.session_state[state.GEN_PENDING]
     bar = st.progress(0.0, text="generating…")

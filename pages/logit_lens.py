@@ -2,17 +2,17 @@
 
 import streamlit as st
 
-from ui.claims import predicting as claims
-from ui.compute.examples import lens_example
-from ui.compute.logits import traced_prompt
-from ui.controls.prompt import current_prompt_logits
-from ui.figures import block as figs
-from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
-from ui.figures.logits import visible_token
-from ui.session import state
-from ui.shell import charts, models
+from ui.common import models, state
+from ui.common.resources import client_for
+from ui.logit_lens import claims
+from ui.logit_lens import figures as figs
+from ui.logit_lens.examples import lens_example
+from ui.logit_lens.figures import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
+from ui.logits.compute import traced_prompt
+from ui.logits.figures import visible_token
+from ui.logits.prompt import current_prompt_logits
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -38,7 +38,9 @@ if traced.traced_tokens < traced.prompt_tokens:
 
 # 1. One block, walked with the real activations at the last position
 st.subheader("1 · One block, walked")
-layer = st.slider("Block (layer)", 0, config.n_layers - 1, **state.bind(state.BLOCK_LAYER, 0, range(config.n_layers)))
+layer = st.slider(
+    "Block (layer)", 0, config.n_layers - 1, **state.bind_slider(state.BLOCK_LAYER, 0, range(config.n_layers))
+)
 last = visible_token(cached.token_strings[-1])
 norms = walk.norms[layer, :, -1].tolist()
 charts.show(

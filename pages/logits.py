@@ -2,8 +2,12 @@
 
 import streamlit as st
 
-from ui.claims import predicting as claims
-from ui.compute.logits import (
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.common.resources import client_for
+from ui.logits import claims, playground
+from ui.logits import figures as figs
+from ui.logits.compute import (
     STAGE_LABELS,
     entropy_bits,
     kept_by,
@@ -14,23 +18,18 @@ from ui.compute.logits import (
     tokens_for_mass,
     top_indices,
 )
-from ui.compute.playground import steps, temperature_frames
-from ui.controls import example_prompt, playground
-from ui.controls import sampling as sampling_controls
-from ui.controls.prompt import current_prompt_logits
-from ui.figures import format as fmt
-from ui.figures import logits as figs
-from ui.figures.logits import (
+from ui.logits.figures import (
     make_logits_bar,
     make_probability_overlay,
     make_stage_figure,
     make_temperature_sweep,
     visible_token,
 )
-from ui.session import state
-from ui.shell import charts, models
+from ui.logits.frames import steps, temperature_frames
+from ui.logits.prompt import current_prompt_logits
+from ui.sampling import controls as sampling_controls
+from ui.shell import charts, example_prompt
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 

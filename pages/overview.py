@@ -3,11 +3,11 @@
 import streamlit as st
 
 from inference.api import PromptError, TokenizerError
-from ui.compute.overview import overview
-from ui.controls import picture
-from ui.figures.overview import overview_svg
-from ui.session import state
-from ui.shell import models
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.overview.compute import overview
+from ui.overview.figures import overview_svg
+from ui.shell import picture
 from ui.shell.navigation import PAGES, redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -17,7 +17,7 @@ model, prompt = models.current(), str(state.get(state.PROMPT) or "")
 try:
     path = overview(model, prompt, bool(state.get(state.CHAT)))  # one traced forward of the sidebar's prompt
 except (PromptError, TokenizerError) as error:
-    st.error(f"Cannot run this prompt: {error}. Edit the prompt in the sidebar.", icon=":material/block:")
+    st.error(f"Cannot run this prompt: {fmt.clause(error)}. Edit the prompt in the sidebar.", icon=":material/block:")
     path = None
 if path is not None:
     asked = picture.render(overview_svg(path))

@@ -2,15 +2,15 @@
 
 import streamlit as st
 
-from ui.claims import weights as claims
-from ui.compute import blocks, quant
-from ui.controls.prompt import prompt_tokens
-from ui.figures import format as fmt
-from ui.figures import quant as figs
-from ui.figures.logits import visible_token
-from ui.session import state
-from ui.shell import charts, models
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.logits.figures import visible_token
+from ui.quantization import blocks, claims
+from ui.quantization import compute as quant
+from ui.quantization import figures as figs
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
+from ui.tokenization.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 

@@ -5,20 +5,19 @@ import dataclasses
 import streamlit as st
 
 from inference.api import BusyError, PromptError
-from ui.claims import predicting as claims
-from ui.classroom import broadcast, rounds
-from ui.compute.sampling import continuations, draw, draw_history, draw_many, first_divergence
-from ui.controls import example_prompt
-from ui.controls import sampling as sampling_controls
-from ui.controls.prompt import current_prompt_logits
-from ui.figures import format as fmt
-from ui.figures import sampling as figs
-from ui.figures.logits import visible_token
-from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
-from ui.session import state
-from ui.shell import charts, models, navigation
+from ui.class_page import broadcast, rounds
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.common.resources import client_for
+from ui.logits.figures import visible_token
+from ui.logits.prompt import current_prompt_logits
+from ui.sampling import claims
+from ui.sampling import controls as sampling_controls
+from ui.sampling import figures as figs
+from ui.sampling.compute import continuations, draw, draw_history, draw_many, first_divergence
+from ui.sampling.figures import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
+from ui.shell import charts, example_prompt, navigation
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import client_for
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -168,7 +167,7 @@ try:  # all four submitted together: they share the server's forwards
         model, prompt, chat, [p.canonical() for p in settings], N_TOKENS
     )
 except (BusyError, PromptError) as error:
-    st.warning(f"Continuations are not available right now: {error}.")
+    st.warning(f"Continuations are not available right now: {fmt.clause(error)}.")
     st.stop()
 
 

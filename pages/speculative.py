@@ -5,16 +5,17 @@ import dataclasses
 import streamlit as st
 
 from inference.api import SpeculationError
-from ui.claims import speculative as claims
-from ui.compute import speculative as spec
-from ui.controls import sampling as sampling_controls
-from ui.controls.prompt import prompt_tokens
-from ui.figures import speculative as figs
-from ui.figures.tokens import visible
-from ui.session import state
-from ui.shell import charts, models, presenter
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.common.resources import current_client
+from ui.sampling import controls as sampling_controls
+from ui.shell import charts, presenter
 from ui.shell.navigation import redirect_legacy_run
-from ui.shell.resources import current_client
+from ui.speculative import claims
+from ui.speculative import compute as spec
+from ui.speculative import figures as figs
+from ui.tokenization.figures import visible
+from ui.tokenization.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -90,7 +91,7 @@ depth = int(st.session_state.get(state.SPEC_DEPTH, config.n_layers // 2))
 try:
     speculation = spec.speculation_for(drafter, int(draft_tokens), ngram, depth, config.n_layers)
 except SpeculationError as error:
-    st.error(f"Cannot speculate with these settings: {error}. Nothing was run; your settings are kept.")
+    st.error(f"Cannot speculate with these settings: {fmt.clause(error)}. Nothing was run; your settings are kept.")
     st.stop()
 params = dataclasses.replace(settings.params, max_new_tokens=int(new_tokens)).canonical()
 ids = tuple(view.ids)
@@ -98,7 +99,7 @@ try:
     with st.spinner("Decoding speculatively and plainly, twice each…"):
         result = spec.run(model, ids, params, speculation)
 except spec.ERRORS as error:
-    st.error(f"Cannot run this request: {error}. Your settings are kept.")
+    st.error(f"Cannot run this request: {fmt.clause(error)}. Your settings are kept.")
     st.stop()
 
 st.markdown(f"**{speculation.describe().capitalize()}**, {sampling_controls.summary(params)}: “{visible(result.text)}”")
@@ -253,7 +254,7 @@ if st.session_state.get(state.SPEC_SWEEP_FOR) == sweep_for:
         sweep = spec.sweep(model, ids, params, int(draft_tokens), lambda share, text: bar.progress(share, text=text))
     except spec.ERRORS as error:
         sweep = None
-        st.error(f"Cannot run the sweep: {error}.")
+        st.error(f"Cannot run the sweep: {fmt.clause(error)}.")
     bar.empty()
     if sweep is not None:
         for name, setting_name, title in (
@@ -328,7 +329,7 @@ elif st.session_state.get(state.SPEC_SEEDS_FOR) == seeds_for:
         test = spec.seed_test(*seeds_for, lambda share, text: bar.progress(share, text=text))
     except spec.ERRORS as error:
         test = None
-        st.error(f"Cannot run the seeds: {error}.")
+        st.error(f"Cannot run the seeds: {fmt.clause(error)}.")
     bar.empty()
     if test is not None:
         cells = spec.top_cells(test)

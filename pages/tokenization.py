@@ -2,15 +2,15 @@
 
 import streamlit as st
 
-from ui.claims import reading as claims
-from ui.compute import tokens as tok
-from ui.compute.own_text import has_chat_template, own_mask
-from ui.controls.prompt import prompt_tokens
-from ui.figures import format as fmt
-from ui.figures.tokens import make_token_id_chart, token_chips_html, token_id_table, visible
-from ui.session import state
-from ui.shell import charts, models
+from ui.common import format as fmt
+from ui.common import models, state
+from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
+from ui.tokenization import claims
+from ui.tokenization import compute as tok
+from ui.tokenization.figures import make_token_id_chart, token_chips_html, token_id_table, visible
+from ui.tokenization.own_text import has_chat_template, own_mask
+from ui.tokenization.prompt import prompt_tokens
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -250,7 +250,9 @@ else:
 
 # 5. A tiny BPE trained live
 st.header("Train a tiny BPE")
-vocab = st.slider("Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind(state.TOK_VOCAB, 300))
+vocab = st.slider(
+    "Vocabulary size (256 byte symbols + learned merges)", 257, 400, **state.bind_slider(state.TOK_VOCAB, 300)
+)
 tiny = tok.train_tiny_bpe(corpus, vocab, compare or " ")
 st.caption(
     f"Trained with the `tokenizers` library on the paragraph above: {len(tiny.merges)} merges learned, "

@@ -38,10 +38,13 @@ def fresh_settings():
     """Every test reads the operator's settings from the environment as the test leaves it: a process reads them
     once (``inference.settings.current``), and one test process starts many apps, each with its own."""
     from inference import settings
+    from ui.classroom import settings as class_settings
 
     settings.current.cache_clear()
+    class_settings.current.cache_clear()
     yield
     settings.current.cache_clear()
+    class_settings.current.cache_clear()
 
 
 @pytest.fixture(scope="session")
@@ -128,7 +131,7 @@ def ui_engine(engine, monkeypatch):
     """Point the UI helpers' model lookup at the session's engine instead of loading a second one."""
     import streamlit as st
 
-    from ui.shell import resources
+    from ui.common import resources
 
     monkeypatch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on it
     st.cache_data.clear()
@@ -144,7 +147,7 @@ def ui_engine_and_server(engine, monkeypatch):
     import streamlit as st
 
     from inference import EngineServer, ServeConfig
-    from ui.shell import resources
+    from ui.common import resources
 
     server = EngineServer(engine, ServeConfig(n_slots=4, max_waiting=4, slot_capacity=512))
     monkeypatch.setattr(resources, "engine_for", lambda model: engine)  # every client is built on them

@@ -58,7 +58,7 @@ _FRAGMENT_DONE = ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFU
 _ERROR_ALERT = 1  # Alert.Format.ERROR
 _TEXT_FIELDS = {"markdown": "body", "heading": "body", "text": "body", "alert": "body", "code": "code_text"}
 # A cookie an app's script writes (``document.cookie = "name=value; path=/; ...; max-age=N";``, as the class mode's
-# ``ui.classroom.broadcast._cookie_script`` does in an ``st.iframe``): this client keeps it, as the browser would.
+# ``ui.class_page.broadcast._cookie_script`` does in an ``st.iframe``): this client keeps it, as the browser would.
 _COOKIE_SCRIPT = re.compile(r'document\.cookie = "([A-Za-z0-9_]+)=([^;"]*);[^"]*?max-age=(\d+)"')
 
 

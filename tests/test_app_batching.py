@@ -85,7 +85,7 @@ def test_shared_prompt_starts_are_reused_and_counted():
 
 
 def test_bad_rows_are_explained_and_the_rest_still_runs():
-    from ui.compute.batching import parse_requests
+    from ui.batching.compute import parse_requests
 
     at = open_batching()  # loads the engine into the cache for parse_requests
     requests = parse_requests(
@@ -121,7 +121,7 @@ def test_table_edits_survive_a_page_switch():
 
 
 def test_throughput_curve_is_measured_small(monkeypatch):
-    from ui.compute import batching as compute_batching
+    from ui.batching import compute as compute_batching
 
     monkeypatch.setattr(compute_batching, "CURVE_SIZES", (1, 3))  # the page's own code path, at a test's size
     monkeypatch.setattr(compute_batching, "CURVE_STEPS", 2)

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from inference import load_engine
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
 from tests.tiny_models import save_folder, tiny_llama
-from ui.session import experiment as exp
+from ui.experiments import settings as exp
 
 SCRIPT = "pages/experiments.py"
 TIMEOUT = 180  # the first run loads the model; a page run is ~8 forwards on 2 shared cores

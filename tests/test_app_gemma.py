@@ -24,7 +24,7 @@ TIMEOUT = 300
 
 @pytest.fixture
 def app_on_gemma(gemma_engine, monkeypatch):
-    from ui.shell import resources
+    from ui.common import resources
 
     real = resources.load_engine
     monkeypatch.setattr(
@@ -88,8 +88,8 @@ def test_block_walk_shows_four_norms(app_on_gemma):
 
 
 def test_attention_past_the_window(app_on_gemma):
-    from ui.compute.attention import long_prompt_for_window
-    from ui.session.state import DEFAULT_PROMPT
+    from ui.attention.compute import long_prompt_for_window
+    from ui.common.state import DEFAULT_PROMPT
 
     prompt = long_prompt_for_window(GEMMA, DEFAULT_PROMPT)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
@@ -143,7 +143,7 @@ def test_side_by_side_runs_the_prompt_through_both(app_on_gemma, engine, gemma_e
 
 
 def test_first_divergence_is_by_characters():
-    from ui.compute.compare import first_divergence
+    from ui.compare.compute import first_divergence
 
     split = first_divergence(" hungry.\nThe cat", " hungry and")
     assert (split.common, split.left_rest, split.right_rest) == (" hungry", ".\nThe cat", " and")

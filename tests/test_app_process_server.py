@@ -14,8 +14,8 @@ from tests import apptest_utils
 from tests.apptest_utils import PREDICTING_PAGES, READING_PAGES, assert_clean, chart, plotly_array, texts
 from tests.test_batching import solo
 from tests.tolerances import model_tolerance
-from ui.compute import sampling as compute_sampling
-from ui.shell import resources
+from ui.common import resources
+from ui.sampling import compute as compute_sampling
 
 pytestmark = pytest.mark.real_model
 

@@ -118,7 +118,7 @@ def _page_alone(page_script: str, seed) -> AppTest:
 
         import streamlit as st
 
-        from ui.session import state
+        from ui.common import state
         from ui.shell import navigation
 
         state.init()

@@ -76,7 +76,7 @@ def test_every_page_runs_on_the_files_blocks(gguf_engine, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from tests.apptest_utils import APP
-    from ui.shell import resources
+    from ui.common import resources
     from ui.shell.navigation import PAGES
 
     real = resources.load_engine

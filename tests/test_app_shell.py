@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests import apptest_utils
-from tests.apptest_utils import APP, READING_PAGES, assert_clean
+from tests.apptest_utils import APP, PREDICTING_PAGES, READING_PAGES, assert_clean
 
 pytestmark = pytest.mark.real_model
 
@@ -42,6 +42,30 @@ def test_prompt_and_page_choices_survive_page_switches():
     assert_clean(at)
     assert at.slider(key="_w_att_layer").value == 5
     assert at.session_state["prompt"] == "Tom fed his dog because it was hungry."
+
+
+def _forced(at: AppTest) -> dict[str, bool]:
+    """Each slider's ``set_value``: whether this run makes the browser take the run's value over its own."""
+    return {w.key: w.proto.set_value for w in at.slider if w.key}
+
+
+def test_a_rerun_never_moves_a_slider_the_browser_already_shows():
+    """A bound slider's value goes to the browser with ``set_value`` only when the browser would not show the stored
+    value otherwise (first drawn, changed by the app, a page switch), never on a plain rerun: a forced value undid
+    the key presses made while that run was on its way (four arrow presses from T = 0.8 ended at 0.85)."""
+    at = apptest_utils.open_page(PREDICTING_PAGES["logits"][0], "The cat sat on the")
+    assert _forced(at)["_w_temperature"]  # first drawn on this page: the browser must take the stored value
+    at.slider(key="_w_temperature").set_value(1.3).run()
+    assert not any(_forced(at).values()), _forced(at)  # the browser's own values: nothing forced back
+    at.run()
+    assert not any(_forced(at).values()), _forced(at)
+    at.switch_page(PREDICTING_PAGES["sampling"][0]).run()  # Streamlit drops a widget's value on a page switch: restored
+    assert _forced(at)["_w_temperature"] and at.slider(key="_w_temperature").value == 1.3
+    at.run()
+    assert not any(_forced(at).values()), _forced(at)
+    at.session_state["temperature"] = 0.4  # the app (a link, the teacher) changed it: the browser must take it
+    at.run()
+    assert _forced(at)["_w_temperature"] and at.slider(key="_w_temperature").value == 0.4
 
 
 def test_overview_opens_by_its_name_with_a_link_s_settings():

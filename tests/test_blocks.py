@@ -142,7 +142,7 @@ def test_the_code_for_a_zero_weight(type_name, expected):
 
 
 def test_the_block_chart_marks_the_zero_code_inside_the_code_range():
-    from ui.figures.quant import make_block_layout
+    from ui.quantization.figures import make_block_layout
 
     drawn = make_block_layout([3, 31, 0], np.array([0.1, 0.2, 0.3]), 3, (0, 31), None, "t", zero_code=16)
     assert [s.y0 for s in drawn.layout.shapes] == [16]

@@ -1,4 +1,4 @@
-"""Every claim-making sentence (``ui.claims``) on several prompts' real numbers: each claim is checked
+"""Every claim-making sentence (each chapter's ``claims.py``) on several prompts' real numbers: each claim is checked
 against the numbers it quotes, and the numbers against the model.
 
 The prompts are of different kinds: the default sentence, no pronoun, emoji, code, a non-English
@@ -14,12 +14,19 @@ import numpy as np
 import pytest
 import streamlit as st
 
-from ui.claims import generating, predicting, reading
-from ui.compute import attention as att
-from ui.compute import embeddings as emb
-from ui.compute import logits
-from ui.compute import tokens as tok
-from ui.figures.tokens import visible
+from ui.attention import claims as attention_claims
+from ui.attention import compute as att
+from ui.batching import claims as batching_claims
+from ui.embeddings import claims as embeddings_claims
+from ui.embeddings import compute as emb
+from ui.generation import claims as generation_claims
+from ui.logit_lens import claims as logit_lens_claims
+from ui.logits import claims as logits_claims
+from ui.logits import compute as logits
+from ui.sampling import claims as sampling_claims
+from ui.tokenization import claims as tokenization_claims
+from ui.tokenization import compute as tok
+from ui.tokenization.figures import visible
 
 pytestmark = pytest.mark.real_model
 
@@ -38,7 +45,7 @@ PROMPTS = {
 def real(engine):
     """Every UI helper's model lookup pointed at the session's engine; one cache for the module's tests
     (each prompt's traced forward runs once)."""
-    from ui.shell import resources
+    from ui.common import resources
 
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -71,7 +78,7 @@ def test_the_answer_formation_sentence_names_exactly_the_readouts_that_lead(real
     lens = logits.traced_prompt(MODEL, PROMPTS[name], False).lens
     guesses = [layer[-1][0] for layer in lens.top_strings]
     probabilities = lens.final_token_probability.tolist()
-    text = predicting.answer_formation_sentence(lens.layer_labels, guesses, probabilities)
+    text = logit_lens_claims.answer_formation_sentence(lens.layer_labels, guesses, probabilities)
     final = guesses[-1]
     leads = [i for i, guess in enumerate(guesses) if guess == final]
     assert f"final answer is **{visible(final)}**" in text
@@ -94,7 +101,9 @@ def test_the_default_prompt_no_longer_claims_the_answer_settles_at_the_last_laye
     """The issue's case: ↵ leads in the middle layers, loses the lead near the end, is back at the output."""
     lens = logits.traced_prompt(MODEL, PROMPTS["default"], False).lens
     guesses = [layer[-1][0] for layer in lens.top_strings]
-    text = predicting.answer_formation_sentence(lens.layer_labels, guesses, lens.final_token_probability.tolist())
+    text = logit_lens_claims.answer_formation_sentence(
+        lens.layer_labels, guesses, lens.final_token_probability.tolist()
+    )
     assert "from **layer 29** on" not in text
     assert guesses[-2] != guesses[-1] and "other guesses lead" in text
 
@@ -102,13 +111,13 @@ def test_the_default_prompt_no_longer_claims_the_answer_settles_at_the_last_laye
 def test_the_lens_suggestion_holds_for_this_model(real):
     """The lens page suggests a prompt and promises its answer takes over: the model must answer it so, and the
     embeddings alone must not already say it."""
-    from ui.compute.examples import lens_example
+    from ui.logit_lens.examples import lens_example
 
     example = lens_example(MODEL)
     assert example is not None and example.prompt == "The capital of France is" and example.answer == " Paris"
     lens = logits.traced_prompt(MODEL, example.prompt, False).lens
     assert lens.top_strings[-1][-1][0] == example.answer and lens.top_strings[0][-1][0] != example.answer
-    text = predicting.lens_suggestion(example.prompt, example.answer, PROMPTS["default"])
+    text = logit_lens_claims.lens_suggestion(example.prompt, example.answer, PROMPTS["default"])
     assert "“The capital of France is”" in text and "**·Paris**" in text
 
 
@@ -120,7 +129,7 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
     pieces = tok.tokenize(MODEL, PROMPTS[name], False).pieces[: maps.n_tokens]
     query = att.default_query(pieces)
     over_layers = att.query_over_layers(maps, query)
-    text = reading.sink_sentence(over_layers, pieces, query)
+    text = attention_claims.sink_sentence(over_layers, pieces, query)
     mean = over_layers[:, : query + 1].mean(axis=0)
     if query == 0:
         assert "can only look at itself" in text
@@ -136,7 +145,7 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
 
     key = att.find_token(pieces[:query], "cat") or 0
     best = att.top_heads(maps, query, key)
-    line = reading.top_heads_sentence(pieces[query], pieces[key], best)
+    line = attention_claims.top_heads_sentence(pieces[query], pieces[key], best)
     quoted = [(int(l), int(h), p) for l, h, p in re.findall(r"layer (\d+) head (\d+) \(([<>]?\d+)%\)", line)]
     weights = maps.probs[:, :, query, key]
     assert [(l, h) for l, h, _ in quoted] == [
@@ -149,14 +158,14 @@ def test_attention_sentences_quote_the_recorded_weights(real, name):
     assert len(quoted) == len(best) and all(written(p, weights[l, h]) for l, h, p in quoted)
 
     previous = att.previous_token_heads(maps)
-    sentence = reading.previous_token_sentence(previous, maps.n_tokens)
+    sentence = attention_claims.previous_token_sentence(previous, maps.n_tokens)
     if maps.n_tokens < 4:
         assert sentence is None
     else:
         early, late = (int(n) for n in re.findall(r", (\d+) of \d+", sentence))
         band = maps.n_layers // 6
         assert (early, late) == (int(previous[:band].sum()), int(previous[-band:].sum()))
-        clear = reading.sign_test(early, late) < reading.SIGNIFICANCE  # a one-head margin is a tie
+        clear = attention_claims.sign_test(early, late) < attention_claims.SIGNIFICANCE  # a one-head margin is a tie
         assert ("early heads look at the previous token more often" in sentence) == (early > late and clear)
         strongest = maps.probs[:, :, 2:, :].argmax(-1)  # (L, H, T-2): check one counted head by hand
         if previous.any():
@@ -174,7 +183,7 @@ def test_the_causal_suggestion_is_what_the_model_does(real):
     words = att.word_positions(pieces)
     later = next(i for i in reversed(words) if i > query)
     earlier = att.find_token(pieces[:query], "cat")
-    text = reading.causal_suggestion(
+    text = attention_claims.causal_suggestion(
         pieces[query], query, (pieces[later].strip(), later, later), (pieces[earlier].strip(), earlier, earlier)
     )
     assert f"{visible(pieces[later].strip())}` (position {later}) cannot move any head" in text
@@ -207,7 +216,7 @@ def test_the_filter_suggestion_counts_what_the_sampler_keeps(real, name):
     # by hand: top-p keeps tokens until their mass reaches p (the one crossing it included); min-p keeps p >= 0.1 max
     assert kept_top_p == int(np.searchsorted(np.cumsum(ordered), 0.5) + 1)
     assert kept_min_p == int((probs >= 0.1 * probs.max()).sum())
-    text = predicting.filter_suggestion(0.8, float(probs.max()), kept_top_p, kept_min_p)
+    text = logits_claims.filter_suggestion(0.8, float(probs.max()), kept_top_p, kept_min_p)
     assert f"top-p 0.5 alone keeps {kept_top_p:,} token" in text and f"min-p 0.1 alone {kept_min_p:,} token" in text
     if kept_top_p != kept_min_p:
         assert f"so {'top-p' if kept_top_p < kept_min_p else 'min-p'} cuts more" in text
@@ -217,23 +226,23 @@ def test_the_filter_suggestion_counts_what_the_sampler_keeps(real, name):
 
 def test_the_stage_caption_gives_the_engine_order():
     """softmax(logits / T): temperature divides the logits before softmax, never the probabilities."""
-    order = predicting.STAGE_ORDER_CAPTION
+    order = logits_claims.STAGE_ORDER_CAPTION
     assert order.index("logits ÷ T") < order.index("→ softmax") < order.index("top-k")
     assert "softmax → ÷ T" not in order and logits.STAGE_LABELS["temperature"] == "softmax(logits ÷ T)"
 
 
 # -- Sampling ------------------------------------------------------------------------------------------
 def test_histogram_and_seed_sentences():
-    assert "1 degree of freedom" in predicting.histogram_sentence(2, 0.4, 1, 0.53)
-    assert "3 degrees of freedom" in predicting.histogram_sentence(4, 12.4, 3, 0.006)
-    assert "≥ 0.001 — the draws are consistent" in predicting.histogram_sentence(4, 12.4, 3, 0.006)
-    assert "< 0.001 — the draws are **not** consistent" in predicting.histogram_sentence(4, 40.0, 3, 1e-8)
-    assert predicting.histogram_sentence(1, 0.0, 0, 1.0).startswith("Only one token")
-    assert "same stream of u values: they first differ at generated token #2" in predicting.two_settings_sentence(
+    assert "1 degree of freedom" in sampling_claims.histogram_sentence(2, 0.4, 1, 0.53)
+    assert "3 degrees of freedom" in sampling_claims.histogram_sentence(4, 12.4, 3, 0.006)
+    assert "≥ 0.001 — the draws are consistent" in sampling_claims.histogram_sentence(4, 12.4, 3, 0.006)
+    assert "< 0.001 — the draws are **not** consistent" in sampling_claims.histogram_sentence(4, 40.0, 3, 1e-8)
+    assert sampling_claims.histogram_sentence(1, 0.0, 0, 1.0).startswith("Only one token")
+    assert "same stream of u values: they first differ at generated token #2" in sampling_claims.two_settings_sentence(
         0.3, 1.5, 2
     )
-    assert "A is greedy (T = 0) and draws no u" in predicting.two_settings_sentence(0.0, 1.5, 0)
-    assert "second row is greedy too" in predicting.greedy_vs_sampled_sentence(0.0, True)
+    assert "A is greedy (T = 0) and draws no u" in sampling_claims.two_settings_sentence(0.0, 1.5, 0)
+    assert "second row is greedy too" in sampling_claims.greedy_vs_sampled_sentence(0.0, True)
 
 
 # -- Embeddings and tokenization ------------------------------------------------------------------------
@@ -244,13 +253,13 @@ def test_embedding_sentences_quote_the_matrix(real):
     cat_dog, cat_banana = emb.word_cosines(MODEL, " cat", (" dog", " banana"))
     assert cat_dog == pytest.approx(float(unit[cat] @ unit[dog]), abs=1e-6)
     assert cat_banana == pytest.approx(float(unit[cat] @ unit[banana]), abs=1e-6)
-    text = reading.closeness_sentence("cat", "dog", "banana", cat_dog, cat_banana)
+    text = embeddings_claims.closeness_sentence("cat", "dog", "banana", cat_dog, cat_banana)
     assert f"(cosine {max(cat_dog, cat_banana):.2f})" in text
     assert ("nearer to *dog*" in text) == (cat_dog >= cat_banana)
 
     nearest = [piece for _, piece, _ in emb.nearest(MODEL, cat)]
-    text = reading.neighbours_suggestion("cat", True, nearest)
-    same = reading.variants_of("cat", nearest)
+    text = embeddings_claims.neighbours_suggestion("cat", True, nearest)
+    same = embeddings_claims.variants_of("cat", nearest)
     assert all(p.strip().lower().removesuffix("s") == "cat" for p in nearest[:same])
     assert nearest[same].strip().lower().removesuffix("s") != "cat"
     assert f"the first {same} are spellings" in text and all(visible(p) in text for p in nearest[:6])
@@ -258,11 +267,11 @@ def test_embedding_sentences_quote_the_matrix(real):
     ids = real.encode_prompt("the cat and the dog")
     rows = emb.rows_for(MODEL, ids)
     pieces = tok.tokenize(MODEL, "the cat and the dog", False).pieces
-    text = reading.repeated_token_sentence(pieces, ids, rows)
+    text = embeddings_claims.repeated_token_sentence(pieces, ids, rows)
     assert "positions 0 and 3" not in text or ids[0] == ids[3]  # "the" and " the" are two tokens
     assert "appears at positions 1 and 4" not in text
     repeat = real.encode_prompt(" the cat and the dog")
-    text = reading.repeated_token_sentence(
+    text = embeddings_claims.repeated_token_sentence(
         tok.tokenize(MODEL, " the cat and the dog", False).pieces, repeat, emb.rows_for(MODEL, repeat)
     )
     assert "`·the` appears at positions 0 and 3" in text and repeat[0] == repeat[3]
@@ -272,7 +281,7 @@ def test_embedding_sentences_quote_the_matrix(real):
 def test_tokenization_sentences_quote_the_tokenizer(real, name):
     text = PROMPTS[name]
     n_bytes, n_tokens = len(text.encode("utf-8")), len(real.tokenizer.encode(text))
-    caption = reading.raw_bytes_caption(n_bytes, n_tokens)
+    caption = tokenization_claims.raw_bytes_caption(n_bytes, n_tokens)
     assert caption.startswith(f"Vocabulary: 256 byte values. {n_bytes} tokens")
     if n_bytes > n_tokens:
         ratio = float(re.search(r"but ([0-9.]+)×", caption).group(1))
@@ -280,12 +289,14 @@ def test_tokenization_sentences_quote_the_tokenizer(real, name):
     word = text.split()[0] if text.split() else text
     steps = tok.bpe_steps(MODEL, word)
     same = steps[-1].parts == tok.tokenizer_split(MODEL, word)
-    caption = reading.merge_replay_caption(len(steps) - 1, len(steps[0].parts), len(steps[-1].parts), same, False)
+    caption = tokenization_claims.merge_replay_caption(
+        len(steps) - 1, len(steps[0].parts), len(steps[-1].parts), same, False
+    )
     assert ("the same split the tokenizer itself produces" in caption) == same
     assert same  # a replay of the model's own merges on one pre-token is the tokenizer's split
 
     around = tok.id_neighbours(MODEL, " cat")
-    sentence = reading.id_neighbours_sentence(" cat", around.word_pieces, around.centre_id, around.rows)
+    sentence = tokenization_claims.id_neighbours_sentence(" cat", around.word_pieces, around.centre_id, around.rows)
     ranks = [rank for _, _, rank in around.rows]
     assert ("rise with their ids" in sentence) == all(a < b for a, b in zip(ranks, ranks[1:]))
     assert f"({ranks[0]:,}–{ranks[-1]:,})" in sentence
@@ -293,42 +304,42 @@ def test_tokenization_sentences_quote_the_tokenizer(real, name):
 
 # -- Generation and batching -------------------------------------------------------------------------------
 def test_generation_sentences(real):
-    from ui.compute.generation import greedy_example
+    from ui.generation.compute import greedy_example
 
     continuation = greedy_example(MODEL, "The cat sat")
     done = real.complete("The cat sat", __import__("inference").SamplingParams(temperature=0.0, max_new_tokens=3))
     assert [real.tokenizer.decode([i]) for i in done.token_ids] == continuation
-    assert " → ".join(f"“{visible(p)}”" for p in continuation) in generating.example_sentence(
+    assert " → ".join(f"“{visible(p)}”" for p in continuation) in generation_claims.example_sentence(
         "The cat sat", continuation
     )
 
-    text = generating.timing_sentence(
+    text = generation_claims.timing_sentence(
         [4, 5, 6, 7, 8, 9, 10, 11], [40, 41, 40, 42, 41, 40, 42, 41], [50, 60, 70, 80, 90, 100, 110, 120]
     )
     assert "the full recompute went from 55.0 ms to 115 ms (×2.09)" in text  # medians of 2 values each
     assert "the cached step stayed near 40.5 ms" in text and "grows with the sequence much faster" in text
-    text = generating.phase_sentence(10, 100.0, [40.0, 50.0, 45.0])
+    text = generation_claims.phase_sentence(10, 100.0, [40.0, 50.0, 45.0])
     assert "10 prompt tokens in 100 ms (10.0 ms per token)" in text and "4.5× less" in text
-    assert "less in the prefill" not in generating.phase_sentence(2, 200.0, [40.0])  # 100 ms > 40 ms: no claim
+    assert "less in the prefill" not in generation_claims.phase_sentence(2, 200.0, [40.0])  # 100 ms > 40 ms: no claim
 
 
 def test_batching_verdicts_follow_the_run():
-    text = generating.verdict_sentence(10.0, 14.0, 20, 22, 92, 21, 4, 6, 2)
+    text = batching_claims.verdict_sentence(10.0, 14.0, 20, 22, 92, 21, 4, 6, 2)
     assert text.startswith("**Continuous batching won this run**: 14.0 against 10.0 tok/s (×1.40)")
     assert "71 fewer wasted positions" in text
-    text = generating.verdict_sentence(14.0, 10.0, 20, 24, 92, 6, 3, 6, 3)
+    text = batching_claims.verdict_sentence(14.0, 10.0, 20, 24, 92, 6, 3, 6, 3)
     assert text.startswith("**Static batching won this run**") and "3 cache slots for 6 requests" in text
     assert "24 steps against 20" in text and "3 of its steps were prefills" in text
-    text = generating.verdict_sentence(14.0, 10.0, 32, 34, 170, 30, 4, 6, 2, (60.0, 6.0), (90.0, 1.4))
+    text = batching_claims.verdict_sentence(14.0, 10.0, 32, 34, 170, 30, 4, 6, 2, (60.0, 6.0), (90.0, 1.4))
     assert "decode steps were slower although they carried fewer rows (median 90.0 ms for 1.4 rows" in text
-    text = generating.verdict_sentence(10.0, 10.3, 20, 20, 92, 21, 6, 6, 0)
+    text = batching_claims.verdict_sentence(10.0, 10.3, 20, 20, 92, 21, 6, 6, 0)
     assert text.startswith("**Both modes ran about as fast")
-    assert "time to first token 607 ms for every request" in generating.mode_caption(20, 180, 92, [607.2, 606.9])
-    assert "181–2,960 ms" in generating.mode_caption(24, 94, 6, [181.0, 2960.0])
-    assert "×2.00" in generating.curve_sentence([1, 8], [20.0, 80.0], [50.0, 100.0])
-    assert generating.prefill_pause_sentence(0, 0.0) is None
+    assert "time to first token 607 ms for every request" in batching_claims.mode_caption(20, 180, 92, [607.2, 606.9])
+    assert "181–2,960 ms" in batching_claims.mode_caption(24, 94, 6, [181.0, 2960.0])
+    assert "×2.00" in batching_claims.curve_sentence([1, 8], [20.0, 80.0], [50.0, 100.0])
+    assert batching_claims.prefill_pause_sentence(0, 0.0) is None
     mib = 2**20
-    text = generating.memory_sentence([4 * mib, 4 * mib, 2 * mib], [1 * mib, 2 * mib, 2 * mib], "Continuous")
+    text = batching_claims.memory_sentence([4 * mib, 4 * mib, 2 * mib], [1 * mib, 2 * mib, 2 * mib], "Continuous")
     assert "up to 4.00 MiB reserved" in text and "up to 2.00 MiB holding" in text
     assert "filled 25%–100% of what was reserved (mean 58%)" in text  # shares 0.25, 0.5, 1.0, step by step
 
@@ -339,7 +350,7 @@ SPEC_PROMPTS = {name: PROMPTS[name] for name in ("default", "emoji", "code", "sp
 
 def _spec_run(model: str, prompt: str, chat: bool, drafter: str, temperature: float, n_layers: int):
     from inference import SamplingParams
-    from ui.compute import speculative as spec
+    from ui.speculative import compute as spec
 
     ids = tuple(tok.tokenize(model, prompt, chat).ids)
     speculation = spec.speculation_for(drafter, 4, 3, n_layers // 2, n_layers)
@@ -349,8 +360,8 @@ def _spec_run(model: str, prompt: str, chat: bool, drafter: str, temperature: fl
 
 def _check_speculative_sentences(result, params, drafter: str, depth: int, n_layers: int) -> None:
     from tests.test_sweep import problems_in
-    from ui.claims import speculative as claims
-    from ui.compute import speculative as spec
+    from ui.speculative import claims
+    from ui.speculative import compute as spec
 
     drafting = sum(1 for s in result.steps if s.checks)
     text = claims.steps_sentence(len(result.token_ids), result.forwards, result.drafted, result.accepted, drafting)
@@ -430,7 +441,7 @@ def _check_speculative_sentences(result, params, drafter: str, depth: int, n_lay
 
 
 def fmt_prob(value: float) -> str:
-    from ui.figures import format as fmt
+    from ui.common import format as fmt
 
     return fmt.prob(value)
 
@@ -449,7 +460,7 @@ def test_speculative_sentences_quote_the_run(real, name, drafter):
 
 
 def test_speculative_sentences_hold_on_gemma(real, gemma_engine, monkeypatch):
-    from ui.shell import resources
+    from ui.common import resources
 
     gemma = "gemma-3-270m"
     monkeypatch.setattr(resources, "engine_for", lambda model: gemma_engine if model == gemma else real)
@@ -462,7 +473,7 @@ def test_speculative_sentences_hold_on_gemma(real, gemma_engine, monkeypatch):
 
 
 def test_speculative_sentences_for_the_cases_a_prompt_may_give():
-    from ui.claims import speculative as claims
+    from ui.speculative import claims
 
     everything = claims.steps_sentence(12, 4, 9, 9, 3)
     assert everything.startswith("12 tokens took 4 forwards of the model (3.00 tokens per forward")

@@ -11,8 +11,10 @@ import re
 
 import pytest
 
-from ui.claims import generating, reading, speculative
-from ui.figures import format as fmt
+from ui.attention import claims as reading
+from ui.common import format as fmt
+from ui.generation import claims as generating
+from ui.speculative import claims as speculative
 
 
 def test_the_window_sentence_shows_the_sink_apart_from_far_back_text():

@@ -1,5 +1,5 @@
 """A class on one server, in one process: the room's counting rules, and two AppTest sessions, a teacher
-and a student, sharing ``ui.classroom.broadcast.room()`` (a ``st.cache_resource``, so every session of the process
+and a student, sharing ``ui.class_page.broadcast.room()`` (a ``st.cache_resource``, so every session of the process
 gets the same one, as on a real server).
 
 - the follower tracks the teacher's page and settings, steps off and back on;
@@ -26,11 +26,12 @@ from streamlit.testing.v1 import AppTest
 
 from inference import SamplingParams, settings
 from tests.apptest_utils import APP, assert_clean
-from ui.classroom import broadcast
+from ui.class_page import broadcast
+from ui.class_page.draws import DRAWS_PER_PRESS
 from ui.classroom import room as room_module
+from ui.classroom import settings as class_settings
 from ui.classroom.room import Experiment, Room, RoomError, RoomUnavailable
-from ui.compute.classroom import DRAWS_PER_PRESS
-from ui.session import state
+from ui.common import state
 
 KEY = "correct horse battery staple"
 TIMEOUT = 120
@@ -331,7 +332,7 @@ def test_without_a_key_nobody_is_the_teacher(monkeypatch):
     monkeypatch.delenv(broadcast.TEACHER_KEY_ENV, raising=False)
     assert broadcast.teacher_key() is None and not broadcast.key_matches("")
     monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, "   ")  # blank is no key
-    settings.reload()  # a running app reads its settings once, at start
+    class_settings.reload()  # a running app reads its settings once, at start
     assert broadcast.teacher_key() is None
 
 
@@ -348,7 +349,7 @@ def student_session(student: str | None = None) -> AppTest:
 
 @pytest.mark.real_model
 def test_pooled_draws_are_the_sum_of_each_students_own_and_a_reload_does_not_double_count(class_server):
-    from ui.compute.classroom import kept_logits, student_draws
+    from ui.class_page.draws import kept_logits, student_draws
 
     teacher = teacher_on_class_page()
     teacher.button(key="class_new_draws").click()
@@ -439,7 +440,7 @@ def test_guesses_count_once_per_student_and_show_after_the_reveal(class_server):
     teacher.run()
     assert_clean(teacher)
     sentence = next(m.value for m in teacher.markdown if m.value.startswith("The model's most probable next token"))
-    from ui.compute.classroom import guess_view
+    from ui.class_page.draws import guess_view
 
     view = guess_view(broadcast.room().guess_round().experiment, ["mat"])
     hits = view.top_guessed
@@ -561,8 +562,8 @@ def test_the_bin_plan_is_the_chi_square_tests_own():
     """The sentence's bins (``bin_plan``) are the ones ``chi_square_gof`` tests, for every kind of case."""
     import numpy as np
 
-    from ui.compute.classroom import bin_plan
-    from ui.compute.sampling import chi_square_gof
+    from ui.class_page.draws import bin_plan
+    from ui.common.stats import chi_square_gof
 
     rng = np.random.default_rng(0)
     for n_tokens, n_draws in [(2, 10), (11, 120), (50, 40), (5, 3), (49_152, 120), (3, 1000), (8, 12)]:
@@ -573,9 +574,9 @@ def test_the_bin_plan_is_the_chi_square_tests_own():
 
 
 def test_class_sentences_say_what_their_numbers_say():
-    from ui.claims import classroom as claims
-    from ui.classroom.rounds import prompt_end
-    from ui.compute.classroom import BinPlan
+    from ui.class_page import claims
+    from ui.class_page.draws import BinPlan
+    from ui.class_page.rounds import prompt_end
 
     assert claims.bins_sentence(11, BinPlan(3, 49_149, True)) == (
         "The χ² test needs every bin expected at least 5 times: it keeps the 3 tokens expected that often as bins "
@@ -603,10 +604,10 @@ ODD_PROMPTS = [
 
 @pytest.fixture
 def both_models(gemma_engine, monkeypatch):
-    """The app's two models through ``ui.shell.resources`` (Gemma's engine shared with the session's fixture)."""
+    """The app's two models through ``ui.common.resources`` (Gemma's engine shared with the session's fixture)."""
     import streamlit as st
 
-    from ui.shell import models, resources
+    from ui.common import models, resources
 
     real = resources.load_engine
     monkeypatch.setattr(
@@ -624,9 +625,8 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
     """Each number in the class view's sentences is the chart's: draws, students, the largest gap, the bins, the
     guesses; the question quotes the prompt's real end; a guess is read as the token the model would write next."""
     from inference import SamplingParams
-    from ui.claims import classroom as claims
-    from ui.classroom.rounds import next_token_phrase, prompt_end
-    from ui.compute.classroom import (
+    from ui.class_page import claims
+    from ui.class_page.draws import (
         guess_token,
         guess_view,
         kept_logits,
@@ -635,7 +635,8 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
         start_draw_round,
         student_draws,
     )
-    from ui.compute.logits import prompt_logits, token_texts
+    from ui.class_page.rounds import next_token_phrase, prompt_end
+    from ui.logits.compute import prompt_logits, token_texts
 
     for model in both_models:
         for prompt, chat in ODD_PROMPTS:
@@ -695,9 +696,9 @@ def test_a_draw_press_delivered_twice_counts_once(class_server):
     import streamlit as st
 
     from inference import SamplingParams
-    from ui.classroom import rounds
-    from ui.compute.classroom import start_draw_round
-    from ui.shell import models
+    from ui.class_page import rounds
+    from ui.class_page.draws import start_draw_round
+    from ui.common import models
 
     st.session_state[state.CLASS_STUDENT] = "b" * 32
     room = broadcast.room()

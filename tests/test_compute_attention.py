@@ -18,7 +18,7 @@ def real(ui_engine):
 def test_score_steps_reproduce_the_recorded_forward(real):
     import torch
 
-    from ui.compute.attention import attention_maps, query_over_layers, score_steps, top_heads
+    from ui.attention.compute import attention_maps, query_over_layers, score_steps, top_heads
 
     ids = real.tokenizer.encode("The cat sat on the mat because it was tired.")
     maps = attention_maps(MODEL, ids)
@@ -37,7 +37,7 @@ def test_score_steps_reproduce_the_recorded_forward(real):
 
 @pytest.mark.real_model
 def test_attention_is_capped_for_long_prompts(real):
-    from ui.compute.attention import MAX_TOKENS, attention_maps
+    from ui.attention.compute import MAX_TOKENS, attention_maps
 
     ids = real.tokenizer.encode("word " * 300)
     maps = attention_maps(MODEL, ids)
@@ -46,7 +46,7 @@ def test_attention_is_capped_for_long_prompts(real):
 
 @pytest.mark.real_model
 def test_rope_scores_by_distance_reproduce_the_recorded_score(real):
-    from ui.compute.attention import attention_maps, scores_by_distance
+    from ui.attention.compute import attention_maps, scores_by_distance
 
     ids = real.tokenizer.encode("The cat sat on the mat because it was tired.")
     maps = attention_maps(MODEL, ids)

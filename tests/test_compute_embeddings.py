@@ -16,7 +16,7 @@ def real(ui_engine):
 
 @pytest.mark.real_model
 def test_embedding_helpers_read_the_real_matrix(real):
-    from ui.compute import embeddings as emb
+    from ui.embeddings import compute as emb
 
     assert emb.matrix_shape(MODEL) == (real.config.vocab_size, real.config.d_model)
     rows = emb.rows_for(MODEL, [2644, 2767])

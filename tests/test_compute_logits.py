@@ -1,4 +1,4 @@
-"""The logits helpers (ui.compute.logits) on the real model: sampler stages, temperature sweep, logit lens."""
+"""The logits helpers (ui.logits.compute) on the real model: sampler stages, temperature sweep, logit lens."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from inference import SamplingParams
-from ui.compute import logits as compute_logits
+from ui.logits import compute as compute_logits
 
 PROMPT = "The cat sat"
 MODEL = "SmolLM2-135M-Instruct"  # the name every engine-backed helper is asked about

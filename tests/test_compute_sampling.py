@@ -1,4 +1,4 @@
-"""The sampling helpers (ui.compute.sampling): the chi-square fit, and draws and continuations on the real model."""
+"""The sampling helpers (ui.sampling.compute): the chi-square fit, and draws and continuations on the real model."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 
 from inference import SamplingParams, sample
 from inference.generation.sampling import generator_for
-from ui.compute import sampling as compute_sampling
-from ui.compute.sampling import chi2_survival, chi_square_gof, first_divergence
-from ui.shell import resources
+from ui.common import resources
+from ui.common.stats import chi_square_gof, homogeneity
+from ui.sampling import compute as compute_sampling
+from ui.sampling.compute import first_divergence
 
 PROMPT = "The cat sat"
 MODEL = "SmolLM2-135M-Instruct"  # the name every engine-backed helper is asked about
@@ -29,10 +30,28 @@ def _key(**changes) -> tuple:
     return dataclasses.replace(SamplingParams(temperature=1.0, seed=0), **changes).canonical()
 
 
-def test_chi2_survival_matches_tables():
-    assert chi2_survival(3.841, 1) == pytest.approx(0.05, abs=5e-4)
-    assert chi2_survival(18.307, 10) == pytest.approx(0.05, abs=5e-4)
-    assert chi2_survival(0.0, 3) == pytest.approx(1.0)
+def test_the_p_values_match_the_tables():
+    """χ² = 3.841 on 1 degree of freedom and 18.307 on 10 are the tables' 5 % points."""
+    d = (3.841 * 25) ** 0.5  # two bins of 100 draws expected 50/50, off by d each: χ² = 2 d² / 50 = 3.841 (1 dof)
+    gof = chi_square_gof(np.array([50 + d, 50 - d]), np.array([0.5, 0.5]))
+    assert gof.dof == 1 and gof.p_value == pytest.approx(0.05, abs=5e-4)
+    eleven = np.full(11, 100.0)
+    eleven[0] += (18.307 * 100 / 2) ** 0.5  # χ² = 2 d² / 100 with d moved from one bin to another (10 dof)
+    eleven[1] -= (18.307 * 100 / 2) ** 0.5
+    assert chi_square_gof(eleven, np.full(11, 1 / 11)).p_value == pytest.approx(0.05, abs=5e-4)
+    assert chi_square_gof(np.array([50, 50]), np.array([0.5, 0.5])).p_value == pytest.approx(1.0)
+
+
+def test_homogeneity_tells_one_distribution_from_two():
+    from collections import Counter
+
+    rng = np.random.default_rng(3)
+    a = Counter(rng.choice(4, size=2000, p=[0.4, 0.3, 0.2, 0.1]).tolist())
+    same = Counter(rng.choice(4, size=2000, p=[0.4, 0.3, 0.2, 0.1]).tolist())
+    other = Counter(rng.choice(4, size=2000, p=[0.1, 0.2, 0.3, 0.4]).tolist())
+    assert homogeneity(a, same).dof == 3 and homogeneity(a, same).p_value > 0.001
+    assert homogeneity(a, other).p_value < 1e-12  # negative control
+    assert homogeneity(Counter({"x": 3}), Counter({"x": 2})).p_value == 1.0  # one cell: nothing to test
 
 
 def test_chi_square_accepts_right_and_rejects_wrong_distribution():

@@ -16,7 +16,7 @@ def real(ui_engine):
 @pytest.mark.real_model
 @pytest.mark.parametrize("word", ["thecatsatonthemat", " inference", " tokenization", "héllo", " 🙂"])
 def test_replayed_merges_match_the_tokenizer(real, word):
-    from ui.compute.tokens import bpe_steps
+    from ui.tokenization.compute import bpe_steps
 
     steps = bpe_steps(MODEL, word)
     assert steps[0].merged is None and all(s.rank is not None for s in steps[1:])
@@ -25,7 +25,7 @@ def test_replayed_merges_match_the_tokenizer(real, word):
 
 @pytest.mark.real_model
 def test_token_pieces_are_byte_exact_and_specials_flagged(real):
-    from ui.compute.tokens import token_bytes, tokenize
+    from ui.tokenization.compute import token_bytes, tokenize
 
     text = "héllo 🙂 שלום\x00\x07\n\tend"
     view = tokenize(MODEL, text, False)
@@ -37,7 +37,7 @@ def test_token_pieces_are_byte_exact_and_specials_flagged(real):
 
 @pytest.mark.real_model
 def test_word_level_bytes_and_tiny_bpe(real):
-    from ui.compute.tokens import UNK, id_neighbours, raw_bytes, train_tiny_bpe, word_level
+    from ui.tokenization.compute import UNK, id_neighbours, raw_bytes, train_tiny_bpe, word_level
 
     assert [w for w, _ in word_level("the cat thecatsatonthemat", "the cat sat")] == ["the", "cat", UNK]
     assert raw_bytes("é") == [0xC3, 0xA9]
@@ -55,15 +55,15 @@ def test_word_level_bytes_and_tiny_bpe(real):
     [("👨\u200d👩\u200d👧", 1, 5), ("🇫🇷", 1, 2), ("e\u0301", 1, 2), ("cat", 3, 3), ("", 0, 0)],
 )
 def test_characters_are_counted_as_a_reader_sees_them(text, seen, code_points):
-    from ui.compute.tokens import characters
+    from ui.tokenization.compute import characters
 
     assert characters(text) == seen and len(text) == code_points
 
 
 @pytest.mark.real_model
 def test_a_token_holding_part_of_a_character_is_flagged_from_its_bytes(real):
-    from ui.compute.tokens import tokenize
-    from ui.controls.prompt import prompt_notes
+    from ui.tokenization.compute import tokenize
+    from ui.tokenization.prompt import prompt_notes
 
     family = "my 👨\u200d👩\u200d👧"
     view = tokenize(MODEL, family, False)

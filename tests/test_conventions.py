@@ -1,10 +1,10 @@
-"""The chart conventions (``ui.figures.conventions``) and the figures that follow them, on hand-made data."""
+"""The chart conventions (``ui.common.conventions``) and the figures that follow them, on hand-made data."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ui.figures import conventions as conv
+from ui.common import conventions as conv
 
 
 def test_paired_charts_take_one_range():
@@ -15,7 +15,7 @@ def test_paired_charts_take_one_range():
 
 def test_the_two_top_10s_of_the_compare_page_share_their_axis():
     """The issue's case: 37.7% and 21.5% drawn on 0-0.4 and 0-0.2 looked alike."""
-    from ui.figures.generation import make_alternatives_bar
+    from ui.generation.figures import make_alternatives_bar
 
     axis = conv.shared_range([0.377, 0.2], [0.215, 0.1])
     left = make_alternatives_bar([" a", " b"], [0.377, 0.2], " a", "left", axis)
@@ -31,7 +31,7 @@ def test_a_flat_line_says_so():
     assert conv.flat_note(np.linspace(-3.6, 8.0, 65)) is None
     assert conv.flat_note([1.0]) is None and conv.flat_note([0.0, 0.0]) is None
 
-    from ui.figures.embeddings import make_distance_scores
+    from ui.embeddings.figures import make_distance_scores
 
     flat = make_distance_scores(np.arange(65), scores, 6, 6.79, " it", " The")
     assert any(a.text.startswith("Zoomed in") for a in flat.layout.annotations)
@@ -47,7 +47,7 @@ def test_labels_fit_their_cells():
     for text in drawn.values():
         assert len(text) * conv.CHAR_PX * size * conv.PROJECTOR_FONT_SCALE <= width + 1e-9
 
-    from ui.figures.sampling import make_token_strips
+    from ui.sampling.figures import make_token_strips
 
     fig = make_token_strips([["<0xE3><0x83>", "<0xAB>", " the"] * 4], ["sampled"], [[0.5, 0.2, 1.45e-6] * 4], None, "t")
     heat = fig.data[0]
@@ -64,7 +64,7 @@ def test_crowded_labels_are_thinned():
     angles = [0.0, 0.01, 0.02, 1.0, 6.27]
     assert conv.spread_out(angles, 0.45, period=2 * np.pi) == [True, False, False, True, False]  # 6.27 is next to 0
 
-    from ui.figures.embeddings import make_rope_rotation
+    from ui.embeddings.figures import make_rope_rotation
 
     slow = np.array([[0.001 * p, 0.5 * p] for p in range(12)])  # (P, pairs): pair 0 barely turns
     fig = make_rope_rotation(slow, [0, 1], np.array([6283.0, 12.6]))
@@ -75,7 +75,9 @@ def test_crowded_labels_are_thinned():
 
 
 def test_bar_charts_start_at_zero():
-    from ui.figures import generation, logits, quant
+    from ui.generation import figures as generation
+    from ui.logits import figures as logits
+    from ui.quantization import figures as quant
 
     figures = [
         logits.make_logits_bar([" a", " b"], [3.0, -1.0]),

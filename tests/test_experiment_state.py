@@ -1,4 +1,4 @@
-"""The experiment's link forms (``ui/session/experiment.py``) and their parsing in ``ui/session/links.py``: hostile values
+"""The experiment's link forms (``ui/experiments/settings.py``) and their parsing in ``ui/session/links.py``: hostile values
 are left out or ignored with a note, good ones round-trip, and ``Settings`` builds the engine's spec."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from inference.model.interventions import EdgeCut, HeadEdit, MLPEdit
-from ui.session import experiment as exp
+from ui.experiments import settings as exp
 from ui.session import links as url_state
 
 LIMITS = url_state.Limits(n_layers=30, n_heads=9, vocab_size=49152, n_tokens=11)

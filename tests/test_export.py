@@ -1,7 +1,7 @@
 """Chart export: ``figure_csv`` writes exactly the numbers a figure draws, and every chart on a page
 gets a PNG file name and a CSV download (``ui.shell.charts.show``).
 
-Unit tests build figures by hand and with the real ``ui/figures`` builders (small inputs, as in
+Unit tests build figures by hand and with the real chapter figure builders (``ui/<chapter>/figures.py``) (small inputs, as in
 ``test_figures_*``) and read the CSV back; the AppTest part opens real pages and reaches each CSV
 through the download button's deferred callable."""
 
@@ -19,16 +19,16 @@ from streamlit.runtime.media_file_manager import MediaFileManager
 
 from tests import apptest_utils
 from tests.apptest_utils import assert_clean, chart, plotly_array
-from ui.figures import attention as att_figs
-from ui.figures import batching as batch_figs
-from ui.figures import embeddings as emb_figs
-from ui.figures import generation as gen_figs
-from ui.figures import logits as logit_figs
-from ui.figures import sampling as sampling_figs
-from ui.figures.export import decode_array, figure_csv
-from ui.figures.tokens import make_token_id_chart
-from ui.session.state import PRESENTER
+from ui.attention import figures as att_figs
+from ui.batching import figures as batch_figs
+from ui.common.export import decode_array, figure_csv
+from ui.common.state import PRESENTER
+from ui.embeddings import figures as emb_figs
+from ui.generation import figures as gen_figs
+from ui.logits import figures as logit_figs
+from ui.sampling import figures as sampling_figs
 from ui.shell import charts
+from ui.tokenization.figures import make_token_id_chart
 
 PIECES = ["The", " cat", " sat", "."]
 

@@ -1,11 +1,11 @@
-"""The attention figure builders (ui.figures.attention), on hand-made data."""
+"""The attention figure builders (ui.attention.figures), on hand-made data."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.figures import attention as att_figs
+from ui.attention import figures as att_figs
 
 PIECES = ["The", " cat", " sat", "."]
 
@@ -84,7 +84,7 @@ def test_gqa_diagram_names_the_kind_of_sharing():
 
 def test_window_and_layer_kind_tables():
     """A 4-block pooled map (blocks of 8) with a window of 16: the table masks exactly the cells the chart greys."""
-    from ui.figures.attention import layer_kinds_table, window_table
+    from ui.attention.figures import layer_kinds_table, window_table
 
     pooled = np.tril(np.ones((4, 4))) / 4
     local, global_ = window_table(pooled, 8, 16, True), window_table(pooled, 8, 16, False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from inference import BatchRun, BatchStep
-from ui.compute.batching import _mode_run
-from ui.figures import batching as figs
+from ui.batching import figures as figs
+from ui.batching.compute import _mode_run
 
 
 def test_padded_batch_marks_padding():

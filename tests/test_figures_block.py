@@ -1,10 +1,10 @@
-"""The transformer-block figure builders (ui.figures.block), on hand-made data."""
+"""The transformer-block figure builders (ui.logit_lens.figures), on hand-made data."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ui.figures.block import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
+from ui.logit_lens.figures import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 
 
 def test_block_figures():
@@ -26,8 +26,8 @@ def test_every_stage_label_fits_its_box_on_a_projector():
     import re
 
     from inference.inspection import FOUR_NORM_STAGES
-    from ui.figures import block
-    from ui.figures.conventions import CHAR_PX
+    from ui.common.conventions import CHAR_PX
+    from ui.logit_lens import figures as block
     from ui.shell.charts import FONT_SCALE
 
     diagram = make_block_diagram(FOUR_NORM_STAGES, (128, 640), [1234.5] * 9, "block 17")

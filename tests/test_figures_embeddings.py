@@ -1,10 +1,10 @@
-"""The embedding figure builders (ui.figures.embeddings), on hand-made data."""
+"""The embedding figure builders (ui.embeddings.figures), on hand-made data."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ui.figures import embeddings as emb_figs
+from ui.embeddings import figures as emb_figs
 
 PIECES = ["The", " cat", " sat", "."]
 
@@ -35,7 +35,7 @@ def test_vector_neighbour_projection_and_position_figures():
 def test_pca_labels_never_overlap_and_the_rest_go_to_the_hover():
     import numpy as np
 
-    from ui.figures.embeddings import (
+    from ui.embeddings.figures import (
         MAP_LABEL_PX,
         MAP_PLOT_PX,
         label_places,

@@ -1,10 +1,10 @@
-"""Pure figure builders of ``ui/figures/experiments.py`` on hand-made numbers."""
+"""Pure figure builders of ``ui/experiments/figures.py`` on hand-made numbers."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ui.figures import experiments as figs
+from ui.experiments import figures as figs
 
 
 def test_before_after_bars_and_their_differences():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ui.figures import generation as figs
+from ui.generation import figures as figs
 
 
 def test_sequence_html_marks_forced_tokens_and_escapes_text():

@@ -1,11 +1,11 @@
-"""The logits figure builders (ui.figures.logits), on hand-made data."""
+"""The logits figure builders (ui.logits.figures), on hand-made data."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.figures.logits import (
+from ui.logits.figures import (
     GREEDY_COLOR,
     make_logits_bar,
     make_probability_overlay,

@@ -1,10 +1,10 @@
-"""The sampling figure builders (ui.figures.sampling), on hand-made data."""
+"""The sampling figure builders (ui.sampling.figures), on hand-made data."""
 
 from __future__ import annotations
 
 import pytest
 
-from ui.figures.sampling import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
+from ui.sampling.figures import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
 
 
 def test_toy_ranges_are_the_articles():

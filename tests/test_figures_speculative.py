@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ui.figures import speculative as figs
-from ui.figures.conventions import bar_axes_hold_zero
+from ui.common.conventions import bar_axes_hold_zero
+from ui.speculative import figures as figs
 
 ROWS = [
     [(" on", "kept", "a"), (" the", "kept", "b"), (" mat", "bonus", "c")],

@@ -1,10 +1,10 @@
-"""The token figure builders (ui.figures.tokens), on hand-made data."""
+"""The token figure builders (ui.tokenization.figures), on hand-made data."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ui.figures.tokens import make_token_id_chart, token_chips_html, visible
+from ui.tokenization.figures import make_token_id_chart, token_chips_html, visible
 
 PIECES = ["The", " cat", " sat", "."]
 

@@ -1,4 +1,4 @@
-"""The one formatting rule for every number on screen (``ui.figures.format``)."""
+"""The one formatting rule for every number on screen (``ui.common.format``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ui.figures import format as fmt
+from ui.common import format as fmt
 
 
 def test_a_probability_is_zero_only_when_it_is_zero():
@@ -66,7 +66,7 @@ def test_one_median_for_the_metric_and_the_sentence():
 def test_a_count_and_its_verb_agree_through_one_helper():
     import numpy as np
 
-    from ui.compute.playground import Frames
+    from ui.logits.frames import Frames
 
     assert [fmt.count(n, "token") for n in (0, 1, 2)] == ["0 tokens", "1 token", "2 tokens"]
     assert [fmt.plural_of(n, "holds", "hold") for n in (0, 1, 2)] == ["hold", "holds", "hold"]
@@ -84,8 +84,7 @@ def test_figures_and_pages_write_plurals_through_the_helper():
     hand_made = re.compile(r"""\{['"]s['"] \* \(|\{['"]s['"] if """)
     found = [
         f"{path.relative_to(root)}:{number}"
-        for folder in ("ui/figures", "pages")
-        for path in sorted((root / folder).glob("*.py"))
+        for path in sorted((root / "ui").rglob("figures.py")) + sorted((root / "pages").glob("*.py"))
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if hand_made.search(line)
     ]
@@ -133,3 +132,21 @@ def test_the_held_out_range_gets_its_digits():
     assert fmt.interval(0.94503, 0.94523) == "[0.94503, 0.94523)"
     assert fmt.interval(0.945031, 0.945051) == "[0.945031, 0.945051)"
     assert fmt.interval(0.1, 0.6) == "[0.1000, 0.6000)"
+
+
+def test_no_message_of_an_exception_is_followed_by_our_own_full_stop():
+    """An exception's text usually ends with its own '.': a sentence of ours that quotes it as ``{error}.`` prints
+    '..'. Every such place goes through ``fmt.clause`` (the guard reads the source of the UI and the pages)."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    quoted = re.compile(r"\{(?:error|err|exc|exception|problem)(?:!s)?\}[.!]")
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted((root / "ui").rglob("*.py")) + sorted((root / "pages").glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if quoted.search(line)
+    ]
+    assert found == []
+    assert quoted.search('st.error(f"Cannot run: {error}. Edit it.")')  # the guard can see one

@@ -171,15 +171,86 @@ def test_every_page_hands_a_legacy_run_over_to_the_app_first():
         assert not imports_after, f"{path.name} imports after the redirect"
 
 
-# The UI's parts, one sub-package each.
-UI_PARTS = {"shell", "session", "controls", "compute", "figures", "claims", "classroom"}
+# The UI's folders in dependency order: a module may import only from its own folder and the folders before it. The
+# class's store (no Streamlit, no other folder) and the shared pieces come first, then one folder per chapter in the order a learner meets them, then the link (which knows
+# every chapter's state) and the class's Streamlit glue (which follows links).
+UI_ORDER = [
+    "classroom",
+    "common",
+    "shell",
+    "tokenization",
+    "embeddings",
+    "attention",
+    "logits",
+    "logit_lens",
+    "sampling",
+    "generation",
+    "compare",
+    "speculative",
+    "quantization",
+    "batching",
+    "experiments",
+    "overview",
+    "session",
+    "class_page",
+]
 
 
-def test_the_ui_is_made_of_its_parts():
+def ui_folder(module: str) -> str:
+    """A module's folder below ``ui`` ('attention' for 'ui.attention.claims'; '' for ``ui`` itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def folder_edges() -> dict[str, set[str]]:
+    """Which ui folder imports which (a module importing one of another folder makes an edge)."""
+    edges: dict[str, set[str]] = {}
+    for name, deps in graph("ui").items():
+        edges.setdefault(ui_folder(name), set()).update(
+            ui_folder(dep) for dep in deps if ui_folder(dep) not in (ui_folder(name), "")
+        )
+    edges.pop("", None)
+    return edges
+
+
+def test_the_ui_is_made_of_its_folders_in_their_written_order():
     loose = {path.stem for path in (ROOT / "ui").glob("*.py")} - {"__init__"}
-    assert not loose, f"modules outside ui's parts: {sorted(loose)}"
+    assert not loose, f"modules outside ui's folders: {sorted(loose)}"
     parts = {path.name for path in (ROOT / "ui").iterdir() if path.is_dir() and (path / "__init__.py").exists()}
-    assert parts == UI_PARTS, parts
+    assert parts == set(UI_ORDER), f"folders not in UI_ORDER: {parts ^ set(UI_ORDER)}"
+
+
+def test_no_cycle_between_ui_folders():
+    edges = folder_edges()
+    assert find_cycle(edges) is None, f"folder cycle: {' -> '.join(find_cycle(edges))}"
+
+
+def test_each_ui_folder_imports_only_the_folders_before_it():
+    offenders = [
+        f"ui.{folder} imports ui.{dep}"
+        for folder, deps in folder_edges().items()
+        for dep in deps
+        if UI_ORDER.index(dep) > UI_ORDER.index(folder)
+    ]
+    assert not offenders, offenders
+
+
+def test_the_classroom_store_imports_no_streamlit():
+    """``ui/classroom`` is the class's state (room, rounds, stores): testable and usable without a page."""
+    for path in sorted((ROOT / "ui" / "classroom").glob("*.py")):
+        for module in _imports_of(path):
+            assert module.split(".")[0] not in ("streamlit", "plotly"), f"{path.name} imports {module}"
+
+
+def test_a_page_imports_few_ui_folders():
+    """A page is thin: its chapter's folder and the shared ones. The median page reaches at most 3 folders besides
+    ``common`` and ``shell``."""
+    counts = []
+    for path in sorted((ROOT / "pages").glob("*.py")):
+        folders = {m.split(".")[1] for m in _imports_of(path) if m.startswith("ui.")} - {"common", "shell"}
+        counts.append(len(folders))
+    counts.sort()
+    assert counts[len(counts) // 2] <= 3, counts
 
 
 def test_page_files_are_named_by_their_deep_link():
@@ -246,17 +317,17 @@ def _reaches(chains: set[str]) -> list[str]:
 
 
 def test_only_the_resources_hold_an_engine_and_nothing_touches_its_model():
-    """``ui/shell/resources.py`` loads engines and wraps each in its client; every other module reads through
+    """``ui/common/resources.py`` loads engines and wraps each in its client; every other module reads through
     ``client_for``: no ``engine.model``, no ``stepper.engine``, no ``engine_for``."""
     offenders = []
     for path in _ui_files():
         name = str(path.relative_to(ROOT))
         touched = _reaches(_attribute_chains(path))
-        if name != "ui/shell/resources.py":
+        if name != "ui/common/resources.py":
             touched += [
                 f"{module} (engine_for / load_engine)"
                 for module in _imports_of(path)
-                if module == "ui.shell.resources" and re.search(r"\b(engine_for|load_engine)\b", path.read_text())
+                if module == "ui.common.resources" and re.search(r"\b(engine_for|load_engine)\b", path.read_text())
             ]
         offenders += [f"{name}: {chain}" for chain in touched]
     assert not offenders, offenders

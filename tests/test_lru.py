@@ -1,10 +1,10 @@
-"""The one bounded store shared between sessions (``ui.compute.lru.SharedLRU``)."""
+"""The one bounded store shared between sessions (``ui.common.lru.SharedLRU``)."""
 
 from __future__ import annotations
 
 import threading
 
-from ui.compute.lru import SharedLRU
+from ui.common.lru import SharedLRU
 
 
 def test_the_least_recently_used_goes_first_and_a_read_is_a_use():

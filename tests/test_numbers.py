@@ -170,8 +170,8 @@ def test_cli_numbers_give_a_value_or_argparse_own_error(flag, text):
 @FAST
 @given(text=st.one_of(texts, st.lists(texts).map(",".join), st.lists(texts).map(":".join)))
 def test_link_lists_keep_good_items_and_name_bad_ones(text):
-    from ui.compute.generation import parse_forced
-    from ui.session import experiment as exp
+    from ui.experiments import settings as exp
+    from ui.generation.compute import parse_forced
 
     heads, _ = exp.parse_heads(text, 30, 9)
     edges, _ = exp.parse_edges(text, 11)
@@ -199,8 +199,8 @@ def test_link_numbers_are_clamped_or_ignored_with_a_note(raw, name):
 
 @pytest.mark.parametrize("text", ["²", "①", "٣", "1.²", "²-1", "0:²", "①:5"])
 def test_unicode_digits_in_link_lists_are_left_out(text):
-    from ui.compute.generation import parse_forced
-    from ui.session import experiment as exp
+    from ui.experiments import settings as exp
+    from ui.generation.compute import parse_forced
 
     assert exp.parse_heads(text, 30, 9) == ((), [text])
     assert exp.parse_edges(text, 11) == ((), [text])
@@ -211,7 +211,7 @@ def test_unicode_digits_in_link_lists_are_left_out(text):
 @FAST
 @given(seed=st.one_of(texts, st.floats(), st.integers(), st.none(), st.booleans()))
 def test_the_typed_seed_gives_params_or_a_message(seed):
-    from ui.controls.sampling import DEFAULTS, resolve
+    from ui.sampling.controls import DEFAULTS, resolve
 
     settings_ = resolve(dict(DEFAULTS), seed, 49152)
     assert (settings_.params is None) == (settings_.error is not None)

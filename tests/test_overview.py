@@ -9,8 +9,8 @@ import pytest
 import streamlit as st
 
 from inference.serving.client import EngineClient
-from ui.compute import overview as compute_overview
-from ui.figures.overview import PAGE_OF, overview_svg
+from ui.overview import compute as compute_overview
+from ui.overview.figures import PAGE_OF, overview_svg
 from ui.shell.navigation import PAGES
 
 MODEL = "SmolLM2-135M-Instruct"

@@ -23,6 +23,7 @@ import pytest
 from inference import SamplingParams, settings
 from tests.redis_server import RedisServer, free_port
 from ui.classroom import room as room_module
+from ui.classroom import settings as class_settings
 from ui.classroom.room import MAX_STUDENTS, Experiment, RoomError, RoomUnavailable
 
 redis_room = pytest.importorskip("ui.classroom.redis_room")
@@ -252,8 +253,8 @@ def test_the_app_pauses_the_class_panel_while_redis_is_down_and_follows_when_bac
     from streamlit.testing.v1 import AppTest
 
     from tests.apptest_utils import APP, assert_clean
-    from ui.classroom import broadcast
-    from ui.session import state
+    from ui.class_page import broadcast
+    from ui.common import state
 
     server = RedisServer(tmp_path, persist=True)
     server.start()
@@ -354,6 +355,7 @@ def test_the_fingerprint_names_the_real_models_checksum_and_hides_the_key(monkey
     monkeypatch.setenv("LLM_EXPLORER_TEACHER_KEY", "correct horse")
     monkeypatch.setenv("LLM_EXPLORER_QUANT", "gguf")
     settings.reload()
+    class_settings.reload()
     found = replica_fingerprint({"SmolLM2-135M-Instruct": None})
     with open(gguf_source(None), "rb") as handle:
         assert found["models"] == {"SmolLM2-135M-Instruct": hashlib.file_digest(handle, "sha256").hexdigest()}
@@ -361,6 +363,7 @@ def test_the_fingerprint_names_the_real_models_checksum_and_hides_the_key(monkey
     assert "correct horse" not in str(found) and found["teacher key"] != "none"
     monkeypatch.setenv("LLM_EXPLORER_TEACHER_KEY", "another key")
     settings.reload()
+    class_settings.reload()
     assert replica_fingerprint({"SmolLM2-135M-Instruct": None})["teacher key"] != found["teacher key"]
 
 
@@ -421,7 +424,7 @@ def test_the_app_shows_a_corrupt_round_as_no_round(redis_server, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from tests.apptest_utils import APP, assert_clean
-    from ui.classroom import broadcast
+    from ui.class_page import broadcast
 
     monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, "correct horse")
     monkeypatch.setenv(settings.PREFIX + "ROOM", redis_server.url)

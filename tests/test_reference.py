@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ui.claims import reading as claims
-from ui.compute import reference as ref
-from ui.compute.own_text import Word
+from ui.attention import claims
+from ui.attention import reference as ref
+from ui.tokenization.own_text import Word
 
 
 def _words(text: str) -> list[Word]:

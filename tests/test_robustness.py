@@ -19,8 +19,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import assert_clean, chart, open_page
-from ui.compute.embeddings import WORD_SET
-from ui.session.state import DEFAULT_PROMPT
+from ui.common.state import DEFAULT_PROMPT
+from ui.embeddings.compute import WORD_SET
 
 pytestmark = pytest.mark.real_model
 

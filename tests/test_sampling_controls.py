@@ -1,10 +1,10 @@
-"""The sampling controls (ui.controls.sampling): clamps, messages and seed parsing."""
+"""The sampling controls (ui.sampling.controls): clamps, messages and seed parsing."""
 
 from __future__ import annotations
 
 import pytest
 
-from ui.controls.sampling import parse_seed, resolve
+from ui.sampling.controls import parse_seed, resolve
 
 RAW = {"temperature": 0.8, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
 

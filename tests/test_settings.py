@@ -11,6 +11,8 @@ import pytest
 
 from inference import settings
 from inference.settings import ModelListError, Settings, SettingsError
+from ui.classroom import settings as class_settings
+from ui.classroom.settings import ClassSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,15 +21,16 @@ def test_unset_means_the_defaults():
     read = Settings.from_env({})
     assert read == Settings(cache=read.cache) and read.cache.name == "llm-explorer"
     assert read.quant is None and read.server == "thread" and read.prefix_cache and read.slots is None
-    assert read.room is None and read.class_id == "class"  # the room in the server's memory, as before
+    klass = ClassSettings.from_env({})
+    assert klass.room is None and klass.class_id == "class" and klass.teacher_key is None  # the room in memory
 
 
 def test_a_rooms_password_is_never_in_a_message():
     with pytest.raises(SettingsError) as raised:
-        Settings.from_env({"LLM_EXPLORER_ROOM": "http://:hunter2@127.0.0.1:6379"})
+        ClassSettings.from_env({"LLM_EXPLORER_ROOM": "http://:hunter2@127.0.0.1:6379"})
     assert "hunter2" not in str(raised.value)
     with pytest.raises(SettingsError) as raised:
-        Settings.from_env({"LLM_EXPLORER_ROOM": ":hunter2@127.0.0.1:6379"})
+        ClassSettings.from_env({"LLM_EXPLORER_ROOM": ":hunter2@127.0.0.1:6379"})
     assert "hunter2" not in str(raised.value)
 
 
@@ -44,9 +47,6 @@ def test_every_value_is_read_and_checked():
             "LLM_EXPLORER_SERVER": "process",
             "LLM_EXPLORER_PREFIX_CACHE": "off",
             "LLM_EXPLORER_SLOTS": "32",
-            "LLM_EXPLORER_TEACHER_KEY": " a phrase ",
-            "LLM_EXPLORER_ROOM": "redis://:secret@127.0.0.1:6380/2",
-            "LLM_EXPLORER_CLASS_ID": "7B-Physics",
             "LLM_EXPLORER_CACHE": "/tmp/cache",
         }
     )
@@ -61,11 +61,16 @@ def test_every_value_is_read_and_checked():
         "process",
         False,
         32,
-        "a phrase",
-        "redis://:secret@127.0.0.1:6380/2",
-        "7b-physics",
         Path("/tmp/cache"),
     )
+    klass = ClassSettings.from_env(
+        {
+            "LLM_EXPLORER_TEACHER_KEY": " a phrase ",
+            "LLM_EXPLORER_ROOM": "redis://:secret@127.0.0.1:6380/2",
+            "LLM_EXPLORER_CLASS_ID": "7B-Physics",
+        }
+    )
+    assert klass == ClassSettings("a phrase", "redis://:secret@127.0.0.1:6380/2", "7b-physics")
 
 
 @pytest.mark.parametrize(
@@ -89,8 +94,9 @@ def test_every_value_is_read_and_checked():
     ],
 )
 def test_a_value_the_program_cannot_use_is_named_with_what_it_accepts(name, value, message):
+    reader = ClassSettings if name in ("ROOM", "CLASS_ID") else Settings
     with pytest.raises(SettingsError) as raised:
-        Settings.from_env({f"LLM_EXPLORER_{name}": value})
+        reader.from_env({f"LLM_EXPLORER_{name}": value})
     assert message in str(raised.value)
     assert isinstance(raised.value, ModelListError) == (name == "MODELS")
 
@@ -155,7 +161,7 @@ def test_nothing_else_reads_a_setting():
         f"{path.relative_to(ROOT)}: {name}"
         for folder in ("inference", "ui", "pages", "scripts")
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if str(path.relative_to(ROOT)) != "inference/settings.py"
+        if str(path.relative_to(ROOT)) not in ("inference/settings.py", "ui/classroom/settings.py")
         for name in environment_reads(path)
     ]
     readers += [f"app.py: {name}" for name in environment_reads(ROOT / "app.py")]
@@ -175,7 +181,8 @@ def test_the_reader_check_can_fail(tmp_path):
 def test_the_settings_table_lists_every_setting_with_its_default():
     readme = (ROOT / "docs" / "settings.md").read_text()
     rows = re.findall(r"^\| `(LLM_EXPLORER_[A-Z_]+)` \| ([^|]+) \|", readme, flags=re.M)
-    assert rows == [(v.name, v.default) for v in settings.VARIABLES]
-    fields = {f for f in Settings.__dataclass_fields__}
-    named = {v.name.removeprefix("LLM_EXPLORER_").lower() for v in settings.VARIABLES}
-    assert named == fields, named ^ fields
+    assert rows == [(v.name, v.default) for v in settings.VARIABLES + class_settings.VARIABLES]
+    for variables, record in ((settings.VARIABLES, Settings), (class_settings.VARIABLES, ClassSettings)):
+        fields = set(record.__dataclass_fields__)
+        named = {v.name.removeprefix("LLM_EXPLORER_").lower() for v in variables}
+        assert named == fields, named ^ fields

@@ -22,10 +22,10 @@ seed by seed (a draw within float rounding of a range's edge could part them: ab
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -45,6 +45,7 @@ from inference.generation.speculative import lookup_draft
 from inference.serving.process import check_plain
 from tests.test_batching import greedy, tiny_engine
 from tests.tolerances import model_tolerance, top2_margin
+from ui.common.stats import GoodnessOfFit, chi_square_gof, homogeneity
 
 FAMILIES = ["llama", "gpt2", "gemma3"]
 SHORT = [5, 60, 17]
@@ -189,39 +190,6 @@ def sharp():
     return engine
 
 
-def chi2_sf(statistic: float, df: int) -> float:
-    """P(X >= statistic) for X ~ χ²(df): the regularized upper gamma function Q(df/2, statistic/2), by its series
-    below a + 1 and its continued fraction above (Numerical Recipes' gser and gcf)."""
-    a, x = df / 2, statistic / 2
-    if x <= 0:
-        return 1.0
-    scale = -x + a * math.log(x) - math.lgamma(a)
-    if x < a + 1:
-        term = total = 1.0 / a
-        n = 0
-        while abs(term) > abs(total) * 1e-15:
-            n += 1
-            term *= x / (a + n)
-            total += term
-        return max(0.0, 1.0 - math.exp(scale) * total)
-    tiny = 1e-300
-    b, c = x + 1 - a, 1 / tiny
-    d = 1 / b
-    h = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return math.exp(scale) * h
-
-
 class PlainDecoding:
     """Plain decoding's first two tokens on ``CHI_PROMPT``: the model's filtered distributions, computed once (the
     second for each first token as it is needed), and each seed's two draws on them exactly as ``sample`` makes
@@ -252,36 +220,11 @@ class PlainDecoding:
         }
 
 
-def goodness_of_fit(counts: Counter, probabilities: dict, n: int) -> tuple[float, int]:
-    """(χ², df) of ``counts`` against ``probabilities``: cells expecting fewer than 5 pooled into one, which joins
-    the smallest kept cell when it too expects fewer than 5."""
-    expected = {cell: n * p for cell, p in probabilities.items()}
-    kept = sorted((cell for cell, e in expected.items() if e >= 5), key=expected.get, reverse=True)
-    cells = [[expected[c], counts[c]] for c in kept]
-    pooled = [n - sum(e for e, _ in cells), n - sum(o for _, o in cells)]
-    if pooled[0] >= 5:
-        cells.append(pooled)
-    else:
-        cells[-1] = [cells[-1][0] + pooled[0], cells[-1][1] + pooled[1]]
-    statistic = sum((observed - e) ** 2 / e for e, observed in cells)
-    return statistic, len(cells) - 1
-
-
-def homogeneity(a: Counter, b: Counter) -> tuple[float, int]:
-    """(χ², df) of two samples of equal size having one distribution, cells seen fewer than 10 times pooled."""
-    cells = [c for c in set(a) | set(b) if a[c] + b[c] >= 10]
-    rows = [[a[c] for c in cells], [b[c] for c in cells]]
-    rows[0].append(sum(a.values()) - sum(rows[0]))
-    rows[1].append(sum(b.values()) - sum(rows[1]))
-    columns = [x + y for x, y in zip(*rows)]
-    total = sum(columns)
-    statistic = 0.0
-    for row in rows:
-        for observed, column in zip(row, columns):
-            if column:
-                expected = sum(row) * column / total
-                statistic += (observed - expected) ** 2 / expected
-    return statistic, sum(1 for c in columns if c) - 1
+def goodness_of_fit(counts: Counter, probabilities: dict, n: int) -> GoodnessOfFit:
+    """``counts`` of ``n`` runs against the exact ``probabilities`` of each cell (the app's one χ², its pooling)."""
+    cells = list(probabilities)
+    observed = [counts[c] for c in cells] + [n - sum(counts[c] for c in cells)]  # a cell off the joint: impossible
+    return chi_square_gof(np.array(observed), np.array([probabilities[c] for c in cells] + [0.0]))
 
 
 def first_two(engine, params: SamplingParams, speculation: Speculation, seeds: int = SEEDS) -> list[tuple[int, int]]:
@@ -303,11 +246,11 @@ def plain(request, sharp):
 def test_self_speculation_samples_the_models_distribution(sharp, plain):
     speculation = Speculation("self", 2, layers=1)
     drafted = Counter(first_two(sharp, plain.params, speculation))
-    statistic, df = goodness_of_fit(drafted, plain.joint(), SEEDS)
-    assert df >= 8, f"only {df + 1} cells: the test would be weak"
-    assert chi2_sf(statistic, df) > ALPHA, f"χ² = {statistic:.1f} on {df} degrees of freedom against the exact joint"
-    statistic, df = homogeneity(drafted, Counter(plain.tokens(seed) for seed in range(SEEDS)))
-    assert chi2_sf(statistic, df) > ALPHA, f"χ² = {statistic:.1f} on {df} degrees of freedom against plain decoding"
+    fit = goodness_of_fit(drafted, plain.joint(), SEEDS)
+    assert fit.dof >= 8, f"only {fit.dof + 1} cells: the test would be weak"
+    assert fit.p_value > ALPHA, f"χ² = {fit.statistic:.1f} on {fit.dof} degrees of freedom against the exact joint"
+    same = homogeneity(drafted, Counter(plain.tokens(seed) for seed in range(SEEDS)))
+    assert same.p_value > ALPHA, f"χ² = {same.statistic:.1f} on {same.dof} degrees of freedom against plain decoding"
     # both branches of the rule ran: drafts kept and drafts replaced by the residual
     run = sharp.complete(CHI_PROMPT, replace(plain.params, max_new_tokens=60, seed=1), speculate=speculation)
     kinds = Counter(step.final.kind for step in run.steps)
@@ -324,8 +267,8 @@ def test_a_rule_that_keeps_every_draft_fails_the_same_test(sharp, monkeypatch):
     monkeypatch.setattr(speculative._Request, "_decide", keep)
     plain = PlainDecoding(sharp, SETTINGS["T=1"])
     counts = Counter(first_two(sharp, plain.params, Speculation("self", 2, layers=1), SEEDS // 4))
-    statistic, df = goodness_of_fit(counts, plain.joint(), SEEDS // 4)
-    assert chi2_sf(statistic, df) < ALPHA, f"χ² = {statistic:.1f} on {df}: the test cannot see a wrong rule"
+    fit = goodness_of_fit(counts, plain.joint(), SEEDS // 4)
+    assert fit.p_value < ALPHA, f"χ² = {fit.statistic:.1f} on {fit.dof}: the test cannot see a wrong rule"
 
 
 def test_seeded_prompt_lookup_draws_plain_decodings_tokens(sharp, plain):

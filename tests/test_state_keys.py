@@ -1,5 +1,5 @@
-"""The session's keys live in one registry (``ui/session/state.py``): no literal key anywhere else in the UI, and
-the pure computations (``ui/compute/``) keep no session state and draw nothing but a spinner.
+"""The session's keys live in one registry (``ui/common/state.py``): no literal key anywhere else in the UI, and
+the pure computations (each chapter's ``compute.py``) keep no session state and draw nothing but a spinner.
 
 What counts as using a session key: indexing ``st.session_state`` (``[...]``, ``.get``, ``.pop``,
 ``.setdefault``, ``in``), a widget's ``key=``, the first argument of ``state.bind`` / ``state.get`` /
@@ -14,7 +14,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-REGISTRY = "ui/session/state.py"
+REGISTRY = "ui/common/state.py"
 WIDGETS = {
     "text_input",
     "text_area",
@@ -133,7 +133,7 @@ st.session_state[state.FINE] = state.get(state.FINE)
 
 
 def test_the_registry_defines_each_key_once():
-    from ui.session import state
+    from ui.common import state
 
     keys = {
         name: value
@@ -145,11 +145,13 @@ def test_the_registry_defines_each_key_once():
 
 
 def test_the_pure_computations_keep_no_session_state_and_draw_nothing():
-    """``ui/compute/`` is cached helpers over plain values: the session and the page belong to the controllers
-    (``ui/session/``, ``ui/controls/``) and the pages. A spinner while a result is computed is all it draws."""
+    """A chapter's ``compute.py`` (and the other number modules) is cached helpers over plain values: the session
+    and the page belong to the controls, the links and the pages. A spinner while a result is computed is all it
+    draws."""
     allowed = {"cache_data", "cache_resource", "spinner"}
     offenders = []
-    for path in sorted((ROOT / "ui" / "compute").glob("*.py")):
+    numbers = ("compute.py", "frames.py", "reference.py", "own_text.py", "examples.py", "blocks.py", "draws.py")
+    for path in sorted(p for p in (ROOT / "ui").rglob("*.py") if p.name in numbers):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Attribute)

@@ -39,7 +39,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array
-from ui.compute.reference import MIN_SHARE
+from ui.attention.reference import MIN_SHARE
 
 pytestmark = pytest.mark.real_model
 
@@ -133,7 +133,7 @@ def engines(engine, gemma_engine):
 @pytest.fixture(scope="module")
 def app(engines):
     """The app's engines are the session's (patched into the loader the app's cached resources call)."""
-    from ui.shell import resources
+    from ui.common import resources
 
     with pytest.MonkeyPatch.context() as patch:
         real = resources.load_engine
@@ -203,7 +203,7 @@ def _check_tokenization(at, engine, prompt, chat, problems):
 
 def _pronoun_query(engine, prompt, chat, pieces):
     """The page's pronoun position (its last token), found here from the tokenizer alone."""
-    from ui.compute import reference
+    from ui.attention import reference
 
     ids = engine.encode_prompt(prompt, chat=chat)
     for i, piece in enumerate(pieces):

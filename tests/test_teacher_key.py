@@ -5,7 +5,7 @@
   forgets its address's tries; nothing is counted while a wait is on. One rule in the memory room and in Redis
   (the same test on both, as ``tests/test_classroom.py`` runs the room's rules), so it holds across replicas;
 - two teacher sessions broadcasting at once are counted (``RoomStore.teaching``), and the second is warned;
-- the class panel (``ui.classroom.broadcast``, an AppTest of the panel alone: no model): exactly ``MAX_KEY_TRIES``
+- the class panel (``ui.class_page.broadcast``, an AppTest of the panel alone: no model): exactly ``MAX_KEY_TRIES``
   wrong keys per session, the same wrong key again (a click Streamlit delivered twice) costing nothing; a key with
   spaces around it refused, not stripped; the messages held until read; the back-off reaching a new session.
 """
@@ -20,10 +20,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from inference import settings
-from ui.classroom import broadcast
+from ui.class_page import broadcast
 from ui.classroom import room as room_module
 from ui.classroom.room import Room
-from ui.session import state
+from ui.common import state
 
 KEY = "correct horse battery staple"
 PANEL = str(Path(__file__).resolve().parent / "fixtures" / "class_panel_app.py")

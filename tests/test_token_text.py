@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.compute.token_text import bytes_text, sequence_text, token_texts, visible
+from ui.common.token_text import bytes_text, sequence_text, token_texts, visible
 
 
 def test_bytes_that_are_not_a_whole_character_are_hex():
@@ -53,7 +53,8 @@ def test_a_joiner_or_selector_inside_a_drawn_character_stays(text):
 
 
 def test_every_chip_and_chart_label_uses_the_one_rule():
-    from ui.figures import logits, tokens
+    from ui.logits import figures as logits
+    from ui.tokenization import figures as tokens
 
     assert tokens.visible is visible and logits.visible is visible
     assert "⟨ZWJ⟩" in tokens.token_chips_html(["\u200d"], [8205])

@@ -12,8 +12,8 @@ from streamlit.testing.v1 import AppTest
 from inference import settings
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
 from tests.tiny_models import save_folder, tiny_llama
+from ui.common import models
 from ui.session import links as url_state
-from ui.shell import models
 from ui.shell.navigation import PAGES
 
 TIMEOUT = 120
@@ -123,7 +123,7 @@ def test_a_missing_gemma_package_is_named_with_its_install_command(gemma_not_ins
 
 
 def test_forced_tokens_are_parsed_strictly():
-    from ui.compute.generation import parse_forced
+    from ui.generation.compute import parse_forced
 
     assert parse_forced("0:123,2:45", steps=3) == ({0: 123, 2: 45}, None)
     forced, note = parse_forced("0:123,9:1,x:y,-1:5,1:99999999999", steps=3)

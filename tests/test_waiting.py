@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from ui.shell import resources
+from ui.common import resources
 
 
 def _spinners(monkeypatch) -> list[str]:

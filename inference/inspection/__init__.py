@@ -40,7 +40,7 @@ from .residual import (
     last_position,
     traced_prompt,
 )
-from .sampling import RecordedDraw, chi2_survival, draw_ids, recorded_draw
+from .sampling import RecordedDraw, draw_ids, recorded_draw
 from .weights import FileSummary, ModeComparison, file_summary, memory_read_speed
 
 __all__ = [
@@ -73,7 +73,6 @@ __all__ = [
     "last_position",
     "traced_prompt",
     "RecordedDraw",
-    "chi2_survival",
     "draw_ids",
     "recorded_draw",
     "FileSummary",

@@ -1,9 +1,8 @@
-"""The sampler on numpy logits, with the numbers it used: one recorded draw, many draws, and their χ² test.
+"""The sampler on numpy logits, with the numbers it used: one recorded draw, and many draws.
 
 Owns ``recorded_draw`` (one call of ``sample(record=True)``: the probabilities after every stage,
 the cumulative ranges, u and the chosen token, as numpy), ``draw_ids`` (draws 0..n-1 of a
-request's seeded stream) and ``chi2_survival`` (the χ² distribution's tail, for comparing many
-draws with the exact probabilities). The sampler itself is ``inference.generation.sampling``.
+request's seeded stream; the UI tests them against the exact probabilities with scipy's χ²). The sampler itself is ``inference.generation.sampling``.
 """
 
 from __future__ import annotations
@@ -60,13 +59,3 @@ def draw_ids(logits: np.ndarray, params: SamplingParams, n: int, previous_ids: l
     calls of ``sample`` give, the stages computed once): draw k here is draw k of ``recorded_draw``."""
     drawn = sample_many(torch.from_numpy(np.asarray(logits)), params, n, previous_ids)
     return [d.token_id for d in drawn]
-
-
-def chi2_survival(statistic: float, dof: int) -> float:
-    """P(X >= statistic) for X ~ chi-square(dof): the regularised upper incomplete gamma Q(dof/2, x/2)."""
-    if dof <= 0:
-        return 1.0
-    if not np.isfinite(statistic):
-        return 0.0
-    a = torch.tensor(dof / 2, dtype=torch.float64)
-    return float(torch.special.gammaincc(a, torch.tensor(statistic / 2, dtype=torch.float64)))

@@ -1,4 +1,1 @@
-"""A class on one server: the room every session shares (``room``), a session's side of it (``broadcast``: the
-teacher key, the teacher's broadcast, following it, who is who) and the class rounds on screen (``rounds``).
-The rounds' numbers are ``ui.compute.classroom``; their figures and sentences ``ui.figures.classroom`` and
-``ui.claims.classroom``."""
+"""A class's shared state without Streamlit: the room's rules and its Protocol (``room``), the in-memory and Redis stores (``room``, ``redis_room``), the replica fingerprint (``fingerprint``). The Streamlit side is ``ui.class_page``."""

@@ -15,21 +15,22 @@ from functools import cache
 from pathlib import Path
 
 from inference.api import gguf_source, settings
+from ui.classroom import settings as class_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_FOLDERS = ("inference", "ui", "pages")
 
 
 def replica_fingerprint(models: dict[str, str | None]) -> dict[str, object]:
-    """This process's fingerprint for the offered ``models`` (name -> source, ``ui.shell.models.allowlist()``)."""
-    operator = settings.current()
+    """This process's fingerprint for the offered ``models`` (name -> source, ``ui.common.models.allowlist()``)."""
+    operator, klass = settings.current(), class_settings.current()
     return {
         "code": code_checksum(),
         "models": {name: model_checksum(source) for name, source in models.items()},
         "weights": operator.quant or "none",
         "dtype": operator.dtype or "default",
-        "class": operator.class_id,
-        "teacher key": _key_hash(operator.teacher_key, operator.class_id),
+        "class": klass.class_id,
+        "teacher key": _key_hash(klass.teacher_key, klass.class_id),
     }
 
 

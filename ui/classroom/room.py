@@ -5,9 +5,9 @@ teacher's view publishes, with a version that grows on every change, and whether
 is broadcasting at all), the class draw round (every student's draws, counted once each) and
 the guess round (one guess per student), and ``rounds()``, the small summary of both rounds that
 every open class page compares with what it drew (a new round, a reveal) to know it must redraw. Nothing here is keyed by anything a browser sends as a setting: the room is
-reached through ``ui.classroom.broadcast.room()`` (a ``st.cache_resource``), only a session that
+reached through ``ui.class_page.broadcast.room()`` (a ``st.cache_resource``), only a session that
 proved the teacher key calls the teacher's methods, and a student is named by the random
-id of its browser (``ui.classroom.broadcast.student_id``).
+id of its browser (``ui.class_page.broadcast.student_id``).
 
 Each draw is counted exactly once: a student's draws are numbered 0, 1, 2, … in its own
 seeded stream, and ``add_draws`` keeps only the numbers not yet counted for that student

@@ -1,1 +1,1 @@
-"""A browser session's state: the registry of session keys and their defaults, the shareable link, the experiment."""
+"""The shareable link: every page's state read from and written to the URL (``links``), above all chapters."""

@@ -9,7 +9,7 @@ and the two directions:
 - ``restore()`` runs once per browser session, before anything is drawn: every query
   parameter is parsed against its allowlist or range. Unknown names, unparsable values
   and values over ``MAX_VALUE_CHARS`` are ignored; numbers out of range are clamped;
-  a model must be one of ``ui.shell.models.allowlist()`` (a name, never a path). Each such
+  a model must be one of ``ui.common.models.allowlist()`` (a name, never a path). Each such
   decision becomes a plain-text note for the page to show.
 - ``publish()`` runs after every page run (and fragment run): the URL's query string is
   replaced by the current state, leaving out values at their defaults.
@@ -26,14 +26,14 @@ from typing import Any
 import streamlit as st
 
 from inference.api import PromptError, TokenizerError, number_text
-from ui.compute import generation
-from ui.compute.attention import default_query
-from ui.compute.tokens import tokenize
-from ui.controls import sampling as sampling_controls
-from ui.session import experiment as exp
-from ui.session import state, walk
-from ui.shell import models
-from ui.shell.resources import client_for
+from ui.attention.compute import default_query
+from ui.common import models, state
+from ui.common.resources import client_for
+from ui.experiments import settings as exp
+from ui.generation import compute as generation
+from ui.generation import walk
+from ui.sampling import controls as sampling_controls
+from ui.tokenization.compute import tokenize
 
 MAX_VALUE_CHARS = 64  # any value but the prompt; longer ones are ignored
 MAX_PROMPT_CHARS = 4000  # a longer prompt in a link is cut (the sidebar accepts more, typed)
@@ -116,7 +116,7 @@ PARAMS: list[Param] = [
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
-# In the URL but not part of the view: the teacher-only link's key (``ui.classroom.broadcast`` reads and removes it).
+# In the URL but not part of the view: the teacher-only link's key (``ui.class_page.broadcast`` reads and removes it).
 NOT_STATE = frozenset({"teacher"})
 
 
@@ -271,7 +271,7 @@ def apply_query(query: dict[str, str], reset_missing: bool = False, skip: frozen
 
 
 def _reset(param: Param) -> None:
-    """Put one setting back to its default (the walk's length is the follower's stepper's, see ``ui.classroom.broadcast``)."""
+    """Put one setting back to its default (the walk's length is the follower's stepper's, see ``ui.class_page.broadcast``)."""
     if param.key == state.GEN_REPLAY_STEPS:
         return
     if param.kind == "model":

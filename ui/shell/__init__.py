@@ -1,2 +1,1 @@
-"""What every page shares: the page registry and its navigation, the sidebar, presenter mode, how a chart is drawn,
-the models this server offers and the engines and servers loaded for them."""
+"""The page shell every page shares: the page registry and navigation, the sidebar, presenter mode, how a chart is drawn, the picture and example-prompt widgets, and the guarded Streamlit patches."""

@@ -10,7 +10,7 @@ The CSV comes from the page's own data: ``data`` is the table the chart was draw
 (a ``pandas.DataFrame`` with named columns, in the chart's token notation, or a callable
 building one, called only when the button is clicked). Each figure module has a
 ``*_table`` builder beside each ``make_*`` figure. A chart given no table falls back to
-the numbers read off its traces (``ui.figures.export.figure_csv``).
+the numbers read off its traces (``ui.common.export.figure_csv``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from ui.figures.export import figure_csv
-from ui.session import state
+from ui.common import state
+from ui.common.export import figure_csv
 from ui.shell.navigation import current_url_path
 from ui.shell.presenter import is_on as presenting
 

@@ -1,6 +1,6 @@
 """Work-arounds for Streamlit races that a fragment's timer (``run_every``) turns into a broken tab under load.
 
-All were seen with the class heartbeat (``ui.classroom.broadcast``, a fragment on every page, ticking every 0.5 s)
+All were seen with the class heartbeat (``ui.class_page.broadcast``, a fragment on every page, ticking every 0.5 s)
 on Streamlit 1.67, in the lesson browser test on a loaded machine, and traced from the websocket's messages and the
 server's debug log.
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
-from ui.session import state
+from ui.common import state
 
 ROOT_TITLE = "LLM inference explorer"
 DEFAULT_KEY = "home"  # the default page's internal name (Streamlit keys pages by it; its public path is "/")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.session import state
+from ui.common import state
 from ui.shell.navigation import PAGES, PageSpec
 
 # Streamlit sizes its text in rem: a larger root font scales the whole page. At that size Streamlit's

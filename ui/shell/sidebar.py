@@ -5,8 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from inference.api import EngineClient
-from ui.session import state
-from ui.shell import models
+from ui.common import models, state
 
 # A button that copies the address bar (kept current by ``ui.session.links.publish``, fragments included).
 # Clipboard API where the page is a secure context (localhost, https), the older copy command elsewhere

@@ -1,0 +1,1 @@
+"""The Class page and every page's class glue (Streamlit): the teacher key and broadcast, following it (``broadcast``), the class rounds on screen (``rounds``), their numbers (``draws``), figures and sentences. The store they talk to is ``ui.classroom`` (no Streamlit)."""

@@ -1,0 +1,1 @@
+"""What every chapter shares and no chapter owns: how a number is written (``format``), chart conventions and the CSV export, the session's state registry, token texts in the display notation, the models this server offers and the engine (or engine server) behind each (``models``, ``resources``), and one cache helper (``lru``)."""

@@ -1,2 +1,0 @@
-"""Widgets several pages share: the sampling controls, the experiment editor, the head switch, the checked prompt,
-the example prompt."""

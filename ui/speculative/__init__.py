@@ -1,0 +1,1 @@
+"""The Speculative decoding chapter: a draft proposes, the target verifies; acceptance, residual sampling, speed-up."""

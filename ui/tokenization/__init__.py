@@ -1,0 +1,1 @@
+"""The Tokenization chapter: the prompt's tokens, pieces, bytes and merges (``compute``), their chips and charts (``figures``), the sentences (``claims``), the user's own words (``own_text``) and the checked shared prompt every page starts from (``prompt``)."""
