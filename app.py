@@ -9,10 +9,11 @@ broadcasts a teacher's view; a follower applies it with ``broadcast.follow``).
 
 import streamlit as st
 
-from ui.classroom import broadcast
-from ui.session import links, state
-from ui.shell import fragment_races, models, navigation, presenter, sidebar
-from ui.shell.resources import client_with_notice, configure_server
+from ui.class_page import broadcast
+from ui.common import models, state
+from ui.common.resources import client_with_notice, configure_server
+from ui.session import links
+from ui.shell import fragment_races, navigation, presenter, sidebar
 
 fragment_races.install()  # before a tab's first fragment tick (Streamlit races that break a tab under load)
 
