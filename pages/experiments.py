@@ -7,6 +7,7 @@ from ui.common import format as fmt
 from ui.common import models, state
 from ui.common.resources import client_for
 from ui.common.token_text import token_texts
+from ui.experiments import claims
 from ui.experiments import compute as ce
 from ui.experiments import controls as experiment_controls
 from ui.experiments import figures as figs
@@ -109,17 +110,11 @@ charts.show(
         lens.changed,
     ),
 )
-if lens.region is None:
-    st.caption("With no intervention nothing is outlined or dimmed: every cell is the plain run's.")
-else:
-    row, col = lens.region
-    inside = int(lens.changed.sum()) - lens.changed_outside
-    st.caption(
-        f"The outlined block starts at **{lens.after.layer_labels[min(row, len(lens.after.layer_labels) - 1)]}** "
-        f"and position **{lens.keep_from + col}**: an edit cannot reach earlier blocks, nor (attention looks "
-        f"only back) earlier positions, which are dimmed. {fmt.count(inside, 'cell')} there changed "
-        f"{'its' if inside == 1 else 'their'} top guess; {lens.changed_outside:,} outside it."
+st.caption(
+    claims.lens_region_caption(
+        lens.after.layer_labels, lens.region, lens.keep_from, int(lens.changed.sum()), lens.changed_outside
     )
+)
 c1, c2 = st.columns(2)
 c1.markdown(f"**Greedy continuation before**\n\n> {ce.continuation(model, ids, exp.Settings())!r}")
 c2.markdown(f"**… and with the intervention on at every step**\n\n> {ce.continuation(model, ids, settings)!r}")
@@ -136,13 +131,8 @@ except ce.ExperimentError as error:
     target = None
 chosen = exp.current()  # the sweep changes heads the way the editor's "How" says, whatever else is chosen
 mode, factor = chosen.head_mode, chosen.head_factor
-action = {"zero": "switched off", "mean": "replaced by its mean", "scale": f"scaled by {factor:g}"}[mode]
-st.markdown(
-    f"Each of the {config.n_layers * config.n_heads} heads is changed alone ({action}), on the plain "
-    "run without the edits above, and the change in "
-    f"the target's log-probability recorded: {config.n_layers} forwards, each over a batch of "
-    f"{config.n_heads} copies of the prompt (copy h changes head h)."
-)
+action = claims.action_phrase(mode, factor)
+st.markdown(claims.sweep_intro(config.n_layers, config.n_heads, action))
 st.button(
     "Run the head sweep",
     key=state.EXP_SWEEP_RUN,
@@ -167,14 +157,7 @@ if state.get(exp.SWEEP) and target is not None:
         key="exp_head_importance",
         data=figs.head_importance_table(sweep.delta),
     )
-    order = sweep.delta.flatten().argsort()[:3]
-    worst = ", ".join(
-        f"{fmt.head(i // config.n_heads, i % config.n_heads)} ({fmt.signed(sweep.delta.flat[i], 3)})" for i in order
-    )
-    st.markdown(
-        f"log p({visible_token(target_shown)}) is **{fmt.fixed(sweep.baseline, 3)}** without changes. The heads "
-        f"whose change lowers it most: {worst}; the largest rise is {fmt.signed(sweep.delta.max(), 3)}."
-    )
+    st.markdown(claims.sweep_sentence(sweep.delta, sweep.baseline, target_shown))
 
 # 4. Activation patching
 st.header("4 · Activation patching: where does the model keep “cat”?")
@@ -194,14 +177,16 @@ except (ce.ExperimentError, PromptError, TokenizerError) as error:
     setup = None
 if setup is not None:
     st.markdown(
-        f"Clean answer **{visible_token(setup.clean_answer_text)}**, corrupted answer "
-        f"**{visible_token(setup.corrupt_answer_text)}**: d = {setup.clean_gap:+.3f} on the clean run, "
-        f"{setup.corrupt_gap:+.3f} on the corrupted one. The prompts first differ at position "
-        f"{setup.first_difference} ({visible_token(setup.clean_pieces[setup.first_difference])} / "
-        f"{visible_token(setup.corrupt_pieces[setup.first_difference])}); before it both runs hold the same "
-        "stream, so a patch there restores exactly 0 and is not run. Each later position is one forward "
-        f"over a batch of {config.n_layers} copies (copy l patches after block l), reusing the corrupted "
-        "run's KV cache for the positions before it, which a patch cannot change."
+        claims.patch_setup_sentence(
+            setup.clean_answer_text,
+            setup.corrupt_answer_text,
+            setup.clean_gap,
+            setup.corrupt_gap,
+            setup.first_difference,
+            setup.clean_pieces[setup.first_difference],
+            setup.corrupt_pieces[setup.first_difference],
+            config.n_layers,
+        )
     )
     st.button(
         "Run activation patching", key=state.EXP_PATCH_RUN, on_click=state.set_values, args=({exp.PATCHING: True},)
@@ -217,24 +202,7 @@ if setup is not None:
             key="exp_patching_map",
             data=figs.patching_table(restored, setup.clean_pieces),
         )
-        diff, last = setup.first_difference, len(setup.clean_ids) - 1
-        held = [layer for layer in range(config.n_layers) if restored[layer, diff] >= 0.5]
-        taken = [layer for layer in range(config.n_layers) if restored[layer, last] >= 0.5]
-        if not held:
-            sentence = f"No patch at position {diff} restores half of the clean answer"
-        elif held == list(range(held[0], held[-1] + 1)):
-            sentence = f"Patching position {diff} restores at least half of it after blocks {held[0]}–{held[-1]}"
-        else:
-            sentence = (
-                f"Patching position {diff} restores at least half of it after {len(held)} of the "
-                f"{config.n_layers} blocks, the last being block {held[-1]}"
-            )
-        sentence += (
-            f"; patching the last position does from block {taken[0]} on"
-            if taken
-            else "; no patch at the last position restores half"
-        )
-        st.markdown(sentence + f". The best single patch restores {fmt.pct(restored.max())}.")
+        st.markdown(claims.patching_sentence(restored, setup.first_difference))
 
 # 5. Direct logit attribution
 st.header("5 · Direct logit attribution")
@@ -246,14 +214,15 @@ if target is not None:
         data=figs.attribution_table(split.labels, split.values),
     )
     st.markdown(
-        f"The logit of {visible_token(split.token_text)}"
-        f"{' (with the intervention above)' if not settings.empty else ''} is **{split.logit:.4f}**; the "
-        f"{len(split.labels)} terms sum to "
-        f"**{split.total:.4f}** (difference {split.residual:+.1e}, within the rounding bound {split.bound:.1e} derived "
-        f"from float arithmetic). **The approximation:** the final norm divides the stream by its size σ, which "
-        "depends on every term; here σ is frozen at this run's value, so each head, MLP and the embeddings add their "
-        "own share exactly. A term is *not* what the logit would lose without that component — removing it would "
-        "change σ and every later layer; that is what an ablation measures."
+        claims.attribution_sentence(
+            split.token_text,
+            split.logit,
+            len(split.labels),
+            split.total,
+            split.residual,
+            split.bound,
+            not settings.empty,
+        )
     )
 
 st.header("What to try next")

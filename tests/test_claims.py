@@ -523,3 +523,44 @@ def test_speculative_sentences_for_the_cases_a_prompt_may_give():
     assert claims.spread_note("plain decoding (s)", 1.0, 1.2) is None
     busy = claims.spread_note("plain decoding (s)", 14.58, 5.246)
     assert busy.startswith("The two timings of plain decoding (s) differ by 178% (5.25 and 14.6)")
+
+
+# ---- Experiments (hand-made numbers: every branch of each sentence) --------------------------------------------
+def test_the_patching_sentence_names_exactly_the_blocks_that_restore_half():
+    from ui.experiments import claims as exp_claims
+
+    restored = np.zeros((6, 5))  # (layers, positions); the prompts first differ at position 1, the last is 4
+    restored[1:4, 1] = 0.9
+    restored[3:, 4] = 0.6
+    text = exp_claims.patching_sentence(restored, 1)
+    assert "after blocks 1–3" in text and "from block 3 on" in text and "restores 90%" in text
+    restored[2, 1] = 0.1  # a hole: not a run of blocks
+    restored[4, 4] = 0.0  # the last position's blocks are no longer "from block 3 on"
+    text = exp_claims.patching_sentence(restored, 1)
+    assert "after 2 of the 6 blocks, the last being block 3" in text
+    assert "from block" not in text and "after 2 blocks (the first 3)" in text
+    assert exp_claims.patching_sentence(np.zeros((6, 5)), 1).startswith("No patch at position 1")
+    single = np.zeros((6, 5))
+    single[2, 1] = 0.5
+    assert "after block 2;" in exp_claims.patching_sentence(single, 1)
+
+
+def test_the_sweep_sentence_quotes_the_three_lowest_heads_and_an_honest_rise():
+    from ui.experiments import claims as exp_claims
+
+    delta = np.array([[-0.5, 0.2], [-1.5, -0.25]])  # (layers, heads)
+    text = exp_claims.sweep_sentence(delta, -2.0, " cat")
+    assert "L1 H0 (-1.500)" in text
+    assert text.index("L1 H0") < text.index("L0 H0") < text.index("L1 H1")
+    assert "largest rise is +0.200" in text
+    assert "no head's change raises it" in exp_claims.sweep_sentence(-np.abs(delta), -2.0, " cat")
+
+
+def test_the_lens_caption_counts_the_cells_inside_and_outside_the_reach():
+    from ui.experiments import claims as exp_claims
+
+    text = exp_claims.lens_region_caption(["embed", "L0", "L1"], (1, 2), 3, 7, 2)
+    assert "**L0**" in text and "position **5**" in text and "5 cells there changed their" in text
+    assert "2 outside it" in text
+    assert "1 cell there changed its" in exp_claims.lens_region_caption(["embed", "L0"], (9, 0), 0, 1, 0)
+    assert "nothing is outlined" in exp_claims.lens_region_caption(["embed"], None, 0, 0, 0)
