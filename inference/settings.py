@@ -31,6 +31,7 @@ MAX_SLOTS = 256
 ROOM_SCHEMES = ("redis", "rediss", "unix")  # what ``redis.Redis.from_url`` connects to
 CLASS_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")  # a class's name: part of every Redis key of its room
 DEFAULT_CLASS_ID = "class"
+DEFAULT_KV_BLOCK = 16  # ``ServeConfig.kv_block_size``'s default
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LLM_EXPLORER_SERVER", "thread", "where the generation worker runs: `thread` or `process`"),
     Variable("LLM_EXPLORER_PREFIX_CACHE", "on", "`on`: reuse the K/V of prompt starts; `off`: every prompt whole"),
     Variable("LLM_EXPLORER_SLOTS", "16", "requests the generation server runs at once, 1 to 256"),
+    Variable(
+        "LLM_EXPLORER_KV",
+        "paged:16",
+        "where the generation server keeps K/V: `paged` or `paged:BLOCK` (blocks of BLOCK positions), `contiguous`",
+    ),
     Variable("LLM_EXPLORER_TEACHER_KEY", "none (no class mode)", "the teacher's key: class mode on"),
     Variable(
         "LLM_EXPLORER_ROOM",
@@ -86,6 +92,7 @@ class Settings:
     server: str = "thread"  # "thread" or "process"
     prefix_cache: bool = True
     slots: int | None = None  # None: ``ServeConfig``'s default
+    kv: int | None = DEFAULT_KV_BLOCK  # the generation server's K/V block size; None: the slot cache (contiguous)
     teacher_key: str | None = None  # None: no class mode
     room: str | None = None  # a Redis url; None: the room lives in this process's memory (one server, one class)
     class_id: str = DEFAULT_CLASS_ID  # the class's name in a shared room (its Redis keys' prefix)
@@ -111,6 +118,7 @@ class Settings:
             server=_choice("SERVER", get("SERVER").lower(), SERVER_CHOICES, "thread"),
             prefix_cache=SWITCHES[_choice("PREFIX_CACHE", get("PREFIX_CACHE").lower(), tuple(SWITCHES), "on")],
             slots=_whole("SLOTS", get("SLOTS"), 1, MAX_SLOTS),
+            kv=_kv(get("KV").lower()),
             teacher_key=get("TEACHER_KEY") or None,
             room=_room(get("ROOM")),
             class_id=_class_id(get("CLASS_ID").lower()),
@@ -149,6 +157,20 @@ def _whole(name: str, value: str, low: int, high: int | None, unset: str = "") -
         raise SettingsError(
             f"{PREFIX}{name}={value!r}: use a whole number {span}{' ' + unset if unset else ''}"
         ) from None
+
+
+def _kv(value: str) -> int | None:
+    """``paged`` (blocks of 16 positions), ``paged:BLOCK`` or ``contiguous`` (None: the slot cache)."""
+    if value in ("", "paged"):
+        return DEFAULT_KV_BLOCK
+    if value == "contiguous":
+        return None
+    if value.startswith("paged:"):
+        try:
+            return whole(value.removeprefix("paged:"), low=1)
+        except NumberError:
+            pass
+    raise SettingsError(f"{PREFIX}KV={value!r}: use paged, paged:BLOCK (a block size of at least 1) or contiguous")
 
 
 def _device(value: str) -> str | None:

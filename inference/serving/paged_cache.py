@@ -14,7 +14,8 @@ code runs on CPU and CUDA; a paged-attention kernel would read the blocks in pla
 Layer groups: a model with sliding-window layers (Gemma 3) keeps two pools and two managers, one for
 the global layers and one for the local ones. After each step the local group gives back the blocks
 that slid wholly out of the window (``BlockManager.release_before``) while the global group keeps
-every block, so past the window a sequence's local layers hold about ``window`` positions, not all.
+every block, so past the window a sequence's local layers hold about ``window`` positions, not all
+(``used_bytes`` against ``bytes_without_release`` is what that saves).
 Each group's pool has ``num_blocks`` blocks. A prefix hit needs the same blocks cached in every group.
 
 Each sequence writes positions 0, 1, 2, ... of its own; within one forward the new tokens are laid
@@ -107,6 +108,18 @@ class PagedKVCache:
     def used_bytes(self) -> int:
         """Bytes of the blocks in use (held by a sequence), every group."""
         return sum(self._block_bytes(group) * group.manager.num_used for group in self.groups)
+
+    @property
+    def bytes_without_release(self) -> int:
+        """Bytes the blocks in use would take if the sliding-window layers kept every block, as the global
+        layers do: each group at the block count of a group that releases nothing (the tables, hits and
+        forks of every group are the same but for the released blocks). Equals ``used_bytes`` without windows."""
+        keeping = [group for group in self.groups if group.window is None]
+        if keeping:
+            blocks = keeping[0].manager.num_used
+        else:  # every layer local: each table's blocks as if none were released (a shared one once per table)
+            blocks = sum(len(table.blocks) for table in self.groups[0].manager.tables.values())
+        return sum(self._block_bytes(group) * blocks for group in self.groups)
 
     def _block_bytes(self, group: _LayerGroup) -> int:
         """Bytes of one block of ``group``: K and V of its positions in every layer of the group."""
