@@ -121,3 +121,22 @@ def test_sliding_window_layers_hold_fewer_bytes_than_a_cache_that_keeps_every_bl
     assert steps[0].kv_bytes_without_release == (18 + 18) * one_layer_block
     assert steps[1].kv_bytes_held == (18 + 2) * one_layer_block  # position 70 written: block 15 (60-63) slid out
     assert steps[-1].finished and steps[-1].kv_bytes_held == 0  # the last step gave every block back
+
+
+@pytest.mark.real_model
+def test_real_gemma_reports_the_bytes_its_local_layers_gave_back_past_512(gemma_engine):
+    """Gemma 3 270M, one 600-position request through the paged server: its 15 local layers (512-key window)
+    hold the blocks the window still reaches, its 3 global layers every block; the record's two byte counts
+    are exactly that, and what a cache keeping every block would hold."""
+    from inference.bench.paging_server import window_savings
+
+    saved = window_savings(gemma_engine, 600, 16, None)
+    config = gemma_engine.config
+    layer_block = 16 * config.n_kv_heads * config.head_dim * 2 * 4  # K and V of one block in one layer, float32
+    positions = saved["positions"]
+    blocks = -(-positions // 16)
+    slid_out = (positions - 512 + 1) // 16  # blocks wholly before the oldest key the next query sees
+    assert (saved["local_layers"], saved["layers"], saved["windows"]) == (15, 18, [512])
+    assert saved["without_release"] == 18 * blocks * layer_block
+    assert saved["held"] == (3 * blocks + 15 * (blocks - slid_out)) * layer_block
+    assert slid_out >= 5
