@@ -93,6 +93,9 @@ def compare_servers(engine: Engine, args: argparse.Namespace) -> dict[str, dict]
             runs[name].append(serve_once(engine, configs[name], prompts, params))
     if runs["slot"][0]["tokens"] != runs["paged"][0]["tokens"]:
         print("warning: the two servers' tokens differ (a near-tie taken the other way?)")
+    for key in ("tok_s", "decode_tok_s"):
+        ratios = [paged[key] / slot[key] for paged, slot in zip(runs["paged"], runs["slot"])]
+        print(f"paged / slot {key} by round: {', '.join(f'{r:.2f}' for r in ratios)}")
     return {
         name: {key: statistics.median(run[key] for run in found) for key in ("tok_s", "decode_tok_s", "reserved_bytes")}
         | {"pool_bytes": found[0]["pool_bytes"], "same_tokens": runs["slot"][0]["tokens"] == found[0]["tokens"]}
