@@ -52,7 +52,7 @@ class _LayerGroup:
 @dataclass
 class _GroupPlan:
     read: torch.Tensor  # (B * W,) the physical block of each row's W logical blocks read (pad: block 0, masked)
-    key_len: int  # S = W * block_size
+    key_len: int  # S: the columns a row reads, at most W * block_size (the longest row's held keys, as the slot cache)
     mask: torch.Tensor  # (B, 1, T, S)
 
 
@@ -219,14 +219,19 @@ class PagedKVCache:
         logical = torch.tensor(first, device=self.device)[:, None] + torch.arange(width, device=self.device)  # (B, W)
         offset = torch.arange(size, device=self.device)  # (bs,)
         key_pos = (logical[:, :, None] * size + offset).reshape(len(rows), width * size)  # (B, S)
-        ends = torch.tensor([s + len(r.token_ids) for r, s in zip(rows, cached)], device=self.device)  # (B,)
+        held = [start + len(row.token_ids) for row, start in zip(rows, cached)]
+        ends = torch.tensor(held, device=self.device)  # (B,)
+        # The columns past every row's last held key are cut off: a global layer then reads exactly the slot
+        # cache's S columns (the longest row's keys), so attention sums over the same shapes as there.
+        key_len = max(end - a * size for end, a in zip(held, first))
+        key_pos = key_pos[:, :key_len]  # (B, S)
         key_ok = key_pos < ends[:, None]  # (B, S): held positions (pad blocks lie past the end)
         sees = key_pos[:, None, :] <= positions[:, :, None]  # (B, T, S) causal
         if group.window is not None:
             sees &= key_pos[:, None, :] > positions[:, :, None] - group.window  # (B, T, S) the sliding window
         # A pad query (never used) sees every held key, so no softmax row is empty.
         mask = key_ok[:, None, :] & (sees | ~real[:, :, None])  # (B, T, S)
-        return _GroupPlan(physical.reshape(-1), width * size, mask[:, None])  # read: (B * W,); mask: (B, 1, T, S)
+        return _GroupPlan(physical.reshape(-1), key_len, mask[:, None])  # read: (B * W,); mask: (B, 1, T, S)
 
     def _copy_block(self, group: _LayerGroup, source: int, target: int) -> None:
         group.keys[:, :, target] = group.keys[:, :, source]  # (L_group, n_kv, bs, hd)
@@ -248,8 +253,9 @@ class PagedKVCache:
         batch, n_kv, head_dim = k.shape[0], k.shape[1], k.shape[3]
         keys = group.keys[index].index_select(1, reads.read)  # (n_kv, B * W, bs, hd)
         values = group.values[index].index_select(1, reads.read)  # (n_kv, B * W, bs, hd)
-        keys = keys.view(n_kv, batch, reads.key_len, head_dim).transpose(0, 1)  # (B, n_kv, S, hd)
-        values = values.view(n_kv, batch, reads.key_len, head_dim).transpose(0, 1)  # (B, n_kv, S, hd)
+        width = reads.read.numel() // batch * self.block_size  # W * block_size
+        keys = keys.view(n_kv, batch, width, head_dim)[:, :, : reads.key_len].transpose(0, 1)  # (B, n_kv, S, hd)
+        values = values.view(n_kv, batch, width, head_dim)[:, :, : reads.key_len].transpose(0, 1)  # (B, n_kv, S, hd)
         return keys, values
 
     def attention_mask(self, query_len: int, window: int | None = None) -> torch.Tensor:
