@@ -18,7 +18,9 @@ alone, and its K/V are recomputed from the same tokens. ``add_parallel`` asks fo
 one prompt: the prompt is computed once, then each further answer forks the first's block table
 (sharing every block, copy-on-write on the partly filled last one) and samples from the same logits.
 
-The slot cache (``continuous.py``) stays for the pages that compare the two.
+``PagedBatcher.for_server`` is the shared engine server's batcher (``server.py``): at most ``n_slots``
+sequences run, on a pool of the positions those slots would reserve. The slot cache (``continuous.py``)
+stays for the pages that compare the two, and for requests with interventions, which this batcher refuses.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ callers talk to it through thread-safe queues.
 - Paged K/V: the batcher is a ``PagedBatcher`` (``ServeConfig.kv_block_size``, 16 positions a
   block): a request holds the blocks it has filled, not a whole slot, and prompts with a common
   start share its blocks. A request with interventions runs on the slot cache instead (a
-  ``ContinuousBatcher`` made the first time one arrives): the paged batcher refuses them. Its
+  ``ContinuousBatcher``, its pool allocated the first time one arrives): the paged batcher refuses them. Its
   tokens are what they would be on either; the step records say which cache ran (``slots`` is
   filled on the slot path only). ``kv_block_size=None`` runs every request on the slot cache.
 - No cross-talk: every request has its own id, its own output queue, its own blocks (or
