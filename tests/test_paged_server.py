@@ -58,6 +58,18 @@ def test_the_server_runs_on_paged_blocks_of_16_by_default(tiny):
     assert server.batcher.cache.groups[0].manager.num_free == server.batcher.cache.num_blocks  # all given back
 
 
+def test_prefix_sharing_off_computes_every_prompt_whole_and_bad_sizes_are_refused(tiny):
+    config = ServeConfig(n_slots=3, max_waiting=8, slot_capacity=128, share_prefixes=False)
+    tokens, _, server = served(tiny, config)
+    assert tokens == [solo(tiny, prompt, params)[0] for prompt, params in requests()]
+    assert not any(step.reused_positions for step in server.recent_steps)
+    assert server.batcher.cache.groups[0].manager.hits == 0 and not server.batcher.cache.groups[0].manager.cached
+    with pytest.raises(ValueError, match="kv_block_size must be >= 1 or None, got 0"):
+        ServeConfig(kv_block_size=0)
+    with pytest.raises(ValueError, match="asks for the slot cache"):
+        PagedBatcher.for_server(tiny, ServeConfig(kv_block_size=None))
+
+
 @pytest.mark.parametrize("block_size", [4, 16])
 def test_a_requests_output_is_the_same_on_paged_blocks_as_on_slots(tiny, block_size):
     """Greedy and seeded requests, submitted together, get the same tokens and probabilities from the paged server
