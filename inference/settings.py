@@ -29,6 +29,7 @@ DTYPE_CHOICES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # ``
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?|mps")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_SLOTS = 256
+DEFAULT_KV_BLOCK = 16  # ``ServeConfig.kv_block_size``'s default
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LLM_EXPLORER_SERVER", "thread", "where the generation worker runs: `thread` or `process`"),
     Variable("LLM_EXPLORER_PREFIX_CACHE", "on", "`on`: reuse the K/V of prompt starts; `off`: every prompt whole"),
     Variable("LLM_EXPLORER_SLOTS", "16", "requests the generation server runs at once, 1 to 256"),
+    Variable(
+        "LLM_EXPLORER_KV",
+        "paged:16",
+        "where the generation server keeps K/V: `paged` or `paged:BLOCK` (blocks of BLOCK positions), `contiguous`",
+    ),
     Variable("LLM_EXPLORER_CACHE", "~/.cache/llm-explorer", "where converted models are kept"),
 )
 
@@ -77,6 +83,7 @@ class Settings:
     server: str = "thread"  # "thread" or "process"
     prefix_cache: bool = True
     slots: int | None = None  # None: ``ServeConfig``'s default
+    kv: int | None = DEFAULT_KV_BLOCK  # the generation server's K/V block size; None: the slot cache (contiguous)
     cache: Path = Path.home() / ".cache" / "llm-explorer"  # where converted models are kept
 
     @classmethod
@@ -99,6 +106,7 @@ class Settings:
             server=_choice("SERVER", get("SERVER").lower(), SERVER_CHOICES, "thread"),
             prefix_cache=SWITCHES[_choice("PREFIX_CACHE", get("PREFIX_CACHE").lower(), tuple(SWITCHES), "on")],
             slots=_whole("SLOTS", get("SLOTS"), 1, MAX_SLOTS),
+            kv=_kv(get("KV").lower()),
             cache=Path(get("CACHE")).expanduser() if get("CACHE") else _user_cache(env) / "llm-explorer",
         )
 
@@ -134,6 +142,20 @@ def _whole(name: str, value: str, low: int, high: int | None, unset: str = "") -
         raise SettingsError(
             f"{PREFIX}{name}={value!r}: use a whole number {span}{' ' + unset if unset else ''}"
         ) from None
+
+
+def _kv(value: str) -> int | None:
+    """``paged`` (blocks of 16 positions), ``paged:BLOCK`` or ``contiguous`` (None: the slot cache)."""
+    if value in ("", "paged"):
+        return DEFAULT_KV_BLOCK
+    if value == "contiguous":
+        return None
+    if value.startswith("paged:"):
+        try:
+            return whole(value.removeprefix("paged:"), low=1)
+        except NumberError:
+            pass
+    raise SettingsError(f"{PREFIX}KV={value!r}: use paged, paged:BLOCK (a block size of at least 1) or contiguous")
 
 
 def _device(value: str) -> str | None:

@@ -21,6 +21,7 @@ def test_unset_means_the_defaults():
     read = Settings.from_env({})
     assert read == Settings(cache=read.cache) and read.cache.name == "llm-explorer"
     assert read.quant is None and read.server == "thread" and read.prefix_cache and read.slots is None
+    assert read.kv == 16  # the generation server on paged blocks of 16 positions
     klass = ClassSettings.from_env({})
     assert klass.room is None and klass.class_id == "class" and klass.teacher_key is None  # the room in memory
 
@@ -47,6 +48,7 @@ def test_every_value_is_read_and_checked():
             "LLM_EXPLORER_SERVER": "process",
             "LLM_EXPLORER_PREFIX_CACHE": "off",
             "LLM_EXPLORER_SLOTS": "32",
+            "LLM_EXPLORER_KV": " Paged:8 ",
             "LLM_EXPLORER_CACHE": "/tmp/cache",
         }
     )
@@ -61,6 +63,7 @@ def test_every_value_is_read_and_checked():
         "process",
         False,
         32,
+        8,
         Path("/tmp/cache"),
     )
     klass = ClassSettings.from_env(
@@ -81,6 +84,12 @@ def test_every_value_is_read_and_checked():
         ("PREFIX_CACHE", "maybe", "LLM_EXPLORER_PREFIX_CACHE='maybe': use one of on, off"),
         ("SLOTS", "1000", "LLM_EXPLORER_SLOTS='1000': use a whole number from 1 to 256"),
         ("SLOTS", "many", "LLM_EXPLORER_SLOTS='many': use a whole number from 1 to 256"),
+        (
+            "KV",
+            "paged:0",
+            "LLM_EXPLORER_KV='paged:0': use paged, paged:BLOCK (a block size of at least 1) or contiguous",
+        ),
+        ("KV", "slots", "LLM_EXPLORER_KV='slots': use paged, paged:BLOCK"),
         ("THREADS", "0", "LLM_EXPLORER_THREADS='0': use a whole number of at least 1 (unset: every core)"),
         ("COMPILE", "maybe", "LLM_EXPLORER_COMPILE='maybe': use 1 or 0 (on or off)"),
         ("DEVICE", "tpu", "LLM_EXPLORER_DEVICE='tpu': use cpu, cuda, cuda:N or mps"),
@@ -99,6 +108,13 @@ def test_a_value_the_program_cannot_use_is_named_with_what_it_accepts(name, valu
         reader.from_env({f"LLM_EXPLORER_{name}": value})
     assert message in str(raised.value)
     assert isinstance(raised.value, ModelListError) == (name == "MODELS")
+
+
+def test_kv_names_the_servers_block_size_or_the_slot_cache():
+    from inference import ServeConfig
+
+    assert [Settings.from_env({"LLM_EXPLORER_KV": v}).kv for v in ("paged", "paged:4", "contiguous")] == [16, 4, None]
+    assert Settings().kv == ServeConfig().kv_block_size  # the setting's default is the server's
 
 
 def test_the_dtype_and_device_names_are_the_loaders():

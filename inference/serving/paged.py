@@ -18,7 +18,9 @@ alone, and its K/V are recomputed from the same tokens. ``add_parallel`` asks fo
 one prompt: the prompt is computed once, then each further answer forks the first's block table
 (sharing every block, copy-on-write on the partly filled last one) and samples from the same logits.
 
-The slot cache (``continuous.py``) stays for the pages that compare the two.
+``PagedBatcher.for_server`` is the shared engine server's batcher (``server.py``): at most ``n_slots``
+sequences run, on a pool of the positions those slots would reserve. The slot cache (``continuous.py``)
+stays for the pages that compare the two, and for requests with interventions, which this batcher refuses.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import torch
 
 from ..generation.sampling import SamplingParams, finish_reason, generator_for, sample
 from ..number_text import NumberError, whole
+from .config import ServeConfig
 from .padding import left_pad
 from .paged_cache import PagedKVCache, PagedWrite
 from .requests import BatchResult, BatchStep, finished_result
@@ -49,11 +52,22 @@ class PagedBatcher:
         block_size: int = 16,
         max_prefill_tokens: int = 4096,
         keep_logits: bool = False,
+        *,
+        max_running: int | None = None,
+        position_limit: int | None = None,
+        share_prefixes: bool = True,
     ) -> None:
+        """``max_running`` bounds the sequences that run at once (None: as many as the blocks hold);
+        ``position_limit`` a sequence's prompt + answer (None: the model's context); ``share_prefixes``
+        off: no prefix hits, every prompt computed whole (its blocks never keyed)."""
+        if max_running is not None and max_running < 1:
+            raise ValueError(f"max_running must be >= 1 or None, got {max_running}")
         self.engine = engine
         self.cache = PagedKVCache(engine.config, num_blocks, block_size, engine.device, engine.dtype)
-        self.position_limit = engine.config.max_seq_len
+        self.position_limit = min(position_limit or engine.config.max_seq_len, engine.config.max_seq_len)
         self.max_prefill_tokens = max_prefill_tokens
+        self.max_running = max_running
+        self.share_prefixes = share_prefixes
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []  # in admission order: the last is preempted first
         self.forks: dict[Sequence, list[Sequence]] = {}  # first answer -> the answers forked from it after prefill
@@ -62,6 +76,25 @@ class PagedBatcher:
         self.steps_done = 0
         self._order = itertools.count()
         self._admitted: dict[Sequence, int] = {}
+
+    @classmethod
+    def for_server(cls, engine: Engine, config: ServeConfig, keep_logits: bool = False) -> PagedBatcher:
+        """The server's batcher: ``config.n_slots`` requests at once of at most ``config.slot_capacity`` positions,
+        on a pool of as many positions as those slots would reserve (so no request is ever preempted)."""
+        if config.kv_block_size is None:
+            raise ValueError("this ServeConfig asks for the slot cache (kv_block_size=None), not paged blocks")
+        limit = min(config.slot_capacity, engine.config.max_seq_len)
+        per_request = -(-limit // config.kv_block_size)
+        return cls(
+            engine,
+            config.n_slots * per_request,
+            config.kv_block_size,
+            config.max_prefill_tokens,
+            keep_logits,
+            max_running=config.n_slots,
+            position_limit=limit,
+            share_prefixes=config.share_prefixes,
+        )
 
     def add(
         self,
@@ -137,12 +170,14 @@ class PagedBatcher:
             batch_positions=width * len(rows),
             wasted_positions=width * len(rows) - sum(fed.values()),
             cache_slots_in_use=len(self.running),
-            cache_slots_total=len(self.running),
+            cache_slots_total=self.max_running or len(self.running),
             cache_positions_in_use=sum(seq.cached for seq in self.running),
             cache_positions_reserved=self.cache.groups[0].manager.num_used * self.cache.block_size,
             finished=[seq.request_id for seq in finished],
             seconds=time.perf_counter() - tick,
             reused_positions=reused,
+            kv_bytes_held=self.cache.used_bytes,
+            kv_bytes_without_release=self.cache.bytes_without_release,
         )
 
     def result(self, seq: Sequence, index: int) -> BatchResult:
@@ -157,20 +192,25 @@ class PagedBatcher:
     # 1. schedule -------------------------------------------------------------------------
     def _schedule(self) -> tuple[str, list[Sequence]]:
         admitted, budget, computing = [], self.max_prefill_tokens, set()
-        size = self.cache.block_size
+        size, share = self.cache.block_size, self.share_prefixes
+        seats = self.max_running - len(self.running) if self.max_running is not None else None
         while self.waiting:
             seq = self.waiting[0]
-            if not self.cache.can_add(seq.all_ids):
+            needs = 1 + len(self.forks.get(seq, []))  # its forked answers run beside it from the next step
+            if seats is not None and needs > seats and (self.running or admitted):
+                break  # (alone, a request of more answers than seats still runs, so nothing waits forever)
+            if not self.cache.can_add(seq.all_ids, share):
                 break
-            hits = self.cache.prefix_hits(seq.all_ids)
-            next_block = tuple(seq.all_ids[: (hits + 1) * size]) if len(seq.all_ids) > (hits + 1) * size else None
+            hits = self.cache.prefix_hits(seq.all_ids) if share else 0
+            following = len(seq.all_ids) > (hits + 1) * size
+            next_block = tuple(seq.all_ids[: (hits + 1) * size]) if share and following else None
             if next_block is not None and next_block in computing:
                 break  # a start this step computes: wait one step and share its blocks instead of copying them
             to_compute = len(seq.all_ids) - hits * size
             if admitted and to_compute > budget:
                 break
             self.waiting.pop(0)
-            seq.cached = self.cache.add(seq.request_id, seq.all_ids)
+            seq.cached = self.cache.add(seq.request_id, seq.all_ids, share)
             if not self.cache.can_write({s.request_id: len(s.pending_ids) for s in [*admitted, seq]}):
                 self.cache.free(seq.request_id)  # the hits fit but not the rest with this step's others
                 self.waiting.insert(0, seq)
@@ -180,6 +220,8 @@ class PagedBatcher:
                 computing.add(next_block)
             self._admitted[seq] = next(self._order)
             budget -= to_compute
+            if seats is not None:
+                seats -= needs
             admitted.append(seq)
         if admitted:
             self.running.extend(admitted)

@@ -14,7 +14,8 @@ code runs on CPU and CUDA; a paged-attention kernel would read the blocks in pla
 Layer groups: a model with sliding-window layers (Gemma 3) keeps two pools and two managers, one for
 the global layers and one for the local ones. After each step the local group gives back the blocks
 that slid wholly out of the window (``BlockManager.release_before``) while the global group keeps
-every block, so past the window a sequence's local layers hold about ``window`` positions, not all.
+every block, so past the window a sequence's local layers hold about ``window`` positions, not all
+(``used_bytes`` against ``bytes_without_release`` is what that saves).
 Each group's pool has ``num_blocks`` blocks. A prefix hit needs the same blocks cached in every group.
 
 Each sequence writes positions 0, 1, 2, ... of its own; within one forward the new tokens are laid
@@ -51,7 +52,7 @@ class _LayerGroup:
 @dataclass
 class _GroupPlan:
     read: torch.Tensor  # (B * W,) the physical block of each row's W logical blocks read (pad: block 0, masked)
-    key_len: int  # S = W * block_size
+    key_len: int  # S: the columns a row reads, at most W * block_size (the longest row's held keys, as the slot cache)
     mask: torch.Tensor  # (B, 1, T, S)
 
 
@@ -107,6 +108,18 @@ class PagedKVCache:
     def used_bytes(self) -> int:
         """Bytes of the blocks in use (held by a sequence), every group."""
         return sum(self._block_bytes(group) * group.manager.num_used for group in self.groups)
+
+    @property
+    def bytes_without_release(self) -> int:
+        """Bytes the blocks in use would take if the sliding-window layers kept every block, as the global
+        layers do: each group at the block count of a group that releases nothing (the tables, hits and
+        forks of every group are the same but for the released blocks). Equals ``used_bytes`` without windows."""
+        keeping = [group for group in self.groups if group.window is None]
+        if keeping:
+            blocks = keeping[0].manager.num_used
+        else:  # every layer local: each table's blocks as if none were released (a shared one once per table)
+            blocks = sum(len(table.blocks) for table in self.groups[0].manager.tables.values())
+        return sum(self._block_bytes(group) * blocks for group in self.groups)
 
     def _block_bytes(self, group: _LayerGroup) -> int:
         """Bytes of one block of ``group``: K and V of its positions in every layer of the group."""
@@ -206,14 +219,19 @@ class PagedKVCache:
         logical = torch.tensor(first, device=self.device)[:, None] + torch.arange(width, device=self.device)  # (B, W)
         offset = torch.arange(size, device=self.device)  # (bs,)
         key_pos = (logical[:, :, None] * size + offset).reshape(len(rows), width * size)  # (B, S)
-        ends = torch.tensor([s + len(r.token_ids) for r, s in zip(rows, cached)], device=self.device)  # (B,)
+        held = [start + len(row.token_ids) for row, start in zip(rows, cached)]
+        ends = torch.tensor(held, device=self.device)  # (B,)
+        # The columns past every row's last held key are cut off: a global layer then reads exactly the slot
+        # cache's S columns (the longest row's keys), so attention sums over the same shapes as there.
+        key_len = max(end - a * size for end, a in zip(held, first))
+        key_pos = key_pos[:, :key_len]  # (B, S)
         key_ok = key_pos < ends[:, None]  # (B, S): held positions (pad blocks lie past the end)
         sees = key_pos[:, None, :] <= positions[:, :, None]  # (B, T, S) causal
         if group.window is not None:
             sees &= key_pos[:, None, :] > positions[:, :, None] - group.window  # (B, T, S) the sliding window
         # A pad query (never used) sees every held key, so no softmax row is empty.
         mask = key_ok[:, None, :] & (sees | ~real[:, :, None])  # (B, T, S)
-        return _GroupPlan(physical.reshape(-1), width * size, mask[:, None])  # read: (B * W,); mask: (B, 1, T, S)
+        return _GroupPlan(physical.reshape(-1), key_len, mask[:, None])  # read: (B * W,); mask: (B, 1, T, S)
 
     def _copy_block(self, group: _LayerGroup, source: int, target: int) -> None:
         group.keys[:, :, target] = group.keys[:, :, source]  # (L_group, n_kv, bs, hd)
@@ -235,8 +253,9 @@ class PagedKVCache:
         batch, n_kv, head_dim = k.shape[0], k.shape[1], k.shape[3]
         keys = group.keys[index].index_select(1, reads.read)  # (n_kv, B * W, bs, hd)
         values = group.values[index].index_select(1, reads.read)  # (n_kv, B * W, bs, hd)
-        keys = keys.view(n_kv, batch, reads.key_len, head_dim).transpose(0, 1)  # (B, n_kv, S, hd)
-        values = values.view(n_kv, batch, reads.key_len, head_dim).transpose(0, 1)  # (B, n_kv, S, hd)
+        width = reads.read.numel() // batch * self.block_size  # W * block_size
+        keys = keys.view(n_kv, batch, width, head_dim)[:, :, : reads.key_len].transpose(0, 1)  # (B, n_kv, S, hd)
+        values = values.view(n_kv, batch, width, head_dim)[:, :, : reads.key_len].transpose(0, 1)  # (B, n_kv, S, hd)
         return keys, values
 
     def attention_mask(self, query_len: int, window: int | None = None) -> torch.Tensor:

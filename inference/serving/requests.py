@@ -64,6 +64,8 @@ class BatchStep:
     seconds: float
     slots: dict[int, int] = field(default_factory=dict)  # request -> batch row (static) or cache slot (continuous)
     reused_positions: dict[int, int] = field(default_factory=dict)  # request -> prompt positions copied, not computed
+    kv_bytes_held: int | None = None  # paged blocks: K/V bytes of the blocks in use after the step (None: slots)
+    kv_bytes_without_release: int | None = None  # what they would be if sliding-window layers kept every block
 
 
 @dataclass

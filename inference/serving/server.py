@@ -1,17 +1,23 @@
 """One engine shared by many concurrent users: a background worker that batches them.
 
-Owns ``EngineServer`` (a bounded intake, one worker thread running a
-``ContinuousBatcher``) and ``RequestHandle`` (what each caller holds: an iterator of
-its own tokens, ``result()``, ``cancel()``). Only the worker thread touches the model
-and the cache; callers talk to it through thread-safe queues.
+Owns ``EngineServer`` (a bounded intake, one worker thread running a continuous
+batcher) and ``RequestHandle`` (what each caller holds: an iterator of its own tokens,
+``result()``, ``cancel()``). Only the worker thread touches the model and the cache;
+callers talk to it through thread-safe queues.
 
-- No cross-talk: every request has its own id, its own output queue, its own cache
-  slot and its own seeded draws; a caller can only read its own queue.
+- Paged K/V: the batcher is a ``PagedBatcher`` (``ServeConfig.kv_block_size``, 16 positions a
+  block): a request holds the blocks it has filled, not a whole slot, and prompts with a common
+  start share its blocks. A request with interventions runs on the slot cache instead (a
+  ``ContinuousBatcher``, its pool allocated the first time one arrives): the paged batcher refuses them. Its
+  tokens are what they would be on either; the step records say which cache ran (``slots`` is
+  filled on the slot path only). ``kv_block_size=None`` runs every request on the slot cache.
+- No cross-talk: every request has its own id, its own output queue, its own blocks (or
+  slot) and its own seeded draws; a caller can only read its own queue.
 - Bounded: at most ``n_slots`` requests run and ``max_waiting`` more wait (``ServeConfig``); one more
   ``submit`` raises ``BusyError`` at once instead of growing memory.
 - Cancellation: ``handle.cancel()``, or the handle being garbage-collected (the
-  caller, e.g. a closed browser session, went away) frees the request's slot at the
-  next step.
+  caller, e.g. a closed browser session, went away) frees the request's blocks (or slot)
+  at the next step.
 - Observable batching: each result's ``max_batch_size`` is the most requests that
   shared one forward with it, so a caller can see it was batched with others.
 - Speculative requests (``submit(..., speculate=Speculation(...))``) run at batch 1: the worker
@@ -44,6 +50,7 @@ from ..model.tokenizer import StreamDecoder
 from ..threads import set_threads
 from .config import ServeConfig
 from .continuous import ContinuousBatcher
+from .paged import PagedBatcher
 from .requests import BatchResult, BatchStep
 from .scheduler import Sequence, new_request_id
 
@@ -230,15 +237,23 @@ class _ServerFront:
         raise NotImplementedError
 
 
+Batcher = PagedBatcher | ContinuousBatcher
+
+
 class EngineServer(_ServerFront):
     def __init__(self, engine: Engine, config: ServeConfig | None = None) -> None:
-        """Start the worker; ``config`` (default ``ServeConfig()``) bounds slots, queue and the worker's threads."""
+        """Start the worker; ``config`` (default ``ServeConfig()``) bounds requests, queue and the worker's threads,
+        and says where K/V live (paged blocks, or slots with ``kv_block_size=None``)."""
         super().__init__(engine, config)
-        self.batcher = ContinuousBatcher(engine, self.config)
+        paged = self.config.kv_block_size is not None
+        self.batcher: Batcher = (
+            PagedBatcher.for_server(engine, self.config) if paged else ContinuousBatcher(engine, self.config)
+        )
+        self.slot_batcher: ContinuousBatcher | None = None if paged else self.batcher  # made on first need when paged
         self._inbox: queue.SimpleQueue[_Submission] = queue.SimpleQueue()
         self._cancels: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._wake = threading.Event()
-        self._live: dict[int, tuple[Sequence, _Submission, StreamDecoder]] = {}  # worker thread only
+        self._live: dict[int, tuple[Sequence, _Submission, StreamDecoder, Batcher]] = {}  # worker thread only
         self._speculating: dict[int, _Speculating] = {}  # worker thread only
         self._worker = threading.Thread(target=self._serve, name="engine-server", daemon=True)
         self._worker.start()
@@ -272,19 +287,20 @@ class EngineServer(_ServerFront):
         while not self._closed:
             self._take_submissions()
             self._take_cancels()
-            if not (self.batcher.has_work or self._speculating):
+            busy = [batcher for batcher in self._batchers() if batcher.has_work]
+            if not (busy or self._speculating):
                 self._wake.wait(timeout=0.5)
                 self._wake.clear()
                 continue
-            if self.batcher.has_work:
+            for batcher in busy:
                 try:
-                    step = self.batcher.step()
+                    step = batcher.step()
                 except Exception as exc:  # never leave callers waiting forever
                     self._fail_all(exc)
-                    continue
+                    break
                 if step is not None:
                     self._step_done(step)
-                    self._deliver(step)
+                    self._deliver(step, batcher)
             self._speculate_once()
         self._take_submissions()
         self._fail_all(RuntimeError("the engine server was closed"))
@@ -297,34 +313,49 @@ class EngineServer(_ServerFront):
                 run = SpeculativeRun(sub.speculation)
                 self._speculating[sub.request_id] = _Speculating(sub, steps, run, StreamDecoder(self.engine.tokenizer))
                 continue
+            batcher = self._batcher_for(sub)
             try:
-                seq = self.batcher.add(sub.prompt_ids, sub.params, sub.request_id, sub.interventions)
+                seq = batcher.add(sub.prompt_ids, sub.params, sub.request_id, sub.interventions)
             except ValueError as exc:
                 self._end(sub.outbox, exc)
                 continue
             seq.arrived_at = sub.submitted_at  # time to first token counts the wait in the queue
-            self._live[sub.request_id] = (seq, sub, StreamDecoder(self.engine.tokenizer))
+            self._live[sub.request_id] = (seq, sub, StreamDecoder(self.engine.tokenizer), batcher)
+
+    def _batchers(self) -> list[Batcher]:
+        """The batchers in use: the server's, and the slot cache's beside it once a request needed that."""
+        if self.slot_batcher is None or self.slot_batcher is self.batcher:
+            return [self.batcher]
+        return [self.batcher, self.slot_batcher]
+
+    def _batcher_for(self, sub: _Submission) -> Batcher:
+        """Where ``sub`` runs: the server's batcher, or the slot cache for what paged blocks cannot do (interventions)."""
+        if sub.interventions is None or not isinstance(self.batcher, PagedBatcher):
+            return self.batcher
+        if self.slot_batcher is None:
+            self.slot_batcher = ContinuousBatcher(self.engine, self.config)
+        return self.slot_batcher
 
     def _take_cancels(self) -> None:
         for request_id in _drain(self._cancels):
             if request_id in self._speculating:
                 request = self._speculating.pop(request_id)
                 self._end(request.sub.outbox, self._speculative_result(request, "cancelled"))
-            elif request_id in self._live and self.batcher.cancel(request_id) is not None:
-                seq, sub, _ = self._live.pop(request_id)
-                self._end(sub.outbox, self.batcher.result(seq, index=0))
+            elif request_id in self._live and self._live[request_id][3].cancel(request_id) is not None:
+                seq, sub, _, batcher = self._live.pop(request_id)
+                self._end(sub.outbox, batcher.result(seq, index=0))
 
-    def _deliver(self, step: BatchStep) -> None:
+    def _deliver(self, step: BatchStep, batcher: Batcher) -> None:
         """Send each request its own new token; close the finished ones."""
         finished = set(step.finished)
         for request_id, token_id in step.sampled.items():
-            seq, sub, decoder = self._live[request_id]
+            seq, sub, decoder, _ = self._live[request_id]
             done = request_id in finished
             text = decoder.push(token_id) + (decoder.flush() if done else "")
             sub.outbox.put(TokenEvent(token_id, text, seq.finish_reason if done else None))
             if done:
                 del self._live[request_id]
-                self._end(sub.outbox, self.batcher.result(seq, index=0))
+                self._end(sub.outbox, batcher.result(seq, index=0))
 
     def _speculate_once(self) -> None:
         """One step (one forward, alone) of each speculative request; send its tokens, close the finished."""
@@ -373,8 +404,8 @@ class EngineServer(_ServerFront):
         for request_id in list(self._speculating):
             self._end(self._speculating.pop(request_id).sub.outbox, exc)
         for request_id in list(self._live):
-            seq, sub, _ = self._live.pop(request_id)
-            self.batcher.cancel(request_id)
+            seq, sub, _, batcher = self._live.pop(request_id)
+            batcher.cancel(request_id)
             self._end(sub.outbox, exc)
 
 

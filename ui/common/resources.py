@@ -119,7 +119,10 @@ def server_for(model: str) -> EngineServer | ProcessServer:
     thread of this process, or in a process of its own (``LLM_EXPLORER_SERVER``)."""
     operator = settings.current()
     config = ServeConfig(
-        threads=app_threads(), share_prefixes=operator.prefix_cache, n_slots=operator.slots or ServeConfig.n_slots
+        threads=app_threads(),
+        share_prefixes=operator.prefix_cache,
+        n_slots=operator.slots or ServeConfig.n_slots,
+        kv_block_size=operator.kv,  # LLM_EXPLORER_KV: paged blocks (16 by default), None: the slot cache
     )
     if operator.server == "process":
         return ProcessServer(engine_for(model), engine_settings(model), config)
