@@ -30,6 +30,7 @@ from ui.compute import generation
 from ui.compute.attention import default_query
 from ui.compute.tokens import tokenize
 from ui.controls import sampling as sampling_controls
+from ui.lesson import keys as lesson_keys
 from ui.session import experiment as exp
 from ui.session import state, walk
 from ui.shell import models
@@ -113,6 +114,9 @@ PARAMS: list[Param] = [
     Param("corrupt", exp.CORRUPT, "text", exp.DEFAULT_CORRUPT),
     Param("sweep", exp.SWEEP, "bool", False),
     Param("patching", exp.PATCHING, "bool", False),
+    # the Lesson page (pages/lesson.py): the lesson's name (short text the page checks) and its step, 0 its first page
+    Param("lesson", lesson_keys.LESSON, "token", ""),
+    Param("at", lesson_keys.LESSON_AT, "int", 0, 0, lesson_keys.MAX_STEPS + 1),
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
