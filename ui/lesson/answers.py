@@ -58,6 +58,7 @@ class Number:
     x_title: str = ""
     y_title: str = ""
     high: float | None = None  # the largest value an estimate can take
+    point: tuple[float, float] | None = None  # a curve's true point (x, y): where the answer is on it
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,7 @@ def _entropy(model: str, step: Step) -> Number:
         None,
         "temperature T",
         "entropy (bits)",
+        point=(temperature, value),
     )
 
 
@@ -242,6 +244,7 @@ def _top_p_kept(model: str, step: Step) -> Number:
         kept - 1 if kept <= shown else None,
         "the most probable tokens, counted",
         "their probability together",
+        point=(float(kept), float(cumulative[kept - 1])) if kept <= shown else None,
     )
 
 
@@ -308,6 +311,7 @@ def _kv_bytes(model: str, step: Step) -> Number:
         lengths.index(length),
         "tokens in the cache",
         "KV cache (bytes)",
+        point=(float(length), value),
     )
 
 

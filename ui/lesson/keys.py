@@ -9,6 +9,7 @@ LESSON = "lesson"  # str: the lesson's name (its file's stem in ``lessons/``); "
 LESSON_AT = "lesson_at"  # int: 0 the lesson's first page, 1…n its steps, n + 1 the score
 LESSON_ANSWERS = "_lesson_answers"  # dict[(lesson, step), Graded]: what the learner answered, and whether it was right
 LESSON_APPLIED = "_lesson_applied"  # (lesson, step): the step whose state was last put into the session
+LESSON_EMPTY = "_lesson_empty"  # (lesson, step): its Answer was pressed with nothing answered
 LESSON_NOTES = "_lesson_notes"  # list[str]: what of the step's state could not be used as given
 LESSON_PICK = "lesson_pick"  # selectbox: the lesson chosen on the list
 LESSON_START = "lesson_start"  # button
