@@ -337,10 +337,10 @@ def _question(raw: Any, chapter: str, state: dict, place: str, problems: _Proble
     if kind == "estimate":
         chapters = ESTIMATES[fields["quantity"]].chapters
     if chapter and chapter not in chapters:
-        what = f"{kind} {fields['quantity']}" if kind == "estimate" else kind
+        what = f"{kind} ({fields['quantity']})" if kind == "estimate" else kind
         problems.add(
             _at(place, "kind"),
-            f"a {what} question does not fit the {chapter} chapter (it fits {', '.join(sorted(chapters))})",
+            f"this {what} question does not fit the {chapter} chapter (it fits {', '.join(sorted(chapters))})",
         )
     return Question(kind, ask, **fields)
 
