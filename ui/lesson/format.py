@@ -11,6 +11,7 @@ a model (its layers, heads, vocabulary) are checked by ``check_on_model`` agains
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +73,7 @@ KINDS: dict[str, tuple[frozenset[str], set[str]]] = {  # kind: (chapters it fits
     "estimate": (frozenset(), {"quantity", "tolerance", "token", "query", "key", "length"}),  # chapters: per quantity
     "direction": (DISTRIBUTION_CHAPTERS, {"setting", "to", "quantity"}),
 }
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]{1,60}")  # keys and dotted paths shown as they are; others quoted
 ANSWER_KEYS = {"answer", "correct", "right", "solution", "value", "truth"}
 
 
@@ -182,7 +184,7 @@ class _Problems:
 
 def _unknown(table: dict, allowed: set[str], place: str, problems: _Problems) -> None:
     for key in table:
-        where = _at(place, key) if place else str(key)
+        where = _at(place, key)
         if key in ANSWER_KEYS:
             problems.add(where, "a lesson never stores an answer: the app computes it from the model")
         elif key not in allowed:
@@ -207,7 +209,10 @@ def _text(table: dict, key: str, place: str, problems: _Problems, limit: int, re
 
 
 def _at(place: str, key: str) -> str:
-    """A place in the file: ``step 3, question.tolerance`` (a step's number, then the key's path in it)."""
+    """A place in the file: ``step 3, question.tolerance`` (a step's number, then the key's path in it); a key that
+    is not a plain name is shown quoted (a key may be any text in TOML, a line break too)."""
+    if not PLAIN_KEY.fullmatch(key):
+        key = _shown(key)
     if not place:
         return key
     return f"{place}, {key}" if place.startswith("step") and "," not in place else f"{place}.{key}"
