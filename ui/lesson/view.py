@@ -119,7 +119,7 @@ def _step(lesson: Lesson, step: Step, model: str) -> None:
         _question(lesson, step, model)
     st.page_link(
         navigation.script_of(step.chapter),
-        label=f"Open the full chapter: {CHAPTERS[step.chapter]} (come back with Lesson in the page list)",
+        label=f"Open the full chapter: {CHAPTERS[step.chapter]} (come back with Lessons in the page list)",
         icon=":material/open_in_new:",
     )
     left, middle, right = st.columns(3)
