@@ -78,11 +78,15 @@ ANSWER_KEYS = {"answer", "correct", "right", "solution", "value", "truth"}
 
 
 class LessonError(ValueError):
-    """A lesson file that cannot be used: ``lines`` has one line per problem, each naming the file and the place."""
+    """A lesson file that cannot be used: ``lines`` has one line per problem, each naming the file and the place
+    (raised as ``LessonError(lines)``)."""
 
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = lines
+    @property
+    def lines(self) -> list[str]:
+        return list(self.args[0])
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
 
 
 @dataclass(frozen=True)
