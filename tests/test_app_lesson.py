@@ -160,3 +160,65 @@ def test_the_attention_lesson_on_gemma(both_models):
     assert play(at, GEMMA, "attention-and-the-kv-cache", wrong_steps=set()) == 4
     assert at.metric[0].value == "4 / 4"
     assert not at.main.get("page_link")  # nothing missed: no chapter to reread
+
+
+# -- with a class: the teacher steps, students follow and answer, the teacher reveals --------------------------------
+KEY = "correct horse battery staple"
+
+
+@pytest.fixture
+def class_server(monkeypatch):
+    """A teacher key set by the operator and an empty room in this server's memory."""
+    from inference import settings
+    from ui.classroom import broadcast
+
+    monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, KEY)
+    monkeypatch.delenv(settings.PREFIX + "ROOM", raising=False)
+    broadcast.room.clear()
+    yield broadcast
+    broadcast.room.clear()
+
+
+def student(student_id: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["_class_student"] = student_id  # its browser's id (the cookie's)
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server):
+    teacher = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    teacher.run()
+    teacher.text_input(key="_w_class_key").input(KEY)
+    teacher.button(key="class_unlock").click().run()
+    teacher.switch_page("pages/lesson.py")
+    teacher.run()
+    teacher.selectbox(key=keys.LESSON_PICK).set_value("picking-a-word").run()
+    teacher.button(key=keys.LESSON_START).click().run()
+    teacher.button(key=keys.LESSON_NEXT).click().run()  # Start: step 1, its question opened to the class
+    assert_clean(teacher)
+    assert teacher.metric[0].label == "Answers in" and teacher.metric[0].value == "0"
+    assert not [w for w in teacher.number_input if w.key == keys.answer_widget("picking-a-word", 1)]  # no answering
+
+    ana, ben = student("a" * 32), student("b" * 32)
+    for tab in (ana, ben):
+        tab.run()  # the heartbeat's rerun after the broadcast changed (AppTest reruns by hand)
+        assert_clean(tab)
+        assert "step 1 of 6" in tab.get("progress")[0].proto.text  # following the teacher's step
+    lesson = files.load("picking-a-word")
+    tokens = answers.truth(SMOLLM2, lesson, lesson.steps[0]).value
+    answer(ana, "picking-a-word", 1, tokens)
+    assert "is in" in ana.info[0].value and not ana.get("plotly_chart")  # no reveal before the teacher's
+    teacher.run()
+    assert teacher.metric[0].value == "1"
+
+    ben.number_input(key=keys.answer_widget("picking-a-word", 1)).set_value(tokens + 5)  # typed, not yet sent
+    teacher.button(key=keys.LESSON_REVEAL).click().run()
+    assert "**The class: 1 answer.**" in [m.value for m in teacher.markdown]
+    ben.button(key=keys.submit_button("picking-a-word", 1)).click().run()  # sent after the reveal: refused
+    assert "Your answer was not counted: the answer is out" in ben.error[0].value
+    ana.run()
+    assert_clean(ana)
+    assert chart(ana, "lesson_reveal_1") and chart(ana, "lesson_class_1")  # the model's answer, then the class's
+    assert "1 of 1 estimates are within ±1 of the model's" in " ".join(m.value for m in ana.markdown)

@@ -185,6 +185,21 @@ def make_direction_reveal(
     return fig
 
 
+def make_estimates_histogram(estimates: Sequence[float], value: float, tolerance: float, unit: str) -> go.Figure:
+    """The class's estimates as a histogram; the model's value a red line, the band that counts as right shaded."""
+    fig = go.Figure(go.Histogram(x=list(estimates), marker_color=YOURS_COLOR, name="the class"))
+    fig.add_vrect(x0=value - tolerance, x1=value + tolerance, fillcolor=MODEL_COLOR, opacity=0.12, line_width=0)
+    fig.add_vline(x=value, line={"color": MODEL_COLOR, "width": 3}, annotation_text=f"the model: {value:g}")
+    fig.update_layout(
+        title="The class's estimates and the model's value",
+        height=HEIGHT,
+        xaxis_title=unit or "value",
+        yaxis_title="students",
+        showlegend=False,
+    )
+    return fig
+
+
 def reveal_table(labels: Sequence, values: Sequence[float], name: str) -> pd.DataFrame:
     """The chart's numbers for its CSV."""
     return pd.DataFrame({"x": [str(label) for label in labels], name: list(values)})

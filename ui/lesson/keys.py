@@ -15,6 +15,9 @@ LESSON_PICK = "lesson_pick"  # selectbox: the lesson chosen on the list
 LESSON_START = "lesson_start"  # button
 LESSON_NEXT, LESSON_BACK, LESSON_RESTART = "lesson_next", "lesson_back", "lesson_restart"  # buttons
 LESSON_CLOSE = "lesson_close"  # button: back to the list of lessons
+LESSON_ROUND = "_lesson_round"  # (lesson, step, model): the question the teacher's session last opened to the class
+LESSON_REVEAL = "lesson_reveal"  # button: the teacher reveals the answer to the class
+LESSON_CLASS_MESSAGE = "_lesson_class_message"  # str: why an answer was not counted (or a reveal not made)
 
 
 def answer_widget(lesson: str, step: int) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.lesson import answers, claims, files, keys, widgets
+from ui.classroom import broadcast
+from ui.lesson import answers, claims, classmode, files, keys, widgets
 from ui.lesson.format import CHAPTERS, Lesson, LessonError, Limits, Step, check_on_model
 from ui.session import links
 from ui.shell import models, navigation
@@ -141,15 +142,30 @@ def _question(lesson: Lesson, step: Step, model: str) -> None:
     except LessonError as error:
         st.error("**This question cannot be asked on this model:**\n\n" + "\n".join(f"- `{x}`" for x in error.lines))
         return
+    in_class = classmode.active(lesson.name, step)
+    classmode.show_message()  # why the last answer was not counted (or the reveal not made)
+    if in_class and broadcast.is_teacher():  # the teacher does not answer: the class does
+        classmode.teacher_panel(lesson.name, model, step, found)
+        return
     given = st.session_state.setdefault(keys.LESSON_ANSWERS, {})
     graded = given.get(widgets.answer_key(lesson.name, step, model))
+    is_out = in_class and classmode.revealed(model, step)  # watched: the page reruns at the teacher's reveal
     if graded is None:
-        widgets.ask(model, lesson.name, step, found, given)
+        if is_out:
+            st.info("The teacher has revealed this answer: you did not answer this one.")
+            classmode.class_view(model, step, found, classmode.class_answers(model, step))
+            return
+        widgets.ask(model, lesson.name, step, found, given, in_class)
+        return
+    if in_class and not is_out:
+        st.info(f"Your answer, **{graded.answer}**, is in. The model's answer appears when the teacher reveals it.")
         return
     (st.success if graded.right else st.info)(
         f"Your answer: **{graded.answer}** — {'right' if graded.right else 'not quite'}."
     )
     widgets.reveal(model, step, found, graded)
+    if in_class:
+        classmode.class_view(model, step, found, classmode.class_answers(model, step))
 
 
 # -- the score ----------------------------------------------------------------------------------------

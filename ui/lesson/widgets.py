@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.figures.logits import visible_token
-from ui.lesson import answers, claims, keys
+from ui.lesson import answers, claims, classmode, keys
 from ui.lesson import figures as figs
 from ui.lesson.answers import Direction, Graded, NextToken, Number, Truth
 from ui.lesson.format import DIRECTION_WORDS, Step
@@ -43,9 +43,10 @@ def question_text(step: Step) -> str:
     return DEFAULT_ASK[question.kind]
 
 
-def ask(model: str, lesson: str, step: Step, found: Truth, given: dict) -> None:
+def ask(model: str, lesson: str, step: Step, found: Truth, given: dict, in_class: bool = False) -> None:
     """The question in a form; its Answer button grades the answer into ``given`` (``answer_key``) before the
-    page reruns (a callback: a rerun of the app before the page would drop a plain submit's True)."""
+    page reruns (a callback: a rerun of the app before the page would drop a plain submit's True). ``in_class``: the
+    answer also goes to the class's room (``ui.lesson.classmode``), and counts only when the room takes it."""
     question = step.question
     assert question is not None
     widget = keys.answer_widget(lesson, step.number)
@@ -72,7 +73,7 @@ def ask(model: str, lesson: str, step: Step, found: Truth, given: dict) -> None:
             key=keys.submit_button(lesson, step.number),
             type="primary",
             on_click=_submitted,
-            args=(model, lesson, step, found, given),
+            args=(model, lesson, step, found, given, in_class),
         )
     if st.session_state.pop(keys.LESSON_EMPTY, None) == (lesson, step.number):
         st.warning("Answer first: the model's own answer is shown after yours.")
@@ -83,10 +84,12 @@ def answer_key(lesson: str, step: Step, model: str) -> tuple[str, int, str]:
     return lesson, step.number, model
 
 
-def _submitted(model: str, lesson: str, step: Step, found: Truth, given: dict) -> None:
+def _submitted(model: str, lesson: str, step: Step, found: Truth, given: dict, in_class: bool) -> None:
     value = st.session_state.get(keys.answer_widget(lesson, step.number))
     if value is None or (isinstance(value, str) and not value.strip()):
         st.session_state[keys.LESSON_EMPTY] = (lesson, step.number)
+        return
+    if in_class and not classmode.send(model, step, found, value):
         return
     if isinstance(found, Number) and found.quantity == "kv_bytes":
         value = float(value) * MIB

@@ -1,0 +1,198 @@
+"""A lesson with a class: the teacher steps, students answer on their own devices, the teacher reveals.
+
+Stepping needs nothing here: the lesson and its step are link parameters, so the teacher's broadcast carries them
+and every follower's page opens the same step (``ui.classroom.broadcast``). A question step is one of the room's
+guess rounds (``RoomStore.new_guess_round``: one answer per student, counted once whichever replica gets it, a late
+answer after the reveal refused with the room's message). The teacher's page starts the round when it opens the
+step, sees a count of answers (never names) and reveals; a student's Answer goes to the room, and the student sees
+the reveal when the teacher gives it. After the reveal everyone sees the class's answers beside the model's: the
+vote against the model's softmax for a next token, a histogram around the true value for an estimate.
+
+Answers are kept in the room as short text (a token's text, a number, a direction word): the room's guesses.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import streamlit as st
+
+from ui.classroom import broadcast
+from ui.classroom.room import Experiment, RoomError, RoomUnavailable
+from ui.compute.classroom import guess_view
+from ui.figures import classroom as class_figs
+from ui.lesson import figures as figs
+from ui.lesson import keys
+from ui.lesson.answers import Direction, NextToken, Number, Truth, sampling_controls_params
+from ui.lesson.format import Step
+from ui.shell import charts
+
+REFRESH_S = 2.0  # the teacher's count rereads the room this often
+
+
+def active(lesson: str, step: Step) -> bool:
+    """This tab is in a class on this step: the teacher's, or a student following a teacher who shows it now (a
+    student on a class server doing another lesson, or this one on their own, answers for themselves)."""
+    if broadcast.teacher_key() is None:
+        return False
+    if broadcast.is_teacher():
+        return True
+    if not broadcast.following():
+        return False
+    try:
+        now = broadcast.room().current()
+    except RoomUnavailable:
+        return False
+    return (
+        now.live
+        and now.page == "lesson"
+        and now.query.get("lesson") == lesson
+        and now.query.get("at") == str(step.number)
+    )
+
+
+def experiment(model: str, step: Step) -> Experiment:
+    """The round's experiment: the step's model, prompt and settings (the room keys its guesses by round)."""
+    return Experiment(model, step.state["prompt"], bool(step.state.get("chat", False)), sampling_controls_params(step))
+
+
+def answer_text(found: Truth, value: object) -> str:
+    """An answer as the room keeps it: a token's text, a number, or a direction word."""
+    if isinstance(found, NextToken):
+        text = dict(zip(found.token_ids, found.texts)).get(value) if isinstance(value, int) else str(value)
+        return (text or "").strip() or "?"
+    if isinstance(found, Number):
+        return f"{float(value):g}"
+    return str(value)
+
+
+def current_round(model: str, step: Step):
+    """The room's guess round when it is this step's (its experiment), else None."""
+    found = broadcast.room().guess_round()
+    return found if found is not None and found.experiment == experiment(model, step) else None
+
+
+# -- the teacher -----------------------------------------------------------------------------------------
+def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
+    """Start this step's round once, show the count, the Reveal button, and after it the class's answers."""
+    where = (lesson, step.number, model)
+    try:
+        if st.session_state.get(keys.LESSON_ROUND) != where:
+            broadcast.room().new_guess_round(experiment(model, step))
+            st.session_state[keys.LESSON_ROUND] = where
+        rnd = current_round(model, step)
+    except RoomUnavailable as error:
+        st.warning(broadcast.paused(error))
+        return
+    if rnd is None:
+        st.warning("Another round replaced this question's in the room: step back and forward to ask it again.")
+        return
+    broadcast.show_rounds(guess_id=rnd.round_id, revealed=rnd.revealed)
+    if not rnd.revealed:
+        _count(rnd.round_id)
+        st.button(
+            "Reveal the answer to the class",
+            key=keys.LESSON_REVEAL,
+            type="primary",
+            on_click=_reveal,
+            args=(rnd.round_id,),
+        )
+        return
+    class_view(model, step, found, list(rnd.guesses.values()))
+
+
+@st.fragment(run_every=REFRESH_S)
+def _count(round_id: str) -> None:
+    try:
+        rnd = broadcast.room().guess_round()
+    except RoomUnavailable as error:
+        st.warning(broadcast.paused(error))
+        return
+    n = len(rnd.guesses) if rnd is not None and rnd.round_id == round_id else 0
+    st.metric("Answers in", f"{n:,}", help="How many students answered (a count: no names are kept)")
+
+
+def _reveal(round_id: str) -> None:
+    if broadcast.is_teacher():
+        try:
+            broadcast.room().reveal(round_id)
+        except RoomUnavailable as error:
+            st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Not revealed: {error}"
+
+
+# -- a student ------------------------------------------------------------------------------------------
+def send(model: str, step: Step, found: Truth, value: object) -> bool:
+    """A student's answer to the room (True when counted); a refusal is kept for the page to say."""
+    try:
+        rnd = current_round(model, step)
+        if rnd is None:
+            st.session_state[keys.LESSON_CLASS_MESSAGE] = "The teacher has not opened this question to the class yet."
+            return False
+        broadcast.room().guess(rnd.round_id, broadcast.student_id(), answer_text(found, value))
+    except (RoomError, RoomUnavailable) as error:
+        st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Your answer was not counted: {error}."
+        return False
+    return True
+
+
+def revealed(model: str, step: Step) -> bool:
+    """Whether the teacher revealed this step's answer (watched: the page reruns when it happens)."""
+    try:
+        rnd = current_round(model, step)
+    except RoomUnavailable as error:
+        st.warning(broadcast.paused(error))
+        return False
+    broadcast.show_rounds(guess_id=rnd.round_id if rnd else None, revealed=bool(rnd and rnd.revealed))
+    return rnd is not None and rnd.revealed
+
+
+def class_answers(model: str, step: Step) -> list[str]:
+    try:
+        rnd = current_round(model, step)
+    except RoomUnavailable:
+        return []
+    return list(rnd.guesses.values()) if rnd is not None and rnd.revealed else []
+
+
+def show_message() -> None:
+    message = st.session_state.pop(keys.LESSON_CLASS_MESSAGE, None)
+    if message:
+        st.error(message)
+
+
+# -- the class's answers beside the model's ------------------------------------------------------------
+def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
+    """After the reveal: the class's answers with the model's (vote vs softmax; a histogram around the value)."""
+    n = len(given)
+    st.markdown(f"**The class: {n:,} answer{'s' * (n != 1)}.**")
+    if not given:
+        return
+    key = f"lesson_class_{step.number}"  # a chart's key names the chart
+    if isinstance(found, NextToken):
+        view = guess_view(experiment(model, step), given)
+        charts.show(
+            class_figs.make_guesses(view.labels, view.class_share.tolist(), view.model_prob.tolist(), view.n_guesses),
+            key=key,
+            data=class_figs.guesses_table(view.labels, view.class_share.tolist(), view.model_prob.tolist()),
+        )
+        overlap = float(sum(min(a, b) for a, b in zip(view.class_share, view.model_prob)))
+        st.markdown(
+            f"The class's votes and the model's probabilities (T = 1) overlap by **{overlap:.0%}** (the sum over the "
+            f"tokens shown of the smaller of the two shares); {view.top_guessed:,} of {n:,} chose the model's own pick."
+        )
+    elif isinstance(found, Number):
+        values = [float(v) for v in given]
+        right = sum(abs(v - found.value) <= found.tolerance + 1e-9 for v in values)
+        charts.show(
+            figs.make_estimates_histogram(values, found.value, found.tolerance, found.unit),
+            key=key,
+            data=figs.reveal_table(list(range(len(values))), values, "estimate"),
+        )
+        st.markdown(f"{right:,} of {n:,} estimates are within ±{found.tolerance:g} of the model's {found.value:g}.")
+    else:
+        assert isinstance(found, Direction)
+        counts = Counter(given)
+        st.markdown(
+            " · ".join(f"{word}: **{counts.get(word, 0):,}**" for word in ("rises", "falls", "stays the same"))
+            + f". The model's answer: it {found.answer}."
+        )
