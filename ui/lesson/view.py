@@ -99,9 +99,10 @@ def _first_page(lesson: Lesson) -> None:
 
 # -- a step -------------------------------------------------------------------------------------------
 def _open_state(lesson: Lesson, step: Step) -> None:
-    """Put the step's state into the session once per step (a rerun, so the sidebar shows it too)."""
+    """Put the step's state into the session once per step (a rerun, so the sidebar shows it too); a step with no
+    state leaves the learner's view as it is."""
     where = (lesson.name, step.number)
-    if st.session_state.get(keys.LESSON_APPLIED) == where:
+    if st.session_state.get(keys.LESSON_APPLIED) == where or not step.state:
         return
     st.session_state[keys.LESSON_APPLIED] = where
     st.session_state[keys.LESSON_NOTES] = links.apply_query(step.query(), reset_missing=True, skip=NOT_OPENED)
