@@ -7,8 +7,11 @@ another exception.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -238,3 +241,14 @@ def test_any_value_in_a_numbers_place_is_checked(key, value):
     except LessonError as error:
         assert all(line.startswith("num.toml: ") and "\n" not in line for line in error.lines)
         assert any(key in line for line in error.lines), error.lines
+
+
+def test_the_class_results_csv_is_recounted_from_the_answers():
+    from ui.lesson.classmode import ClassResult, results_csv
+
+    given = ["on", "on", "at", "on", "mat"]  # five students' answers to one question; "on" is right
+    result = ClassResult(2, "Which token?", dict(Counter(given)), right=given.count("on"))
+    rows = list(csv.DictReader(io.StringIO(results_csv([result]))))
+    assert [(r["answer"], int(r["students"])) for r in rows] == [("on", 3), ("at", 1), ("mat", 1)]
+    assert sum(int(r["students"]) for r in rows) == len(given)
+    assert {r["question_share_right"] for r in rows} == {"0.6000"} and rows[0]["share"] == "0.6000"

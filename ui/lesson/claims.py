@@ -1,13 +1,40 @@
 """The sentence under a lesson's reveal, computed from the model's numbers and the learner's answer.
 
 Each function takes the truth (``ui.lesson.answers``) and the graded answer, and says what the model gave, what the
-learner said, and how far apart they are, in numbers; plus the score's sentence at the end.
+learner said, and how far apart they are, in numbers; plus the score's sentence at the end, and each question's
+wording (the file's own, or its kind's).
 """
 
 from __future__ import annotations
 
 from ui.figures.logits import visible_token
 from ui.lesson.answers import Direction, Graded, NextToken, Number
+from ui.lesson.format import Step
+
+QUANTITY_LABELS = {
+    "probability": "the probability",
+    "entropy": "the entropy (bits)",
+    "top_p_kept": "the tokens kept",
+    "top_probability": "the top token's probability",
+    "attention": "the share of attention",
+    "kv_bytes": "the KV cache (MiB)",
+    "tokens": "the number of tokens",
+}
+DEFAULT_ASK = {
+    "pick": "Which token does the model find most likely next?",
+    "type": "Type the word you think the model finds most likely next.",
+    "direction": "Which way does it go?",
+}
+
+
+def question_text(step: Step) -> str:
+    question = step.question
+    assert question is not None
+    if question.ask:
+        return question.ask
+    if question.kind == "estimate":
+        return f"Estimate {QUANTITY_LABELS[question.quantity]}."
+    return DEFAULT_ASK[question.kind]
 
 
 def _pct(p: float) -> str:

@@ -13,7 +13,10 @@ Answers are kept in the room as short text (a token's text, a number, a directio
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import Counter
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -21,13 +24,27 @@ from ui.classroom import broadcast
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
 from ui.compute.classroom import guess_view
 from ui.figures import classroom as class_figs
+from ui.lesson import claims, keys
 from ui.lesson import figures as figs
-from ui.lesson import keys
-from ui.lesson.answers import Direction, NextToken, Number, Truth, sampling_controls_params
+from ui.lesson.answers import Direction, NextToken, Number, Truth, grade, sampling_controls_params
 from ui.lesson.format import Step
 from ui.shell import charts
 
 REFRESH_S = 2.0  # the teacher's count rereads the room this often
+
+
+@dataclass(frozen=True)
+class ClassResult:
+    """One question's answers from the class, as the teacher's results keep them: counts only, no names."""
+
+    step: int
+    question: str
+    answers: dict[str, int]  # answer text -> students who gave it
+    right: int  # students whose answer counts as right
+
+    @property
+    def n(self) -> int:
+        return sum(self.answers.values())
 
 
 def active(lesson: str, step: Step) -> bool:
@@ -49,6 +66,11 @@ def active(lesson: str, step: Step) -> bool:
         and now.query.get("lesson") == lesson
         and now.query.get("at") == str(step.number)
     )
+
+
+def teacher_in_class() -> bool:
+    """This tab is the teacher's: it opens questions to the class and reveals them, and answers none itself."""
+    return broadcast.teacher_key() is not None and broadcast.is_teacher()
 
 
 def experiment(model: str, step: Step) -> Experiment:
@@ -98,7 +120,46 @@ def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
             args=(rnd.round_id,),
         )
         return
-    class_view(model, step, found, list(rnd.guesses.values()))
+    given = list(rnd.guesses.values())
+    _record(lesson, model, step, found, given)
+    class_view(model, step, found, given)
+
+
+def _record(lesson: str, model: str, step: Step, found: Truth, given: list[str]) -> None:
+    """Keep the revealed question's tally for the teacher's results (per lesson and model; counts only)."""
+    right = sum(_right(model, step, found, text) for text in given)
+    results = st.session_state.setdefault(keys.LESSON_CLASS_RESULTS, {}).setdefault((lesson, model), {})
+    results[step.number] = ClassResult(step.number, claims.question_text(step), dict(Counter(given)), right)
+
+
+def _right(model: str, step: Step, found: Truth, text: str) -> bool:
+    """Whether one class answer (as the room keeps it) counts as right, graded as a learner's own answer is."""
+    if isinstance(found, Number):
+        try:
+            value = float(text)
+        except ValueError:
+            return False
+        return grade(model, step, found, value).right
+    return grade(model, step, found, text).right
+
+
+def results(lesson: str, model: str) -> list[ClassResult]:
+    """The teacher's tallies of this lesson's revealed questions, in step order."""
+    kept = st.session_state.get(keys.LESSON_CLASS_RESULTS, {}).get((lesson, model), {})
+    return [kept[number] for number in sorted(kept)]
+
+
+def results_csv(found: list[ClassResult]) -> str:
+    """One row per question and answer: the answer's count and share, and the question's share right."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["step", "question", "answer", "students", "share", "question_share_right"])
+    for result in found:
+        for text, count in sorted(result.answers.items(), key=lambda item: (-item[1], item[0])):
+            writer.writerow(
+                [result.step, result.question, text, count, f"{count / result.n:.4f}", f"{result.right / result.n:.4f}"]
+            )
+    return out.getvalue()
 
 
 @st.fragment(run_every=REFRESH_S)

@@ -17,6 +17,8 @@ LESSON_NEXT, LESSON_BACK, LESSON_RESTART = "lesson_next", "lesson_back", "lesson
 LESSON_CLOSE = "lesson_close"  # button: back to the list of lessons
 LESSON_ROUND = "_lesson_round"  # (lesson, step, model): the question the teacher's session last opened to the class
 LESSON_REVEAL = "lesson_reveal"  # button: the teacher reveals the answer to the class
+LESSON_CLASS_RESULTS = "_lesson_class_results"  # dict[(lesson, model), dict[step, ClassResult]]: the teacher's tallies
+LESSON_CLASS_CSV = "lesson_class_csv"  # download button: the class's results
 LESSON_CLASS_MESSAGE = "_lesson_class_message"  # str: why an answer was not counted (or a reveal not made)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.classroom import broadcast
 from ui.lesson import answers, claims, classmode, files, keys, widgets
 from ui.lesson.format import CHAPTERS, Lesson, LessonError, Limits, Step, check_on_model
 from ui.session import links
@@ -145,7 +144,7 @@ def _question(lesson: Lesson, step: Step, model: str) -> None:
         return
     in_class = classmode.active(lesson.name, step)
     classmode.show_message()  # why the last answer was not counted (or the reveal not made)
-    if in_class and broadcast.is_teacher():  # the teacher does not answer: the class does
+    if classmode.teacher_in_class():  # the teacher does not answer: the class does
         classmode.teacher_panel(lesson.name, model, step, found)
         return
     given = st.session_state.setdefault(keys.LESSON_ANSWERS, {})
@@ -171,7 +170,18 @@ def _question(lesson: Lesson, step: Step, model: str) -> None:
 
 # -- the score ----------------------------------------------------------------------------------------
 def _score(lesson: Lesson, model: str) -> None:
-    st.header(f"{lesson.title}: your score")
+    if classmode.teacher_in_class():  # the teacher did not answer: the class did
+        st.header(f"{lesson.title}: the class's results")
+        _class_results(lesson, model)
+    else:
+        st.header(f"{lesson.title}: your score")
+        _own_score(lesson, model)
+    left, right_column = st.columns(2)
+    left.button("Start again", key=keys.LESSON_RESTART, on_click=_restart, args=(lesson, model))
+    right_column.button("Choose another lesson", key=keys.LESSON_CLOSE, on_click=_go, args=("", 0))
+
+
+def _own_score(lesson: Lesson, model: str) -> None:
     given = st.session_state.get(keys.LESSON_ANSWERS, {})
     asked = lesson.questions
     graded = {step.number: given.get(widgets.answer_key(lesson.name, step, model)) for step in asked}
@@ -183,7 +193,7 @@ def _score(lesson: Lesson, model: str) -> None:
         {
             "step": step.number,
             "chapter": CHAPTERS[step.chapter],
-            "question": widgets.question_text(step),
+            "question": claims.question_text(step),
             "your answer": graded[step.number].answer if graded[step.number] else "—",
             "right": bool(graded[step.number] and graded[step.number].right),
         }
@@ -191,16 +201,35 @@ def _score(lesson: Lesson, model: str) -> None:
     ]
     if rows:
         st.dataframe(rows, hide_index=True)
-    missed = list(
-        dict.fromkeys(step.chapter for step in asked if not (graded[step.number] and graded[step.number].right))
-    )
+    missed = [step.chapter for step in asked if not (graded[step.number] and graded[step.number].right)]
     if missed:
         st.markdown("**What explains the ones you missed:**")
-        for chapter in missed:
+        for chapter in dict.fromkeys(missed):
             st.page_link(navigation.script_of(chapter), label=CHAPTERS[chapter], icon=":material/menu_book:")
-    left, right_column = st.columns(2)
-    left.button("Start again", key=keys.LESSON_RESTART, on_click=_restart, args=(lesson, model))
-    right_column.button("Choose another lesson", key=keys.LESSON_CLOSE, on_click=_go, args=("", 0))
+
+
+def _class_results(lesson: Lesson, model: str) -> None:
+    """The teacher's view of the class: each revealed question's answers and share right, and their CSV."""
+    found = classmode.results(lesson.name, model)
+    if not found:
+        st.caption("No question of this lesson was revealed to the class yet.")
+        return
+    st.dataframe(
+        [
+            {"step": r.step, "question": r.question, "answers": r.n, "right": f"{r.right / r.n:.0%}" if r.n else "—"}
+            for r in found
+        ],
+        hide_index=True,
+    )
+    st.download_button(
+        "Download the class's results (CSV)",
+        data=classmode.results_csv(found),
+        file_name=f"{lesson.name}_class_results.csv",
+        mime="text/csv",
+        key=keys.LESSON_CLASS_CSV,
+        on_click="ignore",
+        help="Per question: each answer's count and share, and the share right. No names: only counts are kept.",
+    )
 
 
 def _restart(lesson: Lesson, model: str) -> None:

@@ -13,34 +13,11 @@ from ui.figures.logits import visible_token
 from ui.lesson import answers, claims, classmode, keys
 from ui.lesson import figures as figs
 from ui.lesson.answers import Direction, Graded, NextToken, Number, Truth
+from ui.lesson.claims import QUANTITY_LABELS, question_text
 from ui.lesson.format import DIRECTION_WORDS, Step
 from ui.shell import charts
 
 MIB = 2**20  # a KV cache estimate is typed in MiB
-QUANTITY_LABELS = {
-    "probability": "the probability",
-    "entropy": "the entropy (bits)",
-    "top_p_kept": "the tokens kept",
-    "top_probability": "the top token's probability",
-    "attention": "the share of attention",
-    "kv_bytes": "the KV cache (MiB)",
-    "tokens": "the number of tokens",
-}
-DEFAULT_ASK = {
-    "pick": "Which token does the model find most likely next?",
-    "type": "Type the word you think the model finds most likely next.",
-    "direction": "Which way does it go?",
-}
-
-
-def question_text(step: Step) -> str:
-    question = step.question
-    assert question is not None
-    if question.ask:
-        return question.ask
-    if question.kind == "estimate":
-        return f"Estimate {QUANTITY_LABELS[question.quantity]}."
-    return DEFAULT_ASK[question.kind]
 
 
 def ask(model: str, lesson: str, step: Step, found: Truth, given: dict, in_class: bool = False) -> None:
