@@ -166,14 +166,21 @@ def test_the_attention_lesson_on_gemma(both_models):
 KEY = "correct horse battery staple"
 
 
-@pytest.fixture
-def class_server(monkeypatch):
-    """A teacher key set by the operator and an empty room in this server's memory."""
+@pytest.fixture(params=["memory", "redis"])
+def class_server(request, monkeypatch):
+    """A teacher key set by the operator and an empty room: in this server's memory, or in the Redis every replica
+    of a school shares (the answers are the room's guesses, kept by either store)."""
+    import secrets
+
     from inference import settings
     from ui.classroom import broadcast
 
     monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, KEY)
-    monkeypatch.delenv(settings.PREFIX + "ROOM", raising=False)
+    if request.param == "memory":
+        monkeypatch.delenv(settings.PREFIX + "ROOM", raising=False)
+    else:
+        monkeypatch.setenv(settings.PREFIX + "ROOM", request.getfixturevalue("redis_server").url)
+        monkeypatch.setenv(settings.PREFIX + "CLASS_ID", "t" + secrets.token_hex(6))
     broadcast.room.clear()
     yield broadcast
     broadcast.room.clear()
