@@ -252,3 +252,27 @@ def test_the_class_results_csv_is_recounted_from_the_answers():
     assert [(r["answer"], int(r["students"])) for r in rows] == [("on", 3), ("at", 1), ("mat", 1)]
     assert sum(int(r["students"]) for r in rows) == len(given)
     assert {r["question_share_right"] for r in rows} == {"0.6000"} and rows[0]["share"] == "0.6000"
+
+
+def test_the_reveal_sentences_say_what_their_numbers_say():
+    from ui.lesson import claims
+    from ui.lesson.answers import Direction, Graded, NextToken, Number
+
+    kept = Number("top_p_kept", 7.0, "tokens", 3.5, "the tokens top-p = 0.9 keeps at T = 1", "curve", [], [], None)
+    sentence = claims.number_sentence(kept, Graded("30", False, value=30.0))
+    assert sentence == (
+        "Not this time. The tokens top-p = 0.9 keeps at T = 1: **7 tokens**. Your estimate, 30 tokens, is 23 tokens "
+        "off: outside the ±3.5 tokens that counts as right."
+    )
+    assert claims.number_sentence(kept, Graded("9", True, value=9.0)).startswith("Right.")
+    rise = Direction("entropy", "temperature", 0.7, 1.5, 2.02, 5.93, "rises", [], [])
+    assert claims.direction_sentence(rise, Graded("falls", False), "the entropy") == (
+        "You said it falls; not this time: the entropy is 2.02 bits at temperature = 0.7 and 5.93 bits at 1.5: "
+        "it rises by 3.91 bits."
+    )
+    token = NextToken([5, 6], [" on", " at"], [0.334, 0.301], 5, [5, 6], 1.0, 49152)
+    assert claims.next_token_sentence(token, Graded("·at", False, token_id=6), 2, 0.301) == (
+        "The model's most likely next token is **·on** at 33.4 % (T = 1). Yours, **·at**, gets 30.1 %: rank 2 of "
+        "49,152 tokens, 1.11× less likely than the favourite."
+    )
+    assert claims.score_sentence(4, 6, 5) == "You answered 4 of 6 questions right (1 left unanswered)."

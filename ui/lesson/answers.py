@@ -20,6 +20,7 @@ from ui.compute.attention import attention_maps, find_token
 from ui.compute.logits import entropy_bits, kept_by, prompt_logits, softmax_at, token_texts, top_indices
 from ui.compute.tokens import tokenize
 from ui.controls import sampling as sampling_controls
+from ui.figures.tokens import visible as visible_token
 from ui.lesson.format import Lesson, LessonError, Step
 from ui.shell.resources import client_for
 
@@ -59,6 +60,7 @@ class Number:
     y_title: str = ""
     high: float | None = None  # the largest value an estimate can take
     point: tuple[float, float] | None = None  # a curve's true point (x, y): where the answer is on it
+    guide: tuple[float, str] | None = None  # a horizontal line that explains the answer (top-p's p) and its label
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ def _probability(model: str, step: Step) -> Number:
         value,
         "",
         _tolerance(step, value),
-        f"the probability of {text!r} at T = {temperature:g}",
+        f"the probability of {visible_token(text)} at T = {temperature:g}",
         "bars",
         token_texts(model, ids),
         [float(probs[i]) for i in ids],
@@ -245,6 +247,7 @@ def _top_p_kept(model: str, step: Step) -> Number:
         "the most probable tokens, counted",
         "their probability together",
         point=(float(kept), float(cumulative[kept - 1])) if kept <= shown else None,
+        guide=(top_p, f"top-p = {top_p:g}"),
     )
 
 
@@ -279,12 +282,12 @@ def _attention(model: str, step: Step) -> Number:
         value,
         "",
         _tolerance(step, value),
-        f"the share of {view.pieces[query]!r}'s attention on {view.pieces[key]!r} in {which}",
+        f"the share of {visible_token(view.pieces[query])}'s attention on {visible_token(view.pieces[key])} in {which}",
         "bars",
         labels,
         row.astype(float).tolist(),
         key,
-        y_title=f"attention from {view.pieces[query]!r}",
+        y_title=f"attention from {visible_token(view.pieces[query])}",
         high=1.0,
     )
 
@@ -324,7 +327,7 @@ def _tokens(model: str, step: Step) -> Number:
         value,
         "tokens",
         _tolerance(step, value),
-        f"the tokens {model} reads: " + " | ".join(repr(p) for p in view.pieces[:24]),
+        f"the tokens {model} reads ({' | '.join(visible_token(p) for p in view.pieces[:24])})",
         "line",
         [],
         [],
@@ -365,7 +368,8 @@ def grade(model: str, step: Step, found: Truth, answer: object) -> Graded:
     """Whether ``answer`` (a token id, a typed word, a number or a direction word) is right."""
     if isinstance(found, NextToken):
         if isinstance(answer, int):
-            return Graded(token_texts(model, [answer])[0], answer == found.right_id, token_id=answer)
+            shown = visible_token(token_texts(model, [answer])[0])  # '·on': a leading space seen, and bold in Markdown
+            return Graded(shown, answer == found.right_id, token_id=answer)
         typed = str(answer)
         right_text = found.texts[0].strip().casefold()
         first = typed_token(model, step, typed)

@@ -20,6 +20,7 @@ QUANTITY_LABELS = {
     "kv_bytes": "the KV cache (MiB)",
     "tokens": "the number of tokens",
 }
+DIRECTION_UNITS = {"entropy": " bits", "top_p_kept": " tokens"}
 DEFAULT_ASK = {
     "pick": "Which token does the model find most likely next?",
     "type": "Type the word you think the model finds most likely next.",
@@ -44,9 +45,9 @@ def _pct(p: float) -> str:
 def _value(number: float, unit: str) -> str:
     if unit == "bytes":
         return f"{number:,.0f} bytes ({number / 2**20:.1f} MiB)"
-    if unit in ("tokens", ""):
-        return f"{number:,.0f} {unit}".strip() if unit else f"{number:.3f}"
-    return f"{number:.3g} {unit}"
+    if unit == "tokens":
+        return f"{number:,.0f} tokens" if float(number).is_integer() else f"{number:,.3g} tokens"
+    return f"{number:.3f}" if not unit else f"{number:.3g} {unit}"
 
 
 def next_token_sentence(found: NextToken, graded: Graded, rank: int | None, probability: float | None) -> str:
@@ -71,7 +72,8 @@ def number_sentence(found: Number, graded: Graded) -> str:
     gap = abs(graded.value - found.value)
     within = "within" if graded.right else "outside"
     return (
-        f"{'Right' if graded.right else 'Not this time'}: {found.about} is **{_value(found.value, found.unit)}**. "
+        f"{'Right' if graded.right else 'Not this time'}. {found.about[:1].upper()}{found.about[1:]}: "
+        f"**{_value(found.value, found.unit)}**. "
         f"Your estimate, {_value(graded.value, found.unit)}, is {_value(gap, found.unit)} off: {within} the "
         f"±{_value(found.tolerance, found.unit)} that counts as right."
     )
@@ -79,11 +81,15 @@ def number_sentence(found: Number, graded: Graded) -> str:
 
 def direction_sentence(found: Direction, graded: Graded, quantity_label: str) -> str:
     """The quantity before and after the change, and which way it went."""
-    what = f"{quantity_label} is {found.before:.3g} at {found.setting} = {found.start:g} and {found.after:.3g} at {found.to:g}"
+    unit = DIRECTION_UNITS.get(found.quantity, "")
+    what = (
+        f"{quantity_label} is {found.before:.3g}{unit} at {found.setting} = {found.start:g} and {found.after:.3g}{unit} "
+        f"at {found.to:g}"
+    )
     moved = (
         "it stays the same"
         if found.answer == "stays the same"
-        else f"it {found.answer} by {abs(found.after - found.before):.3g}"
+        else f"it {found.answer} by {abs(found.after - found.before):.3g}{unit}"
     )
     verdict = "Right" if graded.right else f"You said it {graded.answer}; not this time"
     return f"{verdict}: {what}: {moved}."

@@ -102,15 +102,19 @@ def make_curve_reveal(
     title: str,
     x_title: str,
     y_title: str,
+    guide: tuple[float, str] | None = None,
 ) -> go.Figure:
     """A curve with the true point in red; the estimate a line: vertical when it is an x value (a count of
-    tokens on a cumulative curve), horizontal when it is a y value (bits, bytes)."""
+    tokens on a cumulative curve), horizontal when it is a y value (bits, bytes); ``guide`` a grey horizontal line
+    that explains the answer (top-p's p on the cumulative curve)."""
     fig = go.Figure(go.Scatter(x=list(xs), y=list(ys), mode="lines", line_color=BAR_COLOR, name="the model"))
     fig.add_trace(
         go.Scatter(
             x=[truth_x], y=[truth_y], mode="markers", marker={"color": MODEL_COLOR, "size": 12}, name="the answer"
         )
     )
+    if guide is not None:
+        fig.add_hline(y=guide[0], line={"color": "#7f7f7f", "dash": "dot"}, annotation_text=guide[1])
     line = {"color": YOURS_COLOR, "dash": "dash", "width": 3}
     if estimate_on_x:
         fig.add_vline(x=estimate, line=line, annotation_text=f"your estimate {estimate:g}")

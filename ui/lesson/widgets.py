@@ -140,6 +140,7 @@ def _reveal_number(found: Number, graded: Graded, key: str) -> None:
             title,
             found.x_title,
             found.y_title.replace("bytes", "MiB") if scale != 1.0 else found.y_title,
+            found.guide,
         )
     else:
         fig = figs.make_number_line(found.value, found.tolerance, estimate, title, found.unit)
@@ -161,4 +162,4 @@ def _reveal_direction(found: Direction, graded: Graded, key: str) -> None:
         label,
     )
     charts.show(fig, key=key, data=figs.reveal_table(found.xs, found.ys, found.quantity))
-    st.markdown(claims.direction_sentence(found, graded, label))
+    st.markdown(claims.direction_sentence(found, graded, label.split(" (")[0]))
