@@ -377,7 +377,8 @@ def grade(model: str, step: Step, found: Truth, answer: object) -> Graded:
         return Graded(typed.strip(), right, token_id=first)
     if isinstance(found, Number):
         value = float(answer)  # type: ignore[arg-type]
-        return Graded(f"{value:g}", abs(value - found.value) <= found.tolerance + 1e-9, value=value)
+        shown = f"{value / 2**20:g} MiB" if found.unit == "bytes" else f"{value:g}"  # as the learner typed it
+        return Graded(shown, abs(value - found.value) <= found.tolerance + 1e-9, value=value)
     return Graded(str(answer), answer == found.answer)
 
 

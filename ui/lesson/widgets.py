@@ -124,7 +124,7 @@ def _reveal_number(found: Number, graded: Graded, key: str) -> None:
     assert graded.value is not None
     scale = MIB if found.unit == "bytes" else 1.0  # bytes drawn in MiB
     estimate = graded.value / scale
-    title = f"{found.about[:1].upper()}{found.about[1:]}"[:90]
+    title = charts.wrap_title(f"{found.about[:1].upper()}{found.about[1:]}")
     if found.chart == "bars":
         fig = figs.make_bars_reveal(found.xs, found.ys, found.marked, estimate, title, found.y_title)
     elif found.chart == "curve":
@@ -144,6 +144,7 @@ def _reveal_number(found: Number, graded: Graded, key: str) -> None:
         )
     else:
         fig = figs.make_number_line(found.value, found.tolerance, estimate, title, found.unit)
+    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
     charts.show(fig, key=key, data=figs.reveal_table(found.xs or [found.quantity], found.ys or [found.value], "value"))
     st.markdown(claims.number_sentence(found, graded))
 
