@@ -229,11 +229,31 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
     assert_clean(ana)
     assert chart(ana, "lesson_reveal_1") and chart(ana, "lesson_class_1")  # the model's answer, then the class's
     assert "1 of 1 estimates are within ±1 of the model's" in " ".join(m.value for m in ana.markdown)
-    for _ in range(6):  # the teacher steps on to the end: the class's results, counts only
+    teacher.button(key=keys.LESSON_NEXT).click().run()  # step 2: pick the next token
+    ana.run()
+    pick = answers.truth(SMOLLM2, lesson, lesson.steps[1])
+    answer(ana, "picking-a-word", 2, pick.right_id)
+    teacher.button(key=keys.LESSON_REVEAL).click().run()
+    ana.run()
+    assert_clean(ana)
+    votes = chart(ana, "lesson_class_2")  # the class's votes beside the model's softmax at the step's T
+    assert votes["data"] and "overlap by" in " ".join(m.value for m in ana.markdown)
+    for _ in range(5):  # the teacher steps on to the end: the class's results, counts only
         teacher.button(key=keys.LESSON_NEXT).click().run()
         assert_clean(teacher)
     table = teacher.dataframe[0].value
     assert table.to_dict("records") == [
-        {"step": 1, "question": 'How many tokens does the model read for "The cat sat"?', "answers": 1, "right": "100%"}
+        {
+            "step": 1,
+            "question": 'How many tokens does the model read for "The cat sat"?',
+            "answers": 1,
+            "right": "100%",
+        },
+        {
+            "step": 2,
+            "question": 'Which token does the model find most likely after "The cat sat"?',
+            "answers": 1,
+            "right": "100%",
+        },
     ]
     assert not teacher.metric  # no score of the teacher's own: the teacher answered nothing

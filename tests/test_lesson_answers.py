@@ -103,3 +103,22 @@ def test_a_question_this_model_cannot_answer_names_its_place(both_models):
     with pytest.raises(answers.LessonError) as raised:
         answers.truth(GEMMA, lesson, missing)
     assert raised.value.lines == ["step 1, question.key: 'giraffe' is not a token of the prompt before 'it'"]
+
+
+@pytest.mark.parametrize("model", [SMOLLM2, GEMMA])
+def test_the_class_votes_beside_the_models_softmax_at_the_steps_temperature(both_models, model):
+    from ui.lesson.classmode import class_votes
+
+    engine = both_models[model]
+    lesson = files.load("picking-a-word")
+    step = dataclasses.replace(lesson.steps[1], state={"prompt": "The cat sat", "temperature": 0.5})
+    votes = class_votes(model, step, ["on", "on", "at", "mat"], 0.5)
+    ids = engine.encode_prompt("The cat sat")
+    logits = engine.recompute_last(ids).numpy().astype(np.float64) / 0.5
+    probs = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    voted = [engine.tokenizer.encode(" " + word, special_tokens=False)[0] for word in ("on", "at", "mat")]
+    assert votes.class_share[:3] == [0.5, 0.25, 0.25]
+    assert votes.model_prob[:3] == pytest.approx([probs[t] for t in voted], rel=1e-5)
+    expected = min(0.5, probs[voted[0]]) + min(0.25, probs[voted[1]]) + min(0.25, probs[voted[2]])
+    assert votes.overlap == pytest.approx(expected, rel=1e-5)
+    assert votes.chose_top == (2 if int(np.argmax(logits)) == voted[0] else 0)

@@ -22,7 +22,8 @@ import streamlit as st
 
 from ui.classroom import broadcast
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
-from ui.compute.classroom import guess_view
+from ui.compute.classroom import TOP_GUESS_TOKENS, guess_token
+from ui.compute.logits import prompt_logits, softmax_at, token_texts, top_indices
 from ui.figures import classroom as class_figs
 from ui.lesson import claims, keys
 from ui.lesson import figures as figs
@@ -222,6 +223,36 @@ def show_message() -> None:
 
 
 # -- the class's answers beside the model's ------------------------------------------------------------
+@dataclass(frozen=True)
+class ClassVotes:
+    """The class's next-token answers as tokens, beside the model's distribution at the step's temperature."""
+
+    labels: list[str]  # the voted tokens (most voted first), then the model's most probable
+    class_share: list[float]
+    model_prob: list[float]
+    overlap: float  # sum over every token of min(class share, model probability): 1 for the same distribution
+    chose_top: int  # students whose answer is the model's most probable token
+
+
+def class_votes(model: str, step: Step, given: list[str], temperature: float) -> ClassVotes:
+    """Each answer read as the token the model would write for it (``guess_token``), counted, and set beside
+    softmax(logits / T) of the step's prompt."""
+    prompt, chat = step.state["prompt"], bool(step.state.get("chat", False))
+    probs = softmax_at(prompt_logits(model, prompt, chat).logits, temperature)  # (V,)
+    tally = Counter(guess_token(model, prompt, text, chat)[0] for text in given)
+    top = [int(i) for i in top_indices(probs, TOP_GUESS_TOKENS)]
+    ids = [token for token, _ in tally.most_common()] + [t for t in top if t not in tally]
+    n = max(len(given), 1)
+    share = [tally.get(t, 0) / n for t in ids]
+    return ClassVotes(
+        token_texts(model, ids),
+        share,
+        [float(probs[t]) for t in ids],
+        float(sum(min(count / n, float(probs[t])) for t, count in tally.items())),
+        tally.get(top[0], 0),
+    )
+
+
 def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
     """After the reveal: the class's answers with the model's (vote vs softmax; a histogram around the value)."""
     n = len(given)
@@ -230,16 +261,16 @@ def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
         return
     key = f"lesson_class_{step.number}"  # a chart's key names the chart
     if isinstance(found, NextToken):
-        view = guess_view(experiment(model, step), given)
+        votes = class_votes(model, step, given, found.temperature)
         charts.show(
-            class_figs.make_guesses(view.labels, view.class_share.tolist(), view.model_prob.tolist(), view.n_guesses),
+            class_figs.make_guesses(votes.labels, votes.class_share, votes.model_prob, n),
             key=key,
-            data=class_figs.guesses_table(view.labels, view.class_share.tolist(), view.model_prob.tolist()),
+            data=class_figs.guesses_table(votes.labels, votes.class_share, votes.model_prob),
         )
-        overlap = float(sum(min(a, b) for a, b in zip(view.class_share, view.model_prob)))
         st.markdown(
-            f"The class's votes and the model's probabilities (T = 1) overlap by **{overlap:.0%}** (the sum over the "
-            f"tokens shown of the smaller of the two shares); {view.top_guessed:,} of {n:,} chose the model's own pick."
+            f"The class's votes and the model's probabilities at T = {found.temperature:g} overlap by "
+            f"**{votes.overlap:.0%}** (the sum over tokens of the smaller of the two shares; 100 % would be the same "
+            f"distribution). {votes.chose_top:,} of {n:,} chose the model's own pick."
         )
     elif isinstance(found, Number):
         values = [float(v) for v in given]
