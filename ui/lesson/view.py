@@ -50,8 +50,13 @@ def _go(name: str, at: int) -> None:
     st.session_state[keys.LESSON_AT] = at
 
 
+def code(line: str) -> str:
+    """One problem line as a Markdown code span (a backtick in it cannot end the span early)."""
+    return "`" + line.replace("`", "'") + "`"
+
+
 def _refuse(lines: list[str]) -> None:
-    st.error("**This lesson cannot be used:**\n\n" + "\n".join(f"- `{line}`" for line in lines))
+    st.error("**This lesson cannot be used:**\n\n" + "\n".join(f"- {code(line)}" for line in lines))
     st.button("Choose another lesson", key=keys.LESSON_CLOSE, on_click=_go, args=("", 0))
 
 
@@ -79,7 +84,7 @@ def _choose() -> None:
         st.info(f"No lessons in `{files.LESSONS_DIR.name}/`: docs/lessons.md says how to write one.")
     if broken:
         st.warning(
-            "**These lesson files have problems and are not offered:**\n\n" + "\n".join(f"- `{b}`" for b in broken)
+            "**These lesson files have problems and are not offered:**\n\n" + "\n".join(f"- {code(b)}" for b in broken)
         )
 
 
@@ -140,7 +145,9 @@ def _question(lesson: Lesson, step: Step, model: str) -> None:
     try:
         found = answers.truth(model, lesson, step)
     except LessonError as error:
-        st.error("**This question cannot be asked on this model:**\n\n" + "\n".join(f"- `{x}`" for x in error.lines))
+        st.error(
+            "**This question cannot be asked on this model:**\n\n" + "\n".join(f"- {code(x)}" for x in error.lines)
+        )
         return
     in_class = classmode.active(lesson.name, step)
     classmode.show_message()  # why the last answer was not counted (or the reveal not made)
