@@ -120,7 +120,7 @@ def test_self_study_run_answer_reveal_score(both_models):
 
 def test_a_link_reopens_the_step_with_its_state(both_models):
     at = open_lesson({"lesson": "picking-a-word", "at": "4"})
-    assert "step 4 of 6" in at.get("progress")[0].proto.text
+    assert "step 4 of 7" in at.get("progress")[0].proto.text
     assert at.session_state["prompt"] == "The cat sat" and at.session_state["temperature"] == 0.7
     assert at.sidebar.text_area(key="_w_prompt").value == "The cat sat"  # the sidebar shows the step's prompt
     assert at.query_params["temperature"] == "0.7"  # the step's state is in the link too
@@ -150,7 +150,7 @@ def test_a_bad_file_is_refused_with_the_checks_lines(both_models, tmp_path, monk
     at.button(
         key=keys.LESSON_CLOSE
     ).click().run()  # back to the list: the good lesson offered, the bad one listed apart
-    assert at.selectbox(key=keys.LESSON_PICK).options == ["How the model picks a word (beginner, 6 steps)"]
+    assert at.selectbox(key=keys.LESSON_PICK).options == ["How the model picks a word (beginner, 7 steps)"]
     assert all(f"`{line}`" in at.warning[0].value for line in lines)
     assert "lesson" not in at.query_params
 
@@ -212,7 +212,7 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
     for tab in (ana, ben):
         tab.run()  # the heartbeat's rerun after the broadcast changed (AppTest reruns by hand)
         assert_clean(tab)
-        assert "step 1 of 6" in tab.get("progress")[0].proto.text  # following the teacher's step
+        assert "step 1 of 7" in tab.get("progress")[0].proto.text  # following the teacher's step
     lesson = files.load("picking-a-word")
     tokens = answers.truth(SMOLLM2, lesson, lesson.steps[0]).value
     answer(ana, "picking-a-word", 1, tokens)
@@ -238,7 +238,7 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
     assert_clean(ana)
     votes = chart(ana, "lesson_class_2")  # the class's votes beside the model's softmax at the step's T
     assert votes["data"] and "overlap by" in " ".join(m.value for m in ana.markdown)
-    for _ in range(5):  # the teacher steps on to the end: the class's results, counts only
+    for _ in range(6):  # the teacher steps on to the end: the class's results, counts only
         teacher.button(key=keys.LESSON_NEXT).click().run()
         assert_clean(teacher)
     table = teacher.dataframe[0].value

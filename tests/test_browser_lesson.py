@@ -42,8 +42,12 @@ def test_a_lesson_end_to_end_in_chromium(ui_engine, shared_server, browser):
     page.goto(f"{shared_server}/lesson?lesson=picking-a-word&at=1")
     page.wait_for_selector("h1", timeout=RENDER_S * 1000)
     for step in lesson.steps:
-        page.get_by_text(f"step {step.number} of 6").wait_for(timeout=RENDER_S * 1000)
+        page.get_by_text(f"step {step.number} of {len(lesson.steps)}").wait_for(timeout=RENDER_S * 1000)
         _wait_for_run_to_finish(page)
+        last = step.number == len(lesson.steps)
+        if step.question is None:
+            page.get_by_role("button", name="See your score" if last else "Next step").click()
+            continue
         found = answers.truth(SMOLLM2, lesson, step)
         given = _given(step, found, step.number in WRONG)
         form = page.locator('[data-testid="stForm"]')
@@ -58,12 +62,14 @@ def test_a_lesson_end_to_end_in_chromium(ui_engine, shared_server, browser):
         _wait_for_run_to_finish(page)
         verdict = "not quite" if step.number in WRONG else "right"
         assert page.get_by_text(re.compile(rf"Your answer: .* — {verdict}\.")).count() == 1, step.number
-        page.get_by_role("button", name="See your score" if step.number == 6 else "Next step").click()
+        page.get_by_role("button", name="See your score" if last else "Next step").click()
     page.get_by_text("your score").first.wait_for(timeout=RENDER_S * 1000)
     _wait_for_run_to_finish(page)
     assert page.locator('[data-testid="stMetricValue"]').inner_text().strip() == "4 / 6"
     assert page.get_by_text("You answered 4 of 6 questions right.").count() == 1
-    assert "at=7" in page.url and "lesson=picking-a-word" in page.url  # the score, in the link too
+    assert (
+        f"at={len(lesson.steps) + 1}" in page.url and "lesson=picking-a-word" in page.url
+    )  # the score, in the link too
     assert page.locator('[data-testid="stException"]').count() == 0
     assert not _outside(requested, shared_server)
     page.close()

@@ -154,6 +154,11 @@ def test_check_command(tmp_path, capsys):
 
 
 # -- malformed files of any shape: a LessonError of clear lines, never a traceback ----------------------------------
+def _string(text: str) -> str:
+    """A TOML basic string: JSON's escapes, and DEL escaped too (JSON leaves it, TOML refuses it raw)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
 def _toml(value) -> str:
     """A TOML literal for ``value`` (inline tables and arrays; NaN and infinities as TOML spells them)."""
     if isinstance(value, bool):
@@ -163,12 +168,10 @@ def _toml(value) -> str:
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(
-            value, ensure_ascii=False
-        )  # a JSON string is a TOML basic string (a lone surrogate is refused by TOML)
+        return _string(value)  # a lone surrogate stays: TOML refuses it, a clear line all the same
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)} = {_toml(v)}" for k, v in value.items()) + "}"
+    return "{" + ", ".join(f"{_string(k)} = {_toml(v)}" for k, v in value.items()) + "}"
 
 
 KEYS = sorted(
@@ -192,10 +195,9 @@ steps = st.lists(st.dictionaries(keys, values, max_size=6), max_size=3)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(top=st.dictionaries(keys, values, max_size=5), step_tables=steps)
 def test_any_malformed_structure_gets_clear_lines(top, step_tables):
-    text = "\n".join(f"{json.dumps(k, ensure_ascii=False)} = {_toml(v)}" for k, v in top.items() if k != "steps")
+    text = "\n".join(f"{_string(k)} = {_toml(v)}" for k, v in top.items() if k != "steps")
     text += "".join(
-        "\n[[steps]]\n" + "\n".join(f"{json.dumps(k, ensure_ascii=False)} = {_toml(v)}" for k, v in t.items())
-        for t in step_tables
+        "\n[[steps]]\n" + "\n".join(f"{_string(k)} = {_toml(v)}" for k, v in t.items()) for t in step_tables
     )
     try:
         parse(text, "fuzz")
