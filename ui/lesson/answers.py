@@ -26,7 +26,7 @@ from ui.shell.resources import client_for
 
 TOP_SHOWN = 10  # tokens on a next-token reveal chart
 TEMPERATURE_CURVE = tuple(round(0.05 * i, 2) for i in range(2, 41))  # T = 0.1 … 2.0
-TOP_P_CURVE = tuple(round(0.05 * i, 2) for i in range(1, 21))  # p = 0.05 … 1.0
+TOP_P_CURVE = tuple(round(0.1 * i, 1) for i in range(1, 11))  # p = 0.1 … 1.0 (each point is one pass of the sampler)
 MAX_RANKS = 200  # points of a cumulative-probability curve
 
 
