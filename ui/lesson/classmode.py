@@ -197,6 +197,15 @@ def send(model: str, step: Step, found: Truth, value: object) -> bool:
     return True
 
 
+def round_id(model: str, step: Step) -> str:
+    """This step's round in the room ("" when the teacher has not opened it, or the room cannot answer)."""
+    try:
+        rnd = current_round(model, step)
+    except RoomUnavailable:
+        return ""
+    return rnd.round_id if rnd is not None else ""
+
+
 def revealed(model: str, step: Step) -> bool:
     """Whether the teacher revealed this step's answer (watched: the page reruns when it happens)."""
     try:

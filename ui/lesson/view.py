@@ -155,14 +155,15 @@ def _question(lesson: Lesson, step: Step, model: str) -> None:
         classmode.teacher_panel(lesson.name, model, step, found)
         return
     given = st.session_state.setdefault(keys.LESSON_ANSWERS, {})
-    graded = given.get(widgets.answer_key(lesson.name, step, model))
+    class_round = classmode.round_id(model, step) if in_class else None
+    graded = given.get(widgets.answer_key(lesson.name, step, model, class_round))
     is_out = in_class and classmode.revealed(model, step)  # watched: the page reruns at the teacher's reveal
     if graded is None:
         if is_out:
             st.info("The teacher has revealed this answer: you did not answer this one.")
             classmode.class_view(model, step, found, classmode.class_answers(model, step))
             return
-        widgets.ask(model, lesson.name, step, found, given, in_class)
+        widgets.ask(model, lesson.name, step, found, given, class_round)
         return
     if in_class and not is_out:
         st.info(f"Your answer, **{graded.answer}**, is in. The model's answer appears when the teacher reveals it.")

@@ -20,10 +20,10 @@ from ui.shell import charts
 MIB = 2**20  # a KV cache estimate is typed in MiB
 
 
-def ask(model: str, lesson: str, step: Step, found: Truth, given: dict, in_class: bool = False) -> None:
+def ask(model: str, lesson: str, step: Step, found: Truth, given: dict, class_round: str | None = None) -> None:
     """The question in a form; its Answer button grades the answer into ``given`` (``answer_key``) before the
-    page reruns (a callback: a rerun of the app before the page would drop a plain submit's True). ``in_class``: the
-    answer also goes to the class's room (``ui.lesson.classmode``), and counts only when the room takes it."""
+    page reruns (a callback: a rerun of the app before the page would drop a plain submit's True). ``class_round``:
+    the answer also goes to the class's room (``ui.lesson.classmode``), and counts only when the room takes it."""
     question = step.question
     assert question is not None
     widget = keys.answer_widget(lesson, step.number)
@@ -50,27 +50,31 @@ def ask(model: str, lesson: str, step: Step, found: Truth, given: dict, in_class
             key=keys.submit_button(lesson, step.number),
             type="primary",
             on_click=_submitted,
-            args=(model, lesson, step, found, given, in_class),
+            args=(model, lesson, step, found, given, class_round),
         )
     if st.session_state.pop(keys.LESSON_EMPTY, None) == (lesson, step.number):
         st.warning("Answer first: the model's own answer is shown after yours.")
 
 
-def answer_key(lesson: str, step: Step, model: str) -> tuple[str, int, str]:
-    """Where an answer is kept: per lesson, step and model (another model asks again: its answer differs)."""
-    return lesson, step.number, model
+def answer_key(lesson: str, step: Step, model: str, class_round: str | None = None) -> tuple:
+    """Where an answer is kept: per lesson, step and model (another model asks again: its answer differs); in a
+    class also per round (an answer given alone before the class asked is not the class's)."""
+    return (lesson, step.number, model) if class_round is None else (lesson, step.number, model, class_round)
 
 
-def _submitted(model: str, lesson: str, step: Step, found: Truth, given: dict, in_class: bool) -> None:
+def _submitted(model: str, lesson: str, step: Step, found: Truth, given: dict, class_round: str | None) -> None:
     value = st.session_state.get(keys.answer_widget(lesson, step.number))
     if value is None or (isinstance(value, str) and not value.strip()):
         st.session_state[keys.LESSON_EMPTY] = (lesson, step.number)
         return
-    if in_class and not classmode.send(model, step, found, value):
+    if class_round is not None and not classmode.send(model, step, found, value):
         return
     if isinstance(found, Number) and found.quantity == "kv_bytes":
         value = float(value) * MIB
-    given[answer_key(lesson, step, model)] = answers.grade(model, step, found, value)
+    graded = answers.grade(model, step, found, value)
+    given[answer_key(lesson, step, model)] = graded  # the learner's own score counts it
+    if class_round is not None:
+        given[answer_key(lesson, step, model, class_round)] = graded
 
 
 def _number_input(found: Number, widget: str) -> float | None:
