@@ -173,7 +173,8 @@ def test_every_page_hands_a_legacy_run_over_to_the_app_first():
 
 # The UI's folders in dependency order: a module may import only from its own folder and the folders before it. The
 # class's store (no Streamlit, no other folder) and the shared pieces come first, then one folder per chapter in the order a learner meets them, then the link (which knows
-# every chapter's state) and the class's Streamlit glue (which follows links).
+# every chapter's state), the class's Streamlit glue (which follows links) and the lessons (which open chapters by
+# their links, alone or with a class).
 UI_ORDER = [
     "classroom",
     "common",
@@ -193,6 +194,7 @@ UI_ORDER = [
     "overview",
     "session",
     "class_page",
+    "lesson",
 ]
 
 

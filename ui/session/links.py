@@ -113,6 +113,9 @@ PARAMS: list[Param] = [
     Param("corrupt", exp.CORRUPT, "text", exp.DEFAULT_CORRUPT),
     Param("sweep", exp.SWEEP, "bool", False),
     Param("patching", exp.PATCHING, "bool", False),
+    # the Lesson page (pages/lesson.py): the lesson's name (short text the page checks) and its step, 0 its first page
+    Param("lesson", state.LESSON, "token", ""),
+    Param("at", state.LESSON_AT, "int", 0, 0, state.MAX_STEPS + 1),
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)

@@ -58,6 +58,7 @@ PAGES: list[PageSpec] = [
     PageSpec(
         "pages/class.py", "The class, together", "class", ":material/groups:", opens_with_chart=False
     ),  # charts appear once the teacher starts a round
+    PageSpec("pages/lesson.py", "Lessons", "lesson", ":material/school:", opens_with_chart=False),  # charts: answers
 ]
 
 

@@ -1,0 +1,262 @@
+"""AppTest for the Lessons page: answer, reveal, score; the step in the link; a bad file refused with its lines.
+
+The right answers the test gives are computed the way the page computes them (``ui.lesson.answers``, the same cached
+helpers in this process), so the test knows which answers must count and checks the score the page shows.
+"""
+
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.apptest_utils import APP, assert_clean, chart
+from ui.common import state as keys
+from ui.lesson import answers, files
+from ui.lesson.answers import NextToken, Number
+from ui.lesson.format import LessonError
+
+pytestmark = pytest.mark.real_model
+
+SMOLLM2, GEMMA = "SmolLM2-135M-Instruct", "gemma-3-270m"
+TIMEOUT = 300
+MIB = 2**20
+
+
+@pytest.fixture
+def both_models(engine, gemma_engine, monkeypatch):
+    """The app's engine lookup answers each model's name with the session's engine for it (no second load)."""
+    from ui.common import resources
+
+    monkeypatch.setattr(
+        resources, "load_engine", lambda model=None, **kwargs: gemma_engine if model == GEMMA else engine
+    )
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def open_lesson(query: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    at.run()
+    at.switch_page("pages/lesson.py")
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def answer(at: AppTest, lesson: str, number: int, value) -> None:
+    """Give ``value`` to step ``number``'s question and press Answer."""
+    key = keys.answer_widget(lesson, number)
+    for kind in ("number_input", "radio", "text_input"):
+        found = [w for w in getattr(at, kind) if w.key == key]
+        if found:
+            widget = found[0]
+            widget.input(value) if kind == "text_input" else widget.set_value(value)
+            break
+    else:
+        raise AssertionError(f"no question widget {key}")
+    at.button(key=keys.submit_button(lesson, number)).click().run()
+    assert_clean(at)
+
+
+def right_answer(model: str, found, lesson, step):
+    if isinstance(found, NextToken):
+        return found.right_id if step.question.kind == "pick" else found.texts[0].strip()
+    if isinstance(found, Number):
+        return found.value / MIB if found.quantity == "kv_bytes" else found.value
+    return found.answer
+
+
+def wrong_answer(found):
+    if isinstance(found, NextToken):
+        return next(i for i in found.options if i != found.right_id) if found.options else "xylophone"
+    if isinstance(found, Number):
+        return found.value + 10 * found.tolerance + 1
+    return "falls" if found.answer == "rises" else "rises"
+
+
+def play(at: AppTest, model: str, name: str, wrong_steps: set[int]) -> int:
+    """Walk the lesson from its first page to its score, answering wrong at ``wrong_steps``; the right count."""
+    lesson = files.load(name)
+    at.button(key=keys.LESSON_NEXT).click().run()  # Start
+    right = 0
+    for step in lesson.steps:
+        assert at.query_params["lesson"] == name and at.query_params["at"] == str(step.number)
+        assert f"step {step.number} of {len(lesson.steps)}" in at.get("progress")[0].proto.text
+        if step.question is not None:
+            found = answers.truth(model, lesson, step)
+            wrong = step.number in wrong_steps
+            given = wrong_answer(found) if wrong else right_answer(model, found, lesson, step)
+            answer(at, name, step.number, given)
+            figure = chart(at, f"lesson_reveal_{step.number}")  # the reveal: the model's answer with the learner's
+            marked = [a.get("text", "") for a in figure["layout"].get("annotations", [])]
+            shapes = figure["layout"].get("shapes", [])
+            if isinstance(found, NextToken):
+                assert "the model's pick" in marked and (("yours" in marked) == wrong)
+            elif isinstance(found, Number):
+                assert any(f"your estimate {float(given):g}" in text for text in marked) and shapes  # the line
+            feedback = (at.success if not wrong else at.info)[0].value
+            assert feedback.endswith("right.") if not wrong else feedback.endswith("not quite.")
+            right += not wrong
+        at.button(key=keys.LESSON_NEXT).click().run()
+        assert_clean(at)
+    return right
+
+
+def test_self_study_run_answer_reveal_score(both_models):
+    at = open_lesson({"lesson": "picking-a-word"})
+    right = play(at, SMOLLM2, "picking-a-word", wrong_steps={2, 4})
+    assert right == 4
+    assert at.metric[0].value == "4 / 6"
+    assert "You answered 4 of 6 questions right." in [m.value for m in at.markdown]
+    links = [link.proto.label for link in at.main.get("page_link")]
+    assert links == ["Logits & temperature"]  # the one chapter of the two missed questions (steps 2 and 4)
+    at.button(key=keys.LESSON_RESTART).click().run()
+    assert at.query_params["at"] == "1" and at.number_input(key=keys.answer_widget("picking-a-word", 1)).value is None
+
+
+def test_a_link_reopens_the_step_with_its_state(both_models):
+    at = open_lesson({"lesson": "picking-a-word", "at": "4"})
+    assert "step 4 of 7" in at.get("progress")[0].proto.text
+    assert at.session_state["prompt"] == "The cat sat" and at.session_state["temperature"] == 0.7
+    assert at.sidebar.text_area(key="_w_prompt").value == "The cat sat"  # the sidebar shows the step's prompt
+    assert at.query_params["temperature"] == "0.7"  # the step's state is in the link too
+    chapter = [link for link in at.main.get("page_link") if link.proto.label.startswith("Open the full chapter")]
+    assert chapter and chapter[0].proto.page == "logits"
+    assert [r.value for r in at.radio if r.key == keys.answer_widget("picking-a-word", 4)] == [None]
+
+
+def test_a_bad_file_is_refused_with_the_checks_lines(both_models, tmp_path, monkeypatch):
+    (tmp_path / "bad.toml").write_text(
+        'title = "Bad"\nlevel = "beginner"\n\n[[steps]]\nchapter = "logitz"\ntext = "x"\n'
+        'state = { prompt = "The cat sat", temperature = 3.5 }\n'
+    )
+    (tmp_path / "picking-a-word.toml").write_text((files.LESSONS_DIR / "picking-a-word.toml").read_text())
+    monkeypatch.setattr(files, "LESSONS_DIR", tmp_path)
+    with pytest.raises(LessonError) as raised:
+        files.load("bad", tmp_path)
+    lines = raised.value.lines
+    assert lines == [
+        "bad.toml: step 1, chapter: unknown chapter 'logitz' (use one of tokenization, embeddings, attention, "
+        "logit_lens, experiments, logits, sampling, generation, speculative, quantization, batching, compare)",
+        "bad.toml: step 1, state.temperature: 3.5: use a number from 0 to 2",
+    ]
+    at = open_lesson({"lesson": "bad"})
+    shown = at.error[0].value
+    assert all(f"`{line}`" in shown for line in lines)
+    at.button(
+        key=keys.LESSON_CLOSE
+    ).click().run()  # back to the list: the good lesson offered, the bad one listed apart
+    assert at.selectbox(key=keys.LESSON_PICK).options == ["How the model picks a word (beginner, 7 steps)"]
+    assert all(f"`{line}`" in at.warning[0].value for line in lines)
+    assert "lesson" not in at.query_params
+
+
+def test_the_attention_lesson_on_gemma(both_models):
+    at = open_lesson({"lesson": "attention-and-the-kv-cache", "model": GEMMA})
+    assert play(at, GEMMA, "attention-and-the-kv-cache", wrong_steps=set()) == 4
+    assert at.metric[0].value == "4 / 4"
+    assert not at.main.get("page_link")  # nothing missed: no chapter to reread
+
+
+# -- with a class: the teacher steps, students follow and answer, the teacher reveals --------------------------------
+KEY = "correct horse battery staple"
+
+
+@pytest.fixture(params=["memory", "redis"])
+def class_server(request, monkeypatch):
+    """A teacher key set by the operator and an empty room: in this server's memory, or in the Redis every replica
+    of a school shares (the answers are the room's guesses, kept by either store)."""
+    import secrets
+
+    from inference import settings
+    from ui.class_page import broadcast
+
+    monkeypatch.setenv(broadcast.TEACHER_KEY_ENV, KEY)
+    if request.param == "memory":
+        monkeypatch.delenv(settings.PREFIX + "ROOM", raising=False)
+    else:
+        monkeypatch.setenv(settings.PREFIX + "ROOM", request.getfixturevalue("redis_server").url)
+        monkeypatch.setenv(settings.PREFIX + "CLASS_ID", "t" + secrets.token_hex(6))
+    broadcast.room.clear()
+    yield broadcast
+    broadcast.room.clear()
+
+
+def student(student_id: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["_class_student"] = student_id  # its browser's id (the cookie's)
+    at.run()
+    assert_clean(at)
+    return at
+
+
+def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server):
+    teacher = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    teacher.run()
+    teacher.text_input(key="_w_class_key").input(KEY)
+    teacher.button(key="class_unlock").click().run()
+    teacher.switch_page("pages/lesson.py")
+    teacher.run()
+    teacher.selectbox(key=keys.LESSON_PICK).set_value("picking-a-word").run()
+    teacher.button(key=keys.LESSON_START).click().run()
+    teacher.button(key=keys.LESSON_NEXT).click().run()  # Start: step 1, its question opened to the class
+    assert_clean(teacher)
+    assert teacher.metric[0].label == "Answers in" and teacher.metric[0].value == "0"
+    assert not [w for w in teacher.number_input if w.key == keys.answer_widget("picking-a-word", 1)]  # no answering
+
+    ana, ben = student("a" * 32), student("b" * 32)
+    # Ana had answered step 1 alone before the class: that answer was never the class's, so she is asked again
+    ana.session_state[keys.LESSON_ANSWERS] = {("picking-a-word", 1, SMOLLM2): answers.Graded("9", False, value=9.0)}
+    for tab in (ana, ben):
+        tab.run()  # the heartbeat's rerun after the broadcast changed (AppTest reruns by hand)
+        assert_clean(tab)
+        assert "step 1 of 7" in tab.get("progress")[0].proto.text  # following the teacher's step
+    lesson = files.load("picking-a-word")
+    tokens = answers.truth(SMOLLM2, lesson, lesson.steps[0]).value
+    answer(ana, "picking-a-word", 1, tokens)
+    assert "is in" in ana.info[0].value and not ana.get("plotly_chart")  # no reveal before the teacher's
+    teacher.run()
+    assert teacher.metric[0].value == "1"
+
+    ben.number_input(key=keys.answer_widget("picking-a-word", 1)).set_value(tokens + 5)  # typed, not yet sent
+    teacher.button(key=keys.LESSON_REVEAL).click().run()
+    assert "**The class: 1 answer.**" in [m.value for m in teacher.markdown]
+    ben.button(key=keys.submit_button("picking-a-word", 1)).click().run()  # sent after the reveal: refused
+    assert "Your answer was not counted: the answer is out" in ben.error[0].value
+    ana.run()
+    assert_clean(ana)
+    assert chart(ana, "lesson_reveal_1") and chart(ana, "lesson_class_1")  # the model's answer, then the class's
+    assert "1 of 1 estimates are within ±1 of the model's" in " ".join(m.value for m in ana.markdown)
+    teacher.button(key=keys.LESSON_NEXT).click().run()  # step 2: pick the next token
+    ana.run()
+    pick = answers.truth(SMOLLM2, lesson, lesson.steps[1])
+    answer(ana, "picking-a-word", 2, pick.right_id)
+    teacher.button(key=keys.LESSON_REVEAL).click().run()
+    ana.run()
+    assert_clean(ana)
+    votes = chart(ana, "lesson_class_2")  # the class's votes beside the model's softmax at the step's T
+    assert votes["data"] and "overlap by" in " ".join(m.value for m in ana.markdown)
+    for _ in range(6):  # the teacher steps on to the end: the class's results, counts only
+        teacher.button(key=keys.LESSON_NEXT).click().run()
+        assert_clean(teacher)
+    table = teacher.dataframe[0].value
+    assert table.to_dict("records") == [
+        {
+            "step": 1,
+            "question": 'How many tokens does the model read for "The cat sat"?',
+            "answers": 1,
+            "right": "100%",
+        },
+        {
+            "step": 2,
+            "question": 'Which token does the model find most likely after "The cat sat"?',
+            "answers": 1,
+            "right": "100%",
+        },
+    ]
+    assert not teacher.metric  # no score of the teacher's own: the teacher answered nothing

@@ -1,0 +1,300 @@
+"""A lesson with a class: the teacher steps, students answer on their own devices, the teacher reveals.
+
+Stepping needs nothing here: the lesson and its step are link parameters, so the teacher's broadcast carries them
+and every follower's page opens the same step (``ui.class_page.broadcast``). A question step is one of the room's
+guess rounds (``RoomStore.new_guess_round``: one answer per student, counted once whichever replica gets it, a late
+answer after the reveal refused with the room's message). The teacher's page starts the round when it opens the
+step, sees a count of answers (never names) and reveals; a student's Answer goes to the room, and the student sees
+the reveal when the teacher gives it. After the reveal everyone sees the class's answers beside the model's: the
+vote against the model's softmax for a next token, a histogram around the true value for an estimate.
+
+Answers are kept in the room as short text (a token's text, a number, a direction word): the room's guesses.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from dataclasses import dataclass
+
+import streamlit as st
+
+from ui.class_page import broadcast
+from ui.class_page import figures as class_figs
+from ui.class_page.draws import TOP_GUESS_TOKENS, guess_token
+from ui.classroom.room import Experiment, RoomError, RoomUnavailable
+from ui.common import state as keys
+from ui.lesson import claims
+from ui.lesson import figures as figs
+from ui.lesson.answers import Direction, NextToken, Number, Truth, grade, sampling_controls_params
+from ui.lesson.format import Step
+from ui.logits.compute import prompt_logits, softmax_at, token_texts, top_indices
+from ui.shell import charts
+
+REFRESH_S = 2.0  # the teacher's count rereads the room this often
+
+
+@dataclass(frozen=True)
+class ClassResult:
+    """One question's answers from the class, as the teacher's results keep them: counts only, no names."""
+
+    step: int
+    question: str
+    answers: dict[str, int]  # answer text -> students who gave it
+    right: int  # students whose answer counts as right
+
+    @property
+    def n(self) -> int:
+        return sum(self.answers.values())
+
+
+def active(lesson: str, step: Step) -> bool:
+    """This tab is in a class on this step: the teacher's, or a student following a teacher who shows it now (a
+    student on a class server doing another lesson, or this one on their own, answers for themselves)."""
+    if broadcast.teacher_key() is None:
+        return False
+    if broadcast.is_teacher():
+        return True
+    if not broadcast.following():
+        return False
+    try:
+        now = broadcast.room().current()
+    except RoomUnavailable:
+        return False
+    return (
+        now.live
+        and now.page == "lesson"
+        and now.query.get("lesson") == lesson
+        and now.query.get("at") == str(step.number)
+    )
+
+
+def teacher_in_class() -> bool:
+    """This tab is the teacher's: it opens questions to the class and reveals them, and answers none itself."""
+    return broadcast.teacher_key() is not None and broadcast.is_teacher()
+
+
+def experiment(model: str, step: Step) -> Experiment:
+    """The round's experiment: the step's model, prompt and settings (the room keys its guesses by round)."""
+    return Experiment(model, step.state["prompt"], bool(step.state.get("chat", False)), sampling_controls_params(step))
+
+
+def answer_text(found: Truth, value: object) -> str:
+    """An answer as the room keeps it: a token's text, a number, or a direction word."""
+    if isinstance(found, NextToken):
+        text = dict(zip(found.token_ids, found.texts)).get(value) if isinstance(value, int) else str(value)
+        return (text or "").strip() or "?"
+    if isinstance(found, Number):
+        return f"{float(value):g}"
+    return str(value)
+
+
+def current_round(model: str, step: Step):
+    """The room's guess round when it is this step's (its experiment), else None."""
+    found = broadcast.room().guess_round()
+    return found if found is not None and found.experiment == experiment(model, step) else None
+
+
+# -- the teacher -----------------------------------------------------------------------------------------
+def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
+    """Start this step's round once, show the count, the Reveal button, and after it the class's answers."""
+    where = (lesson, step.number, model)
+    try:
+        if st.session_state.get(keys.LESSON_ROUND) != where:
+            broadcast.room().new_guess_round(experiment(model, step))
+            st.session_state[keys.LESSON_ROUND] = where
+        rnd = current_round(model, step)
+    except RoomUnavailable as error:
+        st.warning(broadcast.paused(error))
+        return
+    if rnd is None:
+        st.warning("Another round replaced this question's in the room: step back and forward to ask it again.")
+        return
+    broadcast.show_rounds(guess_id=rnd.round_id, revealed=rnd.revealed)
+    if not rnd.revealed:
+        _count(rnd.round_id)
+        st.button(
+            "Reveal the answer to the class",
+            key=keys.LESSON_REVEAL,
+            type="primary",
+            on_click=_reveal,
+            args=(rnd.round_id,),
+        )
+        return
+    given = list(rnd.guesses.values())
+    _record(lesson, model, step, found, given)
+    class_view(model, step, found, given)
+
+
+def _record(lesson: str, model: str, step: Step, found: Truth, given: list[str]) -> None:
+    """Keep the revealed question's tally for the teacher's results (per lesson and model; counts only)."""
+    right = sum(_right(model, step, found, text) for text in given)
+    results = st.session_state.setdefault(keys.LESSON_CLASS_RESULTS, {}).setdefault((lesson, model), {})
+    results[step.number] = ClassResult(step.number, claims.question_text(step), dict(Counter(given)), right)
+
+
+def _right(model: str, step: Step, found: Truth, text: str) -> bool:
+    """Whether one class answer (as the room keeps it) counts as right, graded as a learner's own answer is."""
+    if isinstance(found, Number):
+        try:
+            value = float(text)
+        except ValueError:
+            return False
+        return grade(model, step, found, value).right
+    return grade(model, step, found, text).right
+
+
+def results(lesson: str, model: str) -> list[ClassResult]:
+    """The teacher's tallies of this lesson's revealed questions, in step order."""
+    kept = st.session_state.get(keys.LESSON_CLASS_RESULTS, {}).get((lesson, model), {})
+    return [kept[number] for number in sorted(kept)]
+
+
+def results_csv(found: list[ClassResult]) -> str:
+    """One row per question and answer: the answer's count and share, and the question's share right."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["step", "question", "answer", "students", "share", "question_share_right"])
+    for result in found:
+        for text, count in sorted(result.answers.items(), key=lambda item: (-item[1], item[0])):
+            writer.writerow(
+                [result.step, result.question, text, count, f"{count / result.n:.4f}", f"{result.right / result.n:.4f}"]
+            )
+    return out.getvalue()
+
+
+@st.fragment(run_every=REFRESH_S)
+def _count(round_id: str) -> None:
+    try:
+        rnd = broadcast.room().guess_round()
+    except RoomUnavailable as error:
+        st.warning(broadcast.paused(error))
+        return
+    n = len(rnd.guesses) if rnd is not None and rnd.round_id == round_id else 0
+    st.metric("Answers in", f"{n:,}", help="How many students answered (a count: no names are kept)")
+
+
+def _reveal(round_id: str) -> None:
+    if broadcast.is_teacher():
+        try:
+            broadcast.room().reveal(round_id)
+        except RoomUnavailable as error:
+            st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Not revealed: {error}"
+
+
+# -- a student ------------------------------------------------------------------------------------------
+def send(model: str, step: Step, found: Truth, value: object) -> bool:
+    """A student's answer to the room (True when counted); a refusal is kept for the page to say."""
+    try:
+        rnd = current_round(model, step)
+        if rnd is None:
+            st.session_state[keys.LESSON_CLASS_MESSAGE] = "The teacher has not opened this question to the class yet."
+            return False
+        broadcast.room().guess(rnd.round_id, broadcast.student_id(), answer_text(found, value))
+    except (RoomError, RoomUnavailable) as error:
+        st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Your answer was not counted: {error}."
+        return False
+    return True
+
+
+def round_id(model: str, step: Step) -> str:
+    """This step's round in the room ("" when the teacher has not opened it, or the room cannot answer)."""
+    try:
+        rnd = current_round(model, step)
+    except RoomUnavailable:
+        return ""
+    return rnd.round_id if rnd is not None else ""
+
+
+def revealed(model: str, step: Step) -> bool:
+    """Whether the teacher revealed this step's answer (watched: the page reruns when it happens)."""
+    try:
+        rnd = current_round(model, step)
+    except RoomUnavailable as error:
+        st.warning(broadcast.paused(error))
+        return False
+    broadcast.show_rounds(guess_id=rnd.round_id if rnd else None, revealed=bool(rnd and rnd.revealed))
+    return rnd is not None and rnd.revealed
+
+
+def class_answers(model: str, step: Step) -> list[str]:
+    try:
+        rnd = current_round(model, step)
+    except RoomUnavailable:
+        return []
+    return list(rnd.guesses.values()) if rnd is not None and rnd.revealed else []
+
+
+def show_message() -> None:
+    message = st.session_state.pop(keys.LESSON_CLASS_MESSAGE, None)
+    if message:
+        st.error(message)
+
+
+# -- the class's answers beside the model's ------------------------------------------------------------
+@dataclass(frozen=True)
+class ClassVotes:
+    """The class's next-token answers as tokens, beside the model's distribution at the step's temperature."""
+
+    labels: list[str]  # the voted tokens (most voted first), then the model's most probable
+    class_share: list[float]
+    model_prob: list[float]
+    overlap: float  # sum over every token of min(class share, model probability): 1 for the same distribution
+    chose_top: int  # students whose answer is the model's most probable token
+
+
+def class_votes(model: str, step: Step, given: list[str], temperature: float) -> ClassVotes:
+    """Each answer read as the token the model would write for it (``guess_token``), counted, and set beside
+    softmax(logits / T) of the step's prompt."""
+    prompt, chat = step.state["prompt"], bool(step.state.get("chat", False))
+    probs = softmax_at(prompt_logits(model, prompt, chat).logits, temperature)  # (V,)
+    tally = Counter(guess_token(model, prompt, text, chat)[0] for text in given)
+    top = [int(i) for i in top_indices(probs, TOP_GUESS_TOKENS)]
+    ids = [token for token, _ in tally.most_common()] + [t for t in top if t not in tally]
+    n = max(len(given), 1)
+    share = [tally.get(t, 0) / n for t in ids]
+    return ClassVotes(
+        token_texts(model, ids),
+        share,
+        [float(probs[t]) for t in ids],
+        float(sum(min(count / n, float(probs[t])) for t, count in tally.items())),
+        tally.get(top[0], 0),
+    )
+
+
+def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
+    """After the reveal: the class's answers with the model's (vote vs softmax; a histogram around the value)."""
+    n = len(given)
+    st.markdown(f"**The class: {n:,} answer{'s' * (n != 1)}.**")
+    if not given:
+        return
+    key = f"lesson_class_{step.number}"  # a chart's key names the chart
+    if isinstance(found, NextToken):
+        votes = class_votes(model, step, given, found.temperature)
+        charts.show(
+            class_figs.make_guesses(votes.labels, votes.class_share, votes.model_prob, n),
+            key=key,
+            data=class_figs.guesses_table(votes.labels, votes.class_share, votes.model_prob),
+        )
+        st.markdown(
+            f"The class's votes and the model's probabilities at T = {found.temperature:g} overlap by "
+            f"**{votes.overlap:.0%}** (the sum over tokens of the smaller of the two shares; 100 % would be the same "
+            f"distribution). {votes.chose_top:,} of {n:,} chose the model's own pick."
+        )
+    elif isinstance(found, Number):
+        values = [float(v) for v in given]
+        right = sum(abs(v - found.value) <= found.tolerance + 1e-9 for v in values)
+        charts.show(
+            figs.make_estimates_histogram(values, found.value, found.tolerance, found.unit),
+            key=key,
+            data=figs.reveal_table(list(range(len(values))), values, "estimate"),
+        )
+        st.markdown(f"{right:,} of {n:,} estimates are within ±{found.tolerance:g} of the model's {found.value:g}.")
+    else:
+        assert isinstance(found, Direction)
+        counts = Counter(given)
+        st.markdown(
+            " · ".join(f"{word}: **{counts.get(word, 0):,}**" for word in ("rises", "falls", "stays the same"))
+            + f". The model's answer: it {found.answer}."
+        )

@@ -1,0 +1,209 @@
+"""Pure figure builders for a lesson's reveal: the model's numbers with the learner's answer marked on them.
+
+``make_token_reveal``: next-token probabilities, the model's pick in red, the learner's token outlined and labelled.
+``make_bars_reveal``: bars (probabilities, attention) with the bar asked about coloured and the estimate as a
+horizontal line. ``make_curve_reveal``: a curve (entropy over T, KV bytes over length, cumulative probability over
+rank) with the true point marked and the estimate as a line. ``make_number_line``: one count, its tolerance band
+and the estimate. ``make_direction_reveal``: a quantity over a setting, the two settings marked with an arrow.
+Plain numbers in, a ``go.Figure`` out; nothing here touches the model, the session or Streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from ui.logits.figures import visible_token
+
+MODEL_COLOR = "#d62728"  # the model's answer (as the greedy pick on the Logits page)
+BAR_COLOR = "#1f77b4"
+YOURS_COLOR = "#2ca02c"  # the learner's answer
+HEIGHT = 380
+
+
+def _token_axis(fig: go.Figure, labels: Sequence[str]) -> None:
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(range(len(labels))), ticktext=[visible_token(t) for t in labels], tickangle=-35
+    )
+
+
+def make_token_reveal(
+    texts: Sequence[str], probs: Sequence[float], right_index: int, yours_index: int | None, title: str
+) -> go.Figure:
+    """Next-token probabilities (bars from 0): the model's most probable in red, the learner's token outlined."""
+    colors = [MODEL_COLOR if i == right_index else BAR_COLOR for i in range(len(texts))]
+    widths = [4 if i == yours_index else 0 for i in range(len(texts))]
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(texts))),
+            y=list(probs),
+            marker={"color": colors, "line": {"color": YOURS_COLOR, "width": widths}},
+            text=[f"{p:.1%}" for p in probs],
+            textposition="outside",
+            cliponaxis=False,
+            hovertext=[visible_token(t) for t in texts],
+            hovertemplate="%{hovertext}: %{y:.2%}<extra></extra>",
+        )
+    )
+    fig.add_annotation(
+        x=right_index, y=float(probs[right_index]), text="the model's pick", ay=-40, yshift=16, font_color=MODEL_COLOR
+    )
+    if yours_index is not None and yours_index != right_index:
+        fig.add_annotation(
+            x=yours_index, y=float(probs[yours_index]), text="yours", ay=-40, yshift=16, font_color=YOURS_COLOR
+        )
+    _token_axis(fig, texts)
+    top = max(probs, default=0.0)
+    fig.update_layout(
+        title=title,
+        height=HEIGHT,
+        yaxis={"title": "probability", "range": [0, max(top, 0.01) * 1.3], "tickformat": ".0%"},
+    )
+    return fig
+
+
+def make_bars_reveal(
+    labels: Sequence[str], values: Sequence[float], marked: int, estimate: float, title: str, y_title: str
+) -> go.Figure:
+    """Bars from 0, the one asked about in red; the learner's estimate as a horizontal line across them."""
+    colors = [MODEL_COLOR if i == marked else BAR_COLOR for i in range(len(labels))]
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(labels))),
+            y=list(values),
+            marker_color=colors,
+            text=[f"{v:.3f}" for v in values],
+            textposition="outside",
+            cliponaxis=False,
+            hovertext=[visible_token(t) for t in labels],
+            hovertemplate="%{hovertext}: %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.add_hline(
+        y=estimate,
+        line={"color": YOURS_COLOR, "dash": "dash", "width": 3},
+        annotation_text=f"your estimate {estimate:g}",
+    )
+    _token_axis(fig, labels)
+    top = max([*values, estimate], default=0.0)
+    fig.update_layout(title=title, height=HEIGHT, yaxis={"title": y_title, "range": [0, max(top, 0.01) * 1.25]})
+    return fig
+
+
+def make_curve_reveal(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    truth_x: float,
+    truth_y: float,
+    estimate: float,
+    estimate_on_x: bool,
+    title: str,
+    x_title: str,
+    y_title: str,
+    guide: tuple[float, str] | None = None,
+) -> go.Figure:
+    """A curve with the true point in red; the estimate a line: vertical when it is an x value (a count of
+    tokens on a cumulative curve), horizontal when it is a y value (bits, bytes); ``guide`` a grey horizontal line
+    that explains the answer (top-p's p on the cumulative curve)."""
+    fig = go.Figure(go.Scatter(x=list(xs), y=list(ys), mode="lines", line_color=BAR_COLOR, name="the model"))
+    fig.add_trace(
+        go.Scatter(
+            x=[truth_x], y=[truth_y], mode="markers", marker={"color": MODEL_COLOR, "size": 12}, name="the answer"
+        )
+    )
+    if guide is not None:
+        fig.add_hline(y=guide[0], line={"color": "#7f7f7f", "dash": "dot"}, annotation_text=guide[1])
+    line = {"color": YOURS_COLOR, "dash": "dash", "width": 3}
+    if estimate_on_x:
+        fig.add_vline(x=estimate, line=line, annotation_text=f"your estimate {estimate:g}")
+    else:
+        fig.add_hline(y=estimate, line=line, annotation_text=f"your estimate {estimate:g}")
+    fig.update_layout(
+        title=title,
+        height=HEIGHT,
+        xaxis_title=x_title,
+        yaxis={"title": y_title, "rangemode": "tozero"},
+        showlegend=False,
+    )
+    return fig
+
+
+def make_number_line(value: float, tolerance: float, estimate: float, title: str, unit: str) -> go.Figure:
+    """One number on a line: the answer in red, the band that counts as right shaded, the estimate a line."""
+    low, high = min(value - tolerance, estimate) - 1, max(value + tolerance, estimate) + 1
+    fig = go.Figure(
+        go.Scatter(
+            x=[value], y=[0], mode="markers+text", marker={"color": MODEL_COLOR, "size": 16}, text=[f"{value:g}"]
+        )
+    )
+    fig.update_traces(textposition="top center")
+    fig.add_vrect(x0=value - tolerance, x1=value + tolerance, fillcolor=MODEL_COLOR, opacity=0.12, line_width=0)
+    fig.add_vline(
+        x=estimate,
+        line={"color": YOURS_COLOR, "dash": "dash", "width": 3},
+        annotation_text=f"your estimate {estimate:g}",
+    )
+    fig.update_layout(
+        title=title,
+        height=220,
+        xaxis={"title": unit, "range": [low, high]},
+        yaxis={"visible": False, "range": [-1, 1]},
+        showlegend=False,
+    )
+    return fig
+
+
+def make_direction_reveal(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    start: float,
+    to: float,
+    before: float,
+    after: float,
+    title: str,
+    x_title: str,
+    y_title: str,
+) -> go.Figure:
+    """The quantity over the setting's range, the step's setting and the new one marked, an arrow between them."""
+    fig = go.Figure(go.Scatter(x=list(xs), y=list(ys), mode="lines", line_color=BAR_COLOR))
+    fig.add_trace(
+        go.Scatter(
+            x=[start, to],
+            y=[before, after],
+            mode="markers+text",
+            marker={"color": MODEL_COLOR, "size": 12},
+            text=[f"{before:.3g}", f"{after:.3g}"],
+            textposition="top center",
+        )
+    )
+    fig.add_annotation(x=to, y=after, ax=start, ay=before, axref="x", ayref="y", arrowhead=3, arrowcolor=MODEL_COLOR)
+    fig.update_layout(
+        title=title,
+        height=HEIGHT,
+        xaxis_title=x_title,
+        yaxis={"title": y_title, "rangemode": "tozero"},
+        showlegend=False,
+    )
+    return fig
+
+
+def make_estimates_histogram(estimates: Sequence[float], value: float, tolerance: float, unit: str) -> go.Figure:
+    """The class's estimates as a histogram; the model's value a red line, the band that counts as right shaded."""
+    fig = go.Figure(go.Histogram(x=list(estimates), marker_color=YOURS_COLOR, name="the class"))
+    fig.add_vrect(x0=value - tolerance, x1=value + tolerance, fillcolor=MODEL_COLOR, opacity=0.12, line_width=0)
+    fig.add_vline(x=value, line={"color": MODEL_COLOR, "width": 3}, annotation_text=f"the model: {value:g}")
+    fig.update_layout(
+        title="The class's estimates and the model's value",
+        height=HEIGHT,
+        xaxis_title=unit or "value",
+        yaxis_title="students",
+        showlegend=False,
+    )
+    return fig
+
+
+def reveal_table(labels: Sequence, values: Sequence[float], name: str) -> pd.DataFrame:
+    """The chart's numbers for its CSV."""
+    return pd.DataFrame({"x": [str(label) for label in labels], name: list(values)})
