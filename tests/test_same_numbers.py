@@ -12,9 +12,9 @@ before it moved into chapter folders (issue 40, commit f00c00e). A refactor that
 cannot change a number on screen without this test saying which link, chart, row and column.
 
 Every page of ``ui.shell.navigation.PAGES`` that shows numbers has a link here. The class page
-has none: without a teacher it shows no numbers (no round is open: a teacher starts every round,
-and without a teacher key the page stops at its notice), and its rounds' numbers are the
-Sampling page's draws, pooled (``tests/test_classroom.py`` checks them).
+has none: without a teacher it shows no number (without a teacher key it stops at its notice;
+with one, no round is open until the teacher starts it), and its rounds' pooled draws are
+recounted from each student's seed by ``tests/test_classroom.py``.
 
 Numbers are compared within a bound derived from float32 rounding, not fitted to a machine:
 ``eps`` is ``tests.tolerances.model_tolerance`` for the page's model at its logit scale (the
