@@ -1,18 +1,30 @@
-"""The same link shows the same numbers: a few links' chart tables against a fixture written from a known version.
+"""The same link shows the same numbers: links to every page, their tables against a fixture written from a known version.
 
 Each link (a page, a model, a prompt and settings, as a shared link carries them) is opened in a
 fresh AppTest session, and every chart's table (the CSV its "Download CSV" button hands out,
 ``ui.shell.charts.table_csv``) is read and compared with ``tests/fixtures/same_numbers.json``.
+The Overview draws no chart: its numbers are in its picture (an SVG, ``ui.shell.picture``), read
+as a table of the picture's texts and hover values, one row each, by the part they sit in.
 The fixture was written by this test (``SAME_NUMBERS_WRITE=1``) from the code as it was before
-the UI wing was rebuilt behind one engine API (issue 23), so a refactor that moves code around
+a rebuild of the UI wing: the first links before it moved behind one engine API (issue 23), the
+Overview, Speculative, chat, code/emoji, MLP-edit/edge-cut and Gemma generation/sampling links
+before it moved into chapter folders (issue 40, commit f00c00e). A refactor that moves code around
 cannot change a number on screen without this test saying which link, chart, row and column.
+
+Every page of ``ui.shell.navigation.PAGES`` that shows numbers has a link here. The class page
+has none: without a teacher it shows no number (without a teacher key it stops at its notice;
+with one, no round is open until the teacher starts it), and its rounds' pooled draws are
+recounted from each student's seed by ``tests/test_classroom.py``.
 
 Numbers are compared within a bound derived from float32 rounding, not fitted to a machine:
 ``eps`` is ``tests.tolerances.model_tolerance`` for the page's model at its logit scale (the
 largest |Δlogit| two correctly rounded evaluations may differ by), and a value ``a`` may move by
 ``2 · eps · max(1, |a|)``: softmax outputs move by at most twice the logits' change, and larger
 values (logits, norms, scores) by at most that share of themselves. Text (tokens, labels) and
-counts compare exactly. Charts of timings measured live are left out.
+counts compare exactly; a number written inside a text (a hover's "p 0.42", the picture's "15.8%") may
+move by that bound plus one unit of its last shown digit (a value at a rounding boundary), its text
+around it not at all, and a whole number in a text not at all. Charts of timings measured live are
+left out (``TIMED``), as are the Speculative page's speed metrics (not charts: they are not read).
 """
 
 from __future__ import annotations
@@ -22,6 +34,8 @@ import io
 import json
 import math
 import os
+import re
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
@@ -37,6 +51,8 @@ TIMEOUT = 300
 GEMMA = "gemma-3-270m"
 KEPT_ROWS = 400  # a longer table keeps every k-th row (and its last), and every numeric column's sum
 TIMED = {"gen_timeline", "gen_timing_chart", "quant_bytes", "quant_speed", "batch_curve"}  # measured live
+REPEATING = "one two three four, one two three four, one two three four, one two"  # prompt lookup finds drafts
+CODE_EMOJI = 'def greet(name):\n    # say hi 👋🏽\n    return f"Hello, {name}'
 
 # (name, page url path, link parameters): several pages, both models, non-default prompts and settings.
 LINKS = [
@@ -55,8 +71,17 @@ LINKS = [
     ("gemma-logits", "logits", {"model": GEMMA, "prompt": "The cat sat", "temperature": "0.7"}),
     ("gemma-embeddings", "embeddings", {"model": GEMMA}),
     ("compare", "compare", {"prompt": "The cat sat"}),
+    # issue 40: every page that shows numbers, and the link parameters the first links did not use
+    ("overview", "overview", {}),
+    ("speculative-lookup", "speculative", {"prompt": REPEATING, "temperature": "0.8", "seed": "1"}),
+    ("experiments-mlp-cut", "experiments", {"mlp_off": "2", "mlp_scale": "0.5", "cut": "10-1,9-3"}),
+    ("logit-lens-chat", "logit_lens", {"prompt": "What is the capital of France?", "chat": "1", "block": "20"}),
+    ("logits-code-emoji", "logits", {"prompt": CODE_EMOJI, "temperature": "0.9", "top_k": "40"}),
+    ("gemma-generation", "generation", {"model": GEMMA, "step": "3", "temperature": "0"}),
+    ("gemma-sampling", "sampling", {"model": GEMMA, "temperature": "1.2", "top_p": "0.95", "seed": "11"}),
 ]
-NEEDS_GEMMA = {"gemma-attention", "gemma-logits", "gemma-embeddings", "compare"}
+NEEDS_GEMMA = {"gemma-attention", "gemma-logits", "gemma-embeddings", "compare", "gemma-generation", "gemma-sampling"}
+PICTURE = "overview_picture"  # the Overview's picture (``ui.shell.picture.KEY``), read as a table
 
 
 def _script(url_path: str) -> str:
@@ -88,7 +113,29 @@ def chart_tables(at: AppTest, deferred: dict[str, object]) -> dict[str, str]:
         if key in TIMED or key not in {k.removesuffix("_csv") for k in buttons}:
             continue
         tables[key] = deferred[buttons[f"{key}_csv"].proto.id]()
+    for element in at.get("bidi_component"):
+        if element.proto.component_name == PICTURE:
+            tables[PICTURE] = picture_csv(json.loads(element.proto.json)["svg"])
     return tables
+
+
+def picture_csv(svg: str) -> str:
+    """The Overview picture's numbers as a table: every text and hover value (``<title>``) in drawing order, with
+    the part of the picture it sits in (``data-part``) and its class ("hover" for a hover value)."""
+    rows = [("part", "kind", "text")]
+
+    def walk(element: ElementTree.Element, part: str) -> None:
+        part = element.get("data-part", part)
+        tag = element.tag.rsplit("}", 1)[-1]
+        if tag in ("text", "title") and element.text and element.text.strip():
+            rows.append((part, "hover" if tag == "title" else element.get("class", ""), element.text.strip()))
+        for child in element:
+            walk(child, part)
+
+    walk(ElementTree.fromstring(svg), "")
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
 
 
 def summarise(text: str) -> dict:
@@ -129,8 +176,29 @@ def model_eps(facts: dict) -> float:
 def _close(expected: str, actual: str, eps: float) -> bool:
     a, b = _number(expected), _number(actual)
     if a is None or b is None or expected.isdigit() and actual.isdigit():
-        return expected == actual  # text, counts and ids: exactly
+        return expected == actual or _close_text(expected, actual, eps)  # text, counts and ids: exactly
     return abs(a - b) <= 2 * eps * max(1.0, abs(a))
+
+
+SHOWN_NUMBER = re.compile(r"[-−]?\d[\d,]*(?:\.\d+)?")  # a number as a text shows it: "−0.132", "1,234", "15.8"
+
+
+def _close_text(expected: str, actual: str, eps: float) -> bool:
+    """Two texts with numbers in them: the same text around the numbers, whole numbers equal, and each decimal
+    within the bound plus one unit of its last shown digit (a value at a rounding boundary shows either side)."""
+    want, got = SHOWN_NUMBER.findall(expected), SHOWN_NUMBER.findall(actual)
+    if not want or SHOWN_NUMBER.sub("#", expected) != SHOWN_NUMBER.sub("#", actual) or len(want) != len(got):
+        return False
+    for a, b in zip(want, got):
+        if a == b:
+            continue
+        if "." not in a or "." not in b:
+            return False  # whole numbers (counts, ids, positions): exactly
+        x, y = (float(t.replace(",", "").replace("−", "-")) for t in (a, b))
+        unit = 10.0 ** -len(a.rsplit(".", 1)[1])
+        if not abs(x - y) <= 2 * eps * max(1.0, abs(x)) + unit * (1 + 1e-9):
+            return False
+    return True
 
 
 def compare_rows(
@@ -238,6 +306,11 @@ def test_the_comparison_can_fail():
     assert compare("link", "chart", stored, "token,probability\n·on,0.26\n·in,0.125\n", eps)
     assert compare("link", "chart", stored, "token,probability\n·at,0.25\n·in,0.125\n", eps)
     assert compare("link", "chart", stored, "token,probability\n·on,0.25\n", eps)
+    shown = summarise("part,text\nlogits,p 0.42 of 1\n")  # numbers inside a text, as shown
+    assert compare("link", "chart", shown, "part,text\nlogits,p 0.43 of 1\n", eps) == []  # one unit of the last digit
+    assert compare("link", "chart", shown, "part,text\nlogits,p 0.44 of 1\n", eps)
+    assert compare("link", "chart", shown, "part,text\nlogits,p 0.42 of 2\n", eps)  # a whole number: exactly
+    assert compare("link", "chart", shown, "part,text\nlogits,q 0.42 of 1\n", eps)  # the text around it: exactly
     long = "x,y\n" + "".join(f"{i},{i / 7}\n" for i in range(1000))
     shifted = "x,y\n" + "".join(f"{i},{i / 7 + 0.5}\n" for i in range(1000))
     assert compare("link", "chart", summarise(long), long, eps) == []
