@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
+from ui.classroom import settings as class_settings
 from ui.common import state
 
 ROOT_TITLE = "LLM inference explorer"
@@ -73,9 +74,20 @@ def build() -> StreamlitPage:
     # The default page is served at "/" only; a link to "/overview?..." (its name, as every other page is linked)
     # opens it too, through a second entry hidden from the list (Streamlit would say "Page not found").
     pages.append(st.Page(default.script, title=default.title, url_path=default.url_path, visibility="hidden"))
-    return st.navigation(
-        pages, position="sidebar", expanded=True
-    )  # every page listed (14: past the 12 it shows unasked)
+    return st.navigation(pages, position="sidebar", expanded=list_expanded())
+
+
+STUDENT_LIST = 10  # pages a student's list shows before its "View more" (Streamlit's own default)
+
+
+def list_expanded() -> bool | int:
+    """Every page listed (16: past the 12 Streamlit shows unasked), but for a student on a class server: there the
+    list shows ``STUDENT_LIST`` pages and "View N more", so the class's own controls under it ("Follow the teacher",
+    "I am the teacher") stay in a laptop's window (1366×768) without scrolling; a student follows the teacher's
+    pages anyway, and the whole list is one click away."""
+    if class_settings.current().teacher_key is None or st.session_state.get(state.CLASS_TEACHER):
+        return True
+    return STUDENT_LIST
 
 
 def run(page: StreamlitPage, after: Callable[[], None] | None = None) -> None:
