@@ -76,7 +76,7 @@ from .model.tokenizer import Tokenizer, TokenizerError, parse_merges
 from .serving.client import EngineClient
 from .serving.config import ServeConfig
 from .serving.padding import left_pad
-from .serving.paging_trace import EVENT_KINDS, PagedKV, PagingEvent, PagingStep, PagingTrace
+from .serving.paging_records import EVENT_KINDS, PagedKV, PagingEvent, PagingStep, PagingTrace
 from .serving.process import ChildClient, ProcessServer
 from .serving.requests import BatchRun
 from .serving.server import BusyError, EngineServer, RequestHandle

@@ -51,7 +51,8 @@ from ..inspection.weights import compare_modes as compare_engines
 from ..model.interventions import Interventions
 from ..model.loader import gguf_source
 from .continuous import run_continuous
-from .paging_trace import PagedKV, run_paged_traced
+from .paging_records import PagedKV
+from .paging_trace import run_paged_traced
 from .requests import BatchRun
 from .static import run_static
 

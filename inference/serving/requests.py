@@ -19,7 +19,7 @@ from ..model.interventions import Interventions
 
 if TYPE_CHECKING:
     from ..generation.engine import Engine
-    from .paging_trace import PagingTrace
+    from .paging_records import PagingTrace
     from .scheduler import Sequence
 
 

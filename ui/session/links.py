@@ -30,6 +30,7 @@ from ui.compute import generation
 from ui.compute.attention import default_query
 from ui.compute.tokens import tokenize
 from ui.controls import sampling as sampling_controls
+from ui.paged_kv import compute as paged
 from ui.session import experiment as exp
 from ui.session import state, walk
 from ui.shell import models
@@ -113,6 +114,10 @@ PARAMS: list[Param] = [
     Param("corrupt", exp.CORRUPT, "text", exp.DEFAULT_CORRUPT),
     Param("sweep", exp.SWEEP, "bool", False),
     Param("patching", exp.PATCHING, "bool", False),
+    # the Paged KV cache page (the step's upper end is clamped again to the replay's length there)
+    Param("scenario", state.PAGED_SCENARIO, "choice", paged.DEFAULT_SCENARIO, options=tuple(paged.SCENARIOS)),
+    Param("block_size", state.PAGED_BLOCK_SIZE, "int", paged.DEFAULT_BLOCK_SIZE, *paged.BLOCK_SIZE_RANGE),
+    Param("paged_step", state.PAGED_STEP, "int", 0, 0, paged.MAX_STEPS),
 ]
 BY_NAME = {param.name: param for param in PARAMS}
 FORCED = "forced"  # the Generation walk's forced tokens, "step:id" pairs (read with ``step``)
