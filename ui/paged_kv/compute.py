@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import streamlit as st
 
-from inference.api import PagedKV, PagingTrace, SamplingParams
+from inference.api import Backend, PagedKV, PagingTrace, SamplingParams
 from ui.shell.resources import client_for
 
 BLOCK_SIZE_RANGE = (1, 32)
@@ -57,7 +57,7 @@ SCENARIOS: dict[str, Scenario] = {
         "and each writes only its own last, partly filled block and its answer.",
         (_LESSON,) * 6,
         tuple(f"student {i}" for i in range(6)),
-        (10,) * 6,
+        (8,) * 6,
         0.8,
     ),
     "system": Scenario(
@@ -74,7 +74,7 @@ SCENARIOS: dict[str, Scenario] = {
             )
         ),
         tuple(f"question {i}" for i in range(4)),
-        (10,) * 4,
+        (8,) * 4,
         0.0,
     ),
     "samples": Scenario(
@@ -98,7 +98,7 @@ SCENARIOS: dict[str, Scenario] = {
             "across the water and knew where the reef lay. One winter night a storm",
         ),
         ("short prompt, long answer", "long prompt"),
-        (40, 16),
+        (28, 12),
         0.0,
         tight_pool=True,
     ),
@@ -144,7 +144,11 @@ def scenario_params(scenario: Scenario, seed: int) -> list[SamplingParams]:
 @st.cache_data(max_entries=16, show_spinner=False)
 def replay(model: str, scenario_key: str, block_size: int, seed: int) -> Replay:
     """``scenario_key`` through the real ``PagedBatcher`` of ``model`` with blocks of ``block_size`` positions."""
-    client = client_for(model)
+    return replay_on(client_for(model), scenario_key, block_size, seed)
+
+
+def replay_on(client: Backend, scenario_key: str, block_size: int, seed: int) -> Replay:
+    """``replay`` on any backend (uncached)."""
     scenario = SCENARIOS[scenario_key]
     params = scenario_params(scenario, seed)
     ids = [client.encode_prompt(prompt) for prompt in scenario.prompts]
