@@ -26,6 +26,11 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
 
 
+def _capital(text: str) -> str:
+    """A sentence that opens with a label ("sample 0 ...") starts with a capital."""
+    return text[:1].upper() + text[1:]
+
+
 def run_sentence(trace: PagingTrace) -> str:
     """The whole run in one sentence: its size, and how often each mechanism fired."""
     return (
@@ -55,7 +60,7 @@ def step_sentence(step: PagingStep, trace: PagingTrace, labels: tuple[str, ...])
 
 def event_sentence(event: PagingEvent, labels: tuple[str, ...], block_size: int) -> str:
     """One thing the block manager did, in words."""
-    who, blocks, n = labels[event.sequence], event.blocks, len(event.blocks)
+    who, blocks, n = _capital(labels[event.sequence]), event.blocks, len(event.blocks)
     if event.kind == "allocate":
         return f"{who} takes {_blocks(blocks)} from the free list."
     if event.kind == "prefix_hit":
@@ -90,7 +95,8 @@ def memory_sentence(step: PagingStep, trace: PagingTrace) -> str:
     ratio = step.slot_bytes / step.paged_bytes if step.paged_bytes else float("inf")
     shared = step.used_bytes - step.distinct_bytes
     sentence = (
-        f"After step {step.index} the {_plural(step.resident, 'resident sequence')} hold their K/V in "
+        f"After step {step.index} the {_plural(step.resident, 'resident sequence')} "
+        f"{'hold their' if step.resident != 1 else 'holds its'} K/V in "
         f"{size(step.paged_bytes)} of blocks; a slot cache, one slot of {trace.slot_capacity} positions (the longest "
         f"request) per sequence, would reserve {size(step.slot_bytes)}, {ratio:.1f}× as much. Fragmentation: the "
         f"slots reserve {size(step.slot_bytes - step.used_bytes)} they have not written; the blocks leave "
@@ -149,7 +155,7 @@ def preemption_sentence(trace: PagingTrace, labels: tuple[str, ...], alone: tupl
             else "its answer differs from its run alone: that would be a bug in the engine"
         )
         sentences.append(
-            f"{labels[sequence]} was preempted at step {', '.join(map(str, left))} and resumed at step "
+            f"{_capital(labels[sequence])} was preempted at step {', '.join(map(str, left))} and resumed at step "
             f"{', '.join(map(str, back)) or '—'}; {verdict}."
         )
     return " ".join(sentences)

@@ -29,6 +29,8 @@ OWNER_COLOURS = (
     "#eeca3b",
     "#bab0ac",
 )
+SERIES_COLOURS = ("#f58518", "#4c78a8", "#7f7f7f")  # slot reserved, paged in use, positions held
+LEGEND_BELOW = dict(orientation="h", y=-0.22, yanchor="top", x=0)
 GRID_COLUMNS = 16
 CELL_PX = 34
 
@@ -114,15 +116,16 @@ def make_block_grid(
                 marker=dict(size=12, color=owner_colour(sequence), symbol="square"),
             )
         )
-    fig.add_trace(
-        go.Scatter(
-            x=[None],
-            y=[None],
-            mode="markers",
-            name="free, prefix cached",
-            marker=dict(size=12, color=CACHED_COLOUR, symbol="square"),
+    for name, colour in (("free", FREE_COLOUR), ("free, prefix cached", CACHED_COLOUR)):
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=name,
+                marker=dict(size=12, color=colour, symbol="square", line=dict(width=1, color="#999")),
+            )
         )
-    )
     fig.update_layout(
         title=f"The pool after step {step.index}: {n_blocks} physical blocks of {block_size} positions",
         height=120 + rows * CELL_PX,
@@ -174,7 +177,7 @@ def make_block_tables(step: PagingStep, labels: tuple[str, ...], status: list[st
             zmax=top,
             xgap=2,
             ygap=2,
-            colorbar=dict(title="shared by", thickness=12),
+            colorbar=dict(title="shared by", thickness=12, dtick=1),
         )
     )
     fig.update_layout(
@@ -218,18 +221,25 @@ def make_memory_timeline(trace: PagingTrace, current: int) -> go.Figure:
     }
     unit, scale = byte_unit(max(max(v) for v in series.values()))
     fig = go.Figure()
-    for (name, values), dash in zip(series.items(), ("solid", "solid", "dot")):
+    for (name, values), colour, dash in zip(series.items(), SERIES_COLOURS, ("solid", "solid", "dot")):
         fig.add_trace(
-            go.Scatter(x=steps, y=[v / scale for v in values], name=name, mode="lines+markers", line=dict(dash=dash))
+            go.Scatter(
+                x=steps,
+                y=[v / scale for v in values],
+                name=name,
+                mode="lines+markers",
+                line=dict(color=colour, dash=dash),
+                marker=dict(size=4),
+            )
         )
     fig.add_vline(x=current, line_width=1, line_color="#888")
     fig.update_layout(
         title="KV cache memory over the run",
         xaxis_title="scheduler step",
         yaxis=dict(title=unit, rangemode="tozero"),
-        height=340,
-        margin=dict(l=10, r=10, t=50, b=40),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=90),
+        legend=LEGEND_BELOW,
     )
     return fig
 
@@ -265,9 +275,9 @@ def make_memory_at_step(step: PagingStep) -> go.Figure:
         barmode="stack",
         title=f"At step {step.index}: reserved vs written",
         yaxis=dict(title=unit, rangemode="tozero"),
-        height=340,
-        margin=dict(l=10, r=10, t=50, b=40),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=90),
+        legend=LEGEND_BELOW,
     )
     return fig
 
