@@ -1,0 +1,66 @@
+"""The Paged KV cache page in a real browser, on both models: a deep link opens the replay, the step slider moved
+by the keyboard replays the scheduler (the pool's chart and the URL follow), and nothing leaves the machine.
+
+Uses ``tests/test_browser.py``'s server and browser fixtures (one ``streamlit run app.py`` for this module).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+
+import pytest
+
+from tests import test_browser
+from tests.test_browser import (
+    GEMMA,
+    RENDER_S,
+    _charts_drawn,
+    _outside,
+    _record_requests,
+    _screenshot_kept,
+    _slider_right,
+    _wait_for_run_to_finish,
+)
+
+pytestmark = pytest.mark.browser
+browser, shared_server = test_browser.browser, test_browser.shared_server  # the fixtures, for this module
+
+
+def _grid_title(page) -> str:
+    """The title of the pool's chart, as drawn."""
+    return page.evaluate("""() => {
+        const plot = [...document.querySelectorAll('.js-plotly-plot')]
+            .find(el => el.layout && ((el.layout.title || {}).text || '').startsWith('The pool after step'));
+        return plot ? plot.layout.title.text : '';
+    }""")
+
+
+@pytest.mark.parametrize("model", ["", GEMMA], ids=["default", "gemma"])
+def test_the_step_slider_replays_the_scheduler(model, shared_server, browser, tmp_path):
+    if model:
+        from inference.model.packages import install_hint, is_installed
+
+        if not is_installed(GEMMA):
+            pytest.skip(f"{GEMMA} is not installed: {install_hint(GEMMA)}")
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    requested = _record_requests(page)
+    query = {"scenario": "samples", "block_size": "4"} | ({"model": model} if model else {})
+    page.goto(f"{shared_server}/paged_kv?{urllib.parse.urlencode(query)}")
+    with _screenshot_kept(page, f"paged_kv_{model or 'default'}", tmp_path):
+        assert _charts_drawn(page), "no chart drawn"
+        _wait_for_run_to_finish(page)
+        assert _grid_title(page).startswith("The pool after step 0:")
+        assert page.get_by_text("is forked from the first answer").count() >= 1
+        step = _slider_right(page, "Scheduler step", 2)
+        assert step == "2"
+        deadline = time.monotonic() + RENDER_S
+        while not _grid_title(page).startswith("The pool after step 2:") and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert _grid_title(page).startswith("The pool after step 2:")
+        assert "paged_step=2" in page.url and "scenario=samples" in page.url, page.url
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentWarning"]').count() == 0  # the link was used as given
+        assert not _outside(requested, shared_server), _outside(requested, shared_server)
+    page.close()
