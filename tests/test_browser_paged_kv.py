@@ -27,13 +27,22 @@ pytestmark = pytest.mark.browser
 browser, shared_server = test_browser.browser, test_browser.shared_server  # the fixtures, for this module
 
 
-def _grid_title(page) -> str:
-    """The title of the pool's chart, as drawn."""
-    return page.evaluate("""() => {
-        const plot = [...document.querySelectorAll('.js-plotly-plot')]
-            .find(el => el.layout && ((el.layout.title || {}).text || '').startsWith('The pool after step'));
-        return plot ? plot.layout.title.text : '';
-    }""")
+def _grid_title(page, start: str) -> str:
+    """The title of the pool's chart once it starts with ``start`` (scrolled into view: a chart below the fold is
+    drawn when the page gets to it), or the last title seen."""
+    page.get_by_text("The scheduler, step by step", exact=True).first.scroll_into_view_if_needed()
+    deadline, title = time.monotonic() + RENDER_S, ""
+    while time.monotonic() < deadline:
+        title = page.evaluate("""() => {
+            const plot = [...document.querySelectorAll('.js-plotly-plot')]
+                .find(el => el.layout && ((el.layout.title || {}).text || '').startsWith('The pool after step'));
+            return plot ? plot.layout.title.text : '';
+        }""")
+        if title.startswith(start):
+            break
+        page.mouse.wheel(0, 200)
+        time.sleep(0.5)
+    return title
 
 
 @pytest.mark.parametrize("model", ["", GEMMA], ids=["default", "gemma"])
@@ -50,14 +59,11 @@ def test_the_step_slider_replays_the_scheduler(model, shared_server, browser, tm
     with _screenshot_kept(page, f"paged_kv_{model or 'default'}", tmp_path):
         assert _charts_drawn(page), "no chart drawn"
         _wait_for_run_to_finish(page)
-        assert _grid_title(page).startswith("The pool after step 0:")
+        assert _grid_title(page, "The pool after step 0:").startswith("The pool after step 0:")
         assert page.get_by_text("is forked from the first answer").count() >= 1
         step = _slider_right(page, "Scheduler step", 2)
         assert step == "2"
-        deadline = time.monotonic() + RENDER_S
-        while not _grid_title(page).startswith("The pool after step 2:") and time.monotonic() < deadline:
-            time.sleep(0.25)
-        assert _grid_title(page).startswith("The pool after step 2:")
+        assert _grid_title(page, "The pool after step 2:").startswith("The pool after step 2:")
         assert "paged_step=2" in page.url and "scenario=samples" in page.url, page.url
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0

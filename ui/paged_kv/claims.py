@@ -52,7 +52,9 @@ def step_sentence(step: PagingStep, trace: PagingTrace, labels: tuple[str, ...])
     in_use = int((step.ref_counts > 0).sum())
     cached = int(step.cached.sum())
     return (
-        f"**Step {step.index}** is {did} ({_plural(fed, 'position')} computed). After it, {in_use} of "
+        f"**Step {step.index}** is {did}"
+        + (f" ({_plural(fed, 'position')} computed)" if len(step.rows) > 1 else "")
+        + f". After it, {in_use} of "
         f"{trace.num_blocks} blocks are in use and {trace.num_blocks - in_use} free"
         + (f", {cached} of them still holding a cached prefix." if cached else ".")
     )
