@@ -3,7 +3,8 @@
 Owns the list of what a link carries (``PARAMS``: prompt, chat, seed, model, sampling
 settings, attention layer/head/query, logit-lens block, the Generation walk, presenter
 mode, the experiment: heads, edges and MLPs changed, the target token, the patching
-prompts and which sweeps ran; the page is the URL path), how each value is checked,
+prompts and which sweeps ran, the Paged KV cache page's scenario, block size and step; the
+page is the URL path), how each value is checked,
 and the two directions:
 
 - ``restore()`` runs once per browser session, before anything is drawn: every query
