@@ -22,7 +22,7 @@ PROMPT = [(i * 29 + 5) % VOCAB_IDS for i in range(22)]  # 22 tokens: 5 full bloc
 
 
 @pytest.fixture(scope="module")
-def engine():
+def tiny():
     return tiny_engine("llama")
 
 
@@ -31,9 +31,9 @@ def events(trace, kind: str) -> list[tuple[int, object]]:
     return [(step.index, e) for step in trace.steps for e in step.events if e.kind == kind]
 
 
-def assert_consistent(engine, trace) -> None:
+def assert_consistent(tiny, trace) -> None:
     """Every snapshot agrees with its own tables, and its bytes with its blocks."""
-    slot = SlotKVCache(engine.config, 1, trace.slot_capacity, "meta", engine.dtype).nbytes
+    slot = SlotKVCache(tiny.config, 1, trace.slot_capacity, "meta", tiny.dtype).nbytes
     for step in trace.steps:
         assert all(e.kind in EVENT_KINDS for e in step.events)
         holders = np.zeros(trace.num_blocks, dtype=np.int64)
@@ -51,11 +51,11 @@ def assert_consistent(engine, trace) -> None:
         assert step.distinct_bytes <= step.used_bytes and step.distinct_bytes <= step.paged_bytes
 
 
-def test_a_prefix_hit_shares_the_first_requests_blocks(engine):
+def test_a_prefix_hit_shares_the_first_requests_blocks(tiny):
     """Three requests on one prompt: the first computes it, the others share its 5 full blocks a step later."""
-    run = run_paged_traced(engine, [PROMPT] * 3, [greedy(5, stop_on_eos=False)] * 3, PagedKV(block_size=4))
+    run = run_paged_traced(tiny, [PROMPT] * 3, [greedy(5, stop_on_eos=False)] * 3, PagedKV(block_size=4))
     trace = run.paging
-    assert_consistent(engine, trace)
+    assert_consistent(tiny, trace)
     first = trace.steps[0]
     assert first.phase == "prefill" and first.rows == (0,) and first.fed == (22,)
     assert [(e.sequence, e.blocks) for _, e in events(trace, "allocate")][0] == (0, tuple(first.tables[0]))
@@ -69,15 +69,15 @@ def test_a_prefix_hit_shares_the_first_requests_blocks(engine):
     assert second.used_bytes - second.distinct_bytes == 2 * 20 * trace.position_bytes  # two copies not stored
     assert {e.sequence for _, e in events(trace, "finish")} == {0, 1, 2}
     assert trace.steps[-1].paged_bytes == 0  # every block given back
-    alone, _ = solo(engine, PROMPT, greedy(5, stop_on_eos=False))
+    alone, _ = solo(tiny, PROMPT, greedy(5, stop_on_eos=False))
     assert all(result.token_ids == alone for result in run.results)
 
 
-def test_forked_samples_copy_the_shared_partial_block_on_their_first_write(engine):
+def test_forked_samples_copy_the_shared_partial_block_on_their_first_write(tiny):
     params = SamplingParams(temperature=0.9, seed=3, max_new_tokens=6, stop_on_eos=False)
-    run = run_paged_traced(engine, [PROMPT], [params], PagedKV(block_size=4, samples=3))
+    run = run_paged_traced(tiny, [PROMPT], [params], PagedKV(block_size=4, samples=3))
     trace = run.paging
-    assert_consistent(engine, trace)
+    assert_consistent(tiny, trace)
     forks = events(trace, "fork")
     prompt_blocks = tuple(trace.steps[0].tables[0])
     assert [(step, e.sequence, e.blocks) for step, e in forks] == [(0, 1, prompt_blocks), (0, 2, prompt_blocks)]
@@ -91,24 +91,24 @@ def test_forked_samples_copy_the_shared_partial_block_on_their_first_write(engin
     assert (after.ref_counts[list(prompt_blocks[:5])] == 3).all()  # the full blocks stay shared
     assert trace.copies == 2
     for answer, result in enumerate(run.results):  # answer j draws from seed + j, as when run alone
-        alone, _ = solo(engine, PROMPT, SamplingParams(**{**vars(params), "seed": 3 + answer}))
+        alone, _ = solo(tiny, PROMPT, SamplingParams(**{**vars(params), "seed": 3 + answer}))
         assert result.token_ids == alone
 
 
-def test_samples_copy_nothing_when_the_prompt_fills_whole_blocks(engine):
+def test_samples_copy_nothing_when_the_prompt_fills_whole_blocks(tiny):
     params = SamplingParams(temperature=0.9, seed=3, max_new_tokens=6, stop_on_eos=False)
-    trace = run_paged_traced(engine, [PROMPT[:20]], [params], PagedKV(block_size=4, samples=3)).paging
-    assert_consistent(engine, trace)
+    trace = run_paged_traced(tiny, [PROMPT[:20]], [params], PagedKV(block_size=4, samples=3)).paging
+    assert_consistent(tiny, trace)
     assert trace.copies == 0 and not events(trace, "copy_on_write")
 
 
-def test_a_preempted_request_resumes_and_answers_as_it_does_uncontested(engine):
+def test_a_preempted_request_resumes_and_answers_as_it_does_uncontested(tiny):
     """A pool for both prompts but not both answers: the newest is preempted, comes back, and recomputes."""
     prompts = [PROMPT[:6], [(i * 31 + 7) % VOCAB_IDS for i in range(30)]]
     params = [greedy(24, stop_on_eos=False), SamplingParams(temperature=0.8, seed=5, max_new_tokens=10)]
-    run = run_paged_traced(engine, prompts, params, PagedKV(block_size=4, num_blocks=10))
+    run = run_paged_traced(tiny, prompts, params, PagedKV(block_size=4, num_blocks=10))
     trace = run.paging
-    assert_consistent(engine, trace)
+    assert_consistent(tiny, trace)
     preempted, resumed = events(trace, "preempt"), events(trace, "resume")
     assert [e.sequence for _, e in preempted] == [1] and [e.sequence for _, e in resumed] == [1]
     assert preempted[0][0] < resumed[0][0]
@@ -121,13 +121,13 @@ def test_a_preempted_request_resumes_and_answers_as_it_does_uncontested(engine):
     assert back.fed[0] == held_before + 1 - 4 * len(resumed[0][1].blocks)
     assert trace.preemptions == 1
     for prompt, p, result in zip(prompts, params, run.results):
-        uncontested = run_paged_traced(engine, [prompt], [p], PagedKV(block_size=4)).results[0]
-        assert result.token_ids == uncontested.token_ids == solo(engine, prompt, p)[0]
+        uncontested = run_paged_traced(tiny, [prompt], [p], PagedKV(block_size=4)).results[0]
+        assert result.token_ids == uncontested.token_ids == solo(tiny, prompt, p)[0]
 
 
-def test_a_bad_request_for_paged_blocks_is_refused_clearly(engine):
+def test_a_bad_request_for_paged_blocks_is_refused_clearly(tiny):
     for bad in ({"block_size": 0}, {"samples": 0}, {"num_blocks": 0}, {"block_size": 2.5}):
         with pytest.raises(ValueError, match="PagedKV"):
             PagedKV(**bad)
-    run = run_paged_traced(engine, [PROMPT], [greedy(40, stop_on_eos=False)], PagedKV(block_size=4, num_blocks=3))
+    run = run_paged_traced(tiny, [PROMPT], [greedy(40, stop_on_eos=False)], PagedKV(block_size=4, num_blocks=3))
     assert not run.results[0].ok and "blocks" in str(run.results[0].error) and run.paging.steps == ()
