@@ -75,6 +75,7 @@ from .model.tokenizer import Tokenizer, TokenizerError, parse_merges
 from .serving.client import EngineClient
 from .serving.config import ServeConfig
 from .serving.padding import left_pad
+from .serving.paging_records import EVENT_KINDS, PagedKV, PagingEvent, PagingStep, PagingTrace
 from .serving.process import ChildClient, ProcessServer
 from .serving.requests import BatchRun
 from .serving.server import BusyError, EngineServer, RequestHandle
@@ -204,9 +205,12 @@ class BatchingFacet(Protocol):
         params: list[SamplingParams],
         n_slots: int | None = None,
         share_prefixes: bool = False,
+        paged: PagedKV | None = None,
     ) -> BatchRun:
         """``prompts`` batched statically (``n_slots`` None: one batch, padded, to the longest's end) or
-        continuously in ``n_slots`` slots (optionally sharing common prefixes' cache)."""
+        continuously in ``n_slots`` slots (optionally sharing common prefixes' cache); with ``paged``, continuously
+        on paged KV blocks, ``paged.samples`` answers per prompt, recorded step by step (``BatchRun.paging``, a
+        ``PagingTrace``: the block pool, every table and what the block manager did)."""
         ...
 
 
@@ -319,6 +323,9 @@ __all__ = [
     "ModelInfo",
     "Patching",
     "PatchLogits",
+    "PagingEvent",
+    "PagingStep",
+    "PagingTrace",
     "PositionTables",
     "RecordedDraw",
     "SpeculativeRun",
@@ -345,6 +352,8 @@ __all__ = [
     "InterventionError",
     "Interventions",
     "MLPEdit",
+    "PagedKV",
+    "EVENT_KINDS",
     "PromptError",
     "SamplingError",
     "SamplingParams",

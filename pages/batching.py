@@ -11,7 +11,7 @@ from ui.batching import figures as figs
 from ui.batching import requests as request_rows
 from ui.common import format as fmt
 from ui.common import models, state
-from ui.shell import charts
+from ui.shell import charts, navigation
 from ui.shell.navigation import redirect_legacy_run
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
@@ -275,4 +275,9 @@ st.markdown(
     "- Tick **share prompt starts** with two slots, and give the requests the same opening words: the late "
     "ones copy those positions from a slot instead of computing them.\n"
     "- Back to **Generation & KV cache** to see one request's cache grow."
+)
+st.page_link(
+    navigation.script_of("paged_kv"),
+    label="Next: the Paged KV cache, the same requests in blocks that hold only what is written, prompt starts shared",
+    icon=":material/grid_view:",
 )

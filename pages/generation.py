@@ -9,7 +9,7 @@ from ui.generation import claims, walk
 from ui.generation import compute as gen
 from ui.generation import figures as figs
 from ui.sampling import controls as sampling_controls
-from ui.shell import charts, presenter
+from ui.shell import charts, navigation, presenter
 from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.prompt import prompt_tokens
 
@@ -249,3 +249,8 @@ else:
 
 st.subheader("What to try next")
 st.markdown("\n".join(claims.generation_suggestions(settings.params.temperature)))
+st.page_link(
+    navigation.script_of("paged_kv"),
+    label="Next: the Paged KV cache, where a server keeps many requests' caches in shared blocks",
+    icon=":material/grid_view:",
+)

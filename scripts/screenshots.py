@@ -98,6 +98,11 @@ SHOTS: dict[str, Shot] = {
         window=(1280, 720),  # a projector's 720p
         scroll_to="1 · One draw, by cumulative ranges",
     ),
+    "paged_kv": Shot(
+        "paged_kv?" + urllib.parse.urlencode({"scenario": "samples", "block_size": "4", "paged_step": "1"}),
+        window=(1366, 768),  # a laptop's screen: the step's events, the pool and the start of the tables
+        scroll_to="The scheduler, step by step",
+    ),
     "shared_link": Shot(SHARED_LINK, window=(1400, 1300)),
     # Gemma 3 270M: the sliding window on a prompt past 512 tokens, and the two models side by side
     "gemma_window": Shot(

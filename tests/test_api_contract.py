@@ -25,6 +25,8 @@ from inference.api import (
     EngineServer,
     HeadEdit,
     Interventions,
+    PagedKV,
+    PagingTrace,
     PositionTables,
     ProcessServer,
     PromptError,
@@ -186,6 +188,23 @@ def test_batching_gives_each_request_its_solo_tokens(backend, ids):
     for n_slots in (None, 2):
         run = backend.run_batch([ids, ids[:3]], [GREEDY, GREEDY], n_slots=n_slots)
         assert run.results[0].token_ids == solo
+
+
+def test_batching_on_paged_blocks_gives_solo_tokens_and_a_plain_frozen_trace(backend, ids):
+    solo = backend.complete(ids, GREEDY).token_ids
+    run = backend.run_batch([ids, ids], [GREEDY, GREEDY], paged=PagedKV(block_size=2, samples=2))
+    assert [r.index for r in run.results] == [0, 1, 2, 3]  # two answers per prompt, in order
+    assert all(r.token_ids == solo for r in run.results)
+    trace = run.paging
+    assert isinstance(trace, PagingTrace) and trace.block_size == 2 and trace.prompt_of == (0, 0, 1, 1)
+    kinds = {e.kind for step in trace.steps for e in step.events}
+    assert {"allocate", "fork", "prefix_hit", "finish"} <= kinds  # answer 1 forked, prompt 1 hits prompt 0's blocks
+    assert len(trace.steps) == len(run.steps)
+    check_plain(trace, "a paging trace")
+    for record in (trace, trace.steps[0], trace.steps[0].events[0]):
+        assert is_dataclass(record) and type(record).__dataclass_params__.frozen
+    with pytest.raises(ValueError, match="paged run"):
+        backend.run_batch([ids], [GREEDY], n_slots=2, paged=PagedKV())
 
 
 def test_weights_of_a_float_checkpoint_and_the_comparison_with_itself(backend, ids):

@@ -190,6 +190,7 @@ UI_ORDER = [
     "speculative",
     "quantization",
     "batching",
+    "paged_kv",
     "experiments",
     "overview",
     "session",

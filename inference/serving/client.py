@@ -51,6 +51,8 @@ from ..inspection.weights import compare_modes as compare_engines
 from ..model.interventions import Interventions
 from ..model.loader import gguf_source
 from .continuous import run_continuous
+from .paging_records import PagedKV
+from .paging_trace import run_paged_traced
 from .requests import BatchRun
 from .static import run_static
 
@@ -190,7 +192,15 @@ class EngineClient:
         params: list[SamplingParams],
         n_slots: int | None = None,
         share_prefixes: bool = False,
+        paged: PagedKV | None = None,
     ) -> BatchRun:
+        if paged is not None:
+            if n_slots is not None or share_prefixes:
+                raise ValueError(
+                    "a paged run admits by free blocks and always shares prefixes: leave n_slots and "
+                    "share_prefixes unset"
+                )
+            return run_paged_traced(self._engine, prompts, params, paged)
         if n_slots is None:
             return run_static(self._engine, prompts, params)
         return run_continuous(self._engine, prompts, params, n_slots=n_slots, share_prefixes=share_prefixes)

@@ -19,6 +19,7 @@ from ..model.interventions import Interventions
 
 if TYPE_CHECKING:
     from ..generation.engine import Engine
+    from .paging_records import PagingTrace
     from .scheduler import Sequence
 
 
@@ -72,6 +73,7 @@ class BatchStep:
 class BatchRun:
     results: list[BatchResult]
     steps: list[BatchStep]
+    paging: PagingTrace | None = None  # a run on paged blocks: the pool after every step (``paging_trace.py``)
 
 
 def check_batch_inputs(

@@ -170,6 +170,11 @@ BATCH_MASK_ROW = "batch_mask_row"  # int: the request whose attention mask is dr
 BATCH_TEMPERATURE, BATCH_SLOTS, BATCH_SHARE = "batch_temperature", "batch_slots", "batch_share"  # the run's settings
 BATCH_RUN, BATCH_CURVE_RUN = "batch_run", "batch_curve_run"  # buttons
 
+# -- Paged KV cache (pages/paged_kv.py, ui/paged_kv/) --------------------------------------------
+PAGED_SCENARIO = "paged_scenario"  # str: one of ui.paged_kv.compute.SCENARIOS
+PAGED_BLOCK_SIZE = "paged_block_size"  # int: positions per block
+PAGED_STEP = "paged_step"  # int: the scheduler step on screen
+
 # -- Two models side by side ------------------------------------------------------------------
 CMP_LEFT, CMP_RIGHT = "cmp_left", "cmp_right"  # str: the two models' names
 

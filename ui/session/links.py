@@ -3,7 +3,8 @@
 Owns the list of what a link carries (``PARAMS``: prompt, chat, seed, model, sampling
 settings, attention layer/head/query, logit-lens block, the Generation walk, presenter
 mode, the experiment: heads, edges and MLPs changed, the target token, the patching
-prompts and which sweeps ran; the page is the URL path), how each value is checked,
+prompts and which sweeps ran, the Paged KV cache page's scenario, block size and step; the
+page is the URL path), how each value is checked,
 and the two directions:
 
 - ``restore()`` runs once per browser session, before anything is drawn: every query
@@ -32,6 +33,7 @@ from ui.common.resources import client_for
 from ui.experiments import settings as exp
 from ui.generation import compute as generation
 from ui.generation import walk
+from ui.paged_kv import compute as paged
 from ui.sampling import controls as sampling_controls
 from ui.tokenization.compute import tokenize
 
@@ -113,6 +115,10 @@ PARAMS: list[Param] = [
     Param("corrupt", exp.CORRUPT, "text", exp.DEFAULT_CORRUPT),
     Param("sweep", exp.SWEEP, "bool", False),
     Param("patching", exp.PATCHING, "bool", False),
+    # the Paged KV cache page (the step's upper end is clamped again to the replay's length there)
+    Param("scenario", state.PAGED_SCENARIO, "choice", paged.DEFAULT_SCENARIO, options=tuple(paged.SCENARIOS)),
+    Param("block_size", state.PAGED_BLOCK_SIZE, "int", paged.DEFAULT_BLOCK_SIZE, *paged.BLOCK_SIZE_RANGE),
+    Param("paged_step", state.PAGED_STEP, "int", 0, 0, paged.MAX_STEPS),
     # the Lesson page (pages/lesson.py): the lesson's name (short text the page checks) and its step, 0 its first page
     Param("lesson", state.LESSON, "token", ""),
     Param("at", state.LESSON_AT, "int", 0, 0, state.MAX_STEPS + 1),

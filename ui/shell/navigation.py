@@ -55,6 +55,7 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/speculative.py", "Speculative decoding", "speculative", ":material/fast_forward:"),
     PageSpec("pages/quantization.py", "Quantization", "quantization", ":material/compress:"),
     PageSpec("pages/batching.py", "Batching", "batching", ":material/stacks:"),
+    PageSpec("pages/paged_kv.py", "Paged KV cache", "paged_kv", ":material/grid_view:"),
     PageSpec("pages/compare.py", "Two models side by side", "compare", ":material/compare_arrows:"),
     PageSpec(
         "pages/class.py", "The class, together", "class", ":material/groups:", opens_with_chart=False
