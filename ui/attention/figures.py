@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import shared_colour_top
 from ui.tokenization.figures import visible
 
@@ -468,3 +469,13 @@ def layer_kinds_table(local_layers: list[int], n_layers: int, window: int) -> pd
             "keys_seen": [f"last {window}" if i in local_layers else "all" for i in range(n_layers)],
         }
     )
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+attention_heatmap = Chart(make_attention_heatmap, attention_table)
+score_steps = Chart(make_score_steps, score_steps_table)
+heads_grid = Chart(make_heads_grid, heads_table)
+gqa_diagram = Chart(make_gqa_diagram, gqa_table)
+layer_kinds = Chart(make_layer_kinds, layer_kinds_table)
+query_over_layers = Chart(make_query_over_layers, query_layers_table)
+window_heatmap = Chart(make_window_heatmap, window_table)

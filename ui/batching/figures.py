@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells
 from ui.tokenization.figures import visible
 
@@ -317,8 +318,8 @@ def padded_table(rows: Sequence[Sequence[str | None]], labels: Sequence[int] | N
     )
 
 
-def mask_table(mask: np.ndarray, tokens: Sequence[str | None], request: int) -> pd.DataFrame:
-    label = ["pad" if t is None else visible(t) for t in tokens]
+def mask_table(mask: np.ndarray, labels: Sequence[str | None], request: int) -> pd.DataFrame:
+    label = ["pad" if t is None else visible(t) for t in labels]
     n = mask.shape[0]
     return pd.DataFrame(
         {
@@ -414,3 +415,13 @@ def curve_table(
     return pd.DataFrame(
         {"batch_size": list(batch_sizes), "decode_step_ms": list(step_ms), "tokens_per_second": list(tokens_per_second)}
     )
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+padded_batch = Chart(make_padded_batch, padded_table)
+mask_heatmap = Chart(make_mask_heatmap, mask_table)
+positions_heatmap = Chart(make_positions_heatmap, positions_table)
+batch_timeline = Chart(make_batch_timeline, timeline_table)  # + step_ms=
+request_latency = Chart(make_request_latency, latency_table)
+memory_chart = Chart(make_memory_chart, memory_table)
+throughput_curve = Chart(make_throughput_curve, curve_table)

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import flat_note, spread_out
 from ui.tokenization.figures import visible
 
@@ -393,12 +394,22 @@ def distance_table(distances: np.ndarray, scores: np.ndarray, actual: int, recor
     )
 
 
-def position_table(values: np.ndarray, column: str, value: str) -> pd.DataFrame:
+def position_table(values: np.ndarray, x_title: str, colorbar: str) -> pd.DataFrame:
     p, c = values.shape
     return pd.DataFrame(
         {
             "position": np.repeat(np.arange(p), c),
-            column.replace(" ", "_"): np.tile(np.arange(c), p),
-            value: values.reshape(-1),
+            x_title.replace(" ", "_"): np.tile(np.arange(c), p),
+            colorbar: values.reshape(-1),
         }
     )
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+embedding_heatmap = Chart(make_embedding_heatmap, embedding_rows_table)
+vector_chart = Chart(make_vector_chart, vector_table)
+neighbour_chart = Chart(make_neighbour_chart, neighbour_table)
+projection_scatter = Chart(make_projection_scatter, projection_table)
+rope_rotation = Chart(make_rope_rotation, rope_rotation_table)
+distance_scores = Chart(make_distance_scores, distance_table)
+position_heatmap = Chart(make_position_heatmap, position_table)

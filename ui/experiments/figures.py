@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.logit_lens.figures import lens_table, make_logit_lens
 from ui.logits.figures import visible_token
 
@@ -260,3 +261,11 @@ def patching_table(restored: np.ndarray, position_tokens: Sequence[str]) -> pd.D
 def attribution_table(labels: Sequence[str], values: np.ndarray) -> pd.DataFrame:
     """Every term of the direct logit attribution (not only the largest the chart draws)."""
     return pd.DataFrame({"term": list(labels), "contribution": np.asarray(values, dtype=float)})
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+before_after = Chart(make_before_after, before_after_table)
+lens_with_region = Chart(make_lens_with_region, lens_region_table)
+head_importance = Chart(make_head_importance, head_importance_table)
+attribution = Chart(make_attribution, attribution_table)
+patching = Chart(make_patching, patching_table)

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import shared_range
 from ui.tokenization.figures import chip_html, chips_html, visible
 
@@ -247,3 +248,10 @@ def timeline_table(
             "step_ms": [1000 * s for s in seconds],
         }
     )
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+alternatives_bar = Chart(make_alternatives_bar, alternatives_table)  # + token_ids=, chosen_id=
+kv_heatmaps = Chart(make_kv_heatmaps, kv_table)  # + first_position=
+cache_timing = Chart(make_cache_timing, timing_table)
+phase_timeline = Chart(make_phase_timeline, timeline_table)

@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, fit_label
 from ui.logits.figures import GREEDY_COLOR, visible_token
 
@@ -250,3 +251,10 @@ def answer_table(layer_labels: Sequence[str], probabilities: Sequence[float], to
     return pd.DataFrame(
         {"layer": list(layer_labels), "token": visible_token(token), "probability": list(probabilities)}
     )
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+block_diagram = Chart(make_block_diagram, block_table)
+block_activations = Chart(make_block_activations, activations_table)
+logit_lens = Chart(make_logit_lens, lens_table)  # + first_position=
+answer_formation = Chart(make_answer_formation, answer_table)

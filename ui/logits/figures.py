@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart, plain
 from ui.tokenization.figures import visible
 
 GREEDY_COLOR = "#d62728"
@@ -303,7 +304,7 @@ def logits_table(
             "rank": range(1, len(tokens) + 1),
             "token_id": list(token_ids),
             "token": [visible_token(t) for t in tokens],
-            "logit": list(logits),
+            "logit": plain(logits),
             "greedy_pick": [i == greedy_index for i in range(len(tokens))],
         }
     )
@@ -316,8 +317,8 @@ def overlay_table(
         {
             "rank": range(1, len(tokens) + 1),
             "token": [visible_token(t) for t in tokens],
-            f"probability at {label_a}": list(probs_a),
-            f"probability at {label_b}": list(probs_b),
+            f"probability at {label_a}": plain(probs_a),
+            f"probability at {label_b}": plain(probs_b),
         }
     )
 
@@ -327,9 +328,9 @@ def sweep_table(
 ) -> pd.DataFrame:
     return pd.DataFrame(
         {
-            "temperature": list(temperatures),
-            "entropy_bits": list(entropy_bits),
-            "top_token_probability": list(top_probability),
+            "temperature": plain(temperatures),
+            "entropy_bits": plain(entropy_bits),
+            "top_token_probability": plain(top_probability),
         }
     )
 
@@ -339,7 +340,7 @@ def stage_table(
     tokens: Sequence[str],
     stage_labels: Sequence[str],
     stage_probs: np.ndarray,
-    survivors: Sequence[int],
+    survivor_counts: Sequence[int],
 ) -> pd.DataFrame:
     """One row per (stage, token): its probability after the stage, 0 where the stage cut it."""
     rows = [
@@ -352,7 +353,14 @@ def stage_table(
             "probability": float(stage_probs[s, rank]),
             "kept": bool(stage_probs[s, rank] > 0),
         }
-        for s, (label, count) in enumerate(zip(stage_labels, survivors))
+        for s, (label, count) in enumerate(zip(stage_labels, survivor_counts))
         for rank in range(len(tokens))
     ]
     return pd.DataFrame(rows)
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+logits_bar = Chart(make_logits_bar, logits_table)  # + token_ids=
+probability_overlay = Chart(make_probability_overlay, overlay_table)
+temperature_sweep = Chart(make_temperature_sweep, sweep_table)
+stage_chart = Chart(make_stage_figure, stage_table)  # + token_ids=, survivor_counts=

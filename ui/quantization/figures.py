@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.logits.figures import visible_token
 
 CODE_COLOR, VALUE_COLOR, HELD_COLOR = "#6f42c1", "#1f77b4", "#ff7f0e"
@@ -319,3 +320,11 @@ def mode_probabilities_table(tokens: Sequence[str], labels: Sequence[str], probs
 
 def mode_speed_table(labels: Sequence[str], tok_s: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame({"weights": list(labels), "decode_tokens_per_second": list(tok_s)})
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+block_layout = Chart(make_block_layout, block_layout_table)  # + scales=, offsets=, reference=
+block_figure = Chart(make_block_figure, block_table)
+bytes_chart = Chart(make_bytes_chart, bytes_table)
+mode_probabilities = Chart(make_mode_probabilities, mode_probabilities_table)
+mode_speed = Chart(make_mode_speed, mode_speed_table)

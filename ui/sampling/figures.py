@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells
 from ui.logits.figures import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
 
@@ -295,3 +296,9 @@ def strips_table(
             for i, token in enumerate(tokens)
         ]
     )
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+cumulative_ranges = Chart(make_cumulative_ranges, ranges_table)
+draw_histogram = Chart(make_draw_histogram, histogram_table)
+token_strips = Chart(make_token_strips, strips_table)  # + token_ids=

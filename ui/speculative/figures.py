@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, shared_range
 from ui.tokenization.figures import visible
 
@@ -370,3 +371,12 @@ def make_seed_counts(cells: Sequence[str], plain: Sequence[int], speculative: Se
 
 def seed_counts_table(cells: Sequence[str], plain: Sequence[int], speculative: Sequence[int]) -> pd.DataFrame:
     return pd.DataFrame({"first tokens": list(cells), "plain decoding": list(plain), "speculative": list(speculative)})
+
+
+# -- the charts: each figure with its table, called with one argument list -------------------------
+step_rows = Chart(make_step_rows, step_rows_table)
+p_vs_q = Chart(make_p_vs_q, p_q_table)  # + ids=
+acceptance_test = Chart(make_acceptance_test, acceptance_table)
+distribution = Chart(make_distribution, distribution_table)  # + ids=
+sweep = Chart(make_sweep, sweep_table)
+seed_counts = Chart(make_seed_counts, seed_counts_table)
