@@ -324,7 +324,6 @@ def mode_speed_table(labels: Sequence[str], tok_s: Sequence[float]) -> pd.DataFr
 
 # -- the charts: each figure with its table, called with one argument list -------------------------
 block_layout = Chart(make_block_layout, block_layout_table)  # + scales=, offsets=, reference=
-block_figure = Chart(make_block_figure, block_table)
 bytes_chart = Chart(make_bytes_chart, bytes_table)
 mode_probabilities = Chart(make_mode_probabilities, mode_probabilities_table)
 mode_speed = Chart(make_mode_speed, mode_speed_table)
