@@ -75,5 +75,4 @@ def guesses_table(labels: Sequence[str], class_share: Sequence[float], model_pro
     )
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
 guesses = Chart(make_guesses, guesses_table)

@@ -211,6 +211,9 @@ def projection_table(points: np.ndarray, labels: list[str], groups: list[str]) -
     )
 
 
+projection_scatter = Chart(make_projection_scatter, projection_table)
+
+
 LABEL_GAP_RAD = 0.45  # labels of arrows closer than this (radians) on a circle would overlap: the later one goes
 
 
@@ -352,8 +355,14 @@ def embedding_rows_table(rows: np.ndarray, pieces: list[str]) -> pd.DataFrame:
     )
 
 
+embedding_heatmap = Chart(make_embedding_heatmap, embedding_rows_table)
+
+
 def vector_table(vector: np.ndarray, label: str) -> pd.DataFrame:
     return pd.DataFrame({"token": visible(label), "dimension": np.arange(len(vector)), "value": vector})
+
+
+vector_chart = Chart(make_vector_chart, vector_table)
 
 
 def neighbour_table(neighbours: list[tuple[int, str, float]]) -> pd.DataFrame:
@@ -365,6 +374,9 @@ def neighbour_table(neighbours: list[tuple[int, str, float]]) -> pd.DataFrame:
             "cosine_similarity": [c for _, _, c in neighbours],
         }
     )
+
+
+neighbour_chart = Chart(make_neighbour_chart, neighbour_table)
 
 
 def rope_rotation_table(angles: np.ndarray, pairs: list[int], wavelengths: np.ndarray) -> pd.DataFrame:
@@ -383,6 +395,9 @@ def rope_rotation_table(angles: np.ndarray, pairs: list[int], wavelengths: np.nd
     return pd.DataFrame(rows)
 
 
+rope_rotation = Chart(make_rope_rotation, rope_rotation_table)
+
+
 def distance_table(distances: np.ndarray, scores: np.ndarray, actual: int, recorded: float) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -392,6 +407,9 @@ def distance_table(distances: np.ndarray, scores: np.ndarray, actual: int, recor
             "recorded_in_forward": np.where(distances == actual, recorded, np.nan),
         }
     )
+
+
+distance_scores = Chart(make_distance_scores, distance_table)
 
 
 def position_table(values: np.ndarray, x_title: str, colorbar: str) -> pd.DataFrame:
@@ -405,11 +423,4 @@ def position_table(values: np.ndarray, x_title: str, colorbar: str) -> pd.DataFr
     )
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
-embedding_heatmap = Chart(make_embedding_heatmap, embedding_rows_table)
-vector_chart = Chart(make_vector_chart, vector_table)
-neighbour_chart = Chart(make_neighbour_chart, neighbour_table)
-projection_scatter = Chart(make_projection_scatter, projection_table)
-rope_rotation = Chart(make_rope_rotation, rope_rotation_table)
-distance_scores = Chart(make_distance_scores, distance_table)
 position_heatmap = Chart(make_position_heatmap, position_table)

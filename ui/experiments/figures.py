@@ -215,6 +215,9 @@ def before_after_table(token_strings: Sequence[str], before: np.ndarray, after: 
     )
 
 
+before_after = Chart(make_before_after, before_after_table)
+
+
 def lens_region_table(
     layer_labels: Sequence[str],
     position_tokens: Sequence[str],
@@ -233,6 +236,9 @@ def lens_region_table(
     return table
 
 
+lens_with_region = Chart(make_lens_with_region, lens_region_table)
+
+
 def head_importance_table(delta: np.ndarray) -> pd.DataFrame:
     """Change in the target's log-probability with each head edited, one row per (layer, head)."""
     n_layers, n_heads = delta.shape
@@ -243,6 +249,9 @@ def head_importance_table(delta: np.ndarray) -> pd.DataFrame:
             "delta_log_p": np.asarray(delta, dtype=float).reshape(-1),
         }
     )
+
+
+head_importance = Chart(make_head_importance, head_importance_table)
 
 
 def patching_table(restored: np.ndarray, position_tokens: Sequence[str]) -> pd.DataFrame:
@@ -258,14 +267,12 @@ def patching_table(restored: np.ndarray, position_tokens: Sequence[str]) -> pd.D
     )
 
 
+patching = Chart(make_patching, patching_table)
+
+
 def attribution_table(labels: Sequence[str], values: np.ndarray) -> pd.DataFrame:
     """Every term of the direct logit attribution (not only the largest the chart draws)."""
     return pd.DataFrame({"term": list(labels), "contribution": np.asarray(values, dtype=float)})
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
-before_after = Chart(make_before_after, before_after_table)
-lens_with_region = Chart(make_lens_with_region, lens_region_table)
-head_importance = Chart(make_head_importance, head_importance_table)
 attribution = Chart(make_attribution, attribution_table)
-patching = Chart(make_patching, patching_table)

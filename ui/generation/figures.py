@@ -206,6 +206,11 @@ def alternatives_table(
     )
 
 
+alternatives_bar = Chart(
+    make_alternatives_bar, alternatives_table
+)  # the table also takes token_ids=, chosen_id= (by name)
+
+
 def kv_table(keys: np.ndarray, values: np.ndarray, labels: Sequence[str], first_position: int = 0) -> pd.DataFrame:
     """One row per (tensor, K/V head, position, dimension) of one layer's cache."""
     n_kv, n_pos, head_dim = keys.shape
@@ -226,12 +231,18 @@ def kv_table(keys: np.ndarray, values: np.ndarray, labels: Sequence[str], first_
     return pd.concat(frames, ignore_index=True)
 
 
+kv_heatmaps = Chart(make_kv_heatmaps, kv_table)  # the table also takes first_position= (by name)
+
+
 def timing_table(
     context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]
 ) -> pd.DataFrame:
     return pd.DataFrame(
         {"tokens_in_sequence": list(context_lengths), "kv_cache_ms": list(cached_ms), "recompute_ms": list(uncached_ms)}
     )
+
+
+cache_timing = Chart(make_cache_timing, timing_table)
 
 
 def timeline_table(
@@ -250,8 +261,4 @@ def timeline_table(
     )
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
-alternatives_bar = Chart(make_alternatives_bar, alternatives_table)  # + token_ids=, chosen_id=
-kv_heatmaps = Chart(make_kv_heatmaps, kv_table)  # + first_position=
-cache_timing = Chart(make_cache_timing, timing_table)
 phase_timeline = Chart(make_phase_timeline, timeline_table)

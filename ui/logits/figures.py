@@ -310,6 +310,9 @@ def logits_table(
     )
 
 
+logits_bar = Chart(make_logits_bar, logits_table)  # the table also takes token_ids= (by name)
+
+
 def overlay_table(
     tokens: Sequence[str], probs_a: Sequence[float], probs_b: Sequence[float], label_a: str, label_b: str
 ) -> pd.DataFrame:
@@ -323,6 +326,9 @@ def overlay_table(
     )
 
 
+probability_overlay = Chart(make_probability_overlay, overlay_table)
+
+
 def sweep_table(
     temperatures: Sequence[float], entropy_bits: Sequence[float], top_probability: Sequence[float]
 ) -> pd.DataFrame:
@@ -333,6 +339,9 @@ def sweep_table(
             "top_token_probability": plain(top_probability),
         }
     )
+
+
+temperature_sweep = Chart(make_temperature_sweep, sweep_table)
 
 
 def stage_table(
@@ -359,8 +368,4 @@ def stage_table(
     return pd.DataFrame(rows)
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
-logits_bar = Chart(make_logits_bar, logits_table)  # + token_ids=
-probability_overlay = Chart(make_probability_overlay, overlay_table)
-temperature_sweep = Chart(make_temperature_sweep, sweep_table)
-stage_chart = Chart(make_stage_figure, stage_table)  # + token_ids=, survivor_counts=
+stage_chart = Chart(make_stage_figure, stage_table)  # the table also takes token_ids=, survivor_counts= (by name)

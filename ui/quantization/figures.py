@@ -141,6 +141,11 @@ def block_layout_table(
     return table
 
 
+block_layout = Chart(
+    make_block_layout, block_layout_table
+)  # the table also takes scales=, offsets=, reference= (by name)
+
+
 def make_block_figure(codes: Sequence[int], decoded: np.ndarray, held: np.ndarray | None, title: str) -> go.Figure:
     """Top: the 32 stored integer codes. Bottom: the 32 weights they decode to (and what the kernel holds)."""
     fig = make_subplots(
@@ -308,6 +313,9 @@ def bytes_table(
     )
 
 
+bytes_chart = Chart(make_bytes_chart, bytes_table)
+
+
 def mode_probabilities_table(tokens: Sequence[str], labels: Sequence[str], probs: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -318,12 +326,11 @@ def mode_probabilities_table(tokens: Sequence[str], labels: Sequence[str], probs
     )
 
 
+mode_probabilities = Chart(make_mode_probabilities, mode_probabilities_table)
+
+
 def mode_speed_table(labels: Sequence[str], tok_s: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame({"weights": list(labels), "decode_tokens_per_second": list(tok_s)})
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
-block_layout = Chart(make_block_layout, block_layout_table)  # + scales=, offsets=, reference=
-bytes_chart = Chart(make_bytes_chart, bytes_table)
-mode_probabilities = Chart(make_mode_probabilities, mode_probabilities_table)
 mode_speed = Chart(make_mode_speed, mode_speed_table)

@@ -263,6 +263,9 @@ def ranges_table(
     return table
 
 
+cumulative_ranges = Chart(make_cumulative_ranges, ranges_table)
+
+
 def histogram_table(
     labels: Sequence[str], observed: Sequence[float], expected: Sequence[float], n_draws: int
 ) -> pd.DataFrame:
@@ -275,6 +278,9 @@ def histogram_table(
             "n_draws": n_draws,
         }
     )
+
+
+draw_histogram = Chart(make_draw_histogram, histogram_table)
 
 
 def strips_table(
@@ -298,7 +304,4 @@ def strips_table(
     )
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
-cumulative_ranges = Chart(make_cumulative_ranges, ranges_table)
-draw_histogram = Chart(make_draw_histogram, histogram_table)
-token_strips = Chart(make_token_strips, strips_table)  # + token_ids=
+token_strips = Chart(make_token_strips, strips_table)  # the table also takes token_ids= (by name)

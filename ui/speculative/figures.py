@@ -117,6 +117,9 @@ def step_rows_table(rows: Sequence[Sequence[tuple[str, str, str]]], row_names: S
     )
 
 
+step_rows = Chart(make_step_rows, step_rows_table)
+
+
 # -- one drafted token ------------------------------------------------------------------------------------
 def make_p_vs_q(
     tokens: Sequence[str], p: Sequence[float | None], q: Sequence[float | None], drafted: int, title: str
@@ -159,6 +162,9 @@ def p_q_table(
     tokens: Sequence[str], ids: Sequence[int], p: Sequence[float | None], q: Sequence[float | None]
 ) -> pd.DataFrame:
     return pd.DataFrame({"token": [visible(t) for t in tokens], "id": list(ids), "p": list(p), "q": list(q)})
+
+
+p_vs_q = Chart(make_p_vs_q, p_q_table)  # the table also takes ids= (by name)
 
 
 def make_acceptance_test(keep_from: float, keep_to: float, u: float, accepted: bool, title: str) -> go.Figure:
@@ -243,8 +249,14 @@ def acceptance_table(keep_from: float, keep_to: float, u: float, accepted: bool)
     )
 
 
+acceptance_test = Chart(make_acceptance_test, acceptance_table)
+
+
 def distribution_table(tokens: Sequence[str], ids: Sequence[int], probs: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame({"token": [visible(t) for t in tokens], "id": list(ids), "probability": list(probs)})
+
+
+distribution = Chart(make_distribution, distribution_table)  # the table also takes ids= (by name)
 
 
 # -- the sweep --------------------------------------------------------------------------------------------
@@ -335,6 +347,9 @@ def sweep_table(
     )
 
 
+sweep = Chart(make_sweep, sweep_table)
+
+
 # -- many seeds -------------------------------------------------------------------------------------------
 def make_seed_counts(cells: Sequence[str], plain: Sequence[int], speculative: Sequence[int], title: str) -> go.Figure:
     """How many seeds drew each pair of first tokens, plain decoding's beside speculative decoding's."""
@@ -373,10 +388,4 @@ def seed_counts_table(cells: Sequence[str], plain: Sequence[int], speculative: S
     return pd.DataFrame({"first tokens": list(cells), "plain decoding": list(plain), "speculative": list(speculative)})
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
-step_rows = Chart(make_step_rows, step_rows_table)
-p_vs_q = Chart(make_p_vs_q, p_q_table)  # + ids=
-acceptance_test = Chart(make_acceptance_test, acceptance_table)
-distribution = Chart(make_distribution, distribution_table)  # + ids=
-sweep = Chart(make_sweep, sweep_table)
 seed_counts = Chart(make_seed_counts, seed_counts_table)

@@ -72,5 +72,4 @@ def token_id_table(pieces: list[str], ids: list[int]) -> pd.DataFrame:
     return pd.DataFrame({"position": range(len(ids)), "token": [visible(p) for p in pieces], "token_id": ids})
 
 
-# -- the charts: each figure with its table, called with one argument list -------------------------
 token_id_chart = Chart(make_token_id_chart, token_id_table)
