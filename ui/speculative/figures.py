@@ -277,51 +277,32 @@ def make_sweep(
         horizontal_spacing=0.08,
     )
     x = [f"{setting_name} = {s}" for s in settings]
-    kept = [0.0 if a is None else a for a in acceptance]
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=kept,
-            marker_color=KEEP_COLOR,
-            marker_line_color="#2d6a4f",
-            marker_line_width=1,
-            text=["none drafted" if a is None else fmt.pct(a) for a in acceptance],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{text}<extra></extra>",
-            showlegend=False,
+    panels = (  # (y, colour, text on the bar, hover, the bar's outline)
+        (
+            [0.0 if a is None else a for a in acceptance],
+            KEEP_COLOR,
+            ["none drafted" if a is None else fmt.pct(a) for a in acceptance],
+            "%{x}: %{text}<extra></extra>",
+            {"marker_line_color": "#2d6a4f", "marker_line_width": 1},
         ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=list(tokens_per_forward),
-            marker_color=P_COLOR,
-            text=[f"{v:.2f}" for v in tokens_per_forward],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.2f} tokens per forward<extra></extra>",
-            showlegend=False,
+        (
+            list(tokens_per_forward),
+            P_COLOR,
+            [f"{v:.2f}" for v in tokens_per_forward],
+            "%{x}: %{y:.2f} tokens per forward<extra></extra>",
+            {},
         ),
-        row=1,
-        col=2,
-    )
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=list(speedup),
-            marker_color=[SPECULATIVE_COLOR if v >= 1 else "#adb5bd" for v in speedup],
-            text=[f"{v:.2f}×" for v in speedup],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.2f}× plain decoding<extra></extra>",
-            showlegend=False,
+        (
+            list(speedup),
+            [SPECULATIVE_COLOR if v >= 1 else "#adb5bd" for v in speedup],
+            [f"{v:.2f}×" for v in speedup],
+            "%{x}: %{y:.2f}× plain decoding<extra></extra>",
+            {},
         ),
-        row=1,
-        col=3,
     )
+    for col, (y, colour, text, hover, outline) in enumerate(panels, start=1):
+        bar = go.Bar(x=x, y=y, marker_color=colour, text=text, textposition="outside", cliponaxis=False, **outline)
+        fig.add_trace(bar.update(hovertemplate=hover, showlegend=False), row=1, col=col)
     fig.add_hline(y=1.0, line_dash="dash", line_color="#495057", row=1, col=3)
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=shared_range(tokens_per_forward, headroom=1.2), row=1, col=2)
