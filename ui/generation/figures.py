@@ -126,22 +126,14 @@ def make_cache_timing(
     context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]
 ) -> go.Figure:
     """Time per generated token with the KV cache (one new position) and without (the whole sequence again)."""
+    series = (
+        ("no cache: recompute all", uncached_ms, UNCACHED_COLOR),
+        ("KV cache: one new position", cached_ms, CACHED_COLOR),
+    )
     fig = go.Figure(
         [
-            go.Scatter(
-                x=list(context_lengths),
-                y=list(uncached_ms),
-                mode="lines+markers",
-                name="no cache: recompute all",
-                line=dict(color=UNCACHED_COLOR),
-            ),
-            go.Scatter(
-                x=list(context_lengths),
-                y=list(cached_ms),
-                mode="lines+markers",
-                name="KV cache: one new position",
-                line=dict(color=CACHED_COLOR),
-            ),
+            go.Scatter(x=list(context_lengths), y=list(ms), mode="lines+markers", name=name, line=dict(color=colour))
+            for name, ms, colour in series
         ]
     )
     fig.update_layout(

@@ -39,6 +39,20 @@ def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, c
     )
 
 
+def _mark_greedy(fig: go.Figure, index: int, top: float, arrow: int, shift: int) -> None:
+    """The "greedy pick" label above bar ``index`` (its top at ``top``), its arrow ``arrow`` px long."""
+    fig.add_annotation(
+        x=index,
+        y=top,
+        text="greedy pick",
+        showarrow=True,
+        arrowhead=2,
+        ay=-arrow,
+        yshift=shift,
+        font={"color": GREEDY_COLOR},
+    )
+
+
 def make_logits_bar(
     tokens: Sequence[str],
     logits: Sequence[float],
@@ -61,16 +75,7 @@ def make_logits_bar(
         )
     )
     if 0 <= greedy_index < len(tokens):
-        fig.add_annotation(
-            x=greedy_index,
-            y=float(logits[greedy_index]),
-            text="greedy pick",
-            showarrow=True,
-            arrowhead=2,
-            ay=-45,
-            yshift=18,
-            font={"color": GREEDY_COLOR},
-        )
+        _mark_greedy(fig, greedy_index, float(logits[greedy_index]), arrow=45, shift=18)
     _token_axis(fig, tokens)
     low, high = (min(0.0, min(logits)), max(0.0, max(logits))) if len(logits) else (0.0, 1.0)
     span = max(high - low, 1e-6)  # the axis always holds 0: bars start there, and room for the labels
@@ -124,15 +129,8 @@ def make_probability_overlay(
     )
     top = max([*probs_a, *probs_b, 0.05])
     if 0 <= greedy_index < len(tokens):
-        fig.add_annotation(
-            x=greedy_index,
-            y=max(float(probs_a[greedy_index]), float(probs_b[greedy_index])),
-            text="greedy pick",
-            showarrow=True,
-            arrowhead=2,
-            ay=-30,
-            yshift=16,
-            font={"color": GREEDY_COLOR},
+        _mark_greedy(
+            fig, greedy_index, max(float(probs_a[greedy_index]), float(probs_b[greedy_index])), arrow=30, shift=16
         )
     _token_axis(fig, tokens)
     fig.update_layout(
