@@ -128,9 +128,34 @@ def make_p_vs_q(
     zero on one shared axis; a value the records do not hold (the token is outside that distribution's top
     entries) is no bar, labelled so."""
     labels = [("▸ " if i == drafted else "") + _label(t) for i, t in enumerate(tokens)]
-    positions = list(range(len(tokens)))
+    series = [
+        (
+            name,
+            values,
+            colour,
+            [fmt.prob(v) if v is not None else "not in its top" for v in values],
+            f"{name}: %{{x:.4g}}<extra></extra>",
+        )
+        for name, values, colour in (("p: the model", p, P_COLOR), ("q: the draft", q, Q_COLOR))
+    ]
+    axis = dict(
+        title="probability (after the sampling settings)", range=shared_range(_known(p), _known(q), headroom=1.3)
+    )
+    return _grouped_rows(series, labels, title, 140 + 44 * len(tokens), axis)
+
+
+def _grouped_rows(
+    series: Sequence[tuple[str, Sequence, str, list[str], str]],
+    labels: Sequence[str],
+    title: str,
+    height: int,
+    xaxis: dict,
+) -> go.Figure:
+    """Series side by side as horizontal bars, one row per label from the top, the legend above: each series is
+    (name, values, colour, the text on each bar, the hover template)."""
+    positions = list(range(len(labels)))
     fig = go.Figure()
-    for name, values, colour in (("p: the model", p, P_COLOR), ("q: the draft", q, Q_COLOR)):
+    for name, values, colour, text, hover in series:
         fig.add_trace(
             go.Bar(
                 x=list(values),
@@ -138,21 +163,19 @@ def make_p_vs_q(
                 orientation="h",
                 name=name,
                 marker_color=colour,
-                text=[fmt.prob(v) if v is not None else "not in its top" for v in values],
+                text=text,
                 textposition="outside",
                 cliponaxis=False,
-                hovertemplate=f"{name}: %{{x:.4g}}<extra></extra>",
+                hovertemplate=hover,
             )
         )
     fig.update_layout(
         title=title,
         barmode="group",
-        height=140 + 44 * len(tokens),
+        height=height,
         margin=dict(l=10, r=50, t=90, b=10),
-        xaxis=dict(
-            title="probability (after the sampling settings)", range=shared_range(_known(p), _known(q), headroom=1.3)
-        ),
-        yaxis=dict(tickvals=positions, ticktext=labels, autorange="reversed"),
+        xaxis=xaxis,
+        yaxis=dict(tickvals=positions, ticktext=list(labels), autorange="reversed"),
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
     )
     return fig
@@ -334,35 +357,15 @@ sweep = Chart(make_sweep, sweep_table)
 # -- many seeds -------------------------------------------------------------------------------------------
 def make_seed_counts(cells: Sequence[str], plain: Sequence[int], speculative: Sequence[int], title: str) -> go.Figure:
     """How many seeds drew each pair of first tokens, plain decoding's beside speculative decoding's."""
-    positions = list(range(len(cells)))
-    fig = go.Figure()
-    for name, counts, colour in (
-        ("plain decoding", plain, PLAIN_COLOR),
-        ("speculative", speculative, SPECULATIVE_COLOR),
-    ):
-        fig.add_trace(
-            go.Bar(
-                x=list(counts),
-                y=positions,
-                orientation="h",
-                name=name,
-                marker_color=colour,
-                text=[f"{c:,}" for c in counts],
-                textposition="outside",
-                cliponaxis=False,
-                hovertemplate=f"{name}: %{{x}} seeds<extra></extra>",
-            )
+    series = [
+        (name, counts, colour, [f"{c:,}" for c in counts], f"{name}: %{{x}} seeds<extra></extra>")
+        for name, counts, colour in (
+            ("plain decoding", plain, PLAIN_COLOR),
+            ("speculative", speculative, SPECULATIVE_COLOR),
         )
-    fig.update_layout(
-        title=title,
-        barmode="group",
-        height=150 + 40 * len(cells),
-        margin=dict(l=10, r=50, t=90, b=10),
-        xaxis=dict(title="seeds", range=shared_range(plain, speculative, smallest=1)),
-        yaxis=dict(tickvals=positions, ticktext=list(cells), autorange="reversed"),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
-    )
-    return fig
+    ]
+    axis = dict(title="seeds", range=shared_range(plain, speculative, smallest=1))
+    return _grouped_rows(series, cells, title, 150 + 40 * len(cells), axis)
 
 
 def seed_counts_table(cells: Sequence[str], plain: Sequence[int], speculative: Sequence[int]) -> pd.DataFrame:
