@@ -82,7 +82,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     window = maps.window_of(layer)
     kind = "" if not maps.local_layers else (f" (local: window {window})" if window else " (global)")
     charts.show(
-        charts.shared(figs.make_attention_heatmap)(
+        figs.attention_heatmap(
             maps.probs[layer, head],
             pieces,
             f"Layer {layer}{kind}, head {head}: attention weights (each row sums to 1)"
@@ -90,7 +90,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
             window,
         ),
         key="attention_heatmap",
-        data=lambda: figs.attention_table(maps.probs[layer, head], pieces),
+        shared=True,
     )
     hidden = (
         f" In this local layer, keys {window} or more positions back are hidden too."
@@ -108,11 +108,9 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     st.header(f"Step by step: query {query} `{visible(pieces[query])}`")
     steps = att.score_steps(maps, layer, head, query)
     charts.show(
-        charts.shared(figs.make_score_steps)(
-            steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query, maps.scale_dim
-        ),
+        figs.score_steps(steps.raw, steps.scaled, steps.masked, steps.probs, pieces, query, maps.scale_dim),
         key="score_steps",
-        data=figs.score_steps_table(steps.raw, steps.scaled, steps.masked, steps.probs, pieces),
+        shared=True,
     )
     scalar = (
         "the head size"
@@ -128,11 +126,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
     # 3. All heads, grouped-query attention
     st.header(f"All {maps.n_heads} heads of layer {layer}")
     groups = [maps.kv_group(h) for h in range(maps.n_heads)]
-    charts.show(
-        charts.shared(figs.make_heads_grid)(maps.probs[layer], pieces, groups, layer, window),
-        key="heads_grid",
-        data=lambda: figs.heads_table(maps.probs[layer], pieces, groups),
-    )
+    charts.show(figs.heads_grid(maps.probs[layer], pieces, groups, layer, window), key="heads_grid", shared=True)
     if maps.total_tokens > maps.n_tokens:
         st.caption(claims.drawn_tokens_note(maps.n_tokens, maps.total_tokens).strip())
     sharing = att.attention_kind(maps.n_heads, maps.n_kv_heads)
@@ -154,11 +148,7 @@ def explore_heads(maps: att.AttentionMaps, pieces: list[str]) -> None:
             f"makes the KV cache {group} times smaller. Heads in one group still attend differently, "
             "because their queries differ."
         )
-    charts.show(
-        charts.shared(figs.make_gqa_diagram)(maps.n_heads, maps.n_kv_heads),
-        key="gqa_diagram",
-        data=figs.gqa_table(maps.n_heads, maps.n_kv_heads),
-    )
+    charts.show(figs.gqa_diagram(maps.n_heads, maps.n_kv_heads), key="gqa_diagram", shared=True)
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
     switch_heads_off(maps, pieces, layer, head, _leading(reference))
@@ -180,9 +170,7 @@ if config.local_layers:
         f"{config.window} tokens the two kinds see the same keys: the difference shows only in a longer prompt."
     )
     charts.show(
-        charts.shared(figs.make_layer_kinds)(list(config.local_layers), config.n_layers, config.window),
-        key="layer_kinds",
-        data=figs.layer_kinds_table(list(config.local_layers), config.n_layers, config.window),
+        figs.layer_kinds(list(config.local_layers), config.n_layers, config.window), key="layer_kinds", shared=True
     )
     if len(view.ids) <= config.window:
         st.info(f"Your prompt has {len(view.ids):,} tokens, within the {config.window}-token window.")
@@ -212,7 +200,7 @@ if config.local_layers:
         for column, layer_index, label in ((left, local_layer, "local"), (right, global_layer, "global")):
             with column:
                 charts.show(
-                    charts.shared(figs.make_window_heatmap)(
+                    figs.window_heatmap(
                         windowed.pooled[layer_index],
                         windowed.block,
                         windowed.n_tokens,
@@ -222,9 +210,7 @@ if config.local_layers:
                         colour_top,
                     ),
                     key=f"window_{label}",
-                    data=figs.window_table(
-                        windowed.pooled[layer_index], windowed.block, windowed.window, label == "local"
-                    ),
+                    shared=True,
                 )
         st.caption(
             f"The first {windowed.n_tokens} tokens of the prompt, traced; each cell is the largest head-averaged "
@@ -260,11 +246,7 @@ if reference is None:
 else:
     query = reference.query
     over_layers = att.query_over_layers(maps, query)
-    charts.show(
-        charts.shared(figs.make_query_over_layers)(over_layers, pieces, query),
-        key="it_over_layers",
-        data=figs.query_layers_table(over_layers, pieces),
-    )
+    charts.show(figs.query_over_layers(over_layers, pieces, query), key="it_over_layers", shared=True)
     st.markdown(claims.sink_sentence(over_layers, pieces, query))
     st.markdown(
         claims.pronoun_sentence(

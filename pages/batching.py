@@ -56,11 +56,7 @@ labels = requests.rows  # the editor's row numbers: a left-out row keeps the oth
 # 1. The padded batch
 st.header("One batch tensor: padding, mask and positions")
 padded = batching.padded_batch(model, tuple(requests.prompts))
-charts.show(
-    figs.make_padded_batch(padded.tokens, labels=labels),
-    key="batch_padded",
-    data=figs.padded_table(padded.tokens, labels),
-)
+charts.show(figs.padded_batch(padded.tokens, labels=labels), key="batch_padded")
 st.metric(
     "Share of the prefill batch that is padding",
     fmt.pct(padded.padding_share),
@@ -74,18 +70,10 @@ with c1:
         key=state.BATCH_MASK_ROW,
         format_func=lambda i: f"request {labels[i]}",
     )
-    charts.show(
-        figs.make_mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]),
-        key="batch_mask",
-        data=figs.mask_table(padded.masks[chosen], padded.tokens[chosen], labels[chosen]),
-    )
+    charts.show(figs.mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]), key="batch_mask")
     st.caption(claims.mask_caption(sum(cell is None for cell in padded.tokens[chosen]), len(padded.tokens[chosen])))
 with c2:
-    charts.show(
-        figs.make_positions_heatmap(padded.positions, padded.real, labels),
-        key="batch_positions",
-        data=figs.positions_table(padded.positions, padded.real, labels),
-    )
+    charts.show(figs.positions_heatmap(padded.positions, padded.real, labels), key="batch_positions")
 
 # 2. Static vs continuous, measured
 st.header("Static vs continuous batching, measured")
@@ -154,19 +142,19 @@ else:
     )
     steps = max(len(static.phases), len(continuous.phases))  # one step axis for both timelines
     charts.show(
-        figs.make_batch_timeline(
+        figs.batch_timeline(
             static.grid,
             static.phases,
             "Static: one row per request until the whole batch is done",
             "row",
             labels,
             steps,
+            step_ms=static.step_ms,
         ),
         key="batch_static_timeline",
-        data=figs.timeline_table(static.grid, static.phases, static.step_ms, "row", labels),
     )
     charts.show(
-        figs.make_batch_timeline(
+        figs.batch_timeline(
             continuous.grid,
             continuous.phases,
             f"Continuous: {result.n_slots} cache slots, a request joins as soon as one frees (wait = paused by a "
@@ -174,9 +162,9 @@ else:
             "slot",
             labels,
             steps,
+            step_ms=continuous.step_ms,
         ),
         key="batch_continuous_timeline",
-        data=figs.timeline_table(continuous.grid, continuous.phases, continuous.step_ms, "slot", labels),
     )
     m1, m2 = st.columns(2)
     for column, name, run in ((m1, "Static", static), (m2, "Continuous", continuous)):
@@ -196,9 +184,8 @@ else:
 
     st.subheader("Per request: time to first token, time per output token")
     charts.show(
-        figs.make_request_latency(labels, static.ttft_ms, continuous.ttft_ms, static.tpot_ms, continuous.tpot_ms),
+        figs.request_latency(labels, static.ttft_ms, continuous.ttft_ms, static.tpot_ms, continuous.tpot_ms),
         key="batch_latency",
-        data=figs.latency_table(labels, static.ttft_ms, continuous.ttft_ms, static.tpot_ms, continuous.tpot_ms),
     )
     st.caption(
         "Time to first token: from the start of the run (every request arrives at once) to its first token, "
@@ -208,13 +195,8 @@ else:
 
     st.subheader("KV cache memory: reserved against used")
     charts.show(
-        figs.make_memory_chart(
-            static.reserved_bytes, static.used_bytes, continuous.reserved_bytes, continuous.used_bytes
-        ),
+        figs.memory_chart(static.reserved_bytes, static.used_bytes, continuous.reserved_bytes, continuous.used_bytes),
         key="batch_memory",
-        data=figs.memory_table(
-            static.reserved_bytes, static.used_bytes, continuous.reserved_bytes, continuous.used_bytes
-        ),
     )
     st.markdown(
         claims.memory_sentence(static.reserved_bytes, static.used_bytes, "Static")
@@ -252,11 +234,7 @@ if st.session_state.pop(state.BATCH_CURVE_PENDING, False):
 stored_curve = st.session_state.get(state.BATCH_CURVE)
 if stored_curve and stored_curve[0] == model:
     curve, took = stored_curve[1], stored_curve[2] if len(stored_curve) > 2 else None
-    charts.show(
-        figs.make_throughput_curve(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),
-        key="batch_curve",
-        data=figs.curve_table(curve.batch_sizes, curve.tokens_per_second, curve.step_ms),
-    )
+    charts.show(figs.throughput_curve(curve.batch_sizes, curve.tokens_per_second, curve.step_ms), key="batch_curve")
     st.markdown(claims.curve_sentence(curve.batch_sizes, curve.tokens_per_second, curve.step_ms))
     st.caption(claims.curve_caption(curve.prompt, curve.batch_sizes[-1], curve.decode_steps, took))
 else:

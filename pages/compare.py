@@ -8,7 +8,7 @@ from ui.common import models, resources, state
 from ui.common.conventions import shared_range
 from ui.compare import claims
 from ui.compare import compute as cmp
-from ui.generation.figures import alternatives_table, make_alternatives_bar
+from ui.generation.figures import alternatives_bar
 from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.compute import tokenize
@@ -124,15 +124,16 @@ for column, model, side in zip(cols, pair, ("left", "right")):
     top = tops[model]
     with column:
         charts.show(
-            make_alternatives_bar(
+            alternatives_bar(
                 top.token_strings,
                 top.probabilities,
                 top.token_strings[0],
                 f"{model}: next token (softmax at T = 1)",
                 axis,
+                token_ids=top.token_ids,
+                chosen_id=top.token_ids[0],
             ),
             key=f"cmp_top_{side}",
-            data=alternatives_table(top.token_ids, top.token_strings, top.probabilities, top.token_ids[0]),
         )
 shared = set(tops[left_model].token_strings) & set(tops[right_model].token_strings)
 st.markdown(

@@ -60,11 +60,7 @@ else:
         f"The rows enter the first block as stored (average length here {mean_length:.2f}): this model "
         "does not rescale them."
     )
-charts.show(
-    figs.make_embedding_heatmap(rows, view.pieces[:n], (vocab, width)),
-    key="embedding_heatmap",
-    data=lambda: figs.embedding_rows_table(rows, view.pieces[:n]),
-)
+charts.show(figs.embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
 
 st.header("One token's vector and its neighbours")
 pick = st.selectbox(
@@ -77,13 +73,9 @@ token_id, piece = view.ids[pick], view.pieces[pick]
 left, right = st.columns([3, 2])
 neighbours = emb.nearest(model, token_id)
 with left:
-    charts.show(
-        figs.make_vector_chart(rows[pick], piece), key="embedding_vector", data=figs.vector_table(rows[pick], piece)
-    )
+    charts.show(figs.vector_chart(rows[pick], piece), key="embedding_vector")
 with right:
-    charts.show(
-        figs.make_neighbour_chart(neighbours, piece), key="embedding_neighbours", data=figs.neighbour_table(neighbours)
-    )
+    charts.show(figs.neighbour_chart(neighbours, piece), key="embedding_neighbours")
 st.caption(
     f"Cosine similarity compares directions: 1 = same direction, 0 = unrelated. Computed against all "
     f"{vocab:,} rows of the matrix; token id {token_id} itself is left out."
@@ -98,9 +90,9 @@ words = tuple(" " + w.strip() for w in words_text.split(",") if w.strip())
 projection = emb.project(model, view.ids[:n], words)
 if len(projection.labels) < 3:
     st.info("Add a few words (or a longer prompt): a map needs at least three vectors to be worth drawing.")
-pca_map = figs.make_projection_scatter(projection.points, projection.labels, projection.groups, projection.explained)
-charts.show(
-    pca_map, key="embedding_pca", data=figs.projection_table(projection.points, projection.labels, projection.groups)
+pca_map = charts.show(
+    figs.projection_scatter(projection.points, projection.labels, projection.groups, projection.explained),
+    key="embedding_pca",
 )
 st.caption(
     claims.pca_caption(len(projection.labels), projection.explained, figs.unlabelled_points(pca_map))
@@ -138,11 +130,7 @@ if emb.position_scheme(model) == "rope":
     n_pairs = angles.shape[1]
     pairs = sorted({0, n_pairs // 4, n_pairs // 2, n_pairs - 1})  # fast → slow frequency pairs
     wavelengths = emb.rope_wavelengths(model, local)
-    charts.show(
-        figs.make_rope_rotation(angles, pairs, wavelengths),
-        key="rope_rotation",
-        data=figs.rope_rotation_table(angles, pairs, wavelengths),
-    )
+    charts.show(figs.rope_rotation(angles, pairs, wavelengths), key="rope_rotation")
     maps = att.attention_maps(model, view.ids)
     pieces = view.pieces[: maps.n_tokens]
     own = own_mask(model, state.get(state.PROMPT), bool(state.get(state.CHAT)))[: maps.n_tokens]
@@ -171,7 +159,7 @@ if emb.position_scheme(model) == "rope":
         )
     )
     charts.show(
-        figs.make_distance_scores(
+        figs.distance_scores(
             by_distance.distances,
             by_distance.scores,
             by_distance.actual_distance,
@@ -180,20 +168,16 @@ if emb.position_scheme(model) == "rope":
             pieces[key],
         ),
         key="rope_distance",
-        data=figs.distance_table(
-            by_distance.distances, by_distance.scores, by_distance.actual_distance, by_distance.recorded
-        ),
     )
     cos_table = emb.rope_cos(model, 64, local)
     charts.show(
-        figs.make_position_heatmap(
+        figs.position_heatmap(
             cos_table,
             "cos(rotation angle) for positions 0–63, every frequency pair (the model's own table)",
             "frequency pair",
             "cos",
         ),
         key="rope_table",
-        data=lambda: figs.position_table(cos_table, "frequency pair", "cos"),
     )
 else:
     st.markdown(
@@ -201,11 +185,7 @@ else:
         "the first block: the same word at a different place gives a different vector."
     )
     learned = emb.learned_positions(model, n)
-    charts.show(
-        figs.make_position_heatmap(learned, "Learned position rows", "dimension", "value"),
-        key="position_rows",
-        data=lambda: figs.position_table(learned, "dimension", "value"),
-    )
+    charts.show(figs.position_heatmap(learned, "Learned position rows", "dimension", "value"), key="position_rows")
 
 st.header("What to try next")
 cat_id = emb.token_id_of(model, " cat")

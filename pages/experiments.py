@@ -80,19 +80,18 @@ p_before, p_after = compared.p_before(compared.top_before), compared.p_after(com
 m2.metric(f"p({visible_token(compared.top_before_text)})", fmt.prob(p_after), fmt.signed(p_after - p_before, 3))
 m3.metric("KL(before ‖ after)", f"{compared.kl_bits:.4f} bits")
 charts.show(
-    figs.make_before_after(
+    figs.before_after(
         compared.token_strings,
         compared.before,
         compared.after,
         "Next-token probabilities without and with the intervention",
     ),
     key="exp_before_after",
-    data=figs.before_after_table(compared.token_strings, compared.before, compared.after),
 )
 
 lens = ce.lens_pair(model, ids, settings)
 charts.show(
-    figs.make_lens_with_region(
+    figs.lens_with_region(
         lens.after.layer_labels,
         lens.after.position_tokens,
         lens.after.top_probs,
@@ -101,14 +100,6 @@ charts.show(
         lens.changed,
     ),
     key="exp_lens",
-    data=lambda: figs.lens_region_table(
-        lens.after.layer_labels,
-        lens.after.position_tokens,
-        lens.after.top_probs,
-        lens.after.top_strings,
-        lens.region,
-        lens.changed,
-    ),
 )
 st.caption(
     claims.lens_region_caption(
@@ -152,11 +143,7 @@ if state.get(exp.SWEEP) and target is not None:
     )
     bar.empty()
     target_shown = token_texts(client_for(model).tokenizer, [target])[0]
-    charts.show(
-        figs.make_head_importance(sweep.delta, target_shown, action),
-        key="exp_head_importance",
-        data=figs.head_importance_table(sweep.delta),
-    )
+    charts.show(figs.head_importance(sweep.delta, target_shown, action), key="exp_head_importance")
     st.markdown(claims.sweep_sentence(sweep.delta, sweep.baseline, target_shown))
 
 # 4. Activation patching
@@ -198,9 +185,8 @@ if setup is not None:
         )
         bar.empty()
         charts.show(
-            figs.make_patching(restored, setup.clean_pieces, (setup.clean_answer_text, setup.corrupt_answer_text)),
+            figs.patching(restored, setup.clean_pieces, (setup.clean_answer_text, setup.corrupt_answer_text)),
             key="exp_patching_map",
-            data=figs.patching_table(restored, setup.clean_pieces),
         )
         st.markdown(claims.patching_sentence(restored, setup.first_difference))
 
@@ -208,11 +194,7 @@ if setup is not None:
 st.header("5 · Direct logit attribution")
 if target is not None:
     split = ce.attribution(model, ids, target, settings)
-    charts.show(
-        figs.make_attribution(split.labels, split.values, split.token_text),
-        key="exp_attribution",
-        data=figs.attribution_table(split.labels, split.values),
-    )
+    charts.show(figs.attribution(split.labels, split.values, split.token_text), key="exp_attribution")
     st.markdown(
         claims.attribution_sentence(
             split.token_text,

@@ -105,16 +105,15 @@ if stepper.chosen:
     chosen_text = chosen_texts[-1]
     with left:
         charts.show(
-            figs.make_alternatives_bar(
+            figs.alternatives_bar(
                 top_texts,
                 [c.probability for c in last.top],
                 chosen_text,
                 claims.top_candidates_title(last.index, chosen_text, last.forced, settings.params.temperature),
+                token_ids=[c.token_id for c in last.top],
+                chosen_id=last.token_id,
             ),
             key="gen_alternatives",
-            data=figs.alternatives_table(
-                [c.token_id for c in last.top], top_texts, [c.probability for c in last.top], last.token_id
-            ),
         )
     if right is not None:
         right.dataframe(gen.steps_table(model, stepper), hide_index=True, height=300, key="gen_steps_table")
@@ -129,9 +128,10 @@ else:
     layer = st.slider("Layer", 0, config.n_layers - 1, 0, key=state.GEN_LAYER)
     cache = gen.cache_view(model, stepper, layer)
     charts.show(
-        figs.make_kv_heatmaps(cache.keys, cache.values, cache.labels, cache.new_rows, layer),
+        figs.kv_heatmaps(
+            cache.keys, cache.values, cache.labels, cache.new_rows, layer, first_position=cache.first_position
+        ),
         key="gen_kv_heatmaps",
-        data=lambda: figs.kv_table(cache.keys, cache.values, cache.labels, cache.first_position),
     )
     sizes = gen.cache_bytes(model, stepper)
     b1, b2, b3 = st.columns(3)
@@ -190,11 +190,7 @@ if st.session_state.get(state.GEN_PENDING) == "measure":
 stored = st.session_state.get(state.GEN_TIMING)
 if stored and stored[0] == view.ids:
     timing = stored[1]
-    charts.show(
-        figs.make_cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
-        key="gen_timing_chart",
-        data=figs.timing_table(timing.context_lengths, timing.cached_ms, timing.uncached_ms),
-    )
+    charts.show(figs.cache_timing(timing.context_lengths, timing.cached_ms, timing.uncached_ms), key="gen_timing_chart")
     k1, k2, k3 = st.columns(3)
     cached_ms = claims.quarters(timing.cached_ms)[1].median  # the same medians as the sentence below
     uncached_ms = claims.quarters(timing.uncached_ms)[1].median
@@ -224,11 +220,7 @@ if stepper.chosen:
     phases = [c.phase for c in stepper.chosen]
     seconds = [c.seconds for c in stepper.chosen]
     tokens_in = [len(stepper.prompt_ids) if c.phase == "prefill" else 1 for c in stepper.chosen]
-    charts.show(
-        figs.make_phase_timeline(phases, seconds, tokens_in, chosen_texts),
-        key="gen_timeline",
-        data=figs.timeline_table(phases, seconds, tokens_in, chosen_texts),
-    )
+    charts.show(figs.phase_timeline(phases, seconds, tokens_in, chosen_texts), key="gen_timeline")
     prefill = next((c for c in stepper.chosen if c.phase == "prefill"), None)
     st.caption(
         "The prefill processes every prompt token in one pass (matrix-matrix work); each decode step "

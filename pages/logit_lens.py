@@ -7,7 +7,6 @@ from ui.common.resources import client_for
 from ui.logit_lens import claims
 from ui.logit_lens import figures as figs
 from ui.logit_lens.examples import lens_example
-from ui.logit_lens.figures import make_answer_formation, make_block_activations, make_block_diagram, make_logit_lens
 from ui.logits.compute import traced_prompt
 from ui.logits.figures import visible_token
 from ui.logits.prompt import current_prompt_logits
@@ -44,11 +43,10 @@ layer = st.slider(
 last = visible_token(cached.token_strings[-1])
 norms = walk.norms[layer, :, -1].tolist()
 charts.show(
-    make_block_diagram(
+    figs.block_diagram(
         walk.stage_names, walk.shape, norms, f"Block {layer} of {config.n_layers}, at the last position ({last})"
     ),
     key="block_diagram",
-    data=figs.block_table(walk.stage_names, walk.shape, norms),
 )
 if config.norms_per_block == 4:
     stage = {name: i for i, name in enumerate(walk.stage_names)}
@@ -72,11 +70,7 @@ st.caption(
     f"stream's size never changes. ‖x‖ is the length of the {walk.shape[1]}-number vector at the last "
     f"position. {structure}"
 )
-charts.show(
-    make_block_activations(walk.stage_names, walk.last_vectors[layer]),
-    key="block_activations",
-    data=figs.activations_table(walk.stage_names, walk.last_vectors[layer]),
-)
+charts.show(figs.block_activations(walk.stage_names, walk.last_vectors[layer]), key="block_activations")
 
 # 2. The logit lens: the final norm + output matrix applied after every block
 st.subheader("2 · Logit lens")
@@ -88,19 +82,14 @@ if len(lens.position_tokens) < walk.shape[0]:
     st.caption(f"Showing the last {len(lens.position_tokens)} of {walk.shape[0]} positions.")
 first_position = traced.prompt_tokens - len(lens.position_tokens)  # the lens shows the prompt's last positions
 charts.show(
-    make_logit_lens(lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings),
-    key="logit_lens",
-    data=lambda: figs.lens_table(
-        lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings, first_position
+    figs.logit_lens(
+        lens.layer_labels, lens.position_tokens, lens.top_probs, lens.top_strings, first_position=first_position
     ),
+    key="logit_lens",
 )
 final = lens.top_strings[-1][-1][0]
 final_probabilities = lens.final_token_probability.tolist()
-charts.show(
-    make_answer_formation(lens.layer_labels, final_probabilities, final),
-    key="answer_formation",
-    data=figs.answer_table(lens.layer_labels, final_probabilities, final),
-)
+charts.show(figs.answer_formation(lens.layer_labels, final_probabilities, final), key="answer_formation")
 st.markdown(
     claims.answer_formation_sentence(
         lens.layer_labels, [layer[-1][0] for layer in lens.top_strings], final_probabilities

@@ -18,13 +18,7 @@ from ui.logits.compute import (
     tokens_for_mass,
     top_indices,
 )
-from ui.logits.figures import (
-    make_logits_bar,
-    make_probability_overlay,
-    make_stage_figure,
-    make_temperature_sweep,
-    visible_token,
-)
+from ui.logits.figures import visible_token
 from ui.logits.frames import steps, temperature_frames
 from ui.logits.prompt import current_prompt_logits
 from ui.sampling import controls as sampling_controls
@@ -64,11 +58,7 @@ st.markdown(
     f"{cached.logits.size:,} logits:"
 )
 top_logits = cached.logits[top_ids].tolist()
-charts.show(
-    charts.shared(make_logits_bar)(tokens, top_logits, greedy_at),
-    key="logits_bar",
-    data=figs.logits_table(top_ids.tolist(), tokens, top_logits, greedy_at),
-)
+charts.show(figs.logits_bar(tokens, top_logits, greedy_at, token_ids=top_ids.tolist()), key="logits_bar", shared=True)
 st.caption(
     "Bars start at 0. A logit is a raw score on no fixed scale: only the differences between logits "
     "matter (adding one number to all of them changes no probability), and they can be negative."
@@ -114,18 +104,16 @@ left, right = st.columns(2)
 with left:
     labels = (f"T = {compare_t:g}", f"T = {params.temperature:g} (yours)")
     charts.show(
-        charts.shared(make_probability_overlay)(tokens, probs_c[top_ids], probs_t[top_ids], *labels),
+        figs.probability_overlay(tokens, probs_c[top_ids], probs_t[top_ids], *labels),
         key="probability_overlay",
-        data=figs.overlay_table(tokens, probs_c[top_ids].tolist(), probs_t[top_ids].tolist(), *labels),
+        shared=True,
     )
 with right:
     sweep = temperature_sweep(model, prompt, chat, SWEEP)
     charts.show(
-        charts.shared(make_temperature_sweep)(
-            sweep.temperatures, sweep.entropy_bits, sweep.top_probability, params.temperature
-        ),
+        figs.temperature_sweep(sweep.temperatures, sweep.entropy_bits, sweep.top_probability, params.temperature),
         key="temperature_sweep",
-        data=figs.sweep_table(sweep.temperatures.tolist(), sweep.entropy_bits.tolist(), sweep.top_probability.tolist()),
+        shared=True,
     )
 st.caption(
     "softmax(logits / T) of the model's logits (before any repetition penalty): T < 1 stretches the gaps "
@@ -140,9 +128,16 @@ survivors = [stages.survivors[n] for n in stages.stage_names]
 vocab = cached.logits.size
 counts = claims.stage_counts(stages.stage_names, stages.survivors, vocab)
 charts.show(
-    charts.shared(make_stage_figure)(stages.token_strings, stage_labels, stages.stage_probs, counts),
+    figs.stage_chart(
+        stages.token_strings,
+        stage_labels,
+        stages.stage_probs,
+        counts,
+        token_ids=stages.token_ids,
+        survivor_counts=survivors,
+    ),
     key="stage_figure",
-    data=figs.stage_table(stages.token_ids, stages.token_strings, stage_labels, stages.stage_probs, survivors),
+    shared=True,
 )
 final_row = stages.stage_probs[-1]
 only = stages.token_strings[int(final_row.argmax())] if stages.survivors["final"] == 1 and final_row.max() > 0 else None

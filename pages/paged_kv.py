@@ -60,24 +60,16 @@ if step.events:
     st.markdown("\n".join(f"- {claims.event_sentence(e, labels, block_size)}" for e in step.events))
 else:
     st.caption("The block manager changed no table at this step: every sequence wrote into a block it already held.")
-charts.show(
-    figs.make_block_grid(step, labels, block_size),
-    key="paged_grid",
-    data=figs.grid_table(step, labels),
-)
-charts.show(
-    figs.make_block_tables(step, labels, claims.sequence_status(trace, current)),
-    key="paged_tables",
-    data=figs.tables_table(step, labels),
-)
+charts.show(figs.block_grid(step, labels, block_size), key="paged_grid")
+charts.show(figs.block_tables(step, labels, claims.sequence_status(trace, current)), key="paged_tables")
 
 # 2. Memory: paged against the slot cache, from the same requests
 st.header("Memory: blocks against slots")
 left, right = st.columns(2)
 with left:
-    charts.show(figs.make_memory_timeline(trace, current), key="paged_memory", data=figs.memory_table(trace))
+    charts.show(figs.memory_timeline(trace, current), key="paged_memory")
 with right:
-    charts.show(figs.make_memory_at_step(step), key="paged_memory_step", data=figs.memory_at_step_table(step))
+    charts.show(figs.memory_at_step(step), key="paged_memory_step")
 st.markdown(claims.memory_sentence(step, trace))
 st.markdown(claims.peak_sentence(trace))
 for sentence in (claims.cow_sentence(trace, scenario.samples), claims.preemption_sentence(trace, labels, replay.alone)):

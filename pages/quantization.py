@@ -59,7 +59,7 @@ else:
     held = blocks.kernel_held(layout)
     st.markdown(claims.type_phrase(type_name) + ".")
     charts.show(
-        figs.make_block_layout(
+        figs.block_layout(
             layout.codes.tolist(),
             layout.decoded,
             layout.group_size,
@@ -68,17 +68,11 @@ else:
             f"{tensor} ({type_name}, {stored.shape[0]} × {stored.shape[1]}): "
             f"row {stored.row}, weights 0–{layout.n_weights - 1}",
             layout.zero_code,
+            scales=layout.scales,
+            offsets=layout.offsets,
+            reference=stored.reference,
         ),
         key="quant_block",
-        data=figs.block_layout_table(
-            layout.codes.tolist(),
-            layout.decoded,
-            layout.group_size,
-            layout.scales,
-            layout.offsets,
-            stored.reference,
-            held,
-        ),
     )
     st.markdown(
         claims.block_sentence(
@@ -126,11 +120,7 @@ bandwidth = quant.memory_speed()
 formats = ["float32", "bfloat16", "Q8_0", "Q4_1"]
 per_token_mb = [sizes.per_token_params * sizes.formats[f] / 1e6 for f in formats]
 ceilings = [bandwidth / (mb * 1e6) for mb in per_token_mb]
-charts.show(
-    figs.make_bytes_chart(formats, per_token_mb, ceilings, bandwidth / 1e9),
-    key="quant_bytes",
-    data=figs.bytes_table(formats, per_token_mb, ceilings, bandwidth / 1e9),
-)
+charts.show(figs.bytes_chart(formats, per_token_mb, ceilings, bandwidth / 1e9), key="quant_bytes")
 stored = ""
 if sizes.file_bytes:
     ordered = sorted(sizes.file_types.items(), key=lambda item: -item[1])
@@ -171,11 +161,7 @@ if not st.session_state.get(state.QUANT_COMPARE_ON):
 else:
     comparison = quant.compare_modes(model, prompt, chat)
     labels = [quant.MODE_LABELS[m] for m in comparison.modes]
-    charts.show(
-        figs.make_mode_probabilities(comparison.token_strings, labels, comparison.next_probs),
-        key="quant_modes",
-        data=figs.mode_probabilities_table(comparison.token_strings, labels, comparison.next_probs),
-    )
+    charts.show(figs.mode_probabilities(comparison.token_strings, labels, comparison.next_probs), key="quant_modes")
     st.table(
         [
             {
@@ -226,11 +212,7 @@ if measured is None or measured[:2] != (model, view.ids):
 else:
     speeds = measured[2]
     speed_labels = [quant.MODE_LABELS[m] for m in speeds]
-    charts.show(
-        figs.make_mode_speed(speed_labels, list(speeds.values())),
-        key="quant_speed",
-        data=figs.mode_speed_table(speed_labels, list(speeds.values())),
-    )
+    charts.show(figs.mode_speed(speed_labels, list(speeds.values())), key="quant_speed")
     fastest = max(speeds, key=speeds.get)
     st.markdown(
         f"Measured just now: **{quant.MODE_LABELS[fastest]}** decodes fastest, {speeds[fastest]:.1f} tok/s, "

@@ -15,7 +15,7 @@ from ui.sampling import claims
 from ui.sampling import controls as sampling_controls
 from ui.sampling import figures as figs
 from ui.sampling.compute import continuations, draw, draw_history, draw_many, first_divergence
-from ui.sampling.figures import make_cumulative_ranges, make_draw_histogram, make_token_strips, toy_ranges
+from ui.sampling.figures import toy_ranges
 from ui.shell import charts, example_prompt, navigation
 from ui.shell.navigation import redirect_legacy_run
 
@@ -52,10 +52,9 @@ def _show_pair(runs, labels: list[str], split: int | None, title: str, key: str)
     """Two continuations as token strips (first difference marked), with their table for download."""
     strings = [run.token_strings for run in runs]
     probabilities = [run.probabilities for run in runs]
+    token_ids = [run.token_ids for run in runs]
     charts.show(
-        charts.shared(make_token_strips)(strings, labels, probabilities, split, title),
-        key=key,
-        data=figs.strips_table(strings, labels, probabilities, [run.token_ids for run in runs]),
+        figs.token_strips(strings, labels, probabilities, split, title, token_ids=token_ids), key=key, shared=True
     )
 
 
@@ -87,7 +86,7 @@ toy_u = one.u if one.u is not None else 0.5
 toy_hit = next(i for i, end in enumerate(toy_ends) if toy_u < end or i == len(toy_ends) - 1)
 toy_labels = ["token 0", "token 1", "token 2"]
 charts.show(
-    charts.shared(make_cumulative_ranges)(
+    figs.cumulative_ranges(
         toy_labels,
         toy_starts,
         toy_ends,
@@ -98,13 +97,13 @@ charts.show(
         token_labels=False,
     ),
     key="toy_ranges",
-    data=figs.ranges_table(toy_labels, toy_starts, toy_ends, toy_u, toy_hit, token_labels=False),
+    shared=True,
 )
 shown_hit = one.chosen_rank if one.chosen_rank < len(one.range_ids) else None
 rest = one.survivors - len(one.range_ids)
 other = f"{rest:,} other tokens" if rest else None
 charts.show(
-    charts.shared(make_cumulative_ranges)(
+    figs.cumulative_ranges(
         one.range_strings,
         one.range_starts.tolist(),
         one.range_ends.tolist(),
@@ -114,9 +113,7 @@ charts.show(
         other_label=other,
     ),
     key="real_ranges",
-    data=figs.ranges_table(
-        one.range_strings, one.range_starts.tolist(), one.range_ends.tolist(), one.u, shown_hit, other
-    ),
+    shared=True,
 )
 st.caption(
     "The real ranges, u and choice are the values the engine's `sample(record=True)` returned. "
@@ -131,7 +128,7 @@ if st.session_state.get(state.SHOW_HISTOGRAM):
     many = draw_many(model, prompt, chat, key, 1000)
     gof = many.gof
     charts.show(
-        charts.shared(make_draw_histogram)(
+        figs.draw_histogram(
             many.labels,
             many.observed.tolist(),
             many.expected.tolist(),
@@ -141,7 +138,7 @@ if st.session_state.get(state.SHOW_HISTOGRAM):
             gof.p_value,
         ),
         key="draw_histogram",
-        data=figs.histogram_table(many.labels, many.observed.tolist(), many.expected.tolist(), many.n_draws),
+        shared=True,
     )
     st.markdown(claims.histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
 

@@ -117,7 +117,7 @@ if drafter == "lookup":
     if note:
         st.caption(note)
 rows, row_names = spec.step_rows(result.steps)
-charts.show(figs.make_step_rows(rows, row_names), key="spec_steps", data=figs.step_rows_table(rows, row_names))
+charts.show(figs.step_rows(rows, row_names), key="spec_steps")
 st.caption(
     "One row per forward of the model. A row holds the drafts in order as far as they were checked (a draft "
     "after the first rejection is not checked, and is not drawn), then the token the step ends with. Hover a "
@@ -148,11 +148,15 @@ else:
     left, right = st.columns(2) if not presenting else (st.container(), st.container())
     with left:
         charts.show(
-            figs.make_p_vs_q(
-                bars.texts, bars.p, bars.q, bars.drafted, f"Draft {visible(check.text) or '∅'}: p (model) and q (draft)"
+            figs.p_vs_q(
+                bars.texts,
+                bars.p,
+                bars.q,
+                bars.drafted,
+                f"Draft {visible(check.text) or '∅'}: p (model) and q (draft)",
+                ids=bars.ids,
             ),
             key="spec_p_vs_q",
-            data=figs.p_q_table(bars.texts, bars.ids, bars.p, bars.q),
         )
     with right:
         model_top = check.p_top[0][1] if check.p_top else None
@@ -175,27 +179,22 @@ else:
             if drafter == "lookup" and check.p_range is None:
                 keep = (0.0, 0.0)
             charts.show(
-                figs.make_acceptance_test(
+                figs.acceptance_test(
                     keep[0], keep[1], check.u, check.accepted, "The test: u against the stretch that keeps the draft"
                 ),
                 key="spec_accept_test",
-                data=figs.acceptance_table(keep[0], keep[1], check.u, check.accepted),
             )
         if not check.accepted:
             drawn = next((i for i, (t, _, _) in enumerate(step.distribution) if t == step.final_id), None)
             charts.show(
-                figs.make_distribution(
+                figs.distribution(
                     [t for _, t, _ in step.distribution],
                     [v for _, _, v in step.distribution],
                     drawn,
                     "What the replacement was drawn from" if not params.greedy else "The model's own choice",
+                    ids=[i for i, _, _ in step.distribution],
                 ),
                 key="spec_residual",
-                data=figs.distribution_table(
-                    [t for _, t, _ in step.distribution],
-                    [i for i, _, _ in step.distribution],
-                    [v for _, _, v in step.distribution],
-                ),
             )
             st.markdown(
                 claims.residual_sentence(
@@ -268,11 +267,7 @@ if st.session_state.get(state.SPEC_SWEEP_FOR) == sweep_for:
                 [p.tokens_per_forward for p in points],
                 [p.speedup for p in points],
             )
-            charts.show(
-                figs.make_sweep(*columns, setting_name, title),
-                key=f"spec_sweep_{name}",
-                data=figs.sweep_table(*columns, setting_name),
-            )
+            charts.show(figs.sweep(*columns, setting_name, title), key=f"spec_sweep_{name}")
             st.markdown(claims.sweep_sentence(*columns, setting_name))
         st.caption(
             f"{sweep.new_tokens} new tokens at each point, up to {sweep.draft_tokens} drafted a step, your sampling "
@@ -334,16 +329,13 @@ elif st.session_state.get(state.SPEC_SEEDS_FOR) == seeds_for:
     if test is not None:
         cells = spec.top_cells(test)
         charts.show(
-            figs.make_seed_counts(
+            figs.seed_counts(
                 [c.label for c in cells],
                 [c.plain for c in cells],
                 [c.speculative for c in cells],
                 "The first two tokens, seed by seed",
             ),
             key="spec_seeds_chart",
-            data=figs.seed_counts_table(
-                [c.label for c in cells], [c.plain for c in cells], [c.speculative for c in cells]
-            ),
         )
         st.markdown(
             claims.seed_sentence(

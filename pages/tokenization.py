@@ -8,7 +8,7 @@ from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization import claims
 from ui.tokenization import compute as tok
-from ui.tokenization.figures import make_token_id_chart, token_chips_html, token_id_table, visible
+from ui.tokenization.figures import token_chips_html, token_id_chart, visible
 from ui.tokenization.own_text import has_chat_template, own_mask
 from ui.tokenization.prompt import prompt_tokens
 
@@ -146,11 +146,7 @@ with st.expander(
 n_chart = min(len(view.ids), CHART_LIMIT)
 if n_chart < len(view.ids):
     st.caption(f"The chart shows the first {n_chart} of {len(view.ids):,} tokens.")
-charts.show(
-    charts.shared(make_token_id_chart)(view.pieces[:n_chart], view.ids[:n_chart]),
-    key="token_ids_chart",
-    data=token_id_table(view.pieces[:n_chart], view.ids[:n_chart]),
-)
+charts.show(token_id_chart(view.pieces[:n_chart], view.ids[:n_chart]), key="token_ids_chart", shared=True)
 
 # 2. Token ids mean nothing numerically
 st.header("Token ids are names, not numbers")

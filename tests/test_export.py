@@ -21,6 +21,7 @@ from tests import apptest_utils
 from tests.apptest_utils import assert_clean, chart, plotly_array
 from ui.attention import figures as att_figs
 from ui.batching import figures as batch_figs
+from ui.common.chart import Chart
 from ui.common.export import decode_array, figure_csv
 from ui.common.state import PRESENTER
 from ui.embeddings import figures as emb_figs
@@ -309,19 +310,13 @@ def test_presenter_copy_wraps_a_long_title_and_makes_room_for_it():
     assert charts.presenter_copy(go.Figure(layout={"title": "Short"})).layout.title.text == "Short"
 
 
-def test_table_csv_uses_the_chart_table_and_builds_it_only_when_asked():
-    fig = logit_figs.make_logits_bar(["<0xF0><0x9F>", " on"], [3.5, -1.25], 0)
-    calls = []
-
-    def build():
-        calls.append(1)
-        return logit_figs.logits_table([100, 319], ["<0xF0><0x9F>", " on"], [3.5, -1.25], 0)
-
-    rows = read(charts.table_csv(build, fig))
-    assert calls == [1] and list(rows[0]) == ["rank", "token_id", "token", "logit", "greedy_pick"]
+def test_a_chart_csv_uses_its_table_from_the_same_arguments_and_falls_back_to_the_traces():
+    chart = logit_figs.logits_bar(["<0xF0><0x9F>", " on"], [3.5, -1.25], 0, token_ids=[100, 319])
+    rows = read(chart.csv())
+    assert list(rows[0]) == ["rank", "token_id", "token", "logit", "greedy_pick"]
     assert [r["token"] for r in rows] == ["<0xF0><0x9F>", "·on"]  # the chart's own notation
     assert floats(rows, "logit").tolist() == [3.5, -1.25]
-    assert read(charts.table_csv(None, fig))[0]["trace"]  # no table: the traces, as before
+    assert read(Chart(logit_figs.make_logits_bar)(["a", "b"], [1.0, 2.0]).csv())[0]["trace"]  # no table: the traces
 
 
 # -- AppTest: every chart on a page has its PNG name and a working CSV download ----------------
@@ -431,25 +426,6 @@ def test_attention_and_embedding_downloads_have_named_columns(deferred_downloads
     for key, export in exports.items():  # every chart of the page: a table of its own, not the trace dump
         header = next(csv.reader(io.StringIO(export["download"]["callable"]())))
         assert "trace" not in header, key
-
-
-def test_every_chart_on_every_page_passes_its_table():
-    """A chart's CSV comes from the page's data: every ``charts.show`` call in ``pages/`` gives ``data=``."""
-    import ast
-    from pathlib import Path
-
-    missing = []
-    for script in sorted(Path(__file__).resolve().parents[1].glob("pages/*.py")):
-        for node in ast.walk(ast.parse(script.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "show"
-                and getattr(node.func.value, "id", "") == "charts"
-                and "data" not in {keyword.arg for keyword in node.keywords}
-            ):
-                missing.append(f"{script.name}:{node.lineno}")
-    assert not missing, missing
 
 
 def test_a_shared_builder_builds_each_figure_once_for_every_session():

@@ -2,7 +2,7 @@
 
 Each link (a page, a model, a prompt and settings, as a shared link carries them) is opened in a
 fresh AppTest session, and every chart's table (the CSV its "Download CSV" button hands out,
-``ui.shell.charts.table_csv``) is read and compared with ``tests/fixtures/same_numbers.json``.
+``ui.common.chart.ChartCall.csv``) is read and compared with ``tests/fixtures/same_numbers.json``.
 The Overview draws no chart: its numbers are in its picture (an SVG, ``ui.shell.picture``), read
 as a table of the picture's texts and hover values, one row each, by the part they sit in.
 The fixture was written by this test (``SAME_NUMBERS_WRITE=1``) from the code as it was before

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import shared_colour_top
 from ui.tokenization.figures import visible
 
@@ -402,6 +403,9 @@ def attention_table(probs: np.ndarray, pieces: list[str]) -> pd.DataFrame:
     )
 
 
+attention_heatmap = Chart(make_attention_heatmap, attention_table)
+
+
 def score_steps_table(
     raw: np.ndarray, scaled: np.ndarray, masked: np.ndarray, probs: np.ndarray, pieces: list[str]
 ) -> pd.DataFrame:
@@ -418,6 +422,9 @@ def score_steps_table(
     )
 
 
+score_steps = Chart(make_score_steps, score_steps_table)
+
+
 def heads_table(probs: np.ndarray, pieces: list[str], kv_groups: list[int]) -> pd.DataFrame:
     """Every head of one layer: one row per head and visible (query, key) cell."""
     frames = [attention_table(probs[h], pieces).assign(head=h, kv_head=kv_groups[h]) for h in range(probs.shape[0])]
@@ -425,9 +432,15 @@ def heads_table(probs: np.ndarray, pieces: list[str], kv_groups: list[int]) -> p
     return table[["head", "kv_head", "query_position", "query_token", "key_position", "key_token", "weight"]]
 
 
+heads_grid = Chart(make_heads_grid, heads_table)
+
+
 def gqa_table(n_heads: int, n_kv_heads: int) -> pd.DataFrame:
     per_group = n_heads // n_kv_heads
     return pd.DataFrame({"query_head": range(n_heads), "kv_head": [h // per_group for h in range(n_heads)]})
+
+
+gqa_diagram = Chart(make_gqa_diagram, gqa_table)
 
 
 def query_layers_table(weights: np.ndarray, pieces: list[str]) -> pd.DataFrame:
@@ -441,6 +454,9 @@ def query_layers_table(weights: np.ndarray, pieces: list[str]) -> pd.DataFrame:
             "mean_weight": weights.reshape(-1),
         }
     )
+
+
+query_over_layers = Chart(make_query_over_layers, query_layers_table)
 
 
 def window_table(pooled: np.ndarray, block: int, window: int, local: bool) -> pd.DataFrame:
@@ -460,6 +476,9 @@ def window_table(pooled: np.ndarray, block: int, window: int, local: bool) -> pd
     )
 
 
+window_heatmap = Chart(make_window_heatmap, window_table)
+
+
 def layer_kinds_table(local_layers: list[int], n_layers: int, window: int) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -468,3 +487,6 @@ def layer_kinds_table(local_layers: list[int], n_layers: int, window: int) -> pd
             "keys_seen": [f"last {window}" if i in local_layers else "all" for i in range(n_layers)],
         }
     )
+
+
+layer_kinds = Chart(make_layer_kinds, layer_kinds_table)

@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells
 from ui.tokenization.figures import visible
 
@@ -317,8 +318,11 @@ def padded_table(rows: Sequence[Sequence[str | None]], labels: Sequence[int] | N
     )
 
 
-def mask_table(mask: np.ndarray, tokens: Sequence[str | None], request: int) -> pd.DataFrame:
-    label = ["pad" if t is None else visible(t) for t in tokens]
+padded_batch = Chart(make_padded_batch, padded_table)
+
+
+def mask_table(mask: np.ndarray, labels: Sequence[str | None], request: int) -> pd.DataFrame:
+    label = ["pad" if t is None else visible(t) for t in labels]
     n = mask.shape[0]
     return pd.DataFrame(
         {
@@ -332,6 +336,9 @@ def mask_table(mask: np.ndarray, tokens: Sequence[str | None], request: int) -> 
     )
 
 
+mask_heatmap = Chart(make_mask_heatmap, mask_table)
+
+
 def positions_table(positions: np.ndarray, real: np.ndarray, labels: Sequence[int] | None = None) -> pd.DataFrame:
     names = _names(len(positions), labels)
     return pd.DataFrame(
@@ -341,6 +348,9 @@ def positions_table(positions: np.ndarray, real: np.ndarray, labels: Sequence[in
             for j, (p, r) in enumerate(zip(prow, rrow))
         ]
     )
+
+
+positions_heatmap = Chart(make_positions_heatmap, positions_table)
 
 
 def timeline_table(
@@ -373,6 +383,9 @@ def timeline_table(
     return pd.DataFrame(rows)
 
 
+batch_timeline = Chart(make_batch_timeline, timeline_table)  # the table also takes step_ms= (by name)
+
+
 def latency_table(
     labels: Sequence[int],
     static_ttft: Sequence[float],
@@ -389,6 +402,9 @@ def latency_table(
             "continuous_tpot_ms": list(continuous_tpot),
         }
     )
+
+
+request_latency = Chart(make_request_latency, latency_table)
 
 
 def memory_table(
@@ -408,9 +424,15 @@ def memory_table(
     return pd.DataFrame(rows)
 
 
+memory_chart = Chart(make_memory_chart, memory_table)
+
+
 def curve_table(
     batch_sizes: Sequence[int], tokens_per_second: Sequence[float], step_ms: Sequence[float]
 ) -> pd.DataFrame:
     return pd.DataFrame(
         {"batch_size": list(batch_sizes), "decode_step_ms": list(step_ms), "tokens_per_second": list(tokens_per_second)}
     )
+
+
+throughput_curve = Chart(make_throughput_curve, curve_table)

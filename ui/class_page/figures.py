@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.common.chart import Chart
 from ui.logits.figures import BAR_COLOR, SECOND_COLOR, visible_token
 
 
@@ -72,3 +73,6 @@ def guesses_table(labels: Sequence[str], class_share: Sequence[float], model_pro
     return pd.DataFrame(
         {"token": list(labels), "class_share": list(class_share), "model_probability": list(model_prob)}
     )
+
+
+guesses = Chart(make_guesses, guesses_table)

@@ -305,7 +305,7 @@ def _live_draws(round_id: str) -> None:
         st.caption(claims.own_draws_sentence(mine))
     gof = pooled.gof
     charts.show(
-        sampling_figs.make_draw_histogram(
+        sampling_figs.draw_histogram(
             pooled.labels,
             pooled.observed.tolist(),
             pooled.expected.tolist(),
@@ -316,9 +316,6 @@ def _live_draws(round_id: str) -> None:
             who=f"The class ({n_students} student{'s' * (n_students != 1)}): ",
         ),
         key="class_histogram",
-        data=sampling_figs.histogram_table(
-            pooled.labels, pooled.observed.tolist(), pooled.expected.tolist(), pooled.n_draws
-        ),
     )
     gaps = abs(pooled.observed - pooled.expected)
     widest = int(gaps.argmax())
@@ -438,9 +435,8 @@ def _live_guesses(round_id: str, revealed: bool) -> None:
         return
     view = guess_view(rnd.experiment, list(rnd.guesses.values()))
     charts.show(
-        figs.make_guesses(view.labels, view.class_share.tolist(), view.model_prob.tolist(), view.n_guesses),
+        figs.guesses(view.labels, view.class_share.tolist(), view.model_prob.tolist(), view.n_guesses),
         key="class_guesses",
-        data=figs.guesses_table(view.labels, view.class_share.tolist(), view.model_prob.tolist()),
     )
     st.markdown(
         claims.guesses_sentence(

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import flat_note, spread_out
 from ui.tokenization.figures import visible
 
@@ -210,6 +211,9 @@ def projection_table(points: np.ndarray, labels: list[str], groups: list[str]) -
     )
 
 
+projection_scatter = Chart(make_projection_scatter, projection_table)
+
+
 LABEL_GAP_RAD = 0.45  # labels of arrows closer than this (radians) on a circle would overlap: the later one goes
 
 
@@ -351,8 +355,14 @@ def embedding_rows_table(rows: np.ndarray, pieces: list[str]) -> pd.DataFrame:
     )
 
 
+embedding_heatmap = Chart(make_embedding_heatmap, embedding_rows_table)
+
+
 def vector_table(vector: np.ndarray, label: str) -> pd.DataFrame:
     return pd.DataFrame({"token": visible(label), "dimension": np.arange(len(vector)), "value": vector})
+
+
+vector_chart = Chart(make_vector_chart, vector_table)
 
 
 def neighbour_table(neighbours: list[tuple[int, str, float]]) -> pd.DataFrame:
@@ -364,6 +374,9 @@ def neighbour_table(neighbours: list[tuple[int, str, float]]) -> pd.DataFrame:
             "cosine_similarity": [c for _, _, c in neighbours],
         }
     )
+
+
+neighbour_chart = Chart(make_neighbour_chart, neighbour_table)
 
 
 def rope_rotation_table(angles: np.ndarray, pairs: list[int], wavelengths: np.ndarray) -> pd.DataFrame:
@@ -382,6 +395,9 @@ def rope_rotation_table(angles: np.ndarray, pairs: list[int], wavelengths: np.nd
     return pd.DataFrame(rows)
 
 
+rope_rotation = Chart(make_rope_rotation, rope_rotation_table)
+
+
 def distance_table(distances: np.ndarray, scores: np.ndarray, actual: int, recorded: float) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -393,12 +409,18 @@ def distance_table(distances: np.ndarray, scores: np.ndarray, actual: int, recor
     )
 
 
-def position_table(values: np.ndarray, column: str, value: str) -> pd.DataFrame:
+distance_scores = Chart(make_distance_scores, distance_table)
+
+
+def position_table(values: np.ndarray, x_title: str, colorbar: str) -> pd.DataFrame:
     p, c = values.shape
     return pd.DataFrame(
         {
             "position": np.repeat(np.arange(p), c),
-            column.replace(" ", "_"): np.tile(np.arange(c), p),
-            value: values.reshape(-1),
+            x_title.replace(" ", "_"): np.tile(np.arange(c), p),
+            colorbar: values.reshape(-1),
         }
     )
+
+
+position_heatmap = Chart(make_position_heatmap, position_table)

@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.logit_lens.figures import lens_table, make_logit_lens
 from ui.logits.figures import visible_token
 
@@ -214,6 +215,9 @@ def before_after_table(token_strings: Sequence[str], before: np.ndarray, after: 
     )
 
 
+before_after = Chart(make_before_after, before_after_table)
+
+
 def lens_region_table(
     layer_labels: Sequence[str],
     position_tokens: Sequence[str],
@@ -232,6 +236,9 @@ def lens_region_table(
     return table
 
 
+lens_with_region = Chart(make_lens_with_region, lens_region_table)
+
+
 def head_importance_table(delta: np.ndarray) -> pd.DataFrame:
     """Change in the target's log-probability with each head edited, one row per (layer, head)."""
     n_layers, n_heads = delta.shape
@@ -242,6 +249,9 @@ def head_importance_table(delta: np.ndarray) -> pd.DataFrame:
             "delta_log_p": np.asarray(delta, dtype=float).reshape(-1),
         }
     )
+
+
+head_importance = Chart(make_head_importance, head_importance_table)
 
 
 def patching_table(restored: np.ndarray, position_tokens: Sequence[str]) -> pd.DataFrame:
@@ -257,6 +267,12 @@ def patching_table(restored: np.ndarray, position_tokens: Sequence[str]) -> pd.D
     )
 
 
+patching = Chart(make_patching, patching_table)
+
+
 def attribution_table(labels: Sequence[str], values: np.ndarray) -> pd.DataFrame:
     """Every term of the direct logit attribution (not only the largest the chart draws)."""
     return pd.DataFrame({"term": list(labels), "contribution": np.asarray(values, dtype=float)})
+
+
+attribution = Chart(make_attribution, attribution_table)

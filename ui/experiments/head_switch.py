@@ -19,7 +19,7 @@ from ui.common import format as fmt
 from ui.common import models, state
 from ui.experiments import compute as ce
 from ui.experiments import settings as exp
-from ui.experiments.figures import before_after_table, make_before_after
+from ui.experiments.figures import before_after
 from ui.logits.figures import visible_token
 from ui.shell import charts, navigation
 from ui.tokenization.compute import tokenize
@@ -121,14 +121,13 @@ def _effect() -> None:
         f"{compared.kl_bits:.4f} bits."
     )
     charts.show(
-        make_before_after(
+        before_after(
             compared.token_strings,
             compared.before,
             compared.after,
             "Next token with and without the switched-off heads",
         ),
         key="att_switch_effect",
-        data=before_after_table(compared.token_strings, compared.before, compared.after),
     )
     st.page_link(
         navigation.script_of("experiments"), label="More experiments with these heads", icon=":material/science:"

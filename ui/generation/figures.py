@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import shared_range
 from ui.tokenization.figures import chip_html, chips_html, visible
 
@@ -125,22 +126,14 @@ def make_cache_timing(
     context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]
 ) -> go.Figure:
     """Time per generated token with the KV cache (one new position) and without (the whole sequence again)."""
+    series = (
+        ("no cache: recompute all", uncached_ms, UNCACHED_COLOR),
+        ("KV cache: one new position", cached_ms, CACHED_COLOR),
+    )
     fig = go.Figure(
         [
-            go.Scatter(
-                x=list(context_lengths),
-                y=list(uncached_ms),
-                mode="lines+markers",
-                name="no cache: recompute all",
-                line=dict(color=UNCACHED_COLOR),
-            ),
-            go.Scatter(
-                x=list(context_lengths),
-                y=list(cached_ms),
-                mode="lines+markers",
-                name="KV cache: one new position",
-                line=dict(color=CACHED_COLOR),
-            ),
+            go.Scatter(x=list(context_lengths), y=list(ms), mode="lines+markers", name=name, line=dict(color=colour))
+            for name, ms, colour in series
         ]
     )
     fig.update_layout(
@@ -205,6 +198,11 @@ def alternatives_table(
     )
 
 
+alternatives_bar = Chart(
+    make_alternatives_bar, alternatives_table
+)  # the table also takes token_ids=, chosen_id= (by name)
+
+
 def kv_table(keys: np.ndarray, values: np.ndarray, labels: Sequence[str], first_position: int = 0) -> pd.DataFrame:
     """One row per (tensor, K/V head, position, dimension) of one layer's cache."""
     n_kv, n_pos, head_dim = keys.shape
@@ -225,12 +223,18 @@ def kv_table(keys: np.ndarray, values: np.ndarray, labels: Sequence[str], first_
     return pd.concat(frames, ignore_index=True)
 
 
+kv_heatmaps = Chart(make_kv_heatmaps, kv_table)  # the table also takes first_position= (by name)
+
+
 def timing_table(
     context_lengths: Sequence[int], cached_ms: Sequence[float], uncached_ms: Sequence[float]
 ) -> pd.DataFrame:
     return pd.DataFrame(
         {"tokens_in_sequence": list(context_lengths), "kv_cache_ms": list(cached_ms), "recompute_ms": list(uncached_ms)}
     )
+
+
+cache_timing = Chart(make_cache_timing, timing_table)
 
 
 def timeline_table(
@@ -247,3 +251,6 @@ def timeline_table(
             "step_ms": [1000 * s for s in seconds],
         }
     )
+
+
+phase_timeline = Chart(make_phase_timeline, timeline_table)

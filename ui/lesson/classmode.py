@@ -272,11 +272,7 @@ def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
     key = f"lesson_class_{step.number}"  # a chart's key names the chart
     if isinstance(found, NextToken):
         votes = class_votes(model, step, given, found.temperature)
-        charts.show(
-            class_figs.make_guesses(votes.labels, votes.class_share, votes.model_prob, n),
-            key=key,
-            data=class_figs.guesses_table(votes.labels, votes.class_share, votes.model_prob),
-        )
+        charts.show(class_figs.guesses(votes.labels, votes.class_share, votes.model_prob, n), key=key)
         st.markdown(
             f"The class's votes and the model's probabilities at T = {found.temperature:g} overlap by "
             f"**{votes.overlap:.0%}** (the sum over tokens of the smaller of the two shares; 100 % would be the same "
@@ -285,11 +281,7 @@ def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
     elif isinstance(found, Number):
         values = [float(v) for v in given]
         right = sum(abs(v - found.value) <= found.tolerance + 1e-9 for v in values)
-        charts.show(
-            figs.make_estimates_histogram(values, found.value, found.tolerance, found.unit),
-            key=key,
-            data=figs.reveal_table(list(range(len(values))), values, "estimate"),
-        )
+        charts.show(figs.estimates_histogram(values, found.value, found.tolerance, found.unit), key=key)
         st.markdown(f"{right:,} of {n:,} estimates are within ±{found.tolerance:g} of the model's {found.value:g}.")
     else:
         assert isinstance(found, Direction)

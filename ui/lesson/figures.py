@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.common.chart import Chart
 from ui.logits.figures import visible_token
 
 MODEL_COLOR = "#d62728"  # the model's answer (as the greedy pick on the Logits page)
@@ -89,6 +90,7 @@ def make_bars_reveal(
     _token_axis(fig, labels)
     top = max([*values, estimate], default=0.0)
     fig.update_layout(title=title, height=HEIGHT, yaxis={"title": y_title, "range": [0, max(top, 0.01) * 1.25]})
+    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
     return fig
 
 
@@ -127,6 +129,7 @@ def make_curve_reveal(
         yaxis={"title": y_title, "rangemode": "tozero"},
         showlegend=False,
     )
+    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
     return fig
 
 
@@ -152,6 +155,7 @@ def make_number_line(value: float, tolerance: float, estimate: float, title: str
         yaxis={"visible": False, "range": [-1, 1]},
         showlegend=False,
     )
+    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
     return fig
 
 
@@ -204,6 +208,43 @@ def make_estimates_histogram(estimates: Sequence[float], value: float, tolerance
     return fig
 
 
-def reveal_table(labels: Sequence, values: Sequence[float], name: str) -> pd.DataFrame:
-    """The chart's numbers for its CSV."""
-    return pd.DataFrame({"x": [str(label) for label in labels], name: list(values)})
+def token_reveal_table(texts: Sequence[str], probs: Sequence[float]) -> pd.DataFrame:
+    return pd.DataFrame({"token": [visible_token(t) for t in texts], "probability": list(probs)})
+
+
+def bars_reveal_table(labels: Sequence[str], values: Sequence[float], estimate: float) -> pd.DataFrame:
+    return pd.DataFrame({"x": [str(label) for label in labels], "value": list(values), "your_estimate": estimate})
+
+
+def curve_reveal_table(
+    xs: Sequence[float], ys: Sequence[float], truth_x: float, truth_y: float, estimate: float
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"x": list(xs), "y": list(ys), "answer_x": truth_x, "answer_y": truth_y, "your_estimate": estimate}
+    )
+
+
+def number_line_table(value: float, tolerance: float, estimate: float, unit: str) -> pd.DataFrame:
+    return pd.DataFrame([{"answer": value, "tolerance": tolerance, "your_estimate": estimate, "unit": unit}])
+
+
+def direction_reveal_table(xs: Sequence[float], ys: Sequence[float], x_title: str, y_title: str) -> pd.DataFrame:
+    return pd.DataFrame({x_title: list(xs), y_title: list(ys)})
+
+
+def estimates_table(estimates: Sequence[float], value: float, tolerance: float) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "estimate": list(estimates),
+            "answer": value,
+            "within_tolerance": [abs(e - value) <= tolerance for e in estimates],
+        }
+    )
+
+
+token_reveal = Chart(make_token_reveal, token_reveal_table)
+bars_reveal = Chart(make_bars_reveal, bars_reveal_table)
+curve_reveal = Chart(make_curve_reveal, curve_reveal_table)
+number_line = Chart(make_number_line, number_line_table)
+direction_reveal = Chart(make_direction_reveal, direction_reveal_table)
+estimates_histogram = Chart(make_estimates_histogram, estimates_table)

@@ -117,11 +117,7 @@ def _reveal_token(model: str, step: Step, found: NextToken, graded: Graded, key:
         ids = order
     yours = ids.index(graded.token_id) if graded.token_id in ids else None
     title = f"The model's next-token probabilities (T = {found.temperature:g}), yours outlined"
-    charts.show(
-        figs.make_token_reveal(texts, probs, ids.index(found.right_id), yours, title),
-        key=key,
-        data=figs.reveal_table(texts, probs, "probability"),
-    )
+    charts.show(figs.token_reveal(texts, probs, ids.index(found.right_id), yours, title), key=key)
     st.markdown(claims.next_token_sentence(found, graded, rank, probability))
 
 
@@ -131,41 +127,44 @@ def _reveal_number(found: Number, graded: Graded, key: str) -> None:
     estimate = graded.value / scale
     title = charts.wrap_title(f"{found.about[:1].upper()}{found.about[1:]}")
     if found.chart == "bars":
-        fig = figs.make_bars_reveal(found.xs, found.ys, found.marked, estimate, title, found.y_title)
+        charts.show(figs.bars_reveal(found.xs, found.ys, found.marked, estimate, title, found.y_title), key=key)
     elif found.chart == "curve":
         on_x = found.quantity == "top_p_kept"  # a count of tokens is an x value on the cumulative curve
         x, y = found.point if found.point is not None else (found.xs[-1], found.ys[-1])
-        fig = figs.make_curve_reveal(
-            found.xs,
-            [value / scale for value in found.ys],
-            x,
-            y / scale,
-            estimate,
-            on_x,
-            title,
-            found.x_title,
-            found.y_title.replace("bytes", "MiB") if scale != 1.0 else found.y_title,
-            found.guide,
+        charts.show(
+            figs.curve_reveal(
+                found.xs,
+                [value / scale for value in found.ys],
+                x,
+                y / scale,
+                estimate,
+                on_x,
+                title,
+                found.x_title,
+                found.y_title.replace("bytes", "MiB") if scale != 1.0 else found.y_title,
+                found.guide,
+            ),
+            key=key,
         )
     else:
-        fig = figs.make_number_line(found.value, found.tolerance, estimate, title, found.unit)
-    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
-    charts.show(fig, key=key, data=figs.reveal_table(found.xs or [found.quantity], found.ys or [found.value], "value"))
+        charts.show(figs.number_line(found.value, found.tolerance, estimate, title, found.unit), key=key)
     st.markdown(claims.number_sentence(found, graded))
 
 
 def _reveal_direction(found: Direction, graded: Graded, key: str) -> None:
     label = QUANTITY_LABELS[found.quantity]
-    fig = figs.make_direction_reveal(
-        found.xs,
-        found.ys,
-        found.start,
-        found.to,
-        found.before,
-        found.after,
-        f"{label[:1].upper()}{label[1:]} as {found.setting} goes from {found.start:g} to {found.to:g}",
-        found.setting,
-        label,
+    charts.show(
+        figs.direction_reveal(
+            found.xs,
+            found.ys,
+            found.start,
+            found.to,
+            found.before,
+            found.after,
+            f"{label[:1].upper()}{label[1:]} as {found.setting} goes from {found.start:g} to {found.to:g}",
+            found.setting,
+            label,
+        ),
+        key=key,
     )
-    charts.show(fig, key=key, data=figs.reveal_table(found.xs, found.ys, found.quantity))
     st.markdown(claims.direction_sentence(found, graded, label.split(" (")[0]))

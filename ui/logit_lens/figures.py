@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, fit_label
 from ui.logits.figures import GREEDY_COLOR, visible_token
 
@@ -213,12 +214,18 @@ def block_table(stage_names: Sequence[str], shape: tuple[int, int], norms: Seque
     )
 
 
+block_diagram = Chart(make_block_diagram, block_table)
+
+
 def activations_table(stage_names: Sequence[str], vectors: np.ndarray, n_dims: int = 96) -> pd.DataFrame:
     values = np.asarray(vectors, dtype=np.float64)[:, :n_dims]  # (S, n_dims), as drawn
     s, d = values.shape
     return pd.DataFrame(
         {"stage": np.repeat(list(stage_names), d), "dimension": np.tile(np.arange(d), s), "value": values.reshape(-1)}
     )
+
+
+block_activations = Chart(make_block_activations, activations_table)
 
 
 def lens_table(
@@ -246,7 +253,13 @@ def lens_table(
     return pd.DataFrame(rows)
 
 
+logit_lens = Chart(make_logit_lens, lens_table)  # the table also takes first_position= (by name)
+
+
 def answer_table(layer_labels: Sequence[str], probabilities: Sequence[float], token: str) -> pd.DataFrame:
     return pd.DataFrame(
         {"layer": list(layer_labels), "token": visible_token(token), "probability": list(probabilities)}
     )
+
+
+answer_formation = Chart(make_answer_formation, answer_table)

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart, plain
 from ui.tokenization.figures import visible
 
 GREEDY_COLOR = "#d62728"
@@ -35,6 +36,20 @@ def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, c
         ticktext=[visible_token(t) for t in tokens],
         row=row,
         col=col,
+    )
+
+
+def _mark_greedy(fig: go.Figure, index: int, top: float, arrow: int, shift: int) -> None:
+    """The "greedy pick" label above bar ``index`` (its top at ``top``), its arrow ``arrow`` px long."""
+    fig.add_annotation(
+        x=index,
+        y=top,
+        text="greedy pick",
+        showarrow=True,
+        arrowhead=2,
+        ay=-arrow,
+        yshift=shift,
+        font={"color": GREEDY_COLOR},
     )
 
 
@@ -60,16 +75,7 @@ def make_logits_bar(
         )
     )
     if 0 <= greedy_index < len(tokens):
-        fig.add_annotation(
-            x=greedy_index,
-            y=float(logits[greedy_index]),
-            text="greedy pick",
-            showarrow=True,
-            arrowhead=2,
-            ay=-45,
-            yshift=18,
-            font={"color": GREEDY_COLOR},
-        )
+        _mark_greedy(fig, greedy_index, float(logits[greedy_index]), arrow=45, shift=18)
     _token_axis(fig, tokens)
     low, high = (min(0.0, min(logits)), max(0.0, max(logits))) if len(logits) else (0.0, 1.0)
     span = max(high - low, 1e-6)  # the axis always holds 0: bars start there, and room for the labels
@@ -123,15 +129,8 @@ def make_probability_overlay(
     )
     top = max([*probs_a, *probs_b, 0.05])
     if 0 <= greedy_index < len(tokens):
-        fig.add_annotation(
-            x=greedy_index,
-            y=max(float(probs_a[greedy_index]), float(probs_b[greedy_index])),
-            text="greedy pick",
-            showarrow=True,
-            arrowhead=2,
-            ay=-30,
-            yshift=16,
-            font={"color": GREEDY_COLOR},
+        _mark_greedy(
+            fig, greedy_index, max(float(probs_a[greedy_index]), float(probs_b[greedy_index])), arrow=30, shift=16
         )
     _token_axis(fig, tokens)
     fig.update_layout(
@@ -303,10 +302,13 @@ def logits_table(
             "rank": range(1, len(tokens) + 1),
             "token_id": list(token_ids),
             "token": [visible_token(t) for t in tokens],
-            "logit": list(logits),
+            "logit": plain(logits),
             "greedy_pick": [i == greedy_index for i in range(len(tokens))],
         }
     )
+
+
+logits_bar = Chart(make_logits_bar, logits_table)  # the table also takes token_ids= (by name)
 
 
 def overlay_table(
@@ -316,10 +318,13 @@ def overlay_table(
         {
             "rank": range(1, len(tokens) + 1),
             "token": [visible_token(t) for t in tokens],
-            f"probability at {label_a}": list(probs_a),
-            f"probability at {label_b}": list(probs_b),
+            f"probability at {label_a}": plain(probs_a),
+            f"probability at {label_b}": plain(probs_b),
         }
     )
+
+
+probability_overlay = Chart(make_probability_overlay, overlay_table)
 
 
 def sweep_table(
@@ -327,11 +332,14 @@ def sweep_table(
 ) -> pd.DataFrame:
     return pd.DataFrame(
         {
-            "temperature": list(temperatures),
-            "entropy_bits": list(entropy_bits),
-            "top_token_probability": list(top_probability),
+            "temperature": plain(temperatures),
+            "entropy_bits": plain(entropy_bits),
+            "top_token_probability": plain(top_probability),
         }
     )
+
+
+temperature_sweep = Chart(make_temperature_sweep, sweep_table)
 
 
 def stage_table(
@@ -339,7 +347,7 @@ def stage_table(
     tokens: Sequence[str],
     stage_labels: Sequence[str],
     stage_probs: np.ndarray,
-    survivors: Sequence[int],
+    survivor_counts: Sequence[int],
 ) -> pd.DataFrame:
     """One row per (stage, token): its probability after the stage, 0 where the stage cut it."""
     rows = [
@@ -352,7 +360,10 @@ def stage_table(
             "probability": float(stage_probs[s, rank]),
             "kept": bool(stage_probs[s, rank] > 0),
         }
-        for s, (label, count) in enumerate(zip(stage_labels, survivors))
+        for s, (label, count) in enumerate(zip(stage_labels, survivor_counts))
         for rank in range(len(tokens))
     ]
     return pd.DataFrame(rows)
+
+
+stage_chart = Chart(make_stage_figure, stage_table)  # the table also takes token_ids=, survivor_counts= (by name)

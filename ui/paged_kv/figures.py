@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from inference.api import PagingStep, PagingTrace
+from ui.common.chart import Chart
 
 FREE, CACHED = -2, -1  # grid values of a free block, and of a free block that still holds a cached prefix
 FREE_COLOUR, CACHED_COLOUR = "#f1f1f1", "#c9c9c9"
@@ -291,3 +292,9 @@ def memory_at_step_table(step: PagingStep) -> pd.DataFrame:
             "fragmentation bytes": [step.slot_bytes - step.used_bytes, step.paged_bytes - step.distinct_bytes],
         }
     )
+
+
+block_grid = Chart(make_block_grid, grid_table)
+block_tables = Chart(make_block_tables, tables_table)
+memory_timeline = Chart(make_memory_timeline, memory_table)
+memory_at_step = Chart(make_memory_at_step, memory_at_step_table)

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.logits.figures import visible_token
 
 CODE_COLOR, VALUE_COLOR, HELD_COLOR = "#6f42c1", "#1f77b4", "#ff7f0e"
@@ -140,59 +141,9 @@ def block_layout_table(
     return table
 
 
-def make_block_figure(codes: Sequence[int], decoded: np.ndarray, held: np.ndarray | None, title: str) -> go.Figure:
-    """Top: the 32 stored integer codes. Bottom: the 32 weights they decode to (and what the kernel holds)."""
-    fig = make_subplots(
-        rows=2,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.12,
-        subplot_titles=("stored codes (integers)", "the weights they stand for"),
-    )
-    index = list(range(len(decoded)))
-    fig.add_trace(
-        go.Bar(
-            x=index,
-            y=list(codes),
-            marker_color=CODE_COLOR,
-            name="code q",
-            hovertemplate="weight %{x}: code %{y}<extra></extra>",
-        ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=index,
-            y=decoded.tolist(),
-            mode="markers+lines",
-            marker_color=VALUE_COLOR,
-            name="decoded (as the file means it)",
-            hovertemplate="weight %{x}: %{y:.6f}<extra></extra>",
-        ),
-        row=2,
-        col=1,
-    )
-    if held is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=index,
-                y=held.tolist(),
-                mode="markers",
-                marker=dict(color=HELD_COLOR, symbol="x"),
-                name="what the 4-bit kernel holds (bf16 scale and zero)",
-                hovertemplate="weight %{x}: %{y:.6f}<extra></extra>",
-            ),
-            row=2,
-            col=1,
-        )
-    fig.update_yaxes(title_text="code", row=1, col=1)
-    fig.update_yaxes(title_text="weight", row=2, col=1)
-    fig.update_xaxes(title_text="position in the block (32 weights)", row=2, col=1)
-    fig.update_layout(
-        title=title, height=470, margin=dict(l=50, r=20, t=70, b=40), legend=dict(orientation="h", y=-0.18)
-    )
-    return fig
+block_layout = Chart(
+    make_block_layout, block_layout_table
+)  # the table also takes scales=, offsets=, reference= (by name)
 
 
 def make_bytes_chart(
@@ -281,17 +232,6 @@ def make_mode_speed(labels: Sequence[str], tok_s: Sequence[float]) -> go.Figure:
 
 
 # -- the tables behind the charts' CSVs ---------------------------------------------------------
-def block_table(codes: Sequence[int], decoded: np.ndarray, held: np.ndarray | None) -> pd.DataFrame:
-    table = pd.DataFrame(
-        {
-            "position_in_block": range(len(decoded)),
-            "code": list(codes) if len(codes) else [None] * len(decoded),
-            "weight": decoded.tolist(),
-        }
-    )
-    if held is not None:
-        table["weight_as_kernel_holds_it"] = held.tolist()
-    return table
 
 
 def bytes_table(
@@ -307,6 +247,9 @@ def bytes_table(
     )
 
 
+bytes_chart = Chart(make_bytes_chart, bytes_table)
+
+
 def mode_probabilities_table(tokens: Sequence[str], labels: Sequence[str], probs: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -317,5 +260,11 @@ def mode_probabilities_table(tokens: Sequence[str], labels: Sequence[str], probs
     )
 
 
+mode_probabilities = Chart(make_mode_probabilities, mode_probabilities_table)
+
+
 def mode_speed_table(labels: Sequence[str], tok_s: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame({"weights": list(labels), "decode_tokens_per_second": list(tok_s)})
+
+
+mode_speed = Chart(make_mode_speed, mode_speed_table)

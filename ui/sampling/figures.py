@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells
 from ui.logits.figures import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
 
@@ -262,6 +263,9 @@ def ranges_table(
     return table
 
 
+cumulative_ranges = Chart(make_cumulative_ranges, ranges_table)
+
+
 def histogram_table(
     labels: Sequence[str], observed: Sequence[float], expected: Sequence[float], n_draws: int
 ) -> pd.DataFrame:
@@ -274,6 +278,9 @@ def histogram_table(
             "n_draws": n_draws,
         }
     )
+
+
+draw_histogram = Chart(make_draw_histogram, histogram_table)
 
 
 def strips_table(
@@ -295,3 +302,6 @@ def strips_table(
             for i, token in enumerate(tokens)
         ]
     )
+
+
+token_strips = Chart(make_token_strips, strips_table)  # the table also takes token_ids= (by name)

@@ -6,11 +6,10 @@ it hands out the numbers behind the chart, and in presenter mode (``state.PRESEN
 the chart is drawn from a copy with larger text. The caller's figure is never changed, but for one
 setting every chart gets (``keep_tick_labels``): no tick label is ever dropped.
 
-The CSV comes from the page's own data: ``data`` is the table the chart was drawn from
-(a ``pandas.DataFrame`` with named columns, in the chart's token notation, or a callable
-building one, called only when the button is clicked). Each figure module has a
-``*_table`` builder beside each ``make_*`` figure. A chart given no table falls back to
-the numbers read off its traces (``ui.common.export.figure_csv``).
+A page hands ``show`` one chart spec called with its arguments (``ui.common.chart``: each chapter's
+``figures.py`` pairs a ``make_*`` figure with the ``*_table`` of its CSV), so the figure and the CSV's named
+columns come from the same argument list; the table is built only when the button is clicked. A plain figure,
+or a spec with no table, falls back to the numbers read off its traces (``ui.common.export.figure_csv``).
 """
 
 from __future__ import annotations
@@ -20,11 +19,11 @@ import functools
 import re
 from collections.abc import Callable
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from ui.common import state
+from ui.common.chart import ChartCall
 from ui.common.export import figure_csv
 from ui.shell.navigation import current_url_path
 from ui.shell.presenter import is_on as presenting
@@ -39,22 +38,27 @@ TITLE_LINE_CHARS = 56  # presenter mode: a longer title wraps (a full-width char
 _THEME_FONT, _THEME_TITLE, _THEME_AXIS_TITLE = 12, 16, 14
 
 
-TableSource = pd.DataFrame | Callable[[], pd.DataFrame] | None
+def show(chart: ChartCall | go.Figure, key: str, name: str | None = None, *, shared: bool = False) -> go.Figure:
+    """Draw ``chart`` under ``key`` with a PNG export name and a CSV download (key ``<key>_csv``) below it.
 
-
-def show(fig: go.Figure, key: str, name: str | None = None, data: TableSource = None) -> None:
-    """Draw ``fig`` under ``key`` with a PNG export name and a CSV download (key ``<key>_csv``) below it.
-
-    ``data`` is the chart's table (or a callable returning it): the CSV's named columns.
-    ``name`` replaces ``<page>_<key>`` in the file names when given.
+    ``chart`` is a chart spec called with its arguments (``figs.logits_bar(tokens, logits, greedy)``): the figure
+    is built from them (once for every session when ``shared``: ``shared`` below) and the CSV's table from the same
+    ones. ``name`` replaces ``<page>_<key>`` in the file names when given. Returns the figure drawn (a page that
+    reads something off it, such as which points went unlabelled).
     """
+    if isinstance(chart, go.Figure):
+        fig = chart
+        csv = lambda: figure_csv(fig)  # noqa: E731 (a plain figure: its traces are its table)
+    else:
+        fig = chart.figure(builder=_shared_cache(chart.spec.figure) if shared else None)
+        csv = lambda: chart.csv(fig)  # noqa: E731
     stem = file_stem(key, name)
     keep_tick_labels(fig)
     shown = presenter_copy(fig) if presenting() else fig
     st.plotly_chart(shown, key=key, config=chart_config(stem))
     st.download_button(
         "Download CSV",
-        data=lambda: table_csv(data, fig),
+        data=csv,
         file_name=f"{stem}.csv",
         mime="text/csv",
         key=state.csv_button(key),
@@ -63,14 +67,7 @@ def show(fig: go.Figure, key: str, name: str | None = None, data: TableSource = 
         on_click="ignore",
         help="The numbers behind this chart, one row each, with named columns",
     )
-
-
-def table_csv(data: TableSource, fig: go.Figure | None = None) -> str:
-    """The CSV text of a chart's table (``fig``'s traces when it has none)."""
-    if data is None:
-        return figure_csv(fig) if fig is not None else ""
-    frame = data() if callable(data) else data
-    return frame.to_csv(index=False, lineterminator="\n")
+    return fig
 
 
 def chart_config(stem: str) -> dict:
@@ -153,3 +150,6 @@ def shared(builder: Callable[..., go.Figure], max_entries: int = 16) -> Callable
     ``st.plotly_chart`` reads it). ``max_entries`` per builder bounds the memory (a figure is ~0.1-1 MB); a class
     on one view needs a handful (docs/classroom.md measures what it saves a broadcast to a class)."""
     return st.cache_resource(max_entries=max_entries, show_spinner=False)(builder)
+
+
+_shared_cache = shared  # ``show``'s own ``shared`` flag hides the name there

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
+from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, shared_range
 from ui.tokenization.figures import visible
 
@@ -116,6 +117,9 @@ def step_rows_table(rows: Sequence[Sequence[tuple[str, str, str]]], row_names: S
     )
 
 
+step_rows = Chart(make_step_rows, step_rows_table)
+
+
 # -- one drafted token ------------------------------------------------------------------------------------
 def make_p_vs_q(
     tokens: Sequence[str], p: Sequence[float | None], q: Sequence[float | None], drafted: int, title: str
@@ -124,9 +128,34 @@ def make_p_vs_q(
     zero on one shared axis; a value the records do not hold (the token is outside that distribution's top
     entries) is no bar, labelled so."""
     labels = [("▸ " if i == drafted else "") + _label(t) for i, t in enumerate(tokens)]
-    positions = list(range(len(tokens)))
+    series = [
+        (
+            name,
+            values,
+            colour,
+            [fmt.prob(v) if v is not None else "not in its top" for v in values],
+            f"{name}: %{{x:.4g}}<extra></extra>",
+        )
+        for name, values, colour in (("p: the model", p, P_COLOR), ("q: the draft", q, Q_COLOR))
+    ]
+    axis = dict(
+        title="probability (after the sampling settings)", range=shared_range(_known(p), _known(q), headroom=1.3)
+    )
+    return _grouped_rows(series, labels, title, 140 + 44 * len(tokens), axis)
+
+
+def _grouped_rows(
+    series: Sequence[tuple[str, Sequence, str, list[str], str]],
+    labels: Sequence[str],
+    title: str,
+    height: int,
+    xaxis: dict,
+) -> go.Figure:
+    """Series side by side as horizontal bars, one row per label from the top, the legend above: each series is
+    (name, values, colour, the text on each bar, the hover template)."""
+    positions = list(range(len(labels)))
     fig = go.Figure()
-    for name, values, colour in (("p: the model", p, P_COLOR), ("q: the draft", q, Q_COLOR)):
+    for name, values, colour, text, hover in series:
         fig.add_trace(
             go.Bar(
                 x=list(values),
@@ -134,21 +163,19 @@ def make_p_vs_q(
                 orientation="h",
                 name=name,
                 marker_color=colour,
-                text=[fmt.prob(v) if v is not None else "not in its top" for v in values],
+                text=text,
                 textposition="outside",
                 cliponaxis=False,
-                hovertemplate=f"{name}: %{{x:.4g}}<extra></extra>",
+                hovertemplate=hover,
             )
         )
     fig.update_layout(
         title=title,
         barmode="group",
-        height=140 + 44 * len(tokens),
+        height=height,
         margin=dict(l=10, r=50, t=90, b=10),
-        xaxis=dict(
-            title="probability (after the sampling settings)", range=shared_range(_known(p), _known(q), headroom=1.3)
-        ),
-        yaxis=dict(tickvals=positions, ticktext=labels, autorange="reversed"),
+        xaxis=xaxis,
+        yaxis=dict(tickvals=positions, ticktext=list(labels), autorange="reversed"),
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
     )
     return fig
@@ -158,6 +185,9 @@ def p_q_table(
     tokens: Sequence[str], ids: Sequence[int], p: Sequence[float | None], q: Sequence[float | None]
 ) -> pd.DataFrame:
     return pd.DataFrame({"token": [visible(t) for t in tokens], "id": list(ids), "p": list(p), "q": list(q)})
+
+
+p_vs_q = Chart(make_p_vs_q, p_q_table)  # the table also takes ids= (by name)
 
 
 def make_acceptance_test(keep_from: float, keep_to: float, u: float, accepted: bool, title: str) -> go.Figure:
@@ -242,8 +272,14 @@ def acceptance_table(keep_from: float, keep_to: float, u: float, accepted: bool)
     )
 
 
+acceptance_test = Chart(make_acceptance_test, acceptance_table)
+
+
 def distribution_table(tokens: Sequence[str], ids: Sequence[int], probs: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame({"token": [visible(t) for t in tokens], "id": list(ids), "probability": list(probs)})
+
+
+distribution = Chart(make_distribution, distribution_table)  # the table also takes ids= (by name)
 
 
 # -- the sweep --------------------------------------------------------------------------------------------
@@ -264,51 +300,32 @@ def make_sweep(
         horizontal_spacing=0.08,
     )
     x = [f"{setting_name} = {s}" for s in settings]
-    kept = [0.0 if a is None else a for a in acceptance]
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=kept,
-            marker_color=KEEP_COLOR,
-            marker_line_color="#2d6a4f",
-            marker_line_width=1,
-            text=["none drafted" if a is None else fmt.pct(a) for a in acceptance],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{text}<extra></extra>",
-            showlegend=False,
+    panels = (  # (y, colour, text on the bar, hover, the bar's outline)
+        (
+            [0.0 if a is None else a for a in acceptance],
+            KEEP_COLOR,
+            ["none drafted" if a is None else fmt.pct(a) for a in acceptance],
+            "%{x}: %{text}<extra></extra>",
+            {"marker_line_color": "#2d6a4f", "marker_line_width": 1},
         ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=list(tokens_per_forward),
-            marker_color=P_COLOR,
-            text=[f"{v:.2f}" for v in tokens_per_forward],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.2f} tokens per forward<extra></extra>",
-            showlegend=False,
+        (
+            list(tokens_per_forward),
+            P_COLOR,
+            [f"{v:.2f}" for v in tokens_per_forward],
+            "%{x}: %{y:.2f} tokens per forward<extra></extra>",
+            {},
         ),
-        row=1,
-        col=2,
-    )
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=list(speedup),
-            marker_color=[SPECULATIVE_COLOR if v >= 1 else "#adb5bd" for v in speedup],
-            text=[f"{v:.2f}×" for v in speedup],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.2f}× plain decoding<extra></extra>",
-            showlegend=False,
+        (
+            list(speedup),
+            [SPECULATIVE_COLOR if v >= 1 else "#adb5bd" for v in speedup],
+            [f"{v:.2f}×" for v in speedup],
+            "%{x}: %{y:.2f}× plain decoding<extra></extra>",
+            {},
         ),
-        row=1,
-        col=3,
     )
+    for col, (y, colour, text, hover, outline) in enumerate(panels, start=1):
+        bar = go.Bar(x=x, y=y, marker_color=colour, text=text, textposition="outside", cliponaxis=False, **outline)
+        fig.add_trace(bar.update(hovertemplate=hover, showlegend=False), row=1, col=col)
     fig.add_hline(y=1.0, line_dash="dash", line_color="#495057", row=1, col=3)
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=shared_range(tokens_per_forward, headroom=1.2), row=1, col=2)
@@ -334,39 +351,25 @@ def sweep_table(
     )
 
 
+sweep = Chart(make_sweep, sweep_table)
+
+
 # -- many seeds -------------------------------------------------------------------------------------------
 def make_seed_counts(cells: Sequence[str], plain: Sequence[int], speculative: Sequence[int], title: str) -> go.Figure:
     """How many seeds drew each pair of first tokens, plain decoding's beside speculative decoding's."""
-    positions = list(range(len(cells)))
-    fig = go.Figure()
-    for name, counts, colour in (
-        ("plain decoding", plain, PLAIN_COLOR),
-        ("speculative", speculative, SPECULATIVE_COLOR),
-    ):
-        fig.add_trace(
-            go.Bar(
-                x=list(counts),
-                y=positions,
-                orientation="h",
-                name=name,
-                marker_color=colour,
-                text=[f"{c:,}" for c in counts],
-                textposition="outside",
-                cliponaxis=False,
-                hovertemplate=f"{name}: %{{x}} seeds<extra></extra>",
-            )
+    series = [
+        (name, counts, colour, [f"{c:,}" for c in counts], f"{name}: %{{x}} seeds<extra></extra>")
+        for name, counts, colour in (
+            ("plain decoding", plain, PLAIN_COLOR),
+            ("speculative", speculative, SPECULATIVE_COLOR),
         )
-    fig.update_layout(
-        title=title,
-        barmode="group",
-        height=150 + 40 * len(cells),
-        margin=dict(l=10, r=50, t=90, b=10),
-        xaxis=dict(title="seeds", range=shared_range(plain, speculative, smallest=1)),
-        yaxis=dict(tickvals=positions, ticktext=list(cells), autorange="reversed"),
-        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
-    )
-    return fig
+    ]
+    axis = dict(title="seeds", range=shared_range(plain, speculative, smallest=1))
+    return _grouped_rows(series, cells, title, 150 + 40 * len(cells), axis)
 
 
 def seed_counts_table(cells: Sequence[str], plain: Sequence[int], speculative: Sequence[int]) -> pd.DataFrame:
     return pd.DataFrame({"first tokens": list(cells), "plain decoding": list(plain), "speculative": list(speculative)})
+
+
+seed_counts = Chart(make_seed_counts, seed_counts_table)

@@ -7,6 +7,7 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
+from ui.common.chart import Chart
 from ui.common.token_text import visible
 
 PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d7f2f7", "#fce1c8", "#e2f0cb"]
@@ -69,3 +70,6 @@ def make_token_id_chart(pieces: list[str], ids: list[int]) -> go.Figure:
 def token_id_table(pieces: list[str], ids: list[int]) -> pd.DataFrame:
     """The token-id chart's numbers: one row per position, the token as the chart labels it."""
     return pd.DataFrame({"position": range(len(ids)), "token": [visible(p) for p in pieces], "token_id": ids})
+
+
+token_id_chart = Chart(make_token_id_chart, token_id_table)
