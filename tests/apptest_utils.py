@@ -38,6 +38,17 @@ def open_page(script: str, prompt: str | None = None, timeout: float = TIMEOUT) 
     return at
 
 
+def open_link(script: str, query: dict[str, str], timeout: float = TIMEOUT) -> AppTest:
+    """Open ``script`` as a shared link does: app.py runs with the link's query first, then the page; no exception."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update(query)
+    at.run()
+    at.switch_page(script)
+    at.run()
+    assert_clean(at)
+    return at
+
+
 def chart(at: AppTest, key: str) -> dict:
     """The Plotly figure (as JSON) of the chart drawn with ``key``."""
     for element in at.get("plotly_chart"):

@@ -142,6 +142,24 @@ def ui_engine(engine, monkeypatch):
 
 
 @pytest.fixture
+def both_models(engine, gemma_engine, monkeypatch):
+    """The UI's engine lookup answers each model's name with the session's engine for it (no second load)."""
+    import streamlit as st
+
+    GEMMA = "gemma-3-270m"  # the packaged Gemma 3 270M's name in the model picker
+    from ui.common import resources
+
+    monkeypatch.setattr(
+        resources, "load_engine", lambda model=None, **kwargs: gemma_engine if model == GEMMA else engine
+    )
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield {"SmolLM2-135M-Instruct": engine, GEMMA: gemma_engine}
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
 def ui_engine_and_server(engine, monkeypatch):
     """The helpers, pointed at the session's engine (and a server over it), with empty caches."""
     import streamlit as st
@@ -167,6 +185,9 @@ LONG_FILES = (
     "test_browser.py",
     "test_sweep.py",
     "test_decode_step.py",
+    "test_decode_step_gemma.py",
+    "test_same_numbers.py",
+    "test_claims_paged_kv.py",
     "test_engine_gemma.py",
     "test_speculative.py",
     "test_app_gemma.py",

@@ -7,10 +7,9 @@ helpers in this process), so the test knows which answers must count and checks 
 from __future__ import annotations
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_utils import APP, assert_clean, chart
+from tests.apptest_utils import APP, assert_clean, chart, open_link
 from ui.common import state as keys
 from ui.lesson import answers, files
 from ui.lesson.answers import NextToken, Number
@@ -23,29 +22,8 @@ TIMEOUT = 300
 MIB = 2**20
 
 
-@pytest.fixture
-def both_models(engine, gemma_engine, monkeypatch):
-    """The app's engine lookup answers each model's name with the session's engine for it (no second load)."""
-    from ui.common import resources
-
-    monkeypatch.setattr(
-        resources, "load_engine", lambda model=None, **kwargs: gemma_engine if model == GEMMA else engine
-    )
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-
-
 def open_lesson(query: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.run()
-    at.switch_page("pages/lesson.py")
-    at.run()
-    assert_clean(at)
-    return at
+    return open_link("pages/lesson.py", query, TIMEOUT)
 
 
 def answer(at: AppTest, lesson: str, number: int, value) -> None:
@@ -142,7 +120,7 @@ def test_a_bad_file_is_refused_with_the_checks_lines(both_models, tmp_path, monk
     lines = raised.value.lines
     assert lines == [
         "bad.toml: step 1, chapter: unknown chapter 'logitz' (use one of tokenization, embeddings, attention, "
-        "logit_lens, experiments, logits, sampling, generation, speculative, quantization, batching, compare)",
+        "logit_lens, experiments, logits, sampling, generation, speculative, quantization, batching, paged_kv, compare)",
         "bad.toml: step 1, state.temperature: 3.5: use a number from 0 to 2",
     ]
     at = open_lesson({"lesson": "bad"})

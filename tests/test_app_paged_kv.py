@@ -6,20 +6,14 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_utils import APP, assert_clean, chart, plotly_array
+from tests.apptest_utils import assert_clean, chart, open_link, plotly_array
 
 pytestmark = pytest.mark.real_model
 TIMEOUT = 240  # the first run loads the model and replays the scenario
 
 
-def open_link(query: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.run()
-    at.switch_page("pages/paged_kv.py")
-    at.run()
-    assert_clean(at)
-    return at
+def open_paged(query: dict[str, str]) -> AppTest:
+    return open_link("pages/paged_kv.py", query, TIMEOUT)
 
 
 def warnings(at: AppTest) -> str:
@@ -27,7 +21,7 @@ def warnings(at: AppTest) -> str:
 
 
 def test_a_deep_link_opens_the_samples_replay_at_its_step_and_the_slider_replays_it():
-    at = open_link({"scenario": "samples", "block_size": "4", "paged_step": "1"})
+    at = open_paged({"scenario": "samples", "block_size": "4", "paged_step": "1"})
     assert at.session_state["paged_scenario"] == "samples" and at.session_state["paged_block_size"] == 4
     assert at.slider(key="_w_paged_step").value == 1
     grid = chart(at, "paged_grid")
@@ -54,7 +48,7 @@ def test_a_deep_link_opens_the_samples_replay_at_its_step_and_the_slider_replays
 
 
 def test_bad_link_values_are_clamped_or_ignored_with_a_note():
-    at = open_link({"scenario": "everything", "block_size": "0", "paged_step": "9999"})
+    at = open_paged({"scenario": "everything", "block_size": "0", "paged_step": "9999"})
     notes = warnings(at)
     assert "`scenario` ignored" in notes
     assert "`block_size` = `'0'` is outside 1…32: clamped to 1." in notes

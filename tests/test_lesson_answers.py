@@ -11,7 +11,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-import streamlit as st
 
 from ui.lesson import answers, files
 from ui.lesson.answers import Direction, NextToken, Number
@@ -20,21 +19,6 @@ from ui.lesson.format import Limits, check_on_model
 pytestmark = pytest.mark.real_model
 
 SMOLLM2, GEMMA = "SmolLM2-135M-Instruct", "gemma-3-270m"
-
-
-@pytest.fixture
-def both_models(engine, gemma_engine, monkeypatch):
-    """The UI's engine lookup answers each model's name with the session's engine for it (no second load)."""
-    from ui.common import resources
-
-    monkeypatch.setattr(
-        resources, "load_engine", lambda model=None, **kwargs: gemma_engine if model == GEMMA else engine
-    )
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield {SMOLLM2: engine, GEMMA: gemma_engine}
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 @pytest.mark.parametrize("model", [SMOLLM2, GEMMA])

@@ -42,7 +42,7 @@ import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_utils import APP, assert_clean
+from tests.apptest_utils import open_link
 from tests.tolerances import logit_tolerance
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "same_numbers.json"
@@ -237,14 +237,8 @@ def compare(name: str, key: str, expected: dict, text: str, eps: float) -> list[
     return problems
 
 
-def open_link(url_path: str, query: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params.update(query)
-    at.run()
-    at.switch_page(_script(url_path))
-    at.run()
-    assert_clean(at)
-    return at
+def open_page_link(url_path: str, query: dict[str, str]) -> AppTest:
+    return open_link(_script(url_path), query, TIMEOUT)
 
 
 def model_facts(model: str) -> dict:
@@ -278,7 +272,7 @@ def _gemma_installed() -> bool:
 def test_a_link_shows_the_numbers_it_showed(name, url_path, query, deferred_downloads):
     if name in NEEDS_GEMMA and not _gemma_installed():
         pytest.skip(f"{GEMMA} is not installed")
-    at = open_link(url_path, query)
+    at = open_page_link(url_path, query)
     tables = chart_tables(at, deferred_downloads)
     assert tables, f"{name}: no chart table on the page"
     stored = json.loads(FIXTURE.read_text()) if FIXTURE.exists() else {"links": {}, "models": {}}
