@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from ui.common import models, state
+from ui.common.resources import client_for
 from ui.paged_kv import claims, compute, controls
 from ui.paged_kv import figures as figs
 from ui.shell import charts
@@ -75,6 +76,12 @@ st.markdown(claims.peak_sentence(trace))
 for sentence in (claims.cow_sentence(trace, scenario.samples), claims.preemption_sentence(trace, labels, replay.alone)):
     if sentence:
         st.markdown(sentence)
+config = client_for(model).info.config
+released = claims.window_release_sentence(
+    config.n_layers, len(config.local_layers), config.sliding_window, trace.position_bytes, block_size
+)
+if released:
+    st.markdown(released)
 
 with st.expander("The answers"):
     st.dataframe(

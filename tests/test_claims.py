@@ -564,3 +564,16 @@ def test_the_lens_caption_counts_the_cells_inside_and_outside_the_reach():
     assert "2 outside it" in text
     assert "1 cell there changed its" in exp_claims.lens_region_caption(["embed", "L0"], (9, 0), 0, 1, 0)
     assert "nothing is outlined" in exp_claims.lens_region_caption(["embed"], None, 0, 0, 0)
+
+
+def test_the_window_release_sentence_is_the_engines_own_block_count():
+    """Gemma 3 270M's shapes (18 layers, 15 of them with a 512-position window, K and V of one position in one layer
+    2 KiB in float32): at 1,022 positions in blocks of 16 the engine's paged server held 21.47 MiB against 36.00 MiB
+    without the release (docs/benchmarks.md, tests/test_paged_server.py); the sentence's arithmetic gives the same."""
+    from ui.paged_kv import claims as paged_claims
+
+    text = paged_claims.window_release_sentence(18, 15, 512, 18 * 2048, 16, n_positions=1022)
+    assert "**21.47 MiB held instead of 36.00 MiB**" in text and "(40% less)" in text
+    assert paged_claims.window_blocks(1022, 512, 16) == 33  # positions 510..1021: blocks 31..63
+    assert paged_claims.window_blocks(512, 512, 16) == 32 and paged_claims.window_blocks(528, 512, 16) == 32
+    assert paged_claims.window_release_sentence(30, 0, None, 30 * 2048, 16) is None  # no local layers (SmolLM2)

@@ -177,6 +177,36 @@ def sequence_status(trace: PagingTrace, step_index: int) -> list[str]:
     return status
 
 
+def window_blocks(n_positions: int, window: int, block_size: int) -> int:
+    """Blocks a sliding-window layer still holds at ``n_positions``: a block goes back once every position in it has
+    slid out of the last ``window`` (those from ``n_positions - window`` on are still read)."""
+    first_read = max(0, n_positions - window)
+    return -(-n_positions // block_size) - first_read // block_size
+
+
+def window_release_sentence(
+    n_layers: int, local_layers: int, window: int | None, position_bytes: int, block_size: int, n_positions: int = 1024
+) -> str | None:
+    """What giving back the blocks that slid out of a local layer's window saves for one request of ``n_positions``
+    (``position_bytes``: K and V of one position in every layer). None for a model without sliding-window layers."""
+    if not local_layers or window is None or n_positions <= window:
+        return None
+    per_layer = position_bytes // n_layers
+    every = -(-n_positions // block_size)
+    without = n_layers * every * block_size * per_layer
+    held = ((n_layers - local_layers) * every + local_layers * window_blocks(n_positions, window, block_size)) * (
+        block_size * per_layer
+    )
+    return (
+        f"**Sliding-window layers.** {local_layers} of this model's {n_layers} layers read only the last {window:,} "
+        f"positions, so the engine's paged cache gives back each of their blocks once it has slid out of the window "
+        f"(the other {n_layers - local_layers} keep every block). For one request of {n_positions:,} positions in "
+        f"blocks of {block_size}, that is **{size(held)} held instead of {size(without)}** "
+        f"({(without - held) / without:.0%} less), and the gap grows by {local_layers} layers' worth of K and V "
+        f"with every position past {window:,}."
+    )
+
+
 def step_note(asked: int, last: int) -> str | None:
     """A note when the step asked for (by a link) lies past the replay's last step."""
     if asked <= last:
