@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 import time
@@ -229,3 +230,68 @@ def test_a_speculative_request_can_be_cancelled_and_bad_speculation_is_refused(t
         with pytest.raises(SpeculationError, match=r"choose 1\.\.1 layers, got 2"):
             server.submit(REPEATING, greedy(4), speculate=Speculation("self", layers=2))
         wait_until(lambda: server.in_flight == 0)
+
+
+# ---- coalescing: identical requests in flight are computed once ------------------------------------------------
+def test_identical_seeded_requests_in_flight_are_computed_once_and_each_gets_every_token(tiny):
+    """A class following its teacher sends the same prompt and settings many times: the server computes it once.
+    A request that arrives while its twin runs still gets the whole stream (the tokens so far, then the rest)."""
+    params = SamplingParams(temperature=0.9, top_k=30, seed=5, max_new_tokens=6, stop_on_eos=False)
+    expected = solo(tiny, PROMPTS[1], params)[0]
+    with EngineServer(tiny, ServeConfig(n_slots=4, max_waiting=8)) as server:
+        gate = StepGate(server)
+        first = server.submit(PROMPTS[1], params)
+        second = server.submit(PROMPTS[1], params)
+        gate.allow(3)  # the prefill and two decode steps: the twins have 3 tokens
+        stream = iter(first)
+        assert [next(stream).token_id for _ in range(3)] == expected[:3]
+        late = server.submit(PROMPTS[1], params)  # arrives mid-way
+        other = server.submit(PROMPTS[1], dataclasses.replace(params, seed=6))  # another seed: its own
+        gate.allow(1000)
+        results = [h.result(WAIT) for h in (first, second, late)]
+        assert [r.token_ids for r in results] == [expected] * 3
+        assert [event.token_id for event in late] == []  # (already read by result: nothing left over)
+        assert [r.coalesced for r in results] == [False, True, True]
+        assert other.result(WAIT).token_ids == solo(tiny, PROMPTS[1], dataclasses.replace(params, seed=6))[0]
+        assert server.coalesced == 2
+        rows = {rid for step in server.recent_steps for rid in step.request_ids}
+        assert rows == {first.request_id, other.request_id}  # the riders never took a row of the batch
+        wait_until(lambda: server.in_flight == 0)
+
+
+def test_a_late_rider_streams_the_tokens_it_missed_first(tiny):
+    params = greedy(5, stop_on_eos=False)
+    with EngineServer(tiny, ServeConfig(n_slots=2)) as server:
+        gate = StepGate(server)
+        first = server.submit(PROMPTS[0], params)
+        gate.allow(2)
+        wait_until(lambda: len(server.recent_steps) == 2)
+        late = server.submit(PROMPTS[0], params)
+        gate.allow(1000)
+        assert [event.token_id for event in late] == solo(tiny, PROMPTS[0], params)[0]
+        assert first.result(WAIT).token_ids == late.result(WAIT).token_ids
+
+
+def test_unseeded_requests_are_never_coalesced_and_a_leaving_caller_leaves_the_others_their_answer(tiny):
+    with EngineServer(tiny, ServeConfig(n_slots=4)) as server:
+        unseeded = SamplingParams(temperature=1.0, seed=None, max_new_tokens=4, stop_on_eos=False)
+        handles = [server.submit(PROMPTS[2], unseeded) for _ in range(3)]
+        assert all(not h.result(WAIT).coalesced for h in handles) and server.coalesced == 0
+        gate = StepGate(server)
+        params = greedy(8, stop_on_eos=False)
+        first, second, third = (server.submit(PROMPTS[0], params) for _ in range(3))
+        gate.allow(2)
+        first.cancel()  # the caller computing it leaves: the riders go on without it
+        gate.allow(2)
+        third.cancel()
+        gate.allow(1000)
+        assert first.result(WAIT).finish_reason == "cancelled" and third.result(WAIT).finish_reason == "cancelled"
+        assert second.result(WAIT).token_ids == solo(tiny, PROMPTS[0], params)[0]
+        wait_until(lambda: server.in_flight == 0)
+        assert server.coalesced == 2
+
+
+def test_coalescing_can_be_switched_off(tiny):
+    with EngineServer(tiny, ServeConfig(n_slots=4, coalesce=False)) as server:
+        handles = [server.submit(PROMPTS[0], greedy(3)) for _ in range(2)]
+        assert [h.result(WAIT).coalesced for h in handles] == [False, False] and server.coalesced == 0

@@ -24,6 +24,7 @@ class ServeConfig:
     threads: int | None = None  # torch threads the server's worker sets for itself (None: leave as is)
     share_prefixes: bool = True  # a prompt reuses the K/V of a start another request already computed
     kv_block_size: int | None = 16  # the server's K/V in paged blocks of this many positions; None: the slot cache
+    coalesce: bool = True  # a request identical to one in flight (same prompt, same seeded or greedy settings) rides it
 
     def __post_init__(self) -> None:
         for name in ("n_slots", "slot_capacity", "max_prefill_tokens", "keep_steps"):

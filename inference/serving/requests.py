@@ -40,6 +40,7 @@ class BatchResult:
     max_batch_size: int | None = None  # the most requests that shared one forward with this one (itself included)
     logits: list[torch.Tensor] | None = field(default=None, repr=False)  # (V,) per token, with keep_logits
     speculation: SpeculativeRun | None = field(default=None, repr=False)  # a speculative request's every step
+    coalesced: bool = False  # computed once for an identical request already in flight, and handed to this one too
 
     @property
     def ok(self) -> bool:

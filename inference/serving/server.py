@@ -18,6 +18,11 @@ callers talk to it through thread-safe queues.
 - Cancellation: ``handle.cancel()``, or the handle being garbage-collected (the
   caller, e.g. a closed browser session, went away) frees the request's blocks (or slot)
   at the next step.
+- Coalescing: a request identical to one in flight (the same prompt ids and the same settings, greedy or
+  seeded, no interventions, no speculation) rides it instead of taking a row: it gets that request's tokens
+  so far, then each later one, then the same result (``coalesced=True``). A class following its teacher sends
+  the same request from every tab; the server computes it once (``coalesced`` counts the riders). An unseeded
+  request never rides: it must draw its own numbers. A caller that leaves takes only itself away.
 - Observable batching: each result's ``max_batch_size`` is the most requests that
   shared one forward with it, so a caller can see it was batched with others.
 - Speculative requests (``submit(..., speculate=Speculation(...))``) run at batch 1: the worker
@@ -39,7 +44,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..generation.engine import PromptError
@@ -255,6 +260,12 @@ class EngineServer(_ServerFront):
         self._wake = threading.Event()
         self._live: dict[int, tuple[Sequence, _Submission, StreamDecoder, Batcher]] = {}  # worker thread only
         self._speculating: dict[int, _Speculating] = {}  # worker thread only
+        # Coalescing (worker thread only): a request identical to one in flight rides it: same tokens, computed once.
+        self._riders: dict[int, list[_Submission]] = {}  # running request -> the identical ones riding it
+        self._ride_of: dict[int, int] = {}  # a rider's request id -> the request it rides
+        self._running_key: dict[tuple, int] = {}  # (prompt ids, canonical params) -> the request computing it
+        self._sent: dict[int, list[TokenEvent]] = {}  # running request -> its events so far (for a late rider)
+        self.coalesced = 0  # requests answered by another's computation, since the start
         self._worker = threading.Thread(target=self._serve, name="engine-server", daemon=True)
         self._worker.start()
 
@@ -305,8 +316,32 @@ class EngineServer(_ServerFront):
         self._take_submissions()
         self._fail_all(RuntimeError("the engine server was closed"))
 
+    def _coalesce_key(self, sub: _Submission) -> tuple | None:
+        """What makes two requests' answers identical, or None for a request that must run on its own: one with
+        interventions or speculation, or one whose draws are unseeded (each must draw its own numbers)."""
+        deterministic = sub.params.temperature == 0 or sub.params.seed is not None
+        if not self.config.coalesce or sub.interventions is not None or sub.speculation is not None:
+            return None
+        return (tuple(sub.prompt_ids), sub.params.canonical()) if deterministic else None
+
+    def _ride(self, sub: _Submission, key: tuple | None) -> bool:
+        """Let ``sub`` ride the identical request in flight, if there is one: it gets that request's events so far,
+        then every later one, then its result."""
+        leader = self._running_key.get(key) if key is not None else None
+        if leader is None or leader not in self._live:
+            return False
+        self._riders.setdefault(leader, []).append(sub)
+        self._ride_of[sub.request_id] = leader
+        for event in self._sent.get(leader, ()):
+            sub.outbox.put(event)
+        self.coalesced += 1
+        return True
+
     def _take_submissions(self) -> None:
         for sub in _drain(self._inbox):
+            key = self._coalesce_key(sub)
+            if self._ride(sub, key):
+                continue
             if sub.speculation is not None:
                 given = sub.given_interventions if sub.given_interventions is not None else sub.interventions
                 steps = speculate(self.engine, sub.prompt_ids, sub.params, sub.speculation, interventions=given)
@@ -321,6 +356,9 @@ class EngineServer(_ServerFront):
                 continue
             seq.arrived_at = sub.submitted_at  # time to first token counts the wait in the queue
             self._live[sub.request_id] = (seq, sub, StreamDecoder(self.engine.tokenizer), batcher)
+            if key is not None:
+                self._running_key[key] = sub.request_id
+                self._sent[sub.request_id] = []
 
     def _batchers(self) -> list[Batcher]:
         """The batchers in use: the server's, and the slot cache's beside it once a request needed that."""
@@ -336,13 +374,41 @@ class EngineServer(_ServerFront):
             self.slot_batcher = ContinuousBatcher(self.engine, self.config)
         return self.slot_batcher
 
+    def _forget(self, request_id: int) -> list[_Submission]:
+        """A finished (or failed) request's coalescing records gone; the riders it still had."""
+        riders = self._riders.pop(request_id, [])
+        for rider_id in [r for r, running in self._ride_of.items() if running == request_id]:
+            del self._ride_of[rider_id]
+        self._sent.pop(request_id, None)
+        for key in [k for k, v in self._running_key.items() if v == request_id]:
+            del self._running_key[key]
+        return riders
+
+    def _leave(self, running: int, request_id: int) -> None:
+        """One of several callers of the computation ``running`` leaves (its tokens so far, 'cancelled'); the
+        computation goes on for the others (when the first caller leaves, the first rider takes its place)."""
+        seq, first, decoder, batcher = self._live[running]
+        riders = self._riders[running]
+        if first.request_id == request_id:
+            leaving = first
+            self._live[running] = (seq, riders.pop(0), decoder, batcher)
+        else:
+            leaving = next(rider for rider in riders if rider.request_id == request_id)
+            riders.remove(leaving)
+        self._ride_of.pop(request_id, None)
+        self._end(leaving.outbox, replace(batcher.result(seq, index=0), finish_reason="cancelled"))
+
     def _take_cancels(self) -> None:
         for request_id in _drain(self._cancels):
-            if request_id in self._speculating:
+            running = self._ride_of.get(request_id, request_id)  # the computation this caller waits on
+            if running in self._live and self._riders.get(running):
+                self._leave(running, request_id)
+            elif request_id in self._speculating:
                 request = self._speculating.pop(request_id)
                 self._end(request.sub.outbox, self._speculative_result(request, "cancelled"))
-            elif request_id in self._live and self._live[request_id][3].cancel(request_id) is not None:
-                seq, sub, _, batcher = self._live.pop(request_id)
+            elif running in self._live and self._live[running][3].cancel(running) is not None:
+                seq, sub, _, batcher = self._live.pop(running)
+                self._forget(running)
                 self._end(sub.outbox, batcher.result(seq, index=0))
 
     def _deliver(self, step: BatchStep, batcher: Batcher) -> None:
@@ -352,10 +418,18 @@ class EngineServer(_ServerFront):
             seq, sub, decoder, _ = self._live[request_id]
             done = request_id in finished
             text = decoder.push(token_id) + (decoder.flush() if done else "")
-            sub.outbox.put(TokenEvent(token_id, text, seq.finish_reason if done else None))
+            event = TokenEvent(token_id, text, seq.finish_reason if done else None)
+            riders = self._riders.get(request_id, [])
+            for outbox in [sub.outbox] + [rider.outbox for rider in riders]:
+                outbox.put(event)
+            if request_id in self._sent:
+                self._sent[request_id].append(event)
             if done:
                 del self._live[request_id]
-                self._end(sub.outbox, batcher.result(seq, index=0))
+                result = batcher.result(seq, index=0)
+                self._end(sub.outbox, result)
+                for rider in self._forget(request_id):
+                    self._end(rider.outbox, replace(result, coalesced=True))
 
     def _speculate_once(self) -> None:
         """One step (one forward, alone) of each speculative request; send its tokens, close the finished."""
@@ -407,6 +481,8 @@ class EngineServer(_ServerFront):
             seq, sub, _, batcher = self._live.pop(request_id)
             batcher.cancel(request_id)
             self._end(sub.outbox, exc)
+            for rider in self._forget(request_id):
+                self._end(rider.outbox, exc)
 
 
 def _drain(inbox: queue.SimpleQueue) -> Iterator:
