@@ -12,9 +12,11 @@ from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean, chart
 from ui.common import state as keys
-from ui.lesson import answers, files
+from ui.lesson import answers, classmode, files
 from ui.lesson.answers import NextToken, Number
+from ui.lesson.be_the_model import grow
 from ui.lesson.format import LessonError
+from ui.logits.compute import token_texts
 
 pytestmark = pytest.mark.real_model
 
@@ -197,7 +199,7 @@ def student(student_id: str) -> AppTest:
     return at
 
 
-def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server):
+def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server, engine):
     teacher = AppTest.from_file(APP, default_timeout=TIMEOUT)
     teacher.run()
     teacher.text_input(key="_w_class_key").input(KEY)
@@ -236,15 +238,28 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
     assert "1 of 1 estimates are within ±1 of the model's" in " ".join(m.value for m in ana.markdown)
     for _ in range(4):  # on through the ids, the embedding rows and the attention question to step 5: pick
         teacher.button(key=keys.LESSON_NEXT).click().run()
-    ana.run()
-    assert "step 5 of 11" in ana.get("progress")[0].proto.text
     pick = answers.truth(SMOLLM2, lesson, lesson.steps[4])
-    answer(ana, "text-to-next-token", 5, pick.right_id)
+    other = next(i for i in pick.options if i != pick.right_id)
+    for tab, token in ((ana, pick.right_id), (ben, other)):
+        tab.run()
+        assert "step 5 of 11" in tab.get("progress")[0].proto.text
+        answer(tab, "text-to-next-token", 5, token)
     teacher.button(key=keys.LESSON_REVEAL).click().run()
     ana.run()
     assert_clean(ana)
     votes = chart(ana, "lesson_class_5")  # the class's votes beside the model's softmax at the step's T
     assert votes["data"] and "overlap by" in " ".join(m.value for m in ana.markdown)
+    # be the model: a token drawn from the class's two votes and one from the model, each grown by the model, the
+    # same on the teacher's page and the student's (seeded), and the engine's own draws
+    params = classmode.be_the_model_params(lesson.steps[4])
+    assert params.seed == lesson.steps[4].setting("seed") and params.temperature == 1.0
+    ids = engine.encode_prompt("The cat sat")
+    side = grow(lambda text: engine.recompute_last(text).numpy(), ids, {pick.right_id: 1, other: 1}, params)
+    expected = ["The cat sat" + "".join(token_texts(SMOLLM2, grown)) for grown in (side.class_ids, side.model_ids)]
+    assert side.class_ids[0] in (pick.right_id, other) and side.class_first_share == 0.5
+    for tab in (ana, teacher):
+        assert [c.value for c in tab.code] == expected
+        assert "**Be the model:** 5 tokens on" in " ".join(m.value for m in tab.markdown)
     for _ in range(7):  # the teacher steps on to the end: the class's results, counts only
         teacher.button(key=keys.LESSON_NEXT).click().run()
         assert_clean(teacher)
@@ -259,8 +274,8 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
         {
             "step": 5,
             "question": 'Which token does the model find most likely after "The cat sat"?',
-            "answers": 1,
-            "right": "100%",
+            "answers": 2,
+            "right": "50%",
         },
     ]
     assert not teacher.metric  # no score of the teacher's own: the teacher answered nothing
