@@ -48,6 +48,36 @@ def vote_logits(votes: Mapping[int, int], vocab_size: int) -> np.ndarray:
     return logits
 
 
+def first_tokens(
+    first_logits: np.ndarray, prompt_ids: list[int], votes: Mapping[int, int], params: SamplingParams
+) -> tuple[int, float, int, float]:
+    """The class's first token (draw 0 from its votes, at T = 1 with no filter) and its share of the votes; the
+    model's (draw 0 from ``first_logits`` (V,) at ``params``) and its probability after the filters."""
+    plain = dataclasses.replace(params, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0)
+    class_first = recorded_draw(vote_logits(votes, first_logits.size), plain, None, 0)
+    model_first = recorded_draw(first_logits, params, prompt_ids, 0)
+    share = votes[class_first.token_id] / sum(votes.values())
+    return class_first.token_id, share, model_first.token_id, model_first.probability
+
+
+def continue_from(
+    last_logits: Callable[[list[int]], np.ndarray],
+    prompt_ids: list[int],
+    first: int,
+    params: SamplingParams,
+    n_tokens: int = GROWN_TOKENS,
+) -> list[int]:
+    """``first`` and the model's next ``n_tokens - 1`` tokens after it: token k is draw k of ``params``' seeded
+    stream from the logits of the prompt and the k tokens before it (the same first token, the same text)."""
+    if n_tokens < 1:
+        raise ValueError("a continuation needs at least one token")
+    ids = [first]
+    for k in range(1, n_tokens):
+        logits = last_logits(prompt_ids + ids)  # (V,) the next token after the prompt and the text so far
+        ids.append(recorded_draw(logits, params, prompt_ids + ids, k).token_id)
+    return ids
+
+
 def grow(
     last_logits: Callable[[list[int]], np.ndarray],
     prompt_ids: list[int],
@@ -55,25 +85,12 @@ def grow(
     params: SamplingParams,
     n_tokens: int = GROWN_TOKENS,
 ) -> SideBySide:
-    """Draw the class's first token from its votes and the model's from its logits (draw 0 of ``params``' seeded
-    stream each), then continue both with the model, draw k of the same stream at position k."""
-    if n_tokens < 1:
-        raise ValueError("a continuation needs at least one token")
-    first_logits = last_logits(prompt_ids)  # (V,)
-    plain = dataclasses.replace(params, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0)
-    class_first = recorded_draw(vote_logits(votes, first_logits.size), plain, None, 0)
-    model_first = recorded_draw(first_logits, params, prompt_ids, 0)
-
-    def continued(first: int) -> list[int]:
-        ids = [first]
-        for k in range(1, n_tokens):
-            logits = last_logits(prompt_ids + ids)  # (V,) the next token after the prompt and the text so far
-            ids.append(recorded_draw(logits, params, prompt_ids + ids, k).token_id)
-        return ids
-
+    """Both continuations: the class's first token from its votes, the model's from its logits, each continued by
+    the model (``first_tokens``, then ``continue_from``)."""
+    class_first, share, model_first, probability = first_tokens(last_logits(prompt_ids), prompt_ids, votes, params)
     return SideBySide(
-        continued(class_first.token_id),
-        continued(model_first.token_id),
-        votes[class_first.token_id] / sum(votes.values()),
-        model_first.probability,
+        continue_from(last_logits, prompt_ids, class_first, params, n_tokens),
+        continue_from(last_logits, prompt_ids, model_first, params, n_tokens),
+        share,
+        probability,
     )

@@ -33,7 +33,7 @@ from ui.common.resources import client_for
 from ui.lesson import claims
 from ui.lesson import figures as figs
 from ui.lesson.answers import Direction, NextToken, Number, Truth, grade, sampling_controls_params
-from ui.lesson.be_the_model import GROWN_TOKENS, SideBySide, grow
+from ui.lesson.be_the_model import GROWN_TOKENS, SideBySide, continue_from, first_tokens
 from ui.lesson.format import Step
 from ui.logits.compute import prompt_logits, softmax_at, token_texts, top_indices
 from ui.shell import charts
@@ -119,6 +119,8 @@ def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
         return
     broadcast.show_rounds(guess_id=rnd.round_id, revealed=rnd.revealed)
     if not rnd.revealed:
+        if isinstance(found, NextToken):
+            prepare_be_the_model(model, step)
         _count(rnd.round_id)
         st.button(
             "Reveal the answer to the class",
@@ -320,12 +322,36 @@ def be_the_model_params(step: Step) -> SamplingParams:
     return dataclasses.replace(sampling_controls_params(step), seed=int(step.setting("seed")))
 
 
-@st.cache_data(max_entries=32, show_spinner="The class and the model write on…")  # a few ids each
+@st.cache_data(max_entries=64, show_spinner="The model writes on…")  # a few ids each
+def continuation(model: str, prompt: str, chat: bool, first: int, params: SamplingParams) -> list[int]:
+    """``first`` and the model's tokens after it (``continue_from``): one forward per token, so cached per first
+    token: a class whose draw is the model's own reuses the model's continuation."""
+    client = client_for(model)
+    return continue_from(client.last_logits, client.encode_prompt(prompt, chat=chat), first, params)
+
+
 def side_by_side(
     model: str, prompt: str, chat: bool, votes: tuple[tuple[int, int], ...], params: SamplingParams
 ) -> SideBySide:
-    client = client_for(model)
-    return grow(client.last_logits, client.encode_prompt(prompt, chat=chat), dict(votes), params)
+    """``be_the_model.grow`` on the cached prompt logits and continuations."""
+    cached = prompt_logits(model, prompt, chat)
+    class_first, share, model_first, probability = first_tokens(cached.logits, cached.token_ids, dict(votes), params)
+    return SideBySide(
+        continuation(model, prompt, chat, class_first, params),
+        continuation(model, prompt, chat, model_first, params),
+        share,
+        probability,
+    )
+
+
+def prepare_be_the_model(model: str, step: Step) -> None:
+    """The model's continuation, computed while the class answers (the teacher's page), so the reveal computes only
+    the class's."""
+    prompt, chat = step.state["prompt"], bool(step.state.get("chat", False))
+    params = be_the_model_params(step)
+    cached = prompt_logits(model, prompt, chat)
+    model_first = first_tokens(cached.logits, cached.token_ids, {0: 1}, params)[2]  # the votes play no part in it
+    continuation(model, prompt, chat, model_first, params)
 
 
 def be_the_model(model: str, step: Step, given: list[str]) -> None:
