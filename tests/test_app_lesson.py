@@ -167,6 +167,26 @@ def test_the_attention_lesson_on_gemma(both_models):
     assert not at.main.get("page_link")  # nothing missed: no chapter to reread
 
 
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("text-to-next-token", GEMMA),  # on SmolLM2: test_self_study_run_answer_reveal_score
+        ("temperature-and-sampling", SMOLLM2),
+        ("temperature-and-sampling", GEMMA),
+        ("why-inference-is-fast", SMOLLM2),
+        ("why-inference-is-fast", GEMMA),
+    ],
+)
+def test_each_lesson_of_the_issue_plays_on_both_models(both_models, name, model):
+    """Every step opens its chapter's state and every question reveals with the model's answer marked; answered
+    right throughout, the score is full and no chapter is left to reread."""
+    at = open_lesson({"lesson": name, "model": model})
+    n = len(files.load(name).questions)
+    assert play(at, model, name, wrong_steps=set()) == n
+    assert at.metric[0].value == f"{n} / {n}"
+    assert not at.main.get("page_link")
+
+
 # -- with a class: the teacher steps, students follow and answer, the teacher reveals --------------------------------
 KEY = "correct horse battery staple"
 
