@@ -3,7 +3,8 @@
     .venv/bin/python scripts/bench_lesson_reveal.py [--lesson text-to-next-token] [--model SmolLM2-135M-Instruct]
 
 The teacher (unlocked with a key set here) plays the lesson with the class on this process's in-memory room; on each
-question step the 3 students follow and answer (two right, one wrong), then the teacher presses Reveal. A page's
+question step the 3 students follow and answer (two right, one wrong), the teacher's page refreshes its count of
+answers (as it does every 2 s while the class answers), then the teacher presses Reveal. A page's
 reveal latency is the rerun that shows it: the teacher's Reveal click, then each student's next rerun (in a browser
 the student's heartbeat triggers that rerun; its wait of up to the heartbeat's period is not counted here). Prints
 each question step's 4 latencies, and the p50 / p95 / max over every reveal. The caches start empty, as on a
@@ -99,6 +100,7 @@ def main() -> None:
             found = answers.truth(args.model, lesson, step)
             for i, tab in enumerate(students):
                 answer(tab, step.number, given(found, step, right=i != 2))
+            teacher.run()  # the count's refresh (every 2 s in a browser) before the teacher reveals
             latencies = [timed(teacher.button(key=keys.LESSON_REVEAL).click().run)]
             latencies += [timed(tab.run) for tab in students]
             problems = [e.value for tab in (teacher, *students) for e in tab.exception]

@@ -31,7 +31,9 @@ def _given(step, found, wrong: bool) -> str:
         token = next(i for i in found.options if i != found.right_id) if wrong else found.right_id
         return visible_token(dict(zip(found.token_ids, found.texts))[token])
     if isinstance(found, Number):
-        return f"{found.value + 10 * found.tolerance + 1 if wrong else found.value:g}"
+        scale = 2**20 if found.quantity == "kv_bytes" else 1  # the KV cache's bytes are typed in MiB
+        value, tolerance = found.value / scale, found.tolerance / scale
+        return f"{value + 10 * tolerance + 1 if wrong else value:g}"
     return ("falls" if found.answer == "rises" else "rises") if wrong else found.answer
 
 

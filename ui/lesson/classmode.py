@@ -121,7 +121,7 @@ def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
     if not rnd.revealed:
         if isinstance(found, NextToken):
             prepare_be_the_model(model, step)
-        _count(rnd.round_id)
+        _count(rnd.round_id, model, step, isinstance(found, NextToken))
         st.button(
             "Reveal the answer to the class",
             key=keys.LESSON_REVEAL,
@@ -173,14 +173,19 @@ def results_csv(found: list[ClassResult]) -> str:
 
 
 @st.fragment(run_every=REFRESH_S)
-def _count(round_id: str) -> None:
+def _count(round_id: str, model: str, step: Step, next_token: bool) -> None:
+    """The count of answers in; on a next-token question, each newly voted token's continuation computed as the
+    votes arrive (cached), so the reveal's "be the model" finds them ready."""
     try:
         rnd = broadcast.room().guess_round()
     except RoomUnavailable as error:
         st.warning(broadcast.paused(error))
         return
-    n = len(rnd.guesses) if rnd is not None and rnd.round_id == round_id else 0
+    ours = rnd is not None and rnd.round_id == round_id
+    n = len(rnd.guesses) if ours else 0
     st.metric("Answers in", f"{n:,}", help="How many students answered (a count: no names are kept)")
+    if ours and next_token:
+        prepare_be_the_model(model, step, [token for token, _ in vote_tally(model, step, list(rnd.guesses.values()))])
 
 
 def _reveal(round_id: str) -> None:
@@ -344,14 +349,15 @@ def side_by_side(
     )
 
 
-def prepare_be_the_model(model: str, step: Step) -> None:
-    """The model's continuation, computed while the class answers (the teacher's page), so the reveal computes only
-    the class's."""
+def prepare_be_the_model(model: str, step: Step, voted: list[int] | None = None) -> None:
+    """The model's continuation and those of the tokens voted so far, computed while the class answers (on the
+    teacher's page), so the reveal finds them cached."""
     prompt, chat = step.state["prompt"], bool(step.state.get("chat", False))
     params = be_the_model_params(step)
     cached = prompt_logits(model, prompt, chat)
     model_first = first_tokens(cached.logits, cached.token_ids, {0: 1}, params)[2]  # the votes play no part in it
-    continuation(model, prompt, chat, model_first, params)
+    for first in [model_first, *(voted or [])]:
+        continuation(model, prompt, chat, first, params)
 
 
 def be_the_model(model: str, step: Step, given: list[str]) -> None:
