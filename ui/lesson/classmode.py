@@ -28,6 +28,7 @@ from ui.class_page import broadcast
 from ui.class_page import figures as class_figs
 from ui.class_page.draws import TOP_GUESS_TOKENS, guess_token
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
+from ui.common import format as fmt
 from ui.common import state as keys
 from ui.common.resources import client_for
 from ui.lesson import claims
@@ -206,7 +207,7 @@ def send(model: str, step: Step, found: Truth, value: object) -> bool:
             return False
         broadcast.room().guess(rnd.round_id, broadcast.student_id(), answer_text(found, value))
     except (RoomError, RoomUnavailable) as error:
-        st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Your answer was not counted: {error}."
+        st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Your answer was not counted: {fmt.clause(error)}."
         return False
     return True
 
