@@ -11,9 +11,11 @@ from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean, chart, open_link
 from ui.common import state as keys
-from ui.lesson import answers, files
+from ui.lesson import answers, classmode, files
 from ui.lesson.answers import NextToken, Number
+from ui.lesson.be_the_model import grow
 from ui.lesson.format import LessonError
+from ui.logits.compute import token_texts
 
 pytestmark = pytest.mark.real_model
 
@@ -86,26 +88,28 @@ def play(at: AppTest, model: str, name: str, wrong_steps: set[int]) -> int:
 
 
 def test_self_study_run_answer_reveal_score(both_models):
-    at = open_lesson({"lesson": "picking-a-word"})
-    right = play(at, SMOLLM2, "picking-a-word", wrong_steps={2, 4})
-    assert right == 4
-    assert at.metric[0].value == "4 / 6"
-    assert "You answered 4 of 6 questions right." in [m.value for m in at.markdown]
+    at = open_lesson({"lesson": "text-to-next-token"})
+    right = play(at, SMOLLM2, "text-to-next-token", wrong_steps={5, 7})
+    assert right == 7
+    assert at.metric[0].value == "7 / 9"
+    assert "You answered 7 of 9 questions right." in [m.value for m in at.markdown]
     links = [link.proto.label for link in at.main.get("page_link")]
-    assert links == ["Logits & temperature"]  # the one chapter of the two missed questions (steps 2 and 4)
+    assert links == ["Logits & temperature"]  # the one chapter of the two missed questions (steps 5 and 7)
     at.button(key=keys.LESSON_RESTART).click().run()
-    assert at.query_params["at"] == "1" and at.number_input(key=keys.answer_widget("picking-a-word", 1)).value is None
+    assert (
+        at.query_params["at"] == "1" and at.number_input(key=keys.answer_widget("text-to-next-token", 1)).value is None
+    )
 
 
 def test_a_link_reopens_the_step_with_its_state(both_models):
-    at = open_lesson({"lesson": "picking-a-word", "at": "4"})
-    assert "step 4 of 7" in at.get("progress")[0].proto.text
+    at = open_lesson({"lesson": "text-to-next-token", "at": "7"})
+    assert "step 7 of 11" in at.get("progress")[0].proto.text
     assert at.session_state["prompt"] == "The cat sat" and at.session_state["temperature"] == 0.7
     assert at.sidebar.text_area(key="_w_prompt").value == "The cat sat"  # the sidebar shows the step's prompt
     assert at.query_params["temperature"] == "0.7"  # the step's state is in the link too
     chapter = [link for link in at.main.get("page_link") if link.proto.label.startswith("Open the full chapter")]
     assert chapter and chapter[0].proto.page == "logits"
-    assert [r.value for r in at.radio if r.key == keys.answer_widget("picking-a-word", 4)] == [None]
+    assert [r.value for r in at.radio if r.key == keys.answer_widget("text-to-next-token", 7)] == [None]
 
 
 def test_a_bad_file_is_refused_with_the_checks_lines(both_models, tmp_path, monkeypatch):
@@ -113,7 +117,7 @@ def test_a_bad_file_is_refused_with_the_checks_lines(both_models, tmp_path, monk
         'title = "Bad"\nlevel = "beginner"\n\n[[steps]]\nchapter = "logitz"\ntext = "x"\n'
         'state = { prompt = "The cat sat", temperature = 3.5 }\n'
     )
-    (tmp_path / "picking-a-word.toml").write_text((files.LESSONS_DIR / "picking-a-word.toml").read_text())
+    (tmp_path / "text-to-next-token.toml").write_text((files.LESSONS_DIR / "text-to-next-token.toml").read_text())
     monkeypatch.setattr(files, "LESSONS_DIR", tmp_path)
     with pytest.raises(LessonError) as raised:
         files.load("bad", tmp_path)
@@ -129,7 +133,7 @@ def test_a_bad_file_is_refused_with_the_checks_lines(both_models, tmp_path, monk
     at.button(
         key=keys.LESSON_CLOSE
     ).click().run()  # back to the list: the good lesson offered, the bad one listed apart
-    assert at.selectbox(key=keys.LESSON_PICK).options == ["How the model picks a word (beginner, 7 steps)"]
+    assert at.selectbox(key=keys.LESSON_PICK).options == ["From your text to the next token (beginner, 11 steps)"]
     assert all(f"`{line}`" in at.warning[0].value for line in lines)
     assert "lesson" not in at.query_params
 
@@ -139,6 +143,26 @@ def test_the_attention_lesson_on_gemma(both_models):
     assert play(at, GEMMA, "attention-and-the-kv-cache", wrong_steps=set()) == 4
     assert at.metric[0].value == "4 / 4"
     assert not at.main.get("page_link")  # nothing missed: no chapter to reread
+
+
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("text-to-next-token", GEMMA),  # on SmolLM2: test_self_study_run_answer_reveal_score
+        ("temperature-and-sampling", SMOLLM2),
+        ("temperature-and-sampling", GEMMA),
+        ("why-inference-is-fast", SMOLLM2),
+        ("why-inference-is-fast", GEMMA),
+    ],
+)
+def test_each_lesson_of_the_issue_plays_on_both_models(both_models, name, model):
+    """Every step opens its chapter's state and every question reveals with the model's answer marked; answered
+    right throughout, the score is full and no chapter is left to reread."""
+    at = open_lesson({"lesson": name, "model": model})
+    n = len(files.load(name).questions)
+    assert play(at, model, name, wrong_steps=set()) == n
+    assert at.metric[0].value == f"{n} / {n}"
+    assert not at.main.get("page_link")
 
 
 # -- with a class: the teacher steps, students follow and answer, the teacher reveals --------------------------------
@@ -173,53 +197,68 @@ def student(student_id: str) -> AppTest:
     return at
 
 
-def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server):
+def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server, engine):
     teacher = AppTest.from_file(APP, default_timeout=TIMEOUT)
     teacher.run()
     teacher.text_input(key="_w_class_key").input(KEY)
     teacher.button(key="class_unlock").click().run()
     teacher.switch_page("pages/lesson.py")
     teacher.run()
-    teacher.selectbox(key=keys.LESSON_PICK).set_value("picking-a-word").run()
+    teacher.selectbox(key=keys.LESSON_PICK).set_value("text-to-next-token").run()
     teacher.button(key=keys.LESSON_START).click().run()
     teacher.button(key=keys.LESSON_NEXT).click().run()  # Start: step 1, its question opened to the class
     assert_clean(teacher)
     assert teacher.metric[0].label == "Answers in" and teacher.metric[0].value == "0"
-    assert not [w for w in teacher.number_input if w.key == keys.answer_widget("picking-a-word", 1)]  # no answering
+    assert not [w for w in teacher.number_input if w.key == keys.answer_widget("text-to-next-token", 1)]  # no answering
 
     ana, ben = student("a" * 32), student("b" * 32)
     # Ana had answered step 1 alone before the class: that answer was never the class's, so she is asked again
-    ana.session_state[keys.LESSON_ANSWERS] = {("picking-a-word", 1, SMOLLM2): answers.Graded("9", False, value=9.0)}
+    ana.session_state[keys.LESSON_ANSWERS] = {("text-to-next-token", 1, SMOLLM2): answers.Graded("9", False, value=9.0)}
     for tab in (ana, ben):
         tab.run()  # the heartbeat's rerun after the broadcast changed (AppTest reruns by hand)
         assert_clean(tab)
-        assert "step 1 of 7" in tab.get("progress")[0].proto.text  # following the teacher's step
-    lesson = files.load("picking-a-word")
+        assert "step 1 of 11" in tab.get("progress")[0].proto.text  # following the teacher's step
+    lesson = files.load("text-to-next-token")
     tokens = answers.truth(SMOLLM2, lesson, lesson.steps[0]).value
-    answer(ana, "picking-a-word", 1, tokens)
+    answer(ana, "text-to-next-token", 1, tokens)
     assert "is in" in ana.info[0].value and not ana.get("plotly_chart")  # no reveal before the teacher's
     teacher.run()
     assert teacher.metric[0].value == "1"
 
-    ben.number_input(key=keys.answer_widget("picking-a-word", 1)).set_value(tokens + 5)  # typed, not yet sent
+    ben.number_input(key=keys.answer_widget("text-to-next-token", 1)).set_value(tokens + 5)  # typed, not yet sent
     teacher.button(key=keys.LESSON_REVEAL).click().run()
     assert "**The class: 1 answer.**" in [m.value for m in teacher.markdown]
-    ben.button(key=keys.submit_button("picking-a-word", 1)).click().run()  # sent after the reveal: refused
+    ben.button(key=keys.submit_button("text-to-next-token", 1)).click().run()  # sent after the reveal: refused
     assert "Your answer was not counted: the answer is out" in ben.error[0].value
     ana.run()
     assert_clean(ana)
     assert chart(ana, "lesson_reveal_1") and chart(ana, "lesson_class_1")  # the model's answer, then the class's
     assert "1 of 1 estimates are within ±1 of the model's" in " ".join(m.value for m in ana.markdown)
-    teacher.button(key=keys.LESSON_NEXT).click().run()  # step 2: pick the next token
-    ana.run()
-    pick = answers.truth(SMOLLM2, lesson, lesson.steps[1])
-    answer(ana, "picking-a-word", 2, pick.right_id)
+    for _ in range(4):  # on through the ids, the embedding rows and the attention question to step 5: pick
+        teacher.button(key=keys.LESSON_NEXT).click().run()
+    pick = answers.truth(SMOLLM2, lesson, lesson.steps[4])
+    other = next(i for i in pick.options if i != pick.right_id)
+    for tab, token in ((ana, pick.right_id), (ben, other)):
+        tab.run()
+        assert "step 5 of 11" in tab.get("progress")[0].proto.text
+        answer(tab, "text-to-next-token", 5, token)
     teacher.button(key=keys.LESSON_REVEAL).click().run()
     ana.run()
     assert_clean(ana)
-    votes = chart(ana, "lesson_class_2")  # the class's votes beside the model's softmax at the step's T
+    votes = chart(ana, "lesson_class_5")  # the class's votes beside the model's softmax at the step's T
     assert votes["data"] and "overlap by" in " ".join(m.value for m in ana.markdown)
-    for _ in range(6):  # the teacher steps on to the end: the class's results, counts only
+    # be the model: a token drawn from the class's two votes and one from the model, each grown by the model, the
+    # same on the teacher's page and the student's (seeded), and the engine's own draws
+    params = classmode.be_the_model_params(lesson.steps[4])
+    assert params.seed == lesson.steps[4].setting("seed") and params.temperature == 1.0
+    ids = engine.encode_prompt("The cat sat")
+    side = grow(lambda text: engine.recompute_last(text).numpy(), ids, {pick.right_id: 1, other: 1}, params)
+    expected = ["The cat sat" + "".join(token_texts(SMOLLM2, grown)) for grown in (side.class_ids, side.model_ids)]
+    assert side.class_ids[0] in (pick.right_id, other) and side.class_first_share == 0.5
+    for tab in (ana, teacher):
+        assert [c.value for c in tab.code] == expected
+        assert "**Be the model:** 5 tokens on" in " ".join(m.value for m in tab.markdown)
+    for _ in range(7):  # the teacher steps on to the end: the class's results, counts only
         teacher.button(key=keys.LESSON_NEXT).click().run()
         assert_clean(teacher)
     table = teacher.dataframe[0].value
@@ -231,10 +270,10 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
             "right": "100%",
         },
         {
-            "step": 2,
+            "step": 5,
             "question": 'Which token does the model find most likely after "The cat sat"?',
-            "answers": 1,
-            "right": "100%",
+            "answers": 2,
+            "right": "50%",
         },
     ]
     assert not teacher.metric  # no score of the teacher's own: the teacher answered nothing

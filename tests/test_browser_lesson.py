@@ -20,7 +20,7 @@ pytestmark = pytest.mark.browser
 __all__ = ["browser", "shared_server"]  # the fixtures, shared with tests/test_browser.py
 
 SMOLLM2 = "SmolLM2-135M-Instruct"
-WRONG = {2, 4}  # the steps answered wrong: the pick and the direction, both from the Logits chapter
+WRONG = {5, 7}  # the steps answered wrong: the pick and the direction, both from the Logits chapter
 
 
 def _given(step, found, wrong: bool) -> str:
@@ -31,15 +31,17 @@ def _given(step, found, wrong: bool) -> str:
         token = next(i for i in found.options if i != found.right_id) if wrong else found.right_id
         return visible_token(dict(zip(found.token_ids, found.texts))[token])
     if isinstance(found, Number):
-        return f"{found.value + 10 * found.tolerance + 1 if wrong else found.value:g}"
+        scale = 2**20 if found.quantity == "kv_bytes" else 1  # the KV cache's bytes are typed in MiB
+        value, tolerance = found.value / scale, found.tolerance / scale
+        return f"{value + 10 * tolerance + 1 if wrong else value:g}"
     return ("falls" if found.answer == "rises" else "rises") if wrong else found.answer
 
 
 def test_a_lesson_end_to_end_in_chromium(ui_engine, shared_server, browser):
-    lesson = files.load("picking-a-word")
+    lesson = files.load("text-to-next-token")
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     requested = _record_requests(page)
-    page.goto(f"{shared_server}/lesson?lesson=picking-a-word&at=1")
+    page.goto(f"{shared_server}/lesson?lesson=text-to-next-token&at=1")
     page.wait_for_selector("h1", timeout=RENDER_S * 1000)
     for step in lesson.steps:
         page.get_by_text(f"step {step.number} of {len(lesson.steps)}").wait_for(timeout=RENDER_S * 1000)
@@ -65,10 +67,10 @@ def test_a_lesson_end_to_end_in_chromium(ui_engine, shared_server, browser):
         page.get_by_role("button", name="See your score" if last else "Next step").click()
     page.get_by_text("your score").first.wait_for(timeout=RENDER_S * 1000)
     _wait_for_run_to_finish(page)
-    assert page.locator('[data-testid="stMetricValue"]').inner_text().strip() == "4 / 6"
-    assert page.get_by_text("You answered 4 of 6 questions right.").count() == 1
+    assert page.locator('[data-testid="stMetricValue"]').inner_text().strip() == "7 / 9"
+    assert page.get_by_text("You answered 7 of 9 questions right.").count() == 1
     assert (
-        f"at={len(lesson.steps) + 1}" in page.url and "lesson=picking-a-word" in page.url
+        f"at={len(lesson.steps) + 1}" in page.url and "lesson=text-to-next-token" in page.url
     )  # the score, in the link too
     assert page.locator('[data-testid="stException"]').count() == 0
     assert not _outside(requested, shared_server)

@@ -6,7 +6,9 @@ guess rounds (``RoomStore.new_guess_round``: one answer per student, counted onc
 answer after the reveal refused with the room's message). The teacher's page starts the round when it opens the
 step, sees a count of answers (never names) and reveals; a student's Answer goes to the room, and the student sees
 the reveal when the teacher gives it. After the reveal everyone sees the class's answers beside the model's: the
-vote against the model's softmax for a next token, a histogram around the true value for an estimate.
+vote against the model's softmax for a next token, a histogram around the true value for an estimate. After a
+next-token vote, "be the model" (``ui.lesson.be_the_model``): a token drawn from the class's votes and one from the
+model's probabilities, and both continued by the model side by side, the same on every page (seeded).
 
 Answers are kept in the room as short text (a token's text, a number, a direction word): the room's guesses.
 """
@@ -14,20 +16,25 @@ Answers are kept in the room as short text (a token's text, a number, a directio
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections import Counter
 from dataclasses import dataclass
 
 import streamlit as st
 
+from inference.api import SamplingParams
 from ui.class_page import broadcast
 from ui.class_page import figures as class_figs
 from ui.class_page.draws import TOP_GUESS_TOKENS, guess_token
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
+from ui.common import format as fmt
 from ui.common import state as keys
+from ui.common.resources import client_for
 from ui.lesson import claims
 from ui.lesson import figures as figs
 from ui.lesson.answers import Direction, NextToken, Number, Truth, grade, sampling_controls_params
+from ui.lesson.be_the_model import GROWN_TOKENS, SideBySide, continue_from, first_tokens
 from ui.lesson.format import Step
 from ui.logits.compute import prompt_logits, softmax_at, token_texts, top_indices
 from ui.shell import charts
@@ -113,7 +120,9 @@ def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
         return
     broadcast.show_rounds(guess_id=rnd.round_id, revealed=rnd.revealed)
     if not rnd.revealed:
-        _count(rnd.round_id)
+        if isinstance(found, NextToken):
+            prepare_be_the_model(model, step)
+        _count(rnd.round_id, model, step, isinstance(found, NextToken))
         st.button(
             "Reveal the answer to the class",
             key=keys.LESSON_REVEAL,
@@ -165,14 +174,19 @@ def results_csv(found: list[ClassResult]) -> str:
 
 
 @st.fragment(run_every=REFRESH_S)
-def _count(round_id: str) -> None:
+def _count(round_id: str, model: str, step: Step, next_token: bool) -> None:
+    """The count of answers in; on a next-token question, each newly voted token's continuation computed as the
+    votes arrive (cached), so the reveal's "be the model" finds them ready."""
     try:
         rnd = broadcast.room().guess_round()
     except RoomUnavailable as error:
         st.warning(broadcast.paused(error))
         return
-    n = len(rnd.guesses) if rnd is not None and rnd.round_id == round_id else 0
+    ours = rnd is not None and rnd.round_id == round_id
+    n = len(rnd.guesses) if ours else 0
     st.metric("Answers in", f"{n:,}", help="How many students answered (a count: no names are kept)")
+    if ours and next_token:
+        prepare_be_the_model(model, step, [token for token, _ in vote_tally(model, step, list(rnd.guesses.values()))])
 
 
 def _reveal(round_id: str) -> None:
@@ -193,7 +207,7 @@ def send(model: str, step: Step, found: Truth, value: object) -> bool:
             return False
         broadcast.room().guess(rnd.round_id, broadcast.student_id(), answer_text(found, value))
     except (RoomError, RoomUnavailable) as error:
-        st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Your answer was not counted: {error}."
+        st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Your answer was not counted: {fmt.clause(error)}."
         return False
     return True
 
@@ -278,6 +292,7 @@ def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
             f"**{votes.overlap:.0%}** (the sum over tokens of the smaller of the two shares; 100 % would be the same "
             f"distribution). {votes.chose_top:,} of {n:,} chose the model's own pick."
         )
+        be_the_model(model, step, given)
     elif isinstance(found, Number):
         values = [float(v) for v in given]
         right = sum(abs(v - found.value) <= found.tolerance + 1e-9 for v in values)
@@ -290,3 +305,70 @@ def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
             " · ".join(f"{word}: **{counts.get(word, 0):,}**" for word in ("rises", "falls", "stays the same"))
             + f". The model's answer: it {found.answer}."
         )
+
+
+# -- be the model: the class's vote sampled as a distribution, beside the model's ---------------------------------
+def vote_tally(model: str, step: Step, given: list[str]) -> tuple[tuple[int, int], ...]:
+    """The class's answers as (token id, votes), most voted first: each read as ``class_votes`` reads it."""
+    prompt, chat = step.state["prompt"], bool(step.state.get("chat", False))
+    tally = Counter(guess_token(model, prompt, text, chat)[0] for text in given)
+    return tuple(tally.most_common())
+
+
+def be_the_model_params(step: Step) -> SamplingParams:
+    """The step's settings with its seed: every page of the class draws the same tokens."""
+    return dataclasses.replace(sampling_controls_params(step), seed=int(step.setting("seed")))
+
+
+@st.cache_data(max_entries=64, show_spinner="The model writes on…")  # a few ids each
+def continuation(model: str, prompt: str, chat: bool, first: int, params: SamplingParams) -> list[int]:
+    """``first`` and the model's tokens after it (``continue_from``): one forward per token, so cached per first
+    token: a class whose draw is the model's own reuses the model's continuation."""
+    client = client_for(model)
+    return continue_from(client.last_logits, client.encode_prompt(prompt, chat=chat), first, params)
+
+
+def side_by_side(
+    model: str, prompt: str, chat: bool, votes: tuple[tuple[int, int], ...], params: SamplingParams
+) -> SideBySide:
+    """``be_the_model.grow`` on the cached prompt logits and continuations."""
+    cached = prompt_logits(model, prompt, chat)
+    class_first, share, model_first, probability = first_tokens(cached.logits, cached.token_ids, dict(votes), params)
+    return SideBySide(
+        continuation(model, prompt, chat, class_first, params),
+        continuation(model, prompt, chat, model_first, params),
+        share,
+        probability,
+    )
+
+
+def prepare_be_the_model(model: str, step: Step, voted: list[int] | None = None) -> None:
+    """The model's continuation and those of the tokens voted so far, computed while the class answers (on the
+    teacher's page), so the reveal finds them cached."""
+    prompt, chat = step.state["prompt"], bool(step.state.get("chat", False))
+    params = be_the_model_params(step)
+    cached = prompt_logits(model, prompt, chat)
+    model_first = first_tokens(cached.logits, cached.token_ids, {0: 1}, params)[2]  # the votes play no part in it
+    for first in [model_first, *(voted or [])]:
+        continuation(model, prompt, chat, first, params)
+
+
+def be_the_model(model: str, step: Step, given: list[str]) -> None:
+    """Both continuations side by side: the class's first token drawn from its votes, the model's from its
+    probabilities (the same seeded u), then each continued by the model."""
+    prompt, chat = step.state["prompt"], bool(step.state.get("chat", False))
+    params = be_the_model_params(step)
+    side = side_by_side(model, prompt, chat, vote_tally(model, step, given), params)
+    st.markdown(f"**Be the model:** {GROWN_TOKENS} tokens on, from the class's vote and from the model's draw.")
+    for column, label, ids, first in zip(
+        st.columns(2),
+        ("The class's continuation", "The model's continuation"),
+        (side.class_ids, side.model_ids),
+        (f"{side.class_first_share:.0%} of the votes", f"probability {side.model_first_prob:.0%}"),
+        strict=True,
+    ):
+        texts = token_texts(model, ids)
+        with column:
+            st.markdown(f"*{label}*")
+            st.code(prompt + "".join(texts), language=None, wrap_lines=True)
+            st.caption(f"First token {texts[0]!r} ({first}); then the model, seed {params.seed}.")
