@@ -111,7 +111,7 @@ SHOTS: dict[str, Shot] = {
         scroll_to="Local and global layers: the sliding window",
     ),
     "compare": Shot("compare"),
-    "lesson": Shot("lesson?" + urllib.parse.urlencode({"lesson": "picking-a-word", "at": "3"})),
+    "lesson": Shot("lesson?" + urllib.parse.urlencode({"lesson": "text-to-next-token", "at": "5"})),
 }
 # The class scene (``class_scene``): a teacher and four students on one server started with a teacher key.
 CLASS_SHOTS = ("class_view", "class_follow")

@@ -138,7 +138,7 @@ def test_followers_track_the_teacher_and_see_nothing_else(server):
     assert len(report.latencies) == len(words) and len(report.round_latencies) == 2
     assert all(seconds < FOLLOW_REACH_S for seconds in rounds), report.missed  # a round that never arrives fails
     # Every follower reaches every broadcast. Followers that "never" did (seen in 2 of 5 full-suite runs) had
-    # two causes (docs/classroom.md): the count (a fast follower finished before the teacher's tab read the end
+    # two causes: the count (a fast follower finished before the teacher's tab read the end
     # of its own run, and only later runs were counted; now counted from when the teacher typed), and a lost
     # page switch (Streamlit folds a fragment timer's rerun into a pending st.switch_page and keeps the old
     # page, and the follower had already counted the broadcast as applied; fixed in ui/classroom.follow).

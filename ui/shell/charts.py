@@ -148,7 +148,7 @@ def shared(builder: Callable[..., go.Figure], max_entries: int = 16) -> Callable
     on the teacher's view draws the same charts, and building a Plotly figure is most of a page run's Python.
     The figure is shared and never changed after it is built (``show`` copies it for presenter mode, and
     ``st.plotly_chart`` reads it). ``max_entries`` per builder bounds the memory (a figure is ~0.1-1 MB); a class
-    on one view needs a handful (docs/classroom.md measures what it saves a broadcast to a class)."""
+    on one view needs a handful (a class on one server: docs/benchmarks.md)."""
     return st.cache_resource(max_entries=max_entries, show_spinner=False)(builder)
 
 
