@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
-from ui.common.chart import Chart
+from ui.common.chart import Chart, cell_table
 from ui.common.conventions import shared_colour_top
 from ui.tokenization.figures import visible
 
@@ -439,14 +439,8 @@ gqa_diagram = Chart(make_gqa_diagram, gqa_table)
 
 def query_layers_table(weights: np.ndarray, pieces: list[str]) -> pd.DataFrame:
     """One query's mean weight (over heads) on each key, layer by layer."""
-    n_layers, t = weights.shape
-    return pd.DataFrame(
-        {
-            "layer": np.repeat(np.arange(n_layers), t),
-            "key_position": np.tile(np.arange(t), n_layers),
-            "key_token": np.tile([visible(p) for p in pieces], n_layers),
-            "mean_weight": weights.reshape(-1),
-        }
+    return cell_table(
+        weights, "layer", "key_position", "mean_weight", column_labels=("key_token", [visible(p) for p in pieces])
     )
 
 
