@@ -15,7 +15,7 @@ from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.figures import visible
 from ui.tokenization.own_text import own_mask
 from ui.tokenization.own_text import words as own_words
-from ui.tokenization.prompt import prompt_tokens
+from ui.tokenization.prompt import prompt_tokens_or_stop
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -31,9 +31,7 @@ st.markdown(
     "doing this in parallel, each with its own idea of what to look for."
 )
 
-view = prompt_tokens()
-if view is None:
-    st.stop()
+view = prompt_tokens_or_stop()
 
 maps = att.attention_maps(models.current(), view.ids)
 pieces = view.pieces[: maps.n_tokens]

@@ -14,7 +14,7 @@ from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.figures import visible
 from ui.tokenization.own_text import own_mask
 from ui.tokenization.own_text import words as own_words
-from ui.tokenization.prompt import prompt_tokens
+from ui.tokenization.prompt import prompt_tokens_or_stop
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -32,9 +32,7 @@ st.markdown(
     + claims.closeness_sentence("cat", "dog", "banana", cat_dog, cat_banana)
 )
 
-view = prompt_tokens()
-if view is None:
-    st.stop()
+view = prompt_tokens_or_stop()
 
 vocab, width = emb.matrix_shape(model)
 n = min(len(view.ids), HEATMAP_LIMIT)

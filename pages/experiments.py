@@ -15,7 +15,7 @@ from ui.experiments import settings as exp
 from ui.logits.figures import visible_token
 from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
-from ui.tokenization.prompt import prompt_tokens
+from ui.tokenization.prompt import prompt_tokens_or_stop
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -33,9 +33,7 @@ st.button(
     args=({state.PROMPT: exp.EXAMPLE_PROMPT, state.CHAT: False},),
 )
 
-view = prompt_tokens()
-if view is None:
-    st.stop()
+view = prompt_tokens_or_stop()
 model = models.current()
 config = client_for(model).info.config
 ids = tuple(view.ids)

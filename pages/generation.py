@@ -11,7 +11,7 @@ from ui.generation import figures as figs
 from ui.sampling import controls as sampling_controls
 from ui.shell import charts, navigation, presenter
 from ui.shell.navigation import redirect_legacy_run
-from ui.tokenization.prompt import prompt_tokens
+from ui.tokenization.prompt import prompt_tokens_or_stop
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -19,9 +19,7 @@ st.title("Generation & the KV cache")
 model = models.current()
 client = current_client()
 config = client.info.config
-view = prompt_tokens()
-if view is None:
-    st.stop()
+view = prompt_tokens_or_stop()
 st.markdown(
     "A model answers one token at a time: it reads the sequence, scores every possible next token, one is chosen, "
     "and the sequence — now one token longer — goes in again "

@@ -3,8 +3,7 @@
 import streamlit as st
 
 from ui.common import format as fmt
-from ui.common import models, state
-from ui.common.resources import client_for
+from ui.common import state
 from ui.logits import claims, playground
 from ui.logits import figures as figs
 from ui.logits.compute import (
@@ -20,8 +19,8 @@ from ui.logits.compute import (
 )
 from ui.logits.figures import visible_token
 from ui.logits.frames import steps, temperature_frames
-from ui.logits.prompt import current_prompt_logits
 from ui.sampling import controls as sampling_controls
+from ui.sampling.prompt import prompt_logits_and_settings
 from ui.shell import charts, example_prompt
 from ui.shell.navigation import redirect_legacy_run
 
@@ -38,12 +37,7 @@ st.caption(
 )
 example_prompt.render("logits")
 
-loaded = current_prompt_logits()
-if loaded is None:
-    st.stop()
-prompt, chat, cached = loaded
-model = models.current()
-settings = sampling_controls.settings_or_stop(client_for(model).info.config.vocab_size)
+prompt, chat, cached, model, settings = prompt_logits_and_settings()
 params = settings.params
 
 # 1. Logits: the raw scores, greedy marked

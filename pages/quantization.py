@@ -10,7 +10,7 @@ from ui.quantization import compute as quant
 from ui.quantization import figures as figs
 from ui.shell import charts
 from ui.shell.navigation import redirect_legacy_run
-from ui.tokenization.prompt import prompt_tokens
+from ui.tokenization.prompt import prompt_tokens_or_stop
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -27,9 +27,7 @@ st.markdown(
     "through the model in every weights mode."
 )
 
-view = prompt_tokens()
-if view is None:
-    st.stop()
+view = prompt_tokens_or_stop()
 
 # 1. One real block, as the file stores it
 st.header("One block, as the file stores it")

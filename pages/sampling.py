@@ -7,15 +7,13 @@ import streamlit as st
 from inference.api import BusyError, PromptError
 from ui.class_page import broadcast, rounds
 from ui.common import format as fmt
-from ui.common import models, state
-from ui.common.resources import client_for
+from ui.common import state
 from ui.logits.figures import visible_token
-from ui.logits.prompt import current_prompt_logits
 from ui.sampling import claims
-from ui.sampling import controls as sampling_controls
 from ui.sampling import figures as figs
 from ui.sampling.compute import continuations, draw, draw_history, draw_many, first_divergence
 from ui.sampling.figures import toy_ranges
+from ui.sampling.prompt import prompt_logits_and_settings
 from ui.shell import charts, example_prompt, navigation
 from ui.shell.navigation import redirect_legacy_run
 
@@ -39,12 +37,7 @@ st.caption(
     "and take the token whose range holds u. Bigger probability, bigger range, more likely to be hit."
 )
 example_prompt.render("sampling")
-loaded = current_prompt_logits()
-if loaded is None:
-    st.stop()
-prompt, chat, cached = loaded
-model = models.current()
-settings = sampling_controls.settings_or_stop(client_for(model).info.config.vocab_size)
+prompt, chat, cached, model, settings = prompt_logits_and_settings()
 params, key = settings.params, settings.params.canonical()
 
 
@@ -127,19 +120,7 @@ st.button("Draw 1,000 times", key=state.DRAW_1000, on_click=_show_histogram)
 if st.session_state.get(state.SHOW_HISTOGRAM):
     many = draw_many(model, prompt, chat, key, 1000)
     gof = many.gof
-    charts.show(
-        figs.draw_histogram(
-            many.labels,
-            many.observed.tolist(),
-            many.expected.tolist(),
-            many.n_draws,
-            gof.statistic,
-            gof.dof,
-            gof.p_value,
-        ),
-        key="draw_histogram",
-        shared=True,
-    )
+    charts.show(figs.histogram_chart(many), key="draw_histogram", shared=True)
     st.markdown(claims.histogram_sentence(gof.n_bins, gof.statistic, gof.dof, gof.p_value))
 
 # 2b. The class's draws, pooled (a class server with a teacher key; see pages/class.py)

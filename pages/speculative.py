@@ -15,7 +15,7 @@ from ui.speculative import claims
 from ui.speculative import compute as spec
 from ui.speculative import figures as figs
 from ui.tokenization.figures import visible
-from ui.tokenization.prompt import prompt_tokens
+from ui.tokenization.prompt import prompt_tokens_or_stop
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -34,9 +34,7 @@ st.markdown(
 model = models.current()
 client = current_client()
 config = client.info.config
-view = prompt_tokens()
-if view is None:
-    st.stop()
+view = prompt_tokens_or_stop()
 presenting = presenter.is_on()
 settings = sampling_controls.settings_or_stop(config.vocab_size, draw=not presenting)
 if presenting:

@@ -10,7 +10,7 @@ from ui.tokenization import claims
 from ui.tokenization import compute as tok
 from ui.tokenization.figures import token_chips_html, token_id_chart, visible
 from ui.tokenization.own_text import has_chat_template, own_mask
-from ui.tokenization.prompt import prompt_tokens
+from ui.tokenization.prompt import prompt_tokens_or_stop
 
 redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
 
@@ -32,9 +32,7 @@ st.markdown(
 )
 
 model = models.current()
-view = prompt_tokens()
-if view is None:
-    st.stop()
+view = prompt_tokens_or_stop()
 
 # 1. The prompt as the model sees it
 st.header("Your prompt, token by token")

@@ -32,7 +32,6 @@ each drafter of ``--drafters`` against plain decoding, in one weights ``--mode``
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from ..threads import available_cores, set_threads
 from . import memory, speculative
 from .modes import DEFAULT_MODES, MODES
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem, timed
+from .report import write_report
 
 PROMPT = "The cat sat on the mat because it was tired."
 
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown modes {unknown}: choose from {sorted(MODES)}")
     report = run(modes, args.device, args.new_tokens, args.repeats, threads, args.model, not args.no_memory)
     print_table(report)
-    _write(report, args.out or "bench-results/engine.json")
+    write_report(report, args.out or "bench-results/engine.json")
 
 
 def _speculate(args: argparse.Namespace, threads: int) -> None:
@@ -329,14 +329,7 @@ def _speculate(args: argparse.Namespace, threads: int) -> None:
     after = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     report.update(threads=threads, mode=args.mode, loadavg=[before, after])
     speculative.print_table(report, threads, (before, after))
-    _write(report, args.out or "bench-results/speculative.json")
-
-
-def _write(report: dict, path: str) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {out}")
+    write_report(report, args.out or "bench-results/speculative.json")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ the longest prompt) are compared token for token with the eager step's.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from ..model.loader import gguf_source
 from ..number_text import whole_arg
 from ..threads import available_cores, set_threads
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem
+from .report import write_report
 
 PROMPTS = [
     "The cat sat",  # 3 tokens of the article's example ...
@@ -182,9 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     report = run([m for m in args.modes.split(",") if m], args.threads or available_cores())
     print_table(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
-    print(f"wrote {args.out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

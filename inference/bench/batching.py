@@ -26,7 +26,6 @@ shared machine hits every size alike.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -45,6 +44,7 @@ from ..serving.padding import left_pad
 from ..serving.requests import BatchRun
 from ..serving.static import run_static
 from ..threads import set_threads
+from .report import write_report
 
 RESULTS = Path("bench-results/batching.json")
 
@@ -257,9 +257,8 @@ def main() -> None:
     args = parser.parse_args()
     report = run(args.quick, args.threads)
     print_table(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {args.out}")
+    print()
+    write_report(report, args.out, indent=2)
 
 
 if __name__ == "__main__":

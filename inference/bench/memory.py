@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..number_text import whole_arg
 from .modes import MODES
+from .report import write_report
 
 MIB = 2**20
 POINTS = ("baseline", "loaded", "step_ready", "decoded")  # when a child reads its memory
@@ -163,10 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     results = [measure(mode, args.model, args.threads) for mode in modes]
     for result in results:
         print("\n".join(describe(result)))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    print(f"wrote {out}")
+    write_report(results, args.out)
 
 
 if __name__ == "__main__":

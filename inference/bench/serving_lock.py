@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import statistics
 import sys
 import threading
@@ -38,6 +37,7 @@ from ..serving.config import ServeConfig
 from ..serving.process import ProcessServer
 from ..serving.server import EngineServer
 from ..threads import set_threads
+from .report import write_report
 
 
 def busy_python(stop: threading.Event) -> None:
@@ -133,22 +133,15 @@ def main(argv: list[str] | None = None) -> None:
             f"{count:12d} {_seconds(thread_s):>14} {thread_s / results['thread'][0][0]:7.1f}× "
             f"{_seconds(process_s):>15} {process_s / results['process'][0][0]:7.1f}× {ratio:>17}"
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "quant": args.quant,
-                "new_tokens": args.new_tokens,
-                "limit_s": args.limit,
-                "results": {
-                    kind: {str(n): {"four_s": v[0], "step_s": v[1]} for n, v in r.items()}
-                    for kind, r in results.items()
-                },
-            },
-            indent=2,
-        )
-    )
-    print(f"wrote {args.out}")
+    report = {
+        "quant": args.quant,
+        "new_tokens": args.new_tokens,
+        "limit_s": args.limit,
+        "results": {
+            kind: {str(n): {"four_s": v[0], "step_s": v[1]} for n, v in r.items()} for kind, r in results.items()
+        },
+    }
+    write_report(report, args.out, indent=2)
 
 
 if __name__ == "__main__":

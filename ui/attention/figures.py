@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
-from ui.common.chart import Chart
+from ui.common.chart import Chart, cell_table
 from ui.common.conventions import shared_colour_top
 from ui.tokenization.figures import visible
 
@@ -257,28 +257,22 @@ def make_gqa_diagram(n_heads: int, n_kv_heads: int) -> go.Figure:
                 showlegend=False,
             )
         )
-    fig.add_trace(
-        go.Scatter(
-            x=q_x,
-            y=np.ones(n_heads),
-            mode="markers+text",
-            text=[f"Q{h}" for h in range(n_heads)],
-            textposition="top center",
-            marker=dict(size=16, color="#4e79a7"),
-            name="query heads",
-        )
+    heads = (  # (x, y, label prefix, label position, marker, legend name): the query row, then the K/V row
+        (q_x, 1.0, "Q", "top center", dict(size=16, color="#4e79a7"), "query heads"),
+        (kv_x, 0.0, "K/V", "bottom center", dict(size=22, color="#f28e2b", symbol="square"), "K/V heads"),
     )
-    fig.add_trace(
-        go.Scatter(
-            x=kv_x,
-            y=np.zeros(n_kv_heads),
-            mode="markers+text",
-            text=[f"K/V{g}" for g in range(n_kv_heads)],
-            textposition="bottom center",
-            marker=dict(size=22, color="#f28e2b", symbol="square"),
-            name="K/V heads",
+    for x, y, prefix, position, marker, name in heads:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=np.full(len(x), y),
+                mode="markers+text",
+                text=[f"{prefix}{i}" for i in range(len(x))],
+                textposition=position,
+                marker=marker,
+                name=name,
+            )
         )
-    )
     kind = (
         "Multi-head attention"
         if n_kv_heads == n_heads
@@ -445,14 +439,8 @@ gqa_diagram = Chart(make_gqa_diagram, gqa_table)
 
 def query_layers_table(weights: np.ndarray, pieces: list[str]) -> pd.DataFrame:
     """One query's mean weight (over heads) on each key, layer by layer."""
-    n_layers, t = weights.shape
-    return pd.DataFrame(
-        {
-            "layer": np.repeat(np.arange(n_layers), t),
-            "key_position": np.tile(np.arange(t), n_layers),
-            "key_token": np.tile([visible(p) for p in pieces], n_layers),
-            "mean_weight": weights.reshape(-1),
-        }
+    return cell_table(
+        weights, "layer", "key_position", "mean_weight", column_labels=("key_token", [visible(p) for p in pieces])
     )
 
 

@@ -39,6 +39,19 @@ def _names(n: int, labels: Sequence[int] | None) -> list[int]:
     return list(labels) if labels is not None else list(range(n))
 
 
+def _request_rows_layout(fig: go.Figure, title: str, n_rows: int, column_title: str) -> go.Figure:
+    """The frame of the two requests-by-columns grids (the padded batch, its position ids): one row per request,
+    the first on top, one tick per column."""
+    fig.update_layout(
+        title=title,
+        height=80 + 36 * n_rows,
+        margin=dict(l=10, r=10, t=50, b=30),
+        yaxis=dict(autorange="reversed"),
+        xaxis=dict(title=column_title, dtick=1),
+    )
+    return fig
+
+
 def make_padded_batch(
     rows: Sequence[Sequence[str | None]], title: str = "The left-padded batch", labels: Sequence[int] | None = None
 ) -> go.Figure:
@@ -68,14 +81,7 @@ def make_padded_batch(
             hovertemplate="%{y}, column %{x}: %{customdata}<extra></extra>",
         )
     )
-    fig.update_layout(
-        title=title,
-        height=80 + 36 * n_rows,
-        margin=dict(l=10, r=10, t=50, b=30),
-        yaxis=dict(autorange="reversed"),
-        xaxis=dict(title="column of the batch tensor", dtick=1),
-    )
-    return fig
+    return _request_rows_layout(fig, title, n_rows, "column of the batch tensor")
 
 
 def make_mask_heatmap(mask: np.ndarray, labels: Sequence[str | None], request: int) -> go.Figure:
@@ -123,14 +129,9 @@ def make_positions_heatmap(positions: np.ndarray, real: np.ndarray, labels: Sequ
             hovertemplate="%{y}, column %{x}: position %{text}<extra></extra>",
         )
     )
-    fig.update_layout(
-        title="Position ids: each row counts its own real tokens from 0",
-        height=80 + 36 * len(positions),
-        margin=dict(l=10, r=10, t=50, b=30),
-        yaxis=dict(autorange="reversed"),
-        xaxis=dict(title="column", dtick=1),
+    return _request_rows_layout(
+        fig, "Position ids: each row counts its own real tokens from 0", len(positions), "column"
     )
-    return fig
 
 
 def make_batch_timeline(

@@ -305,16 +305,7 @@ def _live_draws(round_id: str) -> None:
         st.caption(claims.own_draws_sentence(mine))
     gof = pooled.gof
     charts.show(
-        sampling_figs.draw_histogram(
-            pooled.labels,
-            pooled.observed.tolist(),
-            pooled.expected.tolist(),
-            pooled.n_draws,
-            gof.statistic,
-            gof.dof,
-            gof.p_value,
-            who=f"The class ({n_students} student{'s' * (n_students != 1)}): ",
-        ),
+        sampling_figs.histogram_chart(pooled, who=f"The class ({n_students} student{'s' * (n_students != 1)}): "),
         key="class_histogram",
     )
     gaps = abs(pooled.observed - pooled.expected)

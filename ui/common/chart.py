@@ -16,10 +16,11 @@ Pure: no Streamlit, so the pairing can be tested on hand-made inputs.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -93,3 +94,25 @@ def plain(values: Any) -> list:
     """Values as Python numbers (an array's ``tolist()``), as a table's column: a float32 array written as Python
     floats, the same text in the CSV whether the caller passed an array or a list."""
     return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def cell_table(
+    values: np.ndarray,
+    rows: str,
+    columns: str,
+    value: str,
+    row_labels: tuple[str, Sequence[str]] | None = None,
+    column_labels: tuple[str, Sequence[str]] | None = None,
+) -> pd.DataFrame:
+    """A (rows, columns) matrix as a long table, one line per cell in row-major order (as a heatmap's cells): the
+    row's index (then its label, where ``row_labels`` names them), the column's index (then its label), the value.
+    The values keep their dtype, so the CSV writes the numbers the figure draws."""
+    n_rows, n_columns = values.shape
+    table = {rows: np.repeat(np.arange(n_rows), n_columns)}
+    if row_labels is not None:
+        table[row_labels[0]] = np.repeat(list(row_labels[1]), n_columns)
+    table[columns] = np.tile(np.arange(n_columns), n_rows)
+    if column_labels is not None:
+        table[column_labels[0]] = np.tile(list(column_labels[1]), n_rows)
+    table[value] = values.reshape(-1)
+    return pd.DataFrame(table)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
-from ui.common.chart import Chart
+from ui.common.chart import Chart, cell_table
 from ui.common.conventions import flat_note, spread_out
 from ui.tokenization.figures import visible
 
@@ -344,15 +344,7 @@ def make_distance_scores(
 # -- the tables behind the charts' CSVs ---------------------------------------------------------
 def embedding_rows_table(rows: np.ndarray, pieces: list[str]) -> pd.DataFrame:
     """One row per (position, dimension): the embedding value the heatmap colours."""
-    t, d = rows.shape
-    return pd.DataFrame(
-        {
-            "position": np.repeat(np.arange(t), d),
-            "token": np.repeat([visible(p) for p in pieces], d),
-            "dimension": np.tile(np.arange(d), t),
-            "value": rows.reshape(-1),
-        }
-    )
+    return cell_table(rows, "position", "dimension", "value", row_labels=("token", [visible(p) for p in pieces]))
 
 
 embedding_heatmap = Chart(make_embedding_heatmap, embedding_rows_table)
@@ -413,14 +405,7 @@ distance_scores = Chart(make_distance_scores, distance_table)
 
 
 def position_table(values: np.ndarray, x_title: str, colorbar: str) -> pd.DataFrame:
-    p, c = values.shape
-    return pd.DataFrame(
-        {
-            "position": np.repeat(np.arange(p), c),
-            x_title.replace(" ", "_"): np.tile(np.arange(c), p),
-            colorbar: values.reshape(-1),
-        }
-    )
+    return cell_table(values, "position", x_title.replace(" ", "_"), colorbar)
 
 
 position_heatmap = Chart(make_position_heatmap, position_table)

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
-from ui.common.chart import Chart
+from ui.common.chart import Chart, cell_table
 from ui.logit_lens.figures import lens_table, make_logit_lens
 from ui.logits.figures import visible_token
 
@@ -241,14 +241,7 @@ lens_with_region = Chart(make_lens_with_region, lens_region_table)
 
 def head_importance_table(delta: np.ndarray) -> pd.DataFrame:
     """Change in the target's log-probability with each head edited, one row per (layer, head)."""
-    n_layers, n_heads = delta.shape
-    return pd.DataFrame(
-        {
-            "layer": np.repeat(np.arange(n_layers), n_heads),
-            "head": np.tile(np.arange(n_heads), n_layers),
-            "delta_log_p": np.asarray(delta, dtype=float).reshape(-1),
-        }
-    )
+    return cell_table(np.asarray(delta, dtype=float), "layer", "head", "delta_log_p")
 
 
 head_importance = Chart(make_head_importance, head_importance_table)
@@ -256,14 +249,9 @@ head_importance = Chart(make_head_importance, head_importance_table)
 
 def patching_table(restored: np.ndarray, position_tokens: Sequence[str]) -> pd.DataFrame:
     """Share of the clean answer each patch restores, one row per (block, position)."""
-    n_layers, n_pos = restored.shape
-    return pd.DataFrame(
-        {
-            "after_block": np.repeat(np.arange(n_layers), n_pos),
-            "position": np.tile(np.arange(n_pos), n_layers),
-            "token": np.tile([visible_token(t) for t in position_tokens], n_layers),
-            "restored": np.asarray(restored, dtype=float).reshape(-1),
-        }
+    tokens = [visible_token(t) for t in position_tokens]
+    return cell_table(
+        np.asarray(restored, dtype=float), "after_block", "position", "restored", column_labels=("token", tokens)
     )
 
 

@@ -9,6 +9,7 @@ on integer axes with their text as tick labels, so two tokens that print alike n
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -166,23 +167,16 @@ def make_temperature_sweep(
         _label(low, "sharper", GREEDY_COLOR, "left", 0.02),
         _label(high, "flatter", BAR_COLOR, "right", 0.02),
     ]
+    lines = (  # (values, name, colour, value axis: None is the left one)
+        (entropy_bits, "entropy (bits)", BAR_COLOR, None),
+        (top_probability, "top token's probability", GREEDY_COLOR, "y2"),
+    )
     return go.Figure(
         data=[
             go.Scatter(
-                x=list(temperatures),
-                y=list(entropy_bits),
-                name="entropy (bits)",
-                mode="lines",
-                line={"color": BAR_COLOR},
-            ),
-            go.Scatter(
-                x=list(temperatures),
-                y=list(top_probability),
-                name="top token's probability",
-                mode="lines",
-                line={"color": GREEDY_COLOR},
-                yaxis="y2",
-            ),
+                x=list(temperatures), y=list(values), name=name, mode="lines", line={"color": colour}, yaxis=axis
+            )
+            for values, name, colour, axis in lines
         ],
         layout={
             "title": {"text": "Temperature: entropy and the top probability"},
@@ -205,33 +199,17 @@ def make_temperature_sweep(
     )
 
 
+def _full_height(kind: str, x0: float, x1: float, **style: Any) -> dict:
+    """A layout shape from x0 to x1 over the plot's whole height."""
+    return {"type": kind, "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0, "y1": 1, **style}
+
+
 def _vertical(x: float, color: str, dash: str) -> dict:
-    return {
-        "type": "line",
-        "xref": "x",
-        "yref": "paper",
-        "x0": x,
-        "x1": x,
-        "y0": 0,
-        "y1": 1,
-        "line": {"color": color, "dash": dash, "width": 2},
-    }
+    return _full_height("line", x, x, line={"color": color, "dash": dash, "width": 2})
 
 
 def _band(x0: float, x1: float, color: str) -> dict:
-    return {
-        "type": "rect",
-        "xref": "x",
-        "yref": "paper",
-        "x0": x0,
-        "x1": x1,
-        "y0": 0,
-        "y1": 1,
-        "fillcolor": color,
-        "opacity": 0.05,
-        "line": {"width": 0},
-        "layer": "below",
-    }
+    return _full_height("rect", x0, x1, fillcolor=color, opacity=0.05, line={"width": 0}, layer="below")
 
 
 def _label(x: float, text: str, color: str, side: str, y: float) -> dict:

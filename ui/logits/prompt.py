@@ -1,4 +1,4 @@
-"""The shared prompt's next-token logits for the predicting pages: ``current_prompt_logits()`` makes the same checks as ``prompt_tokens`` and returns the prompt's logits, or ``None`` after a clear message."""
+"""The shared prompt's next-token logits for the predicting pages: ``current_prompt_logits()`` makes the same checks as ``prompt_tokens_or_stop`` and returns the prompt's logits, or ``None`` after a clear message."""
 
 from __future__ import annotations
 

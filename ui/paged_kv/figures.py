@@ -9,6 +9,8 @@ and ``make_memory_at_step`` (reserved against held at one step: the fragmentatio
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -32,6 +34,21 @@ OWNER_COLOURS = (
 )
 SERIES_COLOURS = ("#f58518", "#4c78a8", "#7f7f7f")  # slot reserved, paged in use, positions held
 LEGEND_BELOW = dict(orientation="h", y=-0.22, yanchor="top", x=0)
+
+
+def _memory_layout(fig: go.Figure, unit: str, **layout: Any) -> go.Figure:
+    """The frame both memory charts share (``layout`` adds the title and the rest): bytes in ``unit`` from zero,
+    the legend below the plot."""
+    fig.update_layout(
+        **layout,
+        yaxis=dict(title=unit, rangemode="tozero"),
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=90),
+        legend=LEGEND_BELOW,
+    )
+    return fig
+
+
 GRID_COLUMNS = 16
 CELL_PX = 34
 
@@ -107,26 +124,12 @@ def make_block_grid(
             ygap=2,
         )
     )
-    for sequence, label in enumerate(labels):  # a legend: one entry per owner
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name=label,
-                marker=dict(size=12, color=owner_colour(sequence), symbol="square"),
-            )
-        )
-    for name, colour in (("free", FREE_COLOUR), ("free, prefix cached", CACHED_COLOUR)):
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name=name,
-                marker=dict(size=12, color=colour, symbol="square", line=dict(width=1, color="#999")),
-            )
-        )
+    outlined = dict(line=dict(width=1, color="#999"))
+    legend = [(label, owner_colour(sequence), {}) for sequence, label in enumerate(labels)]  # one entry per owner
+    legend += [("free", FREE_COLOUR, outlined), ("free, prefix cached", CACHED_COLOUR, outlined)]
+    for name, colour, edge in legend:
+        marker = dict(size=12, color=colour, symbol="square", **edge)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=marker))
     fig.update_layout(
         title=f"The pool after step {step.index}: {n_blocks} physical blocks of {block_size} positions",
         height=120 + rows * CELL_PX,
@@ -234,15 +237,7 @@ def make_memory_timeline(trace: PagingTrace, current: int) -> go.Figure:
             )
         )
     fig.add_vline(x=current, line_width=1, line_color="#888")
-    fig.update_layout(
-        title="KV cache memory over the run",
-        xaxis_title="scheduler step",
-        yaxis=dict(title=unit, rangemode="tozero"),
-        height=380,
-        margin=dict(l=10, r=10, t=50, b=90),
-        legend=LEGEND_BELOW,
-    )
-    return fig
+    return _memory_layout(fig, unit, title="KV cache memory over the run", xaxis_title="scheduler step")
 
 
 def memory_table(trace: PagingTrace) -> pd.DataFrame:
@@ -272,15 +267,7 @@ def make_memory_at_step(step: PagingStep) -> go.Figure:
             go.Bar(x=names, y=empty, name="reserved, not written (fragmentation)", marker_color="#e45756"),
         ]
     )
-    fig.update_layout(
-        barmode="stack",
-        title=f"At step {step.index}: reserved vs written",
-        yaxis=dict(title=unit, rangemode="tozero"),
-        height=380,
-        margin=dict(l=10, r=10, t=50, b=90),
-        legend=LEGEND_BELOW,
-    )
-    return fig
+    return _memory_layout(fig, unit, barmode="stack", title=f"At step {step.index}: reserved vs written")
 
 
 def memory_at_step_table(step: PagingStep) -> pd.DataFrame:

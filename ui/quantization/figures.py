@@ -7,6 +7,7 @@ under named columns, for the chart's CSV); nothing here touches the model or Str
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -163,20 +164,7 @@ def make_bytes_chart(
         (ceilings, HELD_COLOR, "%{x}: at most %{y:,.0f} tok/s<extra></extra>"),
     )
     for col, (values, color, hover) in enumerate(panels, 1):
-        fig.add_trace(
-            go.Bar(
-                x=list(formats),
-                y=list(values),
-                marker_color=color,
-                text=[f"{v:,.0f}" for v in values],
-                textposition="outside",
-                cliponaxis=False,
-                hovertemplate=hover,
-                showlegend=False,
-            ),
-            row=1,
-            col=col,
-        )
+        fig.add_trace(_labelled_bars(formats, values, color, ",.0f", hover, showlegend=False), row=1, col=col)
     fig.update_yaxes(rangemode="tozero", title_text="MB", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", title_text="tokens per second", row=1, col=2)
     fig.update_layout(height=380, margin=dict(l=50, r=20, t=60, b=40))
@@ -213,19 +201,25 @@ def make_mode_probabilities(tokens: Sequence[str], labels: Sequence[str], probs:
     return fig
 
 
+def _labelled_bars(
+    x: Sequence[str], values: Sequence[float], color: str, label_format: str, hover: str, **bar: Any
+) -> go.Bar:
+    """Bars from zero with each value written above its bar (``label_format``: a format spec such as ``".1f"``)."""
+    return go.Bar(
+        x=list(x),
+        y=list(values),
+        marker_color=color,
+        text=[format(v, label_format) for v in values],
+        textposition="outside",
+        cliponaxis=False,
+        hovertemplate=hover,
+        **bar,
+    )
+
+
 def make_mode_speed(labels: Sequence[str], tok_s: Sequence[float]) -> go.Figure:
     """Measured decode tok/s per weights mode (bars from zero)."""
-    fig = go.Figure(
-        go.Bar(
-            x=list(labels),
-            y=list(tok_s),
-            marker_color=CODE_COLOR,
-            text=[f"{v:.1f}" for v in tok_s],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{x}: %{y:.1f} tok/s<extra></extra>",
-        )
-    )
+    fig = go.Figure(_labelled_bars(labels, tok_s, CODE_COLOR, ".1f", "%{x}: %{y:.1f} tok/s<extra></extra>"))
     fig.update_yaxes(rangemode="tozero", title_text="decode tokens per second (measured now)")
     fig.update_layout(title="What 4 bits buy: measured decode speed", height=360, margin=dict(l=50, r=20, t=50, b=40))
     return fig

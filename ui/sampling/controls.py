@@ -47,6 +47,17 @@ LABELS = {
     MIN_P: "min-p",
     REPETITION_PENALTY: "repetition penalty",
 }
+# Each widget's label and help, in the row's order (DEFAULTS' order).
+WIDGETS: dict[str, tuple[str, str]] = {
+    TEMPERATURE: ("Temperature T", "0 = greedy. Logits are divided by T before softmax."),
+    TOP_K: ("top-k (0 = off)", "Keep only the k most probable tokens."),
+    TOP_P: ("top-p (1 = off)", "Keep the smallest set of most probable tokens whose mass reaches p."),
+    MIN_P: ("min-p (0 = off)", "Drop tokens below min-p × the top probability."),
+    REPETITION_PENALTY: (
+        "Repetition penalty (1 = off)",
+        "Push down tokens already in the prompt (divide positive logits, multiply negative ones).",
+    ),
+}
 
 
 @dataclass
@@ -139,47 +150,15 @@ def render(vocab_size: int) -> Settings:
     stored = {key: st.session_state[key] for key in DEFAULTS if key in st.session_state}
     fitted, fit_notes = fit_to_controls(stored)
     st.session_state.update(fitted)
-    columns = st.columns(5)
-    with columns[0]:
-        st.slider(
-            "Temperature T",
-            *RANGES[TEMPERATURE],
-            step=STEPS[TEMPERATURE],
-            help="0 = greedy. Logits are divided by T before softmax.",
-            **state.bind_slider(TEMPERATURE, DEFAULTS[TEMPERATURE]),
-        )
-    with columns[1]:
-        st.number_input(
-            "top-k (0 = off)",
-            min_value=RANGES[TOP_K][0],
-            step=1,
-            help="Keep only the k most probable tokens.",
-            **state.bind(TOP_K, DEFAULTS[TOP_K]),
-        )
-    with columns[2]:
-        st.slider(
-            "top-p (1 = off)",
-            *RANGES[TOP_P],
-            step=STEPS[TOP_P],
-            help="Keep the smallest set of most probable tokens whose mass reaches p.",
-            **state.bind_slider(TOP_P, DEFAULTS[TOP_P]),
-        )
-    with columns[3]:
-        st.slider(
-            "min-p (0 = off)",
-            *RANGES[MIN_P],
-            step=STEPS[MIN_P],
-            help="Drop tokens below min-p × the top probability.",
-            **state.bind_slider(MIN_P, DEFAULTS[MIN_P]),
-        )
-    with columns[4]:
-        st.slider(
-            "Repetition penalty (1 = off)",
-            *RANGES[REPETITION_PENALTY],
-            step=STEPS[REPETITION_PENALTY],
-            help="Push down tokens already in the prompt (divide positive logits, multiply negative ones).",
-            **state.bind_slider(REPETITION_PENALTY, DEFAULTS[REPETITION_PENALTY]),
-        )
+    for column, key in zip(st.columns(5), DEFAULTS):
+        label, help_text = WIDGETS[key]
+        with column:
+            if key == TOP_K:  # a whole number with no upper end: typed, not slid
+                st.number_input(
+                    label, min_value=RANGES[TOP_K][0], step=1, help=help_text, **state.bind(TOP_K, DEFAULTS[TOP_K])
+                )
+            else:
+                st.slider(label, *RANGES[key], step=STEPS[key], help=help_text, **state.bind_slider(key, DEFAULTS[key]))
     raw = {key: st.session_state.get(key, default) for key, default in DEFAULTS.items()}
     settings = resolve(raw, state.get(state.SEED), vocab_size)
     settings.notes[:0] = fit_notes

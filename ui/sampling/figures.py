@@ -8,15 +8,19 @@ from the engine's sampler (see ``ui/sampling/compute.py``), never from here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
-from ui.common.chart import Chart
+from ui.common.chart import Chart, ChartCall
 from ui.common.conventions import fit_cells
 from ui.logits.figures import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
+
+if TYPE_CHECKING:
+    from ui.sampling.compute import Histogram
 
 _PALETTE = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
 OTHER_COLOR = "#e0e0e0"
@@ -281,6 +285,21 @@ def histogram_table(
 
 
 draw_histogram = Chart(make_draw_histogram, histogram_table)
+
+
+def histogram_chart(histogram: Histogram, who: str = "") -> ChartCall:
+    """The ``draw_histogram`` chart of one ``Histogram``: a page's own draws, or a class's pooled ones."""
+    gof = histogram.gof
+    return draw_histogram(
+        histogram.labels,
+        histogram.observed.tolist(),
+        histogram.expected.tolist(),
+        histogram.n_draws,
+        gof.statistic,
+        gof.dof,
+        gof.p_value,
+        who=who,
+    )
 
 
 def strips_table(

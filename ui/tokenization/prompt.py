@@ -1,6 +1,6 @@
 """The shared prompt, tokenized once per (prompt, chat) and checked, for every page.
 
-``prompt_tokens()`` shows a clear ``st.error`` for a prompt the model cannot run (empty, too long) and notes for text worth knowing about (emoji, right-to-left scripts, control characters, typed special tokens), then returns the tokens or ``None``.
+``prompt_tokens_or_stop()`` shows a clear ``st.error`` for a prompt the model cannot run (empty, too long) and notes for text worth knowing about (emoji, right-to-left scripts, control characters, typed special tokens), then returns the tokens or stops the page run.
 """
 
 from __future__ import annotations
@@ -54,14 +54,14 @@ def prompt_notes(
     return notes
 
 
-def prompt_tokens() -> TokenView | None:
-    """The shared prompt's tokens, or ``None`` after showing why it cannot be run."""
+def prompt_tokens_or_stop() -> TokenView:
+    """The shared prompt's tokens; stops the page run after showing why where the prompt cannot be run."""
     model, prompt, chat = models.current(), state.get(state.PROMPT), state.get(state.CHAT)
     try:
         view = tokenize(model, prompt, chat)
     except (PromptError, TokenizerError) as err:
         st.error(f"Cannot run this prompt: {fmt.clause(err)}. Edit the prompt in the sidebar.")
-        return None
+        st.stop()
     for note in prompt_notes(prompt, client_for(model).tokenizer.added_texts, view.partial):
         st.info(note)
     return view
