@@ -13,10 +13,13 @@ check that the kernels exist and give the right numbers on this machine, and
 - ``quant="int8"``: every projection and the output matrix as per-row 8-bit codes.
 - ``quant="int4"``: every projection as 4-bit groups of 32 (min/max), the output matrix 8-bit.
 
+Which kernel multiplies by the 4-bit and Q8_0 groups is chosen at load by what the CPU has
+(``kernels.py``: torch's packed 4-bit kernel on AVX-512, the int8 codes compiled into the step's graph
+on AVX2, KleidiAI on aarch64), or named by the caller (``kernel=``); ``QuantSummary`` says which.
 Activations stay float32 everywhere (the residual stream, norms, attention, the KV cache);
-only a quantized matmul's input is rounded to bfloat16, which is what the kernels take,
-and its output comes back as bfloat16 and is widened again. The weight arithmetic lives in
-``quant_formats.py``.
+with the packed kernels (``Int4Linear``, ``Int8Linear``, ``Int8GroupLinear``) a quantized matmul's
+input is rounded to bfloat16, which is what they take, and its output comes back as bfloat16 and
+is widened again. The weight arithmetic lives in ``quant_formats.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 from torch import nn
 
 from .errors import ModelLoadError
+from .kernels import KERNELS, GroupCodesLinear, KleidiAILinear, cpu_capability, default_kernel, kleidiai_available
 from .quant_formats import (
     GROUP,
     INT4_FORMATS,
@@ -67,17 +71,20 @@ def _int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales_zeros: torch.Tens
     return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scales_zeros)
 
 
-def kernel_problem(device: torch.device) -> str | None:
+def kernel_problem(device: torch.device, kernel: str = "int4pack") -> str | None:
     """Why the quantized kernels cannot be trusted on ``device`` (None: they exist and give the right numbers).
 
     Runs each kernel once on a small random layer and compares it with the dense product of the
-    same weights, within the rounding of bfloat16 inputs and outputs.
+    same weights, within the rounding of bfloat16 inputs and outputs (``kernel``: which 4-bit kernel;
+    the 8-bit rows of ``quant="int8"`` are checked with every one).
     """
     ops = (
         ("_weight_int4pack_mm", "_convert_weight_to_int4pack")
         if device.type == "cuda"
         else ("_weight_int4pack_mm_for_cpu", "_convert_weight_to_int4pack_for_cpu", "_weight_int8pack_mm")
     )
+    if kernel == "kleidiai":
+        ops = (*ops, "_dyn_quant_pack_4bit_weight", "_dyn_quant_matmul_4bit")
     missing = [op for op in ops if not hasattr(torch.ops.aten, op)]
     if missing:
         return f"torch {torch.__version__} has no {', '.join(missing)} kernel"
@@ -86,6 +93,8 @@ def kernel_problem(device: torch.device) -> str | None:
     x = torch.randn(3, 128, generator=generator)
     groups, rows = int4_from_float(weight), int8_rows_from_float(weight)
     layers = [(Int4Linear(groups, None, device), _as_kernel_stores(groups).dequantize())]
+    if kernel == "kleidiai":  # int8 activations: checked within their own rounding below
+        layers.append((KleidiAILinear(groups, None, device), None))
     if device.type != "cuda":
         layers.append(
             (Int8Linear(rows, None, device), rows.codes.float() * rows.scale.to(ACTIVATION_DTYPE).float()[:, None])
@@ -98,9 +107,14 @@ def kernel_problem(device: torch.device) -> str | None:
             got = layer(x.to(device)).float().cpu()
         except RuntimeError as exc:
             return f"{type(layer).__name__} failed on {device}: {str(exc).splitlines()[0]}"
-        expected = x.to(ACTIVATION_DTYPE).float() @ dense.t()
-        # the output is rounded to bf16 (relative 2**-9); sums of 128 terms may be taken in any order
-        bound = 4 * 2.0**-8 * float((x.abs() @ dense.abs().t()).max())
+        if dense is None:  # KleidiAI: x rounded to int8 per row (a step of max|x|/127 at most), weights as stored
+            dense = groups.dequantize()
+            expected = x @ dense.t()
+            bound = 4 * float(x.abs().amax()) / 127 * float(dense.abs().sum(1).max())
+        else:
+            expected = x.to(ACTIVATION_DTYPE).float() @ dense.t()
+            # the output is rounded to bf16 (relative 2**-9); sums of 128 terms may be taken in any order
+            bound = 4 * 2.0**-8 * float((x.abs() @ dense.abs().t()).max())
         if not torch.isfinite(got).all() or float((got - expected).abs().max()) > bound:
             return f"{type(layer).__name__} gives wrong numbers on {device} (torch {torch.__version__})"
     return None
@@ -255,12 +269,21 @@ class QuantSummary:
     layers: Counter = field(default_factory=Counter)  # "4-bit groups (Q4_1, exact)" -> how many matrices
     weight_bytes: int = 0  # bytes a forward reads for the quantized matrices (codes + scales)
     notes: list[str] = field(default_factory=list)
+    kernel: str = "int4pack"  # what multiplies by the weight groups (``kernels.KERNELS``)
+    kernel_reason: str = ""  # why that one: "chosen for AVX2" or "asked for"
 
     def describe(self) -> str:
-        """In words, what the weights are and what the activations are."""
+        """In words, what the weights are, what multiplies by them, and what the activations are."""
         kinds = ", ".join(f"{count} × {kind}" for kind, count in self.layers.most_common())
         origin = {"gguf": "as stored in the file", "int8": "quantized on load", "int4": "quantized on load"}[self.mode]
-        return f"{kinds} ({origin}); bfloat16 inputs to the quantized matmuls, float32 everywhere else"
+        inputs = {
+            "int4pack": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
+            "groups": "float32 inputs to every matmul and float32 everywhere else",
+            "kleidiai": "int8 inputs (per row) to the 4-bit matmuls, float32 everywhere else",
+        }[self.kernel]
+        if self.mode == "int8":  # 8-bit rows only: torch's 8-bit kernel, whatever the choice for groups
+            return f"{kinds} ({origin}); {inputs}"
+        return f"{kinds} ({origin}); kernel: {self.kernel} ({self.kernel_reason}); {inputs}"
 
 
 # -- swapping a dense model's projections ----------------------------------------------------------------
@@ -281,34 +304,45 @@ class GGUFWeight:
 
 
 def quantize_model(
-    model: nn.Module, mode: str, gguf_weights: dict[str, list[GGUFWeight]] | None = None
+    model: nn.Module,
+    mode: str,
+    gguf_weights: dict[str, list[GGUFWeight]] | None = None,
+    kernel: str | None = None,
 ) -> QuantSummary:
     """Replace ``model``'s projections (and, from a GGUF, its Q8_0 token embedding) with quantized modules.
 
     ``gguf_weights`` maps each engine projection name (``layers.3.attn.qkv``) to the GGUF
     weights stacked into it, in order (Q, K, V; gate, up); ``"embed"`` to the token rows.
+    ``kernel`` (``kernels.KERNELS``) multiplies by the 4-bit and Q8_0 groups; None: the one
+    ``kernels.default_kernel`` picks for this machine.
     """
     if mode not in QUANT_MODES:
         raise QuantizationError(f"quant must be one of {QUANT_MODES} or None, got {mode!r}")
     if mode == "gguf" and gguf_weights is None:
         raise QuantizationError('quant="gguf" keeps a GGUF file\'s own blocks: load a .gguf model for it')
     device = next(p.device for p in model.parameters() if not p.is_meta)  # meta: weights its blocks replace
-    problem = kernel_problem(device)
+    if kernel is not None and kernel not in KERNELS:
+        raise QuantizationError(f"kernel must be one of {tuple(KERNELS)} or None (this machine's), got {kernel!r}")
+    reason = "asked for" if kernel else f"chosen for {_machine(device)}"
+    kernel = kernel or default_kernel(device)
+    if kernel != "int4pack" and device.type != "cpu":
+        raise QuantizationError(f"the {kernel!r} kernel runs on the CPU only; on {device} use kernel='int4pack'")
+    problem = kernel_problem(device, kernel)
     if problem:
         raise QuantizationError(f"quantized weights cannot run here: {problem}. Load with quant=None (dense weights).")
-    summary = QuantSummary(mode)
+    summary = QuantSummary(mode, kernel=kernel, kernel_reason=reason)
     for name, linear in list(_projections(model)):
         parts = gguf_weights.get(name) if gguf_weights else None
-        replacement, kind = _quantized_linear(name, linear, mode, parts, device)
+        replacement, kind = _quantized_linear(name, linear, mode, parts, device, kernel)
         _set_submodule(model, name, replacement)
         summary.layers[kind] += 1
         summary.weight_bytes += _buffer_bytes(replacement)
     embed = gguf_weights.get("embed") if gguf_weights else None
     if embed and embed[0].type_name in INT8_FORMATS:
-        tied = isinstance(model.lm_head, Int8GroupLinear) and embed[0] is gguf_weights["lm_head"][0]
+        tied = isinstance(model.lm_head, (Int8GroupLinear, GroupCodesLinear)) and embed[0] is gguf_weights["lm_head"][0]
         rows = model.lm_head.groups if tied else INT8_FORMATS["Q8_0"](embed[0].raw)  # tied: one copy of the codes
         model.embed = QuantEmbedding(rows, device)
-        if tied:  # the output matrix's inspection copy is the table's own codes and scales
+        if tied and isinstance(model.lm_head, Int8GroupLinear):  # its inspection copy: the table's own codes
             model.lm_head.groups = Int8Groups(model.embed.codes, model.embed.scale)
         summary.notes.append("token embedding: Q8_0 rows looked up exactly")
     return summary
@@ -343,8 +377,24 @@ def _projections(model: nn.Module):
     yield "lm_head", model.lm_head
 
 
+def _machine(device: torch.device) -> str:
+    """The machine in the words the kernel choice depends on ("AVX2", "AVX512", "KleidiAI", "cuda")."""
+    if device.type != "cpu":
+        return device.type
+    return "KleidiAI" if kleidiai_available() else cpu_capability()
+
+
+def _group_linear(groups: Int4Groups, bias: torch.Tensor | None, device: torch.device, kernel: str) -> nn.Module:
+    """A 4-bit group matrix as ``kernel`` multiplies it."""
+    if kernel == "groups":
+        return GroupCodesLinear(groups, bias, device)
+    if kernel == "kleidiai":
+        return KleidiAILinear(groups, bias, device)
+    return Int4Linear(groups, bias, device)
+
+
 def _quantized_linear(
-    name: str, linear: nn.Linear, mode: str, parts: list[GGUFWeight] | None, device: torch.device
+    name: str, linear: nn.Linear, mode: str, parts: list[GGUFWeight] | None, device: torch.device, kernel: str
 ) -> tuple[nn.Module, str]:
     weight, bias = linear.weight.detach(), linear.bias
     if mode == "int8" or (mode == "int4" and name == "lm_head"):  # the output matrix stays 8-bit: logits are sensitive
@@ -354,17 +404,19 @@ def _quantized_linear(
             return Int8Linear(
                 int8_rows_from_float(weight), bias, device
             ), "8-bit rows (input size not a multiple of 32)"
-        return Int4Linear(int4_from_float(weight), bias, device), "4-bit groups of 32"
+        return _group_linear(int4_from_float(weight), bias, device, kernel), "4-bit groups of 32"
     # mode == "gguf": the file's own blocks where they map exactly
     if _stored_as_floats(parts):
         return linear, "float (as stored)"
     types = {p.type_name for p in parts}
     if types <= set(INT4_FORMATS):
         groups = Int4Groups.cat([INT4_FORMATS[p.type_name](p.raw) for p in parts])
-        return Int4Linear(groups, bias, device), f"4-bit groups ({'/'.join(sorted(types))}, exact)"
+        return _group_linear(groups, bias, device, kernel), f"4-bit groups ({'/'.join(sorted(types))}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
-        return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
+        if kernel == "int4pack":
+            return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
+        return GroupCodesLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"  # KleidiAI's kernel is 4-bit only
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
 
@@ -383,7 +435,7 @@ def _buffer_bytes(module: nn.Module) -> int:
     """Bytes a forward reads for ``module``'s weights (the packed codes and scales; not the inspection copy)."""
     if isinstance(module, Int4Linear):
         return module.packed.nbytes + module.scales_zeros.nbytes
-    if isinstance(module, Int8GroupLinear):
+    if isinstance(module, (Int8GroupLinear, GroupCodesLinear, KleidiAILinear)):
         return sum(b.nbytes for b in module.buffers())
     if isinstance(module, Int8Linear):
         return module.codes.nbytes + module.scale.nbytes
@@ -396,7 +448,7 @@ def count_parameters(model: nn.Module) -> int:
     for name, module in model.named_modules():
         if name == "lm_head" and model.config.tie_embeddings:
             continue
-        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear)):
+        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear, GroupCodesLinear, KleidiAILinear)):
             total += module.out_features * module.in_features + (module.bias.numel() if module.bias is not None else 0)
         elif isinstance(module, QuantEmbedding):
             total += module.num_embeddings * module.embedding_dim
