@@ -1,7 +1,7 @@
 """Which kernel multiplies by a GGUF's weight groups, chosen at load by what the CPU has, and the modules of the new ones.
 
 Owns ``KERNELS`` (the choices, in words), ``default_kernel`` (the choice for this machine: the probes
-``cpu_capability`` and ``kleidiai_available`` are the only places it looks), and two modules that
+``cpu_capability`` and ``kleidiai_available`` are the only places it and ``machine_name`` look), and two modules that
 ``quant.quantize_model`` builds instead of ``quant.Int4Linear`` / ``quant.Int8GroupLinear`` when their
 kernel is chosen:
 
@@ -58,6 +58,13 @@ def default_kernel(device: torch.device) -> str:
     if cpu_capability().startswith("AVX512"):
         return "int4pack"
     return "groups"
+
+
+def machine_name(device: torch.device) -> str:
+    """The machine in the words the choice depends on ("AVX2", "AVX512", "KleidiAI", "cuda")."""
+    if device.type != "cpu":
+        return device.type
+    return "KleidiAI" if kleidiai_available() else cpu_capability()
 
 
 class GroupCodesLinear(nn.Module):

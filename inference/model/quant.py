@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from .errors import ModelLoadError
-from .kernels import KERNELS, GroupCodesLinear, KleidiAILinear, cpu_capability, default_kernel, kleidiai_available
+from .kernels import KERNELS, GroupCodesLinear, KleidiAILinear, default_kernel, machine_name
 from .quant_formats import (
     GROUP,
     INT4_FORMATS,
@@ -323,7 +323,7 @@ def quantize_model(
     device = next(p.device for p in model.parameters() if not p.is_meta)  # meta: weights its blocks replace
     if kernel is not None and kernel not in KERNELS:
         raise QuantizationError(f"kernel must be one of {tuple(KERNELS)} or None (this machine's), got {kernel!r}")
-    reason = "asked for" if kernel else f"chosen for {_machine(device)}"
+    reason = "asked for" if kernel else f"chosen for {machine_name(device)}"
     kernel = kernel or default_kernel(device)
     if kernel != "int4pack" and device.type != "cpu":
         raise QuantizationError(f"the {kernel!r} kernel runs on the CPU only; on {device} use kernel='int4pack'")
@@ -375,13 +375,6 @@ def _projections(model: nn.Module):
         if isinstance(module, nn.Linear) and name != "lm_head":
             yield name, module
     yield "lm_head", model.lm_head
-
-
-def _machine(device: torch.device) -> str:
-    """The machine in the words the kernel choice depends on ("AVX2", "AVX512", "KleidiAI", "cuda")."""
-    if device.type != "cpu":
-        return device.type
-    return "KleidiAI" if kleidiai_available() else cpu_capability()
 
 
 def _group_linear(groups: Int4Groups, bias: torch.Tensor | None, device: torch.device, kernel: str) -> nn.Module:
