@@ -1,5 +1,8 @@
 """The kernel that multiplies by a GGUF's weight groups: chosen by the CPU, and each choice computes with the file's weights.
 
+``int8rows`` (the AVX2 default) re-quantizes the file's weights to 8 bits per row: each weight is within half
+a step (max|row| / 127) of the file's, and the model computes with those weights within the bfloat16
+rounding of its matmul inputs (``model_tolerance`` in bfloat16, as the packed 4-bit path).
 ``groups`` (the int8 codes, float32 products) is exact up to the order of float32 sums, so a whole tiny
 model on it is held to ``model_tolerance`` in float32 against the same model with the same weights dense.
 ``kleidiai`` rounds each input row to int8 (here through ATen's reference version of the kernel): a
@@ -16,7 +19,7 @@ import torch
 
 from inference.model import kernels
 from inference.model.kernels import GroupCodesLinear, KleidiAILinear, default_kernel
-from inference.model.quant import Int4Linear, Int8GroupLinear, QuantizationError, quantize_model
+from inference.model.quant import Int4Linear, Int8GroupLinear, Int8Linear, QuantizationError, quantize_model
 from inference.model.quant_formats import Int4Groups, int4_from_float, q4_1
 from tests.test_batching import PROMPTS, tiny_engine
 from tests.test_quant import _gguf_weights
@@ -38,7 +41,7 @@ def _dense_copy(engine):
     """The same engine with every quantized product replaced by a float32 ``nn.Linear`` of its own weights."""
     dense = copy.deepcopy(engine)
     for name, module in list(dense.model.named_modules()):
-        if isinstance(module, (GroupCodesLinear, KleidiAILinear, Int4Linear, Int8GroupLinear)):
+        if isinstance(module, (GroupCodesLinear, KleidiAILinear, Int4Linear, Int8GroupLinear, Int8Linear)):
             linear = torch.nn.Linear(module.in_features, module.out_features, bias=False)
             linear.weight = torch.nn.Parameter(module.dense_weight(), requires_grad=False)
             parent, _, child = name.rpartition(".")
@@ -51,8 +54,8 @@ def _dense_copy(engine):
     "capability, kleidiai, expected",
     [
         ("AVX512", False, "int4pack"),
-        ("AVX2", False, "groups"),
-        ("DEFAULT", False, "groups"),
+        ("AVX2", False, "int8rows"),
+        ("DEFAULT", False, "int8rows"),
         ("DEFAULT", True, "kleidiai"),
     ],
 )
@@ -66,7 +69,7 @@ def test_the_choice_follows_the_cpu(monkeypatch, capability, kleidiai, expected)
     assert summary.kernel == expected
     machine = "KleidiAI" if kleidiai else capability
     assert f"kernel: {expected} (chosen for {machine})" in engine.weights_description
-    module = {"int4pack": Int4Linear, "groups": GroupCodesLinear, "kleidiai": KleidiAILinear}[expected]
+    module = {"int4pack": Int4Linear, "int8rows": Int8Linear, "kleidiai": KleidiAILinear}[expected]
     assert isinstance(engine.model.layers[0].attn.qkv, module)
 
 
@@ -76,7 +79,7 @@ def test_kleidiai_is_chosen_where_torch_reports_it(monkeypatch):
     monkeypatch.setattr(torch.backends.kleidiai, "is_available", lambda: True)
     assert kernels.kleidiai_available() and default_kernel(CPU) == "kleidiai"
     monkeypatch.setattr(torch.backends.kleidiai, "is_available", lambda: False)
-    assert default_kernel(CPU) == "groups"
+    assert default_kernel(CPU) == "int8rows"
 
 
 def test_an_unknown_kernel_is_a_clear_error():
@@ -85,12 +88,40 @@ def test_an_unknown_kernel_is_a_clear_error():
         quantize_model(engine.model, "gguf", _gguf_weights(engine.model), kernel="fast")
 
 
+def test_int8_rows_stay_within_half_a_step_of_the_files_weights():
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    engine = _on_kernel("int8rows")
+    weights = _gguf_weights(tiny_engine("llama").model)
+    for name in ("layers.0.attn.qkv", "layers.1.mlp.down", "lm_head"):
+        module = engine.model.get_submodule(name)
+        assert isinstance(module, Int8Linear) and module.codes.dtype == torch.int8
+        part = weights[name][0]
+        exact = torch.from_numpy(dequantize(part.raw, GGMLQuantizationType[part.type_name]))  # (N, K): the file's
+        step = exact.abs().amax(-1, keepdim=True) / 127  # (N, 1): the row's 8-bit step
+        # half a step from rounding the code, plus the row scale rounded to bfloat16 (2**-8 relative) times |q| <= 127
+        bound = 0.5 * step + 127 * step * 2.0**-8
+        assert bool(((module.dense_weight() - exact).abs() <= bound).all()), name
+
+
+def test_the_int8_rows_model_computes_with_its_own_weights():
+    engine = _on_kernel("int8rows")
+    ids = PROMPTS[2]
+    got, expected = engine.forward_logits(ids), _dense_copy(engine).forward_logits(ids)
+    # the matmuls' inputs and outputs are rounded to bfloat16, as on the packed 4-bit path
+    assert max_abs_diff(got, expected) <= model_tolerance(
+        engine.config, expected, context=len(ids), dtype=torch.bfloat16
+    )
+    assert "8-bit rows (re-quantized from Q4_1)" in engine.weights_description
+
+
 def test_the_choice_is_part_of_the_compiled_steps_key():
     from inference.model.decode_step import artifact_key
 
-    keys = {kernel: artifact_key(_on_kernel(kernel).model, "gguf", "any") for kernel in ("int4pack", "groups")}
-    assert keys["int4pack"][0] != keys["groups"][0]
-    assert keys["groups"][1]["kernel"] == "groups"
+    keys = {kernel: artifact_key(_on_kernel(kernel).model, "gguf", "any") for kernel in ("int4pack", "int8rows")}
+    assert keys["int4pack"][0] != keys["int8rows"][0]
+    assert keys["int8rows"][1]["kernel"] == "int8rows"
 
 
 # -- what each computes -------------------------------------------------------------------------------------------

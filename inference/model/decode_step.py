@@ -336,6 +336,8 @@ def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> t
     code = hashlib.sha256()
     for source in _SOURCES:
         code.update((Path(__file__).parent / source).read_bytes())
+    from torch._inductor import config as inductor_config
+
     config: ModelConfig = model.config
     manifest = {
         "format": PACKAGE_FORMAT,
@@ -346,6 +348,7 @@ def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> t
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "kernel": getattr(getattr(model, "quantization", None), "kernel", None),  # what multiplies by the groups
+        "cpp_march": inductor_config.cpp.march,  # TORCHINDUCTOR_CPP_MARCH (None: -march=native)
         "device": str(next(model.parameters()).device),
         "options": dict(INDUCTOR_OPTIONS if options is None else options),
         "code_sha256": code.hexdigest(),

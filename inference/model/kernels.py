@@ -8,11 +8,17 @@ kernel is chosen:
 - ``"int4pack"``: torch's packed 4-bit kernel (``_weight_int4pack_mm_for_cpu``, bfloat16 inputs),
   which the compiled step replaces by inductor's weight-only micro-GEMM. That template is written for
   AVX-512 only, so this is the default where ATen dispatches to AVX-512 (and on CUDA).
+- ``"int8rows"``: torch's 8-bit kernel (``_weight_int8pack_mm``, bfloat16 inputs) on the file's weights
+  re-quantized on load to 8 bits with one scale per row (``quant_formats.int8_rows_from_float`` of the
+  decoded blocks). Not exact: a row's scale cannot hold Q4_1's scale and minimum per group, so each
+  weight moves by up to half a step of max|row|/127 (a small share of Q4_1's own step); the accuracy
+  against float32 is measured in docs/benchmarks.md. Per product it takes 0.5–0.6× the time of the
+  packed 4-bit kernel on AVX2. The default on x86 without AVX-512, and wherever nothing better exists.
 - ``"groups"``: ``GroupCodesLinear``. The codes as int8 (one byte a weight: Q4's ``q - 8``, Q8_0's own
-  ``q``) with each group's scale and zero in float32, and the product written as plain tensor ops, so
-  that in the compiled step inductor generates one vectorized loop for it inside the step's graph (no
-  kernel call, for any vector width it has). Float32 activations, the file's own scales: exact up to
-  the order of the sums. The default on x86 without AVX-512 (AVX2), and wherever nothing better exists.
+  ``q``) with each group's scale and zero in float32, and the product written as plain tensor ops that
+  inductor compiles into the step's graph. Float32 activations and the file's own scales: exact up to
+  the order of the sums, the most accurate choice; but inductor's loops for it measured ~10× slower than
+  the packed kernels, so it is a reference, never a default.
 - ``"kleidiai"``: ``KleidiAILinear``, ATen's ``_dyn_quant_matmul_4bit`` (Arm's KleidiAI micro-kernels on
   aarch64: activations quantized to int8 per row on the fly, int8 dots with the 4-bit codes, a
   bfloat16 scale per group of 32). The kernel is symmetric, so Q4_1's minimum is added back exactly as
@@ -33,7 +39,8 @@ from .quant_formats import GROUP, Int4Groups, Int8Groups
 
 KERNELS = {
     "int4pack": "torch's packed 4-bit kernel (bfloat16 inputs; inductor's AVX-512 template when compiled)",
-    "groups": "int8 codes per group of 32, products compiled into the step's graph (float32 inputs, exact)",
+    "int8rows": "torch's 8-bit kernel on the blocks re-quantized to 8 bits per row (bfloat16 inputs)",
+    "groups": "int8 codes per group of 32, products compiled into the step's graph (float32 inputs, exact; slow)",
     "kleidiai": "KleidiAI's 4-bit kernel (int8 inputs per row, bfloat16 group scales)",
 }
 
@@ -57,7 +64,7 @@ def default_kernel(device: torch.device) -> str:
         return "kleidiai"
     if cpu_capability().startswith("AVX512"):
         return "int4pack"
-    return "groups"
+    return "int8rows"
 
 
 def machine_name(device: torch.device) -> str:

@@ -14,8 +14,8 @@ check that the kernels exist and give the right numbers on this machine, and
 - ``quant="int4"``: every projection as 4-bit groups of 32 (min/max), the output matrix 8-bit.
 
 Which kernel multiplies by the 4-bit and Q8_0 groups is chosen at load by what the CPU has
-(``kernels.py``: torch's packed 4-bit kernel on AVX-512, the int8 codes compiled into the step's graph
-on AVX2, KleidiAI on aarch64), or named by the caller (``kernel=``); ``QuantSummary`` says which.
+(``kernels.py``: torch's packed 4-bit kernel on AVX-512, its 8-bit kernel on the blocks re-quantized per
+row on AVX2, KleidiAI on aarch64), or named by the caller (``kernel=``); ``QuantSummary`` says which.
 Activations stay float32 everywhere (the residual stream, norms, attention, the KV cache);
 with the packed kernels (``Int4Linear``, ``Int8Linear``, ``Int8GroupLinear``) a quantized matmul's
 input is rounded to bfloat16, which is what they take, and its output comes back as bfloat16 and
@@ -278,6 +278,7 @@ class QuantSummary:
         origin = {"gguf": "as stored in the file", "int8": "quantized on load", "int4": "quantized on load"}[self.mode]
         inputs = {
             "int4pack": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
+            "int8rows": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "groups": "float32 inputs to every matmul and float32 everywhere else",
             "kleidiai": "int8 inputs (per row) to the 4-bit matmuls, float32 everywhere else",
         }[self.kernel]
@@ -383,6 +384,8 @@ def _group_linear(groups: Int4Groups, bias: torch.Tensor | None, device: torch.d
         return GroupCodesLinear(groups, bias, device)
     if kernel == "kleidiai":
         return KleidiAILinear(groups, bias, device)
+    if kernel == "int8rows":
+        return Int8Linear(int8_rows_from_float(groups.dequantize()), bias, device)
     return Int4Linear(groups, bias, device)
 
 
@@ -404,11 +407,18 @@ def _quantized_linear(
     types = {p.type_name for p in parts}
     if types <= set(INT4_FORMATS):
         groups = Int4Groups.cat([INT4_FORMATS[p.type_name](p.raw) for p in parts])
-        return _group_linear(groups, bias, device, kernel), f"4-bit groups ({'/'.join(sorted(types))}, exact)"
+        origin = "/".join(sorted(types))
+        if kernel == "int8rows":
+            return _group_linear(groups, bias, device, kernel), f"8-bit rows (re-quantized from {origin})"
+        return _group_linear(groups, bias, device, kernel), f"4-bit groups ({origin}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
         if kernel == "int4pack":
             return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
+        if kernel == "int8rows":
+            return Int8Linear(
+                int8_rows_from_float(groups.dequantize()), bias, device
+            ), "8-bit rows (re-quantized from Q8_0)"
         return GroupCodesLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"  # KleidiAI's kernel is 4-bit only
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
