@@ -3,8 +3,6 @@
 ``int8rows`` (the AVX2 default) re-quantizes the file's weights to 8 bits per row: each weight is within half
 a step (max|row| / 127) of the file's, and the model computes with those weights within the bfloat16
 rounding of its matmul inputs (``model_tolerance`` in bfloat16, as the packed 4-bit path).
-``groups`` (the int8 codes, float32 products) is exact up to the order of float32 sums, so a whole tiny
-model on it is held to ``model_tolerance`` in float32 against the same model with the same weights dense.
 ``kleidiai`` rounds each input row to int8 (here through ATen's reference version of the kernel): a
 product's error is bounded by the rounding step of the input, max|x|/127 at most, times the row's weights.
 The choice itself is tested by replacing the probes (``kernels.cpu_capability``, ``kleidiai_available``).
@@ -18,9 +16,9 @@ import pytest
 import torch
 
 from inference.model import kernels
-from inference.model.kernels import GroupCodesLinear, KleidiAILinear, default_kernel
+from inference.model.kernels import KleidiAILinear, default_kernel
 from inference.model.quant import Int4Linear, Int8GroupLinear, Int8Linear, QuantizationError, quantize_model
-from inference.model.quant_formats import Int4Groups, int4_from_float, q4_1
+from inference.model.quant_formats import Int4Groups, int4_from_float
 from tests.test_batching import PROMPTS, tiny_engine
 from tests.test_quant import _gguf_weights
 from tests.tolerances import max_abs_diff, model_tolerance
@@ -28,11 +26,9 @@ from tests.tolerances import max_abs_diff, model_tolerance
 CPU = torch.device("cpu")
 
 
-def _on_kernel(kernel: str | None, tied: bool = False):
+def _on_kernel(kernel: str | None):
     engine = tiny_engine("llama")
     weights = _gguf_weights(engine.model)
-    if tied:  # one Q8_0 table for the lookup and the output matrix, as SmolLM2's file has
-        weights["lm_head"] = weights["embed"]
     engine.model.quantization = quantize_model(engine.model, "gguf", weights, kernel=kernel)
     return engine
 
@@ -41,7 +37,7 @@ def _dense_copy(engine):
     """The same engine with every quantized product replaced by a float32 ``nn.Linear`` of its own weights."""
     dense = copy.deepcopy(engine)
     for name, module in list(dense.model.named_modules()):
-        if isinstance(module, (GroupCodesLinear, KleidiAILinear, Int4Linear, Int8GroupLinear, Int8Linear)):
+        if isinstance(module, (KleidiAILinear, Int4Linear, Int8GroupLinear, Int8Linear)):
             linear = torch.nn.Linear(module.in_features, module.out_features, bias=False)
             linear.weight = torch.nn.Parameter(module.dense_weight(), requires_grad=False)
             parent, _, child = name.rpartition(".")
@@ -125,41 +121,6 @@ def test_the_choice_is_part_of_the_compiled_steps_key():
 
 
 # -- what each computes -------------------------------------------------------------------------------------------
-def test_groups_hold_the_files_codes_and_values_exactly():
-    """Q4_1 blocks into int8 codes and float32 scale and zero: the weights are the gguf package's own decoding."""
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize, quantize
-
-    weight = torch.randn(48, 96, generator=torch.Generator().manual_seed(1)).numpy()
-    raw = quantize(weight, GGMLQuantizationType.Q4_1)
-    module = GroupCodesLinear(q4_1(raw), None, CPU)
-    assert module.codes.dtype == torch.int8 and int(module.codes.min()) >= -8 and int(module.codes.max()) <= 7
-    expected = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q4_1))
-    assert max_abs_diff(module.dense_weight(), expected) <= 2**-24 * float(expected.abs().max())  # m + 8d, rounded once
-
-
-def test_the_groups_kernel_computes_the_model_with_its_own_weights_in_float32():
-    engine = _on_kernel("groups", tied=True)
-    assert isinstance(engine.model.lm_head, GroupCodesLinear)
-    assert engine.model.embed.codes is engine.model.lm_head.codes  # the tied Q8_0 table: one copy of the codes
-    ids = PROMPTS[2]
-    got = engine.forward_logits(ids)
-    expected = _dense_copy(engine).forward_logits(ids)
-    # the same weights in float32 on both sides: only the order of the float32 sums differs
-    assert max_abs_diff(got, expected) <= model_tolerance(engine.config, expected, context=len(ids))
-    assert "float32 inputs to every matmul" in engine.weights_description
-
-
-def test_the_groups_kernel_is_closer_to_the_files_values_than_bfloat16_inputs():
-    """Against the float32 product of the file's weights, the float32 path's error is far below the packed one's."""
-    groups = int4_from_float(torch.randn(64, 256, generator=torch.Generator().manual_seed(2)))
-    x = torch.randn(4, 256, generator=torch.Generator().manual_seed(3))
-    exact = (x.double() @ groups.dequantize().double().t()).float()
-    ours = max_abs_diff(GroupCodesLinear(groups, None, CPU)(x), exact)
-    packed = max_abs_diff(Int4Linear(groups, None, CPU)(x), exact)
-    assert ours < packed / 16
-
-
 def test_kleidiai_rounds_only_its_inputs(monkeypatch):
     """One product through ``_dyn_quant_matmul_4bit`` (ATen's reference version off aarch64): within the int8
     rounding of each input row, the weights being the file's codes with bfloat16 group scales and the exact zero."""

@@ -13,14 +13,16 @@ at each thread count, medians over rounds. The candidates:
 - ``int4pack``: today's modules (``quant.Int4Linear``, ``quant.Int8GroupLinear``): torch's packed 4-bit kernel,
   bfloat16 inputs (on AVX-512 inductor swaps in its weight-only micro-GEMM);
 - ``int8rows``: ATen's ``_weight_int8pack_mm`` on the weights re-quantized to 8 bits per row (not exact: a
-  row's scale cannot hold Q4_1's per-group scales and minimums);
-- ``groups``: ``kernels.GroupCodesLinear``, the engine's AVX2 choice: int8 codes, each group's scale and zero in
-  float32, float32 inputs, the product as tensor ops inductor compiles into the graph (exact);
+  row's scale cannot hold Q4_1's per-group scales and minimums), the engine's AVX2 choice;
+- ``groups``: ``GroupCodes``: int8 codes, each group's scale and zero in float32, float32 inputs, the product
+  as tensor ops inductor compiles into the graph (exact);
   ``groups-bf16`` the same with inputs rounded to bfloat16 first; ``groups-flat`` the weights dequantized in the
   loop and one sum over the whole row instead of a sum per group;
 - ``dyn-int8``: dynamic int8 activations, one scale per group of 32 (llama.cpp's Q8_1 × Q4_1), int32 dots.
 
-Prints the medians and each against ``int4pack``. ``python -m inference.bench --modes
+Prints the medians and each against ``int4pack``. ``--eager`` times instead one product of each shape
+(layer 0's four and the output matrix) called eagerly, interleaved the same way: the kernels' own speed,
+each call's dispatch included. ``python -m inference.bench --modes
 gguf-compiled@int4pack,gguf-compiled@groups`` times the whole step; ``python -m inference.bench.accuracy
 --modes gguf-compiled@groups,gguf@kleidiai`` measures the accuracy. Writes ``bench-results/kernels.json``.
 """
@@ -37,7 +39,6 @@ import torch
 from torch import nn
 
 from ..model.gguf import cache_root, default_gguf_path, read_raw_weights
-from ..model.kernels import GroupCodesLinear
 from ..model.loader import model_folder, read_config
 from ..model.quant import Int4Linear, Int8GroupLinear, Int8Linear
 from ..model.quant_formats import GROUP, INT4_FORMATS, INT8_FORMATS, Int4Groups, Int8Groups, int8_rows_from_float
@@ -69,19 +70,39 @@ def file_groups() -> dict[str, Int4Groups | Int8Groups]:
     return out
 
 
-class GroupsVariant(GroupCodesLinear):
-    """``GroupCodesLinear`` with bfloat16-rounded inputs (``bf16``) or one sum over the dequantized row (``flat``)."""
+class GroupCodes(nn.Module):
+    """y = x @ W.T with W as int8 codes in groups of 32, ``w = q · scale + zero`` (no zero: Q8_0), as tensor ops.
+
+    The int8 -> bfloat16 conversion of the codes is the one inductor's freezing leaves in the graph
+    (``constant_folding.is_woq_int8_pattern``), so the codes stay one byte a weight; small integers are exact in
+    bfloat16, the products and sums are float32. ``bf16``: the inputs rounded to bfloat16 first; ``flat``: the
+    weights dequantized in the loop and one sum over the row instead of one per group.
+    """
 
     def __init__(self, groups, bf16: bool = False, flat: bool = False) -> None:
-        super().__init__(groups, None, CPU)
+        super().__init__()
+        self.out_features, self.in_features = groups.codes.shape
+        if isinstance(groups, Int4Groups):
+            codes, zero = (groups.codes.to(torch.int16) - 8).to(torch.int8), groups.zero  # w = (q - 8)·scale + zero
+        else:
+            codes, zero = groups.codes, None  # w = q · scale
+        self.register_buffer("codes", codes.contiguous())  # (N, K) int8
+        self.register_buffer("scale", groups.scale.float().contiguous())  # (N, K/32)
+        self.register_buffer("zero", None if zero is None else zero.float().contiguous())
         self.bf16, self.flat = bf16, flat
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.bf16:
             x = x.to(torch.bfloat16).float()
-        if not self.flat:
-            return super().forward(x)
         n, k = self.out_features, self.in_features
+        if not self.flat:
+            m = x.shape[0]
+            xg = x.view(m, 1, k // GROUP, GROUP)  # (M, 1, G, 32)
+            codes = self.codes.view(n, k // GROUP, GROUP).to(torch.bfloat16).float()  # (N, G, 32), exact
+            y = ((xg * codes).sum(-1) * self.scale).sum(-1)  # (M, N, G) -> (M, N)
+            if self.zero is not None:
+                y = y + xg.sum(-1).view(m, k // GROUP) @ self.zero.t()  # (M, G) @ (G, N): each zero · Σx
+            return y
         xg = x.view(x.shape[0], 1, k // GROUP, GROUP)  # (M, 1, G, 32)
         w = self.codes.view(n, k // GROUP, GROUP).to(torch.bfloat16).float() * self.scale[..., None]  # (N, G, 32)
         if self.zero is not None:
@@ -94,7 +115,7 @@ class DynamicInt8(nn.Module):
 
     def __init__(self, groups) -> None:
         super().__init__()
-        self.inner = GroupCodesLinear(groups, None, CPU)
+        self.inner = GroupCodes(groups)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         inner = self.inner
@@ -115,10 +136,8 @@ def candidate(kind: str, groups) -> nn.Module:
         return Int4Linear(groups, None, CPU) if isinstance(groups, Int4Groups) else Int8GroupLinear(groups, None, CPU)
     if kind == "int8rows":
         return Int8Linear(int8_rows_from_float(groups.dequantize()), None, CPU)
-    if kind == "groups":
-        return GroupCodesLinear(groups, None, CPU)
-    if kind in ("groups-bf16", "groups-flat"):
-        return GroupsVariant(groups, bf16=kind == "groups-bf16", flat=kind == "groups-flat")
+    if kind in ("groups", "groups-bf16", "groups-flat"):
+        return GroupCodes(groups, bf16=kind == "groups-bf16", flat=kind == "groups-flat")
     if kind == "dyn-int8":
         return DynamicInt8(groups)
     raise ValueError(f"unknown kind {kind!r}: choose from {KINDS}")
@@ -191,6 +210,38 @@ def run(kinds: list[str], threads: list[int], rounds: int, folder: Path) -> dict
     }
 
 
+def run_eager(kinds: list[str], threads: list[int], rounds: int) -> dict:
+    """Median seconds of one eager call per product shape (layer 0's and the output matrix) and thread count."""
+    groups = file_groups()
+    names = [n for n in groups if n.startswith("layers.0.")] + ["lm_head"]
+    modules = {(name, kind): candidate(kind, groups[name]) for name in names for kind in kinds}
+    inputs = {name: torch.randn(1, groups[name].codes.shape[1]) for name in names}
+    times: dict[str, list[float]] = {}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for count in threads:
+                set_threads(count)
+                for (name, kind), module in modules.items():
+                    for _ in range(3):
+                        module(inputs[name])  # warm-up
+                    started = time.perf_counter()
+                    for _ in range(30):
+                        module(inputs[name])
+                    times.setdefault(f"{kind}/{name}/{count}", []).append((time.perf_counter() - started) / 30)
+    return {"cpu_kernels": cpu_kernels(), "threads": threads, "rounds": rounds, "eager_seconds": times}
+
+
+def print_eager(report: dict) -> None:
+    seconds = {key: statistics.median(values) for key, values in report["eager_seconds"].items()}
+    keys = [key.split("/") for key in seconds]
+    kinds, names = list(dict.fromkeys(k for k, _, _ in keys)), list(dict.fromkeys(n for _, n, _ in keys))
+    print(f"{'product':<22}{'threads':>8}" + "".join(f"{kind + ' µs':>16}" for kind in kinds))
+    for count in report["threads"]:
+        for name in names:
+            row = "".join(f"{seconds[f'{kind}/{name}/{count}'] * 1e6:>16.1f}" for kind in kinds)
+            print(f"{name:<22}{count:>8}{row}")
+
+
 def print_table(report: dict) -> None:
     kernels = report["cpu_kernels"]
     print(f"torch {kernels['aten']}, inductor {kernels['inductor']}; flags: {' '.join(kernels['flags'])}")
@@ -211,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", default="2,1", help="thread counts, comma-separated")
     parser.add_argument("--rounds", type=whole_arg, default=5)
     parser.add_argument("--packages", type=Path, default=None, help="where the compiled passes are kept")
+    parser.add_argument("--eager", action="store_true", help="time one eager call per product shape instead")
     parser.add_argument("--out", type=Path, default=Path("bench-results/kernels.json"))
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
@@ -223,8 +275,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--threads takes whole numbers separated by commas, got {args.threads!r}")
     if not threads or min(threads) < 1:
         parser.error("--threads needs at least one count of 1 or more")
-    report = run(kinds, threads, args.rounds, args.packages or cache_root() / "kernel-bench")
-    print_table(report)
+    if args.eager:
+        report = run_eager(kinds, threads, args.rounds)
+        print_eager(report)
+    else:
+        report = run(kinds, threads, args.rounds, args.packages or cache_root() / "kernel-bench")
+        print_table(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     print(f"wrote {args.out}")

@@ -1,9 +1,9 @@
 """Which kernel multiplies by a GGUF's weight groups, chosen at load by what the CPU has, and the modules of the new ones.
 
 Owns ``KERNELS`` (the choices, in words), ``default_kernel`` (the choice for this machine: the probes
-``cpu_capability`` and ``kleidiai_available`` are the only places it and ``machine_name`` look), and two modules that
-``quant.quantize_model`` builds instead of ``quant.Int4Linear`` / ``quant.Int8GroupLinear`` when their
-kernel is chosen:
+``cpu_capability`` and ``kleidiai_available`` are the only places it and ``machine_name`` look), and
+``KleidiAILinear``, which ``quant.quantize_model`` builds instead of ``quant.Int4Linear`` when that kernel
+is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
 
 - ``"int4pack"``: torch's packed 4-bit kernel (``_weight_int4pack_mm_for_cpu``, bfloat16 inputs),
   which the compiled step replaces by inductor's weight-only micro-GEMM. That template is written for
@@ -14,19 +14,16 @@ kernel is chosen:
   weight moves by up to half a step of max|row|/127 (a small share of Q4_1's own step); the accuracy
   against float32 is measured in docs/benchmarks.md. Per product it takes 0.5–0.6× the time of the
   packed 4-bit kernel on AVX2. The default on x86 without AVX-512, and wherever nothing better exists.
-- ``"groups"``: ``GroupCodesLinear``. The codes as int8 (one byte a weight: Q4's ``q - 8``, Q8_0's own
-  ``q``) with each group's scale and zero in float32, and the product written as plain tensor ops that
-  inductor compiles into the step's graph. Float32 activations and the file's own scales: exact up to
-  the order of the sums, the most accurate choice; but inductor's loops for it measured ~10× slower than
-  the packed kernels, so it is a reference, never a default.
 - ``"kleidiai"``: ``KleidiAILinear``, ATen's ``_dyn_quant_matmul_4bit`` (Arm's KleidiAI micro-kernels on
   aarch64: activations quantized to int8 per row on the fly, int8 dots with the 4-bit codes, a
   bfloat16 scale per group of 32). The kernel is symmetric, so Q4_1's minimum is added back exactly as
   a per-group correction from the activations' group sums. The default where torch reports KleidiAI
   (``torch.backends.kleidiai.is_available()``); elsewhere ATen runs a reference version of the same
-  arithmetic, which is what the tests check here. Q8_0 matrices keep ``"groups"`` under it.
+  arithmetic, which is what the tests check here. Q8_0 matrices keep torch's packed kernel under it.
 
-Measured in ``inference/bench/kernels.py``; the figures and how an AVX2 machine was emulated are in
+An exact float32 formulation (the int8 codes with each group's scale and zero, as tensor ops that inductor
+compiles into the step) was measured too and left out: ~10× slower than the packed kernels. Measured in
+``inference/bench/kernels.py``; the figures and how an AVX2 machine was emulated are in
 docs/benchmarks.md.
 """
 
@@ -35,12 +32,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .quant_formats import GROUP, Int4Groups, Int8Groups
+from .quant_formats import GROUP, Int4Groups
 
 KERNELS = {
     "int4pack": "torch's packed 4-bit kernel (bfloat16 inputs; inductor's AVX-512 template when compiled)",
     "int8rows": "torch's 8-bit kernel on the blocks re-quantized to 8 bits per row (bfloat16 inputs)",
-    "groups": "int8 codes per group of 32, products compiled into the step's graph (float32 inputs, exact; slow)",
     "kleidiai": "KleidiAI's 4-bit kernel (int8 inputs per row, bfloat16 group scales)",
 }
 
@@ -72,60 +68,6 @@ def machine_name(device: torch.device) -> str:
     if device.type != "cpu":
         return device.type
     return "KleidiAI" if kleidiai_available() else cpu_capability()
-
-
-class GroupCodesLinear(nn.Module):
-    """y = x @ W.T + b with W as int8 codes in groups of 32, ``w = q · scale + zero`` (no zero: Q8_0).
-
-    The forward is plain tensor ops on purpose (see the module docstring). The int8 -> bfloat16 conversion
-    of the codes is the one inductor's freezing leaves in the graph (``constant_folding.is_woq_int8_pattern``),
-    so the codes stay one byte a weight instead of being folded into a float32 copy; small integers are exact
-    in bfloat16, and the products and sums are float32.
-    """
-
-    def __init__(self, groups: Int4Groups | Int8Groups, bias: torch.Tensor | None, device: torch.device) -> None:
-        super().__init__()
-        self.out_features, self.in_features = groups.codes.shape
-        if self.in_features % GROUP:
-            raise ValueError(f"weight groups need an input size divisible by {GROUP}, got {self.in_features}")
-        if isinstance(groups, Int4Groups):
-            codes, zero = (groups.codes.to(torch.int16) - 8).to(torch.int8), groups.zero  # w = (q - 8)·scale + zero
-        else:
-            codes, zero = groups.codes, None  # w = q · scale
-        self.register_buffer("codes", codes.to(device).contiguous())  # (N, K) int8
-        self.register_buffer("scale", groups.scale.to(device, torch.float32).contiguous())  # (N, K/32)
-        self.register_buffer("zero", None if zero is None else zero.to(device, torch.float32).contiguous())
-        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
-
-    @property
-    def groups(self) -> Int8Groups:
-        """Q8_0's codes and scales as the file has them (the tied token embedding looks rows up in the same codes)."""
-        return Int8Groups(self.codes, self.scale)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n, k = self.out_features, self.in_features
-        flat = x.reshape(-1, k).float()  # (M, K)
-        m = flat.shape[0]
-        xg = flat.view(m, 1, k // GROUP, GROUP)  # (M, 1, G, 32)
-        codes = self.codes.view(n, k // GROUP, GROUP).to(torch.bfloat16).float()  # (N, G, 32), exact
-        y = ((xg * codes).sum(-1) * self.scale).sum(-1)  # (M, N, G) -> (M, N)
-        if self.zero is not None:
-            y = y + xg.sum(-1).view(m, k // GROUP) @ self.zero.t()  # (M, G) @ (G, N): each group's zero · Σx
-        if self.bias is not None:
-            y = y + self.bias
-        return y.to(x.dtype).view(*x.shape[:-1], n)
-
-    def dense_weight(self) -> torch.Tensor:
-        """The weights (N, K) this module multiplies by, in float32 (the file's own values)."""
-        n, k = self.codes.shape
-        w = self.codes.float().view(n, k // GROUP, GROUP) * self.scale[..., None]  # (N, G, 32)
-        if self.zero is not None:
-            w = w + self.zero[..., None]
-        return w.view(n, k)
-
-    def extra_repr(self) -> str:
-        kind = "4-bit codes" if self.zero is not None else "8-bit codes"
-        return f"in_features={self.in_features}, out_features={self.out_features}, {kind} in groups of {GROUP} (int8)"
 
 
 class KleidiAILinear(nn.Module):

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from .errors import ModelLoadError
-from .kernels import KERNELS, GroupCodesLinear, KleidiAILinear, default_kernel, machine_name
+from .kernels import KERNELS, KleidiAILinear, default_kernel, machine_name
 from .quant_formats import (
     GROUP,
     INT4_FORMATS,
@@ -279,7 +279,6 @@ class QuantSummary:
         inputs = {
             "int4pack": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "int8rows": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
-            "groups": "float32 inputs to every matmul and float32 everywhere else",
             "kleidiai": "int8 inputs (per row) to the 4-bit matmuls, float32 everywhere else",
         }[self.kernel]
         if self.mode == "int8":  # 8-bit rows only: torch's 8-bit kernel, whatever the choice for groups
@@ -340,10 +339,10 @@ def quantize_model(
         summary.weight_bytes += _buffer_bytes(replacement)
     embed = gguf_weights.get("embed") if gguf_weights else None
     if embed and embed[0].type_name in INT8_FORMATS:
-        tied = isinstance(model.lm_head, (Int8GroupLinear, GroupCodesLinear)) and embed[0] is gguf_weights["lm_head"][0]
+        tied = isinstance(model.lm_head, Int8GroupLinear) and embed[0] is gguf_weights["lm_head"][0]
         rows = model.lm_head.groups if tied else INT8_FORMATS["Q8_0"](embed[0].raw)  # tied: one copy of the codes
         model.embed = QuantEmbedding(rows, device)
-        if tied and isinstance(model.lm_head, Int8GroupLinear):  # its inspection copy: the table's own codes
+        if tied:  # the output matrix's inspection copy is the table's own codes and scales
             model.lm_head.groups = Int8Groups(model.embed.codes, model.embed.scale)
         summary.notes.append("token embedding: Q8_0 rows looked up exactly")
     return summary
@@ -380,8 +379,6 @@ def _projections(model: nn.Module):
 
 def _group_linear(groups: Int4Groups, bias: torch.Tensor | None, device: torch.device, kernel: str) -> nn.Module:
     """A 4-bit group matrix as ``kernel`` multiplies it."""
-    if kernel == "groups":
-        return GroupCodesLinear(groups, bias, device)
     if kernel == "kleidiai":
         return KleidiAILinear(groups, bias, device)
     if kernel == "int8rows":
@@ -413,13 +410,10 @@ def _quantized_linear(
         return _group_linear(groups, bias, device, kernel), f"4-bit groups ({origin}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
-        if kernel == "int4pack":
-            return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
         if kernel == "int8rows":
-            return Int8Linear(
-                int8_rows_from_float(groups.dequantize()), bias, device
-            ), "8-bit rows (re-quantized from Q8_0)"
-        return GroupCodesLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"  # KleidiAI's kernel is 4-bit only
+            rows = int8_rows_from_float(groups.dequantize())
+            return Int8Linear(rows, bias, device), "8-bit rows (re-quantized from Q8_0)"
+        return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"  # KleidiAI's kernel is 4-bit only
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
 
@@ -438,7 +432,7 @@ def _buffer_bytes(module: nn.Module) -> int:
     """Bytes a forward reads for ``module``'s weights (the packed codes and scales; not the inspection copy)."""
     if isinstance(module, Int4Linear):
         return module.packed.nbytes + module.scales_zeros.nbytes
-    if isinstance(module, (Int8GroupLinear, GroupCodesLinear, KleidiAILinear)):
+    if isinstance(module, (Int8GroupLinear, KleidiAILinear)):
         return sum(b.nbytes for b in module.buffers())
     if isinstance(module, Int8Linear):
         return module.codes.nbytes + module.scale.nbytes
@@ -451,7 +445,7 @@ def count_parameters(model: nn.Module) -> int:
     for name, module in model.named_modules():
         if name == "lm_head" and model.config.tie_embeddings:
             continue
-        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear, GroupCodesLinear, KleidiAILinear)):
+        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear, KleidiAILinear)):
             total += module.out_features * module.in_features + (module.bias.numel() if module.bias is not None else 0)
         elif isinstance(module, QuantEmbedding):
             total += module.num_embeddings * module.embedding_dim
