@@ -52,7 +52,7 @@ def _dense_copy(engine):
         ("AVX512", False, "int4pack"),
         ("AVX2", False, "int8rows"),
         ("DEFAULT", False, "int8rows"),
-        ("DEFAULT", True, "kleidiai"),
+        ("DEFAULT", True, "int8rows"),
     ],
 )
 def test_the_choice_follows_the_cpu(monkeypatch, capability, kleidiai, expected):
@@ -63,19 +63,24 @@ def test_the_choice_follows_the_cpu(monkeypatch, capability, kleidiai, expected)
     engine = _on_kernel(None)
     summary = engine.model.quantization
     assert summary.kernel == expected
-    machine = "KleidiAI" if kleidiai else capability
+    machine = capability
     assert f"kernel: {expected} (chosen for {machine})" in engine.weights_description
     module = {"int4pack": Int4Linear, "int8rows": Int8Linear, "kleidiai": KleidiAILinear}[expected]
     assert isinstance(engine.model.layers[0].attn.qkv, module)
 
 
-def test_kleidiai_is_chosen_where_torch_reports_it(monkeypatch):
-    """The probe reads torch's own report (``torch.backends.kleidiai.is_available()``), true on aarch64 builds."""
+def test_kleidiai_is_offered_where_torch_reports_it_but_not_chosen(monkeypatch):
+    """The probe reads torch's own report (``torch.backends.kleidiai.is_available()``, true on aarch64 builds); the
+    default stays int8rows there, since KleidiAI's int8 inputs missed the accuracy budget (docs/benchmarks.md)."""
     monkeypatch.setattr(kernels, "cpu_capability", lambda: "DEFAULT")
     monkeypatch.setattr(torch.backends.kleidiai, "is_available", lambda: True)
-    assert kernels.kleidiai_available() and default_kernel(CPU) == "kleidiai"
+    assert kernels.kleidiai_available() and default_kernel(CPU) == "int8rows"
+    engine = _on_kernel("kleidiai")
+    assert (
+        engine.model.quantization.kernel == "kleidiai" and "kernel: kleidiai (asked for)" in engine.weights_description
+    )
     monkeypatch.setattr(torch.backends.kleidiai, "is_available", lambda: False)
-    assert default_kernel(CPU) == "int8rows"
+    assert not kernels.kleidiai_available()
 
 
 def test_an_unknown_kernel_is_a_clear_error():
@@ -90,7 +95,8 @@ def test_int8_rows_stay_within_half_a_step_of_the_files_weights():
 
     engine = _on_kernel("int8rows")
     weights = _gguf_weights(tiny_engine("llama").model)
-    for name in ("layers.0.attn.qkv", "layers.1.mlp.down", "lm_head"):
+    assert isinstance(engine.model.lm_head, Int8GroupLinear)  # the Q8_0 output matrix stays exact
+    for name in ("layers.0.attn.qkv", "layers.1.mlp.down"):
         module = engine.model.get_submodule(name)
         assert isinstance(module, Int8Linear) and module.codes.dtype == torch.int8
         part = weights[name][0]

@@ -410,10 +410,9 @@ def _quantized_linear(
         return _group_linear(groups, bias, device, kernel), f"4-bit groups ({origin}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
-        if kernel == "int8rows":
-            rows = int8_rows_from_float(groups.dequantize())
-            return Int8Linear(rows, bias, device), "8-bit rows (re-quantized from Q8_0)"
-        return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"  # KleidiAI's kernel is 4-bit only
+        # every kernel keeps Q8_0 exact: KleidiAI's is 4-bit only, and one scale per row of the output matrix (int8rows)
+        # cost more accuracy than its speed is worth (docs/benchmarks.md)
+        return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
 
