@@ -276,6 +276,8 @@ class QuantSummary:
         """In words, what the weights are, what multiplies by them, and what the activations are."""
         kinds = ", ".join(f"{count} × {kind}" for kind, count in self.layers.most_common())
         origin = {"gguf": "as stored in the file", "int8": "quantized on load", "int4": "quantized on load"}[self.mode]
+        if self.mode == "gguf" and self.kernel == "int8rows":
+            origin = "from the file's blocks"  # the 8-bit rows were re-quantized from them on load
         inputs = {
             "int4pack": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "int8rows": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
