@@ -87,6 +87,15 @@ def test_an_unknown_kernel_is_a_clear_error():
     engine = tiny_engine("llama")
     with pytest.raises(QuantizationError, match="kernel must be one of"):
         quantize_model(engine.model, "gguf", _gguf_weights(engine.model), kernel="fast")
+    with pytest.raises(QuantizationError, match='is for quant="gguf"'):
+        quantize_model(engine.model, "int4", kernel="int8rows")
+
+
+def test_quantizing_on_load_keeps_torchs_own_kernels(monkeypatch):
+    monkeypatch.setattr(kernels, "cpu_capability", lambda: "AVX2")
+    engine = tiny_engine("llama")
+    engine.model.quantization = quantize_model(engine.model, "int4")
+    assert isinstance(engine.model.layers[0].attn.qkv, Int4Linear) and "kernel:" not in engine.weights_description
 
 
 def test_int8_rows_stay_within_half_a_step_of_the_files_weights():

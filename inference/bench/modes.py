@@ -18,7 +18,7 @@ MODES = {  # name -> (dtype of the activations, quant, compiled decode step)
     "int8": ("float32", "int8", False),
     "int4": ("float32", "int4", False),
 }
-MODES.update({f"{mode}@{kernel}": MODES[mode] for mode in ("gguf", "gguf-compiled", "int4") for kernel in KERNELS})
+MODES.update({f"{mode}@{kernel}": MODES[mode] for mode in ("gguf", "gguf-compiled") for kernel in KERNELS})
 DEFAULT_MODES = "fp32,fp32-compiled,bf16,bf16-compiled,gguf,gguf-compiled,int8,int4"
 
 

@@ -1,5 +1,7 @@
 """Which kernel multiplies by a GGUF's weight groups, chosen at load by what the CPU has, and the modules of the new ones.
 
+Only ``quant="gguf"`` chooses: ``"int4"`` and ``"int8"`` exist to show what quantizing does, on torch's own kernels.
+
 Owns ``KERNELS`` (the choices, in words), ``default_kernel`` (the choice for this machine: the probe
 ``cpu_capability`` is the only place it and ``machine_name`` look; ``kleidiai_available`` says whether the
 KleidiAI choice runs on its real kernels here), and

@@ -283,7 +283,7 @@ class QuantSummary:
             "int8rows": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "kleidiai": "int8 inputs (per row) to the 4-bit matmuls, float32 everywhere else",
         }[self.kernel]
-        if self.mode == "int8":  # 8-bit rows only: torch's 8-bit kernel, whatever the choice for groups
+        if self.mode != "gguf":  # quantized on load: torch's own kernels, no choice made
             return f"{kinds} ({origin}); {inputs}"
         return f"{kinds} ({origin}); kernel: {self.kernel} ({self.kernel_reason}); {inputs}"
 
@@ -325,8 +325,10 @@ def quantize_model(
     device = next(p.device for p in model.parameters() if not p.is_meta)  # meta: weights its blocks replace
     if kernel is not None and kernel not in KERNELS:
         raise QuantizationError(f"kernel must be one of {tuple(KERNELS)} or None (this machine's), got {kernel!r}")
+    if mode != "gguf" and kernel not in (None, "int4pack"):  # int4 / int8 show what quantizing does: one kernel each
+        raise QuantizationError(f'the {kernel!r} kernel is for quant="gguf"; quant={mode!r} runs torch\'s own kernels')
     reason = "asked for" if kernel else f"chosen for {machine_name(device)}"
-    kernel = kernel or default_kernel(device)
+    kernel = kernel or (default_kernel(device) if mode == "gguf" else "int4pack")
     if kernel != "int4pack" and device.type != "cpu":
         raise QuantizationError(f"the {kernel!r} kernel runs on the CPU only; on {device} use kernel='int4pack'")
     problem = kernel_problem(device, kernel)
@@ -399,7 +401,7 @@ def _quantized_linear(
             return Int8Linear(
                 int8_rows_from_float(weight), bias, device
             ), "8-bit rows (input size not a multiple of 32)"
-        return _group_linear(int4_from_float(weight), bias, device, kernel), "4-bit groups of 32"
+        return Int4Linear(int4_from_float(weight), bias, device), "4-bit groups of 32"
     # mode == "gguf": the file's own blocks where they map exactly
     if _stored_as_floats(parts):
         return linear, "float (as stored)"
