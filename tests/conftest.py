@@ -77,10 +77,10 @@ def engine():
 
 @pytest.fixture(scope="session")
 def gguf_engine():
-    """The same model on the file's own 4-bit blocks (``quant="gguf"``), loaded once."""
+    """The same model on the file's own 4-bit blocks (``quant="gguf"``, torch's packed kernels on any CPU), loaded once."""
     from inference import load_engine
 
-    return load_engine(device="cpu", quant="gguf")
+    return load_engine(device="cpu", quant="gguf", kernel="int4pack")
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +115,7 @@ def gemma_gguf_engine(gemma_gguf):
     """Gemma 3 270M on the file's own blocks (``quant="gguf"``: Q4_K and Q8_0 kept, the rest 8-bit rows), loaded once."""
     from inference import load_engine
 
-    return load_engine(model=gemma_gguf, device="cpu", quant="gguf")
+    return load_engine(model=gemma_gguf, device="cpu", quant="gguf", kernel="int4pack")
 
 
 @pytest.fixture(scope="session")

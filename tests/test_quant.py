@@ -119,7 +119,7 @@ def test_q8_0_split_into_4_bit_halves_decodes_bit_for_bit():
 
 
 def test_kernel_problem_is_reported_not_hidden(monkeypatch):
-    monkeypatch.setattr(quant, "kernel_problem", lambda device: "torch 0.0 has no _weight_int4pack_mm kernel")
+    monkeypatch.setattr(quant, "kernel_problem", lambda device, kernel: "torch 0.0 has no _weight_int4pack_mm kernel")
     with pytest.raises(QuantizationError, match="no _weight_int4pack_mm kernel.*quant=None"):
         quantize_model(tiny_engine("llama").model, "int4")
 
@@ -147,7 +147,8 @@ def _gguf_weights(model: torch.nn.Module) -> dict[str, list[GGUFWeight]]:
 
 def quantized_tiny(mode: str):
     engine = tiny_engine("llama")
-    summary = quantize_model(engine.model, mode, _gguf_weights(engine.model) if mode == "gguf" else None)
+    weights = _gguf_weights(engine.model) if mode == "gguf" else None
+    summary = quantize_model(engine.model, mode, weights, kernel="int4pack")  # torch's packed kernels, on any CPU
     engine.model.quantization = summary
     return engine
 

@@ -46,7 +46,7 @@ from ..number_text import whole_arg
 from ..serving.static import run_static
 from ..threads import available_cores, set_threads
 from . import memory, speculative
-from .modes import DEFAULT_MODES, MODES
+from .modes import DEFAULT_MODES, MODES, kernel_of
 from .references import LlamaCppReference, TransformersReference, llama_cpp_problem, timed
 from .report import write_report
 
@@ -63,12 +63,32 @@ def read_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5)
 def cpu_kernels() -> dict:
     """The instruction set torch dispatches to and the one inductor generates code for, and whether inductor's
     4-bit weight micro-GEMM (``CppMicroGemmWoQInt4Avx512``, what freezing + max-autotune can pick for the
-    compiled step's 4-bit products) exists for it: it is written for AVX-512 only."""
+    compiled step's 4-bit products) exists for it: it is written for AVX-512 only; and the kernel the engine
+    picks for the weight groups here (``inference.model.kernels``), with the CPU's flags that matter to it."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    from ..model.kernels import default_kernel
 
     isa = pick_vec_isa()
     name = type(isa).__name__.removeprefix("Vec") if isa else "none"
-    return {"aten": torch.backends.cpu.get_cpu_capability(), "inductor": name, "int4_template": "AVX512" in name}
+    return {
+        "aten": torch.backends.cpu.get_cpu_capability(),
+        "inductor": name,
+        "int4_template": "AVX512" in name,
+        "groups_kernel": default_kernel(torch.device("cpu")),
+        "flags": cpu_flags(),
+    }
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's vector flags (from /proc/cpuinfo; empty where it has none): AVX2, AVX-512's, VNNI, BF16, NEON/SVE."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    line = next((ln for ln in text.splitlines() if ln.startswith(("flags", "Features"))), "")
+    wanted = ("avx2", "fma", "avx512", "avx_vnni", "amx", "asimd", "sve", "i8mm", "bf16")
+    return sorted({flag for flag in line.partition(":")[2].split() if flag.startswith(wanted)})
 
 
 def _sync(device: torch.device) -> None:
@@ -142,7 +162,12 @@ def run(
     engines, compiled = {}, {}
     for mode in modes:  # one at a time: a compile in the background has the cores to itself
         engines[mode] = load_engine(
-            model=model, device=device, dtype=MODES[mode][0], quant=MODES[mode][1], compile=MODES[mode][2]
+            model=model,
+            device=device,
+            dtype=MODES[mode][0],
+            quant=MODES[mode][1],
+            compile=MODES[mode][2],
+            kernel=kernel_of(mode),
         )
         if MODES[mode][2]:
             status = engines[mode].wait_for_step()
@@ -236,8 +261,9 @@ def print_table(report: dict) -> None:
         template = "available" if kernels["int4_template"] else "not available (it needs AVX-512)"
         print(
             f"CPU kernels: torch {kernels['aten']}, inductor {kernels['inductor']}; inductor's 4-bit micro-GEMM "
-            f"{template}"
+            f"{template}; weight groups by default on {kernels.get('groups_kernel', '?')}"
         )
+        print(f"CPU flags: {' '.join(kernels.get('flags', [])) or 'unknown'}")
     has_llama = report["llama_cpp"] == "measured"
     print(
         f"{'mode':<14}{'decode':>10}{'batch 16':>10}{'prefill':>10}{'MiB/token':>11}{'BW share':>10}"
@@ -316,7 +342,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def _speculate(args: argparse.Namespace, threads: int) -> None:
     dtype, quant, compiled = MODES[args.mode]
-    engine = load_engine(model=args.model, device=args.device, dtype=dtype, quant=quant, compile=compiled)
+    engine = load_engine(
+        model=args.model, device=args.device, dtype=dtype, quant=quant, compile=compiled, kernel=kernel_of(args.mode)
+    )
     if compiled:
         print(f"{args.mode}: decode step {engine.wait_for_step().line}", flush=True)
     before = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"

@@ -1,6 +1,6 @@
 """How close a quantized engine's predictions stay to the float32 reference: top-1 agreement and KL.
 
-    python -m inference.bench.accuracy [--modes gguf,gguf-compiled,int8,int4] [--threads N]
+    python -m inference.bench.accuracy [--modes gguf,gguf-compiled,int8,int4,gguf@kleidiai] [--threads N]
 
 The reference is transformers in float32 on the GGUF's dequantized weights (what the file
 means). Every position of five prompts of 5 to ~385 tokens is compared: the share of
@@ -87,15 +87,17 @@ def greedy_tokens(engine: Engine, ids: list[int], new_tokens: int = 64) -> list[
 
 def compiled_rows(mode: str, prompts: list[list[int]], expected: list[torch.Tensor]) -> tuple[list[Agreement], dict]:
     """The compiled step of ``mode`` and the eager step of the same weights, both stepped; greedy parity."""
-    quant = mode.removesuffix("-compiled")
-    eager = load_engine(device="cpu", dtype="float32", quant=quant)
-    compiled = load_engine(device="cpu", dtype="float32", quant=quant, compile=True)
+    quant, _, kernel = mode.partition("@")
+    quant = quant.removesuffix("-compiled")
+    label = f"{quant}@{kernel}" if kernel else quant
+    eager = load_engine(device="cpu", dtype="float32", quant=quant, kernel=kernel or None)
+    compiled = load_engine(device="cpu", dtype="float32", quant=quant, compile=True, kernel=kernel or None)
     status = compiled.wait_for_step()
     if status.state != "ready":
         raise RuntimeError(f"the compiled step is not ready: {status.line}")
     rows = [
-        compare(expected, stepped_logits(eager, prompts), f"ours, quant={quant}, eager step"),
-        compare(expected, stepped_logits(compiled, prompts), f"ours, quant={quant}, compiled step"),
+        compare(expected, stepped_logits(eager, prompts), f"ours, quant={label}, eager step"),
+        compare(expected, stepped_logits(compiled, prompts), f"ours, quant={label}, compiled step"),
     ]
     parity = {}
     for name, ids in (("shortest", min(prompts, key=len)), ("longest", max(prompts, key=len))):
@@ -123,12 +125,13 @@ def run(modes: list[str], threads: int) -> dict:
     rows = [compare(expected, engine_logits(dense, prompts), "ours, float32")]
     parities = []
     for mode in modes:
-        if mode.endswith("-compiled"):
+        if mode.partition("@")[0].endswith("-compiled"):
             stepped, parity = compiled_rows(mode, prompts, expected)
             rows += stepped
             parities.append(parity)
             continue
-        engine = load_engine(device="cpu", dtype="float32", quant=mode)
+        quant, _, kernel = mode.partition("@")
+        engine = load_engine(device="cpu", dtype="float32", quant=quant, kernel=kernel or None)
         rows.append(compare(expected, engine_logits(engine, prompts), f"ours, quant={mode}"))
     problem = llama_cpp_problem()
     if problem is None:

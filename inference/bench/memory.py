@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..number_text import whole_arg
-from .modes import MODES
+from .modes import MODES, kernel_of
 from .report import write_report
 
 MIB = 2**20
@@ -100,7 +100,7 @@ def measure_here(mode: str, model: str | None, threads: int | None, new_tokens: 
         set_threads(threads)
     dtype, quant, compiled = MODES[mode]
     points = {"baseline": Resident.now()}
-    engine = load_engine(model=model, dtype=dtype, quant=quant, compile=compiled)
+    engine = load_engine(model=model, dtype=dtype, quant=quant, compile=compiled, kernel=kernel_of(mode))
     points["loaded"] = Resident.now()
     status = engine.wait_for_step()
     points["step_ready"] = Resident.now()

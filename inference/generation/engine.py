@@ -401,6 +401,7 @@ def load_engine(
     threads: int | None = None,
     quant: str | None = None,
     compile: bool = False,
+    kernel: str | None = None,
 ) -> Engine:
     """Load a model for inference: the embedded SmolLM2-135M-Instruct by default.
 
@@ -408,11 +409,12 @@ def load_engine(
     a GGUF's own quantized blocks ("gguf") or quantizes on load ("int8", "int4"), None for
     dense weights; ``compile`` compiles the one-token decode step with torch.compile (the
     first step then takes some seconds); ``threads`` sets torch's CPU threads for the
-    process (``None`` leaves them as they are).
+    process (``None`` leaves them as they are); ``kernel`` names what multiplies by a quantized
+    model's weight groups (``inference.model.kernels.KERNELS``; None: the one for this CPU).
     """
     if threads is not None:
         set_threads(threads)
-    loaded = load_model(model, device=device, dtype=dtype, quant=quant, compile=compile)
+    loaded = load_model(model, device=device, dtype=dtype, quant=quant, compile=compile, kernel=kernel)
     return Engine(loaded.transformer, loaded.tokenizer, folder=loaded.folder)
 
 

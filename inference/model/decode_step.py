@@ -13,7 +13,8 @@ Compiling never blocks a caller: it runs in a background thread that starts when
 until the graph is ready (or if compiling fails) the step runs eagerly through ``Transformer.forward``,
 and ``status`` says which. The package is kept under ``cache_root()/compiled-steps/<key>``, where the
 key digests the weights themselves, the config, the weights mode, the graph's shapes, the code that
-defines it, torch's version and the CPU's instruction set: a restart loads it in seconds, and another
+defines it, torch's version, the CPU's instruction set and the kernel that multiplies by the weight
+groups (``kernels.py``): a restart loads it in seconds, and another
 model or mode can never pick it up. Two processes loading the same model (a process server's child
 beside the app) share one compile through a file lock. The package keeps its weights beside its library,
 and the loaded step is handed the model's own tensors (``package_constants``): no second copy is held.
@@ -48,7 +49,13 @@ INDUCTOR_OPTIONS = {
     "aot_inductor.package_constants_in_so": False,
     "aot_inductor.package_constants_on_disk_format": "pickle_weights",
 }
-_SOURCES = ("decode_graph.py", "transformer.py", "quant.py", "quant_formats.py")  # the code a package compiles
+_SOURCES = (
+    "decode_graph.py",
+    "transformer.py",
+    "quant.py",
+    "quant_formats.py",
+    "kernels.py",
+)  # the code a package compiles
 PACKAGE_FORMAT = 3  # bump when ``export_graph`` (the inputs, their sizes) or the package's layout changes
 GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)
 
@@ -329,6 +336,8 @@ def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> t
     code = hashlib.sha256()
     for source in _SOURCES:
         code.update((Path(__file__).parent / source).read_bytes())
+    from torch._inductor import config as inductor_config
+
     config: ModelConfig = model.config
     manifest = {
         "format": PACKAGE_FORMAT,
@@ -338,6 +347,8 @@ def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> t
         "family": config.family,
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "kernel": getattr(getattr(model, "quantization", None), "kernel", None),  # what multiplies by the groups
+        "cpp_march": inductor_config.cpp.march,  # TORCHINDUCTOR_CPP_MARCH (None: -march=native)
         "device": str(next(model.parameters()).device),
         "options": dict(INDUCTOR_OPTIONS if options is None else options),
         "code_sha256": code.hexdigest(),

@@ -247,13 +247,15 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     quant: str | None = None,
     compile: bool = False,
+    kernel: str | None = None,
 ) -> LoadedModel:
     """Read a model (the embedded SmolLM2-135M-Instruct by default) onto ``device`` in ``dtype``.
 
     ``quant`` (``inference.model.quant``): None keeps dense weights; "gguf" keeps a GGUF file's own
     blocks; "int8" / "int4" quantize the weights on load. ``compile`` compiles the one-token decode
     step (``inference.model.decode_step``); without a C++ compiler it keeps the eager path and
-    says why in ``transformer.compile_note``.
+    says why in ``transformer.compile_note``. ``kernel`` (``inference.model.kernels``) multiplies by
+    the 4-bit and Q8_0 groups; None picks the one for this CPU.
     """
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)
@@ -267,7 +269,7 @@ def load_model(
     transformer = build_model(config, tensors, resolved_device, resolved_dtype, from_blocks)
     del tensors  # the last views of the mapped checkpoint: the mapping closes
     if quant is not None:
-        transformer.quantization = quantize_model(transformer, quant, gguf_weights)
+        transformer.quantization = quantize_model(transformer, quant, gguf_weights, kernel)
     del gguf_weights  # views of the mapped GGUF: the quantized modules hold their own codes
     unread = [name for name, t in [*transformer.named_parameters(), *transformer.named_buffers()] if t.is_meta]
     if unread:

@@ -13,10 +13,13 @@ check that the kernels exist and give the right numbers on this machine, and
 - ``quant="int8"``: every projection and the output matrix as per-row 8-bit codes.
 - ``quant="int4"``: every projection as 4-bit groups of 32 (min/max), the output matrix 8-bit.
 
+Which kernel multiplies by the 4-bit and Q8_0 groups is chosen at load by what the CPU has
+(``kernels.py``: torch's packed 4-bit kernel on AVX-512, its 8-bit kernel on the blocks re-quantized per
+row on AVX2, KleidiAI on aarch64), or named by the caller (``kernel=``); ``QuantSummary`` says which.
 Activations stay float32 everywhere (the residual stream, norms, attention, the KV cache);
-only a quantized matmul's input is rounded to bfloat16, which is what the kernels take,
-and its output comes back as bfloat16 and is widened again. The weight arithmetic lives in
-``quant_formats.py``.
+with the packed kernels (``Int4Linear``, ``Int8Linear``, ``Int8GroupLinear``) a quantized matmul's
+input is rounded to bfloat16, which is what they take, and its output comes back as bfloat16 and
+is widened again. The weight arithmetic lives in ``quant_formats.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 from torch import nn
 
 from .errors import ModelLoadError
+from .kernels import KERNELS, KleidiAILinear, default_kernel, machine_name
 from .quant_formats import (
     GROUP,
     INT4_FORMATS,
@@ -67,17 +71,20 @@ def _int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales_zeros: torch.Tens
     return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scales_zeros)
 
 
-def kernel_problem(device: torch.device) -> str | None:
+def kernel_problem(device: torch.device, kernel: str = "int4pack") -> str | None:
     """Why the quantized kernels cannot be trusted on ``device`` (None: they exist and give the right numbers).
 
     Runs each kernel once on a small random layer and compares it with the dense product of the
-    same weights, within the rounding of bfloat16 inputs and outputs.
+    same weights, within the rounding of bfloat16 inputs and outputs (``kernel``: which 4-bit kernel;
+    the 8-bit rows of ``quant="int8"`` are checked with every one).
     """
     ops = (
         ("_weight_int4pack_mm", "_convert_weight_to_int4pack")
         if device.type == "cuda"
         else ("_weight_int4pack_mm_for_cpu", "_convert_weight_to_int4pack_for_cpu", "_weight_int8pack_mm")
     )
+    if kernel == "kleidiai":
+        ops = (*ops, "_dyn_quant_pack_4bit_weight", "_dyn_quant_matmul_4bit")
     missing = [op for op in ops if not hasattr(torch.ops.aten, op)]
     if missing:
         return f"torch {torch.__version__} has no {', '.join(missing)} kernel"
@@ -86,6 +93,8 @@ def kernel_problem(device: torch.device) -> str | None:
     x = torch.randn(3, 128, generator=generator)
     groups, rows = int4_from_float(weight), int8_rows_from_float(weight)
     layers = [(Int4Linear(groups, None, device), _as_kernel_stores(groups).dequantize())]
+    if kernel == "kleidiai":  # int8 activations: checked within their own rounding below
+        layers.append((KleidiAILinear(groups, None, device), None))
     if device.type != "cuda":
         layers.append(
             (Int8Linear(rows, None, device), rows.codes.float() * rows.scale.to(ACTIVATION_DTYPE).float()[:, None])
@@ -98,9 +107,14 @@ def kernel_problem(device: torch.device) -> str | None:
             got = layer(x.to(device)).float().cpu()
         except RuntimeError as exc:
             return f"{type(layer).__name__} failed on {device}: {str(exc).splitlines()[0]}"
-        expected = x.to(ACTIVATION_DTYPE).float() @ dense.t()
-        # the output is rounded to bf16 (relative 2**-9); sums of 128 terms may be taken in any order
-        bound = 4 * 2.0**-8 * float((x.abs() @ dense.abs().t()).max())
+        if dense is None:  # KleidiAI: x rounded to int8 per row (a step of max|x|/127 at most), weights as stored
+            dense = groups.dequantize()
+            expected = x @ dense.t()
+            bound = 4 * float(x.abs().amax()) / 127 * float(dense.abs().sum(1).max())
+        else:
+            expected = x.to(ACTIVATION_DTYPE).float() @ dense.t()
+            # the output is rounded to bf16 (relative 2**-9); sums of 128 terms may be taken in any order
+            bound = 4 * 2.0**-8 * float((x.abs() @ dense.abs().t()).max())
         if not torch.isfinite(got).all() or float((got - expected).abs().max()) > bound:
             return f"{type(layer).__name__} gives wrong numbers on {device} (torch {torch.__version__})"
     return None
@@ -255,12 +269,23 @@ class QuantSummary:
     layers: Counter = field(default_factory=Counter)  # "4-bit groups (Q4_1, exact)" -> how many matrices
     weight_bytes: int = 0  # bytes a forward reads for the quantized matrices (codes + scales)
     notes: list[str] = field(default_factory=list)
+    kernel: str = "int4pack"  # what multiplies by the weight groups (``kernels.KERNELS``)
+    kernel_reason: str = ""  # why that one: "chosen for AVX2" or "asked for"
 
     def describe(self) -> str:
-        """In words, what the weights are and what the activations are."""
+        """In words, what the weights are, what multiplies by them, and what the activations are."""
         kinds = ", ".join(f"{count} × {kind}" for kind, count in self.layers.most_common())
         origin = {"gguf": "as stored in the file", "int8": "quantized on load", "int4": "quantized on load"}[self.mode]
-        return f"{kinds} ({origin}); bfloat16 inputs to the quantized matmuls, float32 everywhere else"
+        if self.mode == "gguf" and self.kernel == "int8rows":
+            origin = "from the file's blocks"  # the 8-bit rows were re-quantized from them on load
+        inputs = {
+            "int4pack": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
+            "int8rows": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
+            "kleidiai": "int8 inputs (per row) to the 4-bit matmuls, float32 everywhere else",
+        }[self.kernel]
+        if self.mode != "gguf":  # quantized on load: torch's own kernels, no choice made
+            return f"{kinds} ({origin}); {inputs}"
+        return f"{kinds} ({origin}); kernel: {self.kernel} ({self.kernel_reason}); {inputs}"
 
 
 # -- swapping a dense model's projections ----------------------------------------------------------------
@@ -281,25 +306,38 @@ class GGUFWeight:
 
 
 def quantize_model(
-    model: nn.Module, mode: str, gguf_weights: dict[str, list[GGUFWeight]] | None = None
+    model: nn.Module,
+    mode: str,
+    gguf_weights: dict[str, list[GGUFWeight]] | None = None,
+    kernel: str | None = None,
 ) -> QuantSummary:
     """Replace ``model``'s projections (and, from a GGUF, its Q8_0 token embedding) with quantized modules.
 
     ``gguf_weights`` maps each engine projection name (``layers.3.attn.qkv``) to the GGUF
     weights stacked into it, in order (Q, K, V; gate, up); ``"embed"`` to the token rows.
+    ``kernel`` (``kernels.KERNELS``) multiplies by the 4-bit and Q8_0 groups; None: the one
+    ``kernels.default_kernel`` picks for this machine.
     """
     if mode not in QUANT_MODES:
         raise QuantizationError(f"quant must be one of {QUANT_MODES} or None, got {mode!r}")
     if mode == "gguf" and gguf_weights is None:
         raise QuantizationError('quant="gguf" keeps a GGUF file\'s own blocks: load a .gguf model for it')
     device = next(p.device for p in model.parameters() if not p.is_meta)  # meta: weights its blocks replace
-    problem = kernel_problem(device)
+    if kernel is not None and kernel not in KERNELS:
+        raise QuantizationError(f"kernel must be one of {tuple(KERNELS)} or None (this machine's), got {kernel!r}")
+    if mode != "gguf" and kernel not in (None, "int4pack"):  # int4 / int8 show what quantizing does: one kernel each
+        raise QuantizationError(f'the {kernel!r} kernel is for quant="gguf"; quant={mode!r} runs torch\'s own kernels')
+    reason = "asked for" if kernel else f"chosen for {machine_name(device)}"
+    kernel = kernel or (default_kernel(device) if mode == "gguf" else "int4pack")
+    if kernel != "int4pack" and device.type != "cpu":
+        raise QuantizationError(f"the {kernel!r} kernel runs on the CPU only; on {device} use kernel='int4pack'")
+    problem = kernel_problem(device, kernel)
     if problem:
         raise QuantizationError(f"quantized weights cannot run here: {problem}. Load with quant=None (dense weights).")
-    summary = QuantSummary(mode)
+    summary = QuantSummary(mode, kernel=kernel, kernel_reason=reason)
     for name, linear in list(_projections(model)):
         parts = gguf_weights.get(name) if gguf_weights else None
-        replacement, kind = _quantized_linear(name, linear, mode, parts, device)
+        replacement, kind = _quantized_linear(name, linear, mode, parts, device, kernel)
         _set_submodule(model, name, replacement)
         summary.layers[kind] += 1
         summary.weight_bytes += _buffer_bytes(replacement)
@@ -343,8 +381,17 @@ def _projections(model: nn.Module):
     yield "lm_head", model.lm_head
 
 
+def _group_linear(groups: Int4Groups, bias: torch.Tensor | None, device: torch.device, kernel: str) -> nn.Module:
+    """A 4-bit group matrix as ``kernel`` multiplies it."""
+    if kernel == "kleidiai":
+        return KleidiAILinear(groups, bias, device)
+    if kernel == "int8rows":
+        return Int8Linear(int8_rows_from_float(groups.dequantize()), bias, device)
+    return Int4Linear(groups, bias, device)
+
+
 def _quantized_linear(
-    name: str, linear: nn.Linear, mode: str, parts: list[GGUFWeight] | None, device: torch.device
+    name: str, linear: nn.Linear, mode: str, parts: list[GGUFWeight] | None, device: torch.device, kernel: str
 ) -> tuple[nn.Module, str]:
     weight, bias = linear.weight.detach(), linear.bias
     if mode == "int8" or (mode == "int4" and name == "lm_head"):  # the output matrix stays 8-bit: logits are sensitive
@@ -361,9 +408,14 @@ def _quantized_linear(
     types = {p.type_name for p in parts}
     if types <= set(INT4_FORMATS):
         groups = Int4Groups.cat([INT4_FORMATS[p.type_name](p.raw) for p in parts])
-        return Int4Linear(groups, bias, device), f"4-bit groups ({'/'.join(sorted(types))}, exact)"
+        origin = "/".join(sorted(types))
+        if kernel == "int8rows":
+            return _group_linear(groups, bias, device, kernel), f"8-bit rows (re-quantized from {origin})"
+        return _group_linear(groups, bias, device, kernel), f"4-bit groups ({origin}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
+        # every kernel keeps Q8_0 exact: KleidiAI's is 4-bit only, and one scale per row of the output matrix (int8rows)
+        # cost more accuracy than its speed is worth (docs/benchmarks.md)
         return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
@@ -383,7 +435,7 @@ def _buffer_bytes(module: nn.Module) -> int:
     """Bytes a forward reads for ``module``'s weights (the packed codes and scales; not the inspection copy)."""
     if isinstance(module, Int4Linear):
         return module.packed.nbytes + module.scales_zeros.nbytes
-    if isinstance(module, Int8GroupLinear):
+    if isinstance(module, (Int8GroupLinear, KleidiAILinear)):
         return sum(b.nbytes for b in module.buffers())
     if isinstance(module, Int8Linear):
         return module.codes.nbytes + module.scale.nbytes
@@ -396,7 +448,7 @@ def count_parameters(model: nn.Module) -> int:
     for name, module in model.named_modules():
         if name == "lm_head" and model.config.tie_embeddings:
             continue
-        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear)):
+        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear, KleidiAILinear)):
             total += module.out_features * module.in_features + (module.bias.numel() if module.bias is not None else 0)
         elif isinstance(module, QuantEmbedding):
             total += module.num_embeddings * module.embedding_dim
