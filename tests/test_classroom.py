@@ -31,6 +31,7 @@ from ui.class_page.draws import DRAWS_PER_PRESS
 from ui.classroom import room as room_module
 from ui.classroom import settings as class_settings
 from ui.classroom.room import Experiment, Room, RoomError, RoomUnavailable
+from ui.common import format as fmt
 from ui.common import state
 
 KEY = "correct horse battery staple"
@@ -680,7 +681,7 @@ def test_class_sentences_hold_for_both_models_and_odd_prompts(both_models):
                 view.several_tokens,
             )
             assert f"(p = {view.top_prob:.3f})" in text and "of 4 guessed it" in text
-            several = claims._plural(view.several_tokens, "guess", "guesses") + " of more than one token"
+            several = fmt.count(view.several_tokens, "guess", "guesses") + " of more than one token"
             assert (several in text) == bool(view.several_tokens)
             last = prompt_logits(model, prompt, chat).token_strings[-1]
             token, _ = guess_token(model, prompt, "mat", chat)
