@@ -119,10 +119,22 @@ def _up(school: RunningSchool) -> bool:
     return True
 
 
+def ignores(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` ignores ``sig`` (its SigIgn mask): a shell cannot trap a signal it was started ignoring."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
 def stop_school(school: RunningSchool) -> int:
-    """Ctrl-C (SIGINT to the script), as a teacher stops it; the script's exit code. Whatever is left is killed."""
+    """Ctrl-C (SIGINT to the script), as a teacher stops it; the script's exit code. Whatever is left is killed.
+
+    A shell started with SIGINT ignored (inherited from a test worker that ignores it) cannot trap it, as a terminal's
+    Ctrl-C never is: then the script gets SIGTERM, which its same trap handles (``trap 'stop_all; exit 0' INT TERM``)."""
     if school.process.poll() is None:
-        school.process.send_signal(signal.SIGINT)
+        ignored = ignores(school.process.pid, signal.SIGINT)
+        school.process.send_signal(signal.SIGTERM if ignored else signal.SIGINT)
     try:
         return school.process.wait(timeout=30)
     finally:
