@@ -256,8 +256,7 @@ def bind(key: str, default: Any = None, options: list | range | None = None) -> 
     again whenever the stored value is no longer among ``options`` (say, a token
     position after the prompt got shorter).
     """
-    if key not in st.session_state or (options is not None and st.session_state[key] not in options):
-        st.session_state[key] = DEFAULTS.get(key, default)
+    _keep_stored(key, default, options)
     st.session_state[widget_key(key)] = st.session_state[key]
     return {"key": widget_key(key), "on_change": _store, "args": (key,)}
 
@@ -271,8 +270,7 @@ def bind_slider(key: str, default: Any = None, options: list | range | None = No
     another value (a link, a button, the teacher changed it), was drawn on another page last time (Streamlit drops a
     widget's value on a page switch), or has ``options`` (its range follows the data: a new range is a new widget).
     """
-    if key not in st.session_state or (options is not None and st.session_state[key] not in options):
-        st.session_state[key] = DEFAULTS.get(key, default)
+    _keep_stored(key, default, options)
     widget, page = widget_key(key), _page()
     drawn_on = st.session_state.setdefault(SLIDERS_ON, {})
     if (
@@ -284,6 +282,12 @@ def bind_slider(key: str, default: Any = None, options: list | range | None = No
         st.session_state[widget] = st.session_state[key]
     drawn_on[widget] = page
     return {"key": widget, "on_change": _store, "args": (key,)}
+
+
+def _keep_stored(key: str, default: Any, options: list | range | None) -> None:
+    """Store ``key``'s default the first time, and again when the stored value left ``options``."""
+    if key not in st.session_state or (options is not None and st.session_state[key] not in options):
+        st.session_state[key] = DEFAULTS.get(key, default)
 
 
 def _page() -> str:
