@@ -36,7 +36,7 @@ from tests.school import HAPROXY, healthy, port_free, wait_until
 from tests.school import INSTALL_HINT as HAPROXY_HINT
 from tests.streamlit_client import StreamlitSession
 from ui.classroom.redis_room import RedisRoom
-from ui.classroom.room import Experiment
+from ui.classroom.room import Experiment, RoomUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "tests/fixtures/room_replica_app.py"
@@ -195,6 +195,15 @@ def _answers(client: redis.Redis) -> bool:
         return False
 
 
+def _room_answers(room) -> bool:
+    """The room reads its broadcast again; a new ``redis-server`` pid is not yet a listening one (it binds its port
+    and loads the append-only file after the script has started it), so refusal means "not yet"."""
+    try:
+        return bool(room.current().version)
+    except RoomUnavailable:
+        return False
+
+
 def serves_the_round(school: RunningSchool, replica: int | None = None) -> bool:
     shown = page(school, replica)
     return shown.get("draw") == school.round_id and shown.get("draws") == "5"
@@ -208,7 +217,7 @@ def test_redis_stopped_or_killed_comes_back_with_the_room(school, sig):
     pid = school.child("redis-server")
     os.kill(pid, sig)
     seconds = back(school, "redis-server", pid)
-    wait_until(lambda: room.current().version, BACK_S, "Redis answering again")
+    wait_until(lambda: _room_answers(room), BACK_S, "Redis answering again")
     assert room_state(room) == before  # from the append-only file: the rounds, every draw and guess, the broadcast
     assert room.is_teacher_token(school.token)  # the teacher's reload stays the teacher's
     for replica in school.replica_ports:  # each replica's own client reconnected: its pages read the round again
