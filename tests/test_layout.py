@@ -149,7 +149,7 @@ def test_no_module_outside_the_tokenizer_touches_the_wrapped_tokenizer():
 
 
 def test_every_page_hands_a_legacy_run_over_to_the_app_first():
-    """The deep-link fix (``ui.shell.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
+    """The deep-link fix (``ui.common.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
     for path in sorted((ROOT / "pages").glob("*.py")):
         body = [
             node
@@ -178,7 +178,6 @@ def test_every_page_hands_a_legacy_run_over_to_the_app_first():
 UI_ORDER = [
     "classroom",
     "common",
-    "shell",
     "tokenization",
     "embeddings",
     "attention",
@@ -246,19 +245,19 @@ def test_the_classroom_store_imports_no_streamlit():
 
 
 def test_a_page_imports_few_ui_folders():
-    """A page is thin: its chapter's folder and the shared ones. The median page reaches at most 3 folders besides
-    ``common`` and ``shell``."""
+    """A page is thin: its chapter's folder and the shared one (``common``). The median page reaches at most 3 ``ui``
+    folders, ``common`` counted."""
     counts = []
     for path in sorted((ROOT / "pages").glob("*.py")):
-        folders = {m.split(".")[1] for m in _imports_of(path) if m.startswith("ui.")} - {"common", "shell"}
+        folders = {m.split(".")[1] for m in _imports_of(path) if m.startswith("ui.")}
         counts.append(len(folders))
     counts.sort()
     assert counts[len(counts) // 2] <= 3, counts
 
 
 def test_page_files_are_named_by_their_deep_link():
-    """No number in a page's file name: ``ui/shell/navigation.py`` owns the order, the file name is the link."""
-    from ui.shell.navigation import PAGES
+    """No number in a page's file name: ``ui/common/navigation.py`` owns the order, the file name is the link."""
+    from ui.common.navigation import PAGES
 
     for spec in PAGES:
         assert Path(spec.script).stem == spec.url_path, spec.script
