@@ -847,9 +847,9 @@ def test_the_class_page_fits_a_laptop_for_the_teacher_and_a_student(class_server
     student.context.close()
 
 
-LESSON = "text-to-next-token"
+CLASS_LESSON = "text-to-next-token"
 SMOLLM2 = "SmolLM2-135M-Instruct"  # the class server's default model
-LESSON_ASKED = {5: "pick", 6: "estimate", 7: "direction", 9: "type"}  # the lesson's steps 5-9 hold every kind
+CLASS_LESSON_ASKED = {5: "pick", 6: "estimate", 7: "direction", 9: "type"}  # the lesson's steps 5-9 hold every kind
 
 
 def _class_answers(found, kind: str) -> list[tuple[str, str, bool] | None]:
@@ -929,12 +929,12 @@ def test_a_class_runs_a_lesson_on_the_lesson_page(ui_engine, class_server, brows
 
     from ui.lesson import answers, files
 
-    lesson = files.load(LESSON)
+    lesson = files.load(CLASS_LESSON)
     total = len(lesson.steps)
-    assert {n: lesson.steps[n - 1].question.kind for n in LESSON_ASKED} == LESSON_ASKED
+    assert {n: lesson.steps[n - 1].question.kind for n in CLASS_LESSON_ASKED} == CLASS_LESSON_ASKED
     teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     requested = _record_requests(teacher)
-    teacher.goto(f"{class_server}/lesson?teacher={CLASS_KEY}&lesson={LESSON}&at=5")
+    teacher.goto(f"{class_server}/lesson?teacher={CLASS_KEY}&lesson={CLASS_LESSON}&at=5")
     _wait_text(teacher, "You are the teacher")
     students = [_student_tab(browser, class_server) for _ in range(3)]
     for page in students:
@@ -945,8 +945,8 @@ def test_a_class_runs_a_lesson_on_the_lesson_page(ui_engine, class_server, brows
         for number in range(5, total + 1):
             for page in [teacher, *students]:  # every page on the teacher's step
                 _wait_text(page, f"step {number} of {total}")
-            if number in LESSON_ASKED:
-                step, kind = lesson.steps[number - 1], LESSON_ASKED[number]
+            if number in CLASS_LESSON_ASKED:
+                step, kind = lesson.steps[number - 1], CLASS_LESSON_ASKED[number]
                 found = answers.truth(SMOLLM2, lesson, step)
                 planned = _class_answers(found, kind)
                 _wait_for_run_to_finish(*students)
@@ -985,9 +985,9 @@ def test_a_class_runs_a_lesson_on_the_lesson_page(ui_engine, class_server, brows
         with teacher.expect_download(timeout=30_000) as download:
             teacher.get_by_role("button", name="Download the class's results (CSV)").click()
         text = Path(download.value.path()).read_text()
-    assert download.value.suggested_filename == f"{LESSON}_class_results.csv"
+    assert download.value.suggested_filename == f"{CLASS_LESSON}_class_results.csv"
     rows = list(csv.DictReader(text.splitlines()))
-    assert {int(row["step"]) for row in rows} == set(LESSON_ASKED)  # the revealed questions (8, 10, 11 were not)
+    assert {int(row["step"]) for row in rows} == set(CLASS_LESSON_ASKED)  # the revealed questions (8, 10, 11 were not)
     assert not [i for i in ids if i in text]  # counts, no names
     for number, (kept, right) in given.items():
         counts = Counter(kept)
