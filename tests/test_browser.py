@@ -699,11 +699,18 @@ def _reach_round(students, teacher, kind: str, also_js: str, action, timeout_s: 
 
 
 def _student_tab(browser, url: str):
-    page = browser.new_context(viewport=LAPTOP).new_page()
-    page.goto(f"{url}/")
-    _wait_text(page, "Following the teacher")
-    page.evaluate("() => { window.__sameDocument = true; }")  # gone if the tab ever reloads
-    return page
+    return _student_tabs(browser, url, 1)[0]
+
+
+def _student_tabs(browser, url: str, n: int) -> list:
+    """``n`` students' tabs (a browser context each), opened together, each following the teacher."""
+    pages = [browser.new_context(viewport=LAPTOP).new_page() for _ in range(n)]
+    for page in pages:
+        page.goto(f"{url}/")
+    for page in pages:
+        _wait_text(page, "Following the teacher")
+        page.evaluate("() => { window.__sameDocument = true; }")  # gone if the tab ever reloads
+    return pages
 
 
 def _tab_state(page) -> dict:
@@ -936,7 +943,7 @@ def test_a_class_runs_a_lesson_on_the_lesson_page(ui_engine, class_server, brows
     requested = _record_requests(teacher)
     teacher.goto(f"{class_server}/lesson?teacher={CLASS_KEY}&lesson={CLASS_LESSON}&at=5")
     _wait_text(teacher, "You are the teacher")
-    students = [_student_tab(browser, class_server) for _ in range(3)]
+    students = _student_tabs(browser, class_server, 3)
     for page in students:
         _wait_for(page, "document.cookie.includes('llmx_student=')")  # written by the app's script, once
     ids = [next(c["value"] for c in page.context.cookies() if c["name"] == "llmx_student") for page in students]
