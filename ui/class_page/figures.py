@@ -12,7 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common.chart import Chart
-from ui.logits.figures import BAR_COLOR, SECOND_COLOR, visible_token
+from ui.common.token_text import visible_token
+from ui.logits.figures import BAR_COLOR, SECOND_COLOR
 
 
 def percent(value: float) -> str:

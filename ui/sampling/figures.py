@@ -17,7 +17,8 @@ import plotly.graph_objects as go
 from ui.common import format as fmt
 from ui.common.chart import Chart, ChartCall
 from ui.common.conventions import fit_cells
-from ui.logits.figures import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR, visible_token
+from ui.common.token_text import visible_token
+from ui.logits.figures import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR
 
 if TYPE_CHECKING:
     from ui.sampling.compute import Histogram
