@@ -184,12 +184,15 @@ def browser():
         instance.close()
 
 
-def _wait_for_run_to_finish(page) -> None:
-    """Until the app's script (stApp's data-test-script-state) has not been running for two seconds."""
+def _wait_for_run_to_finish(*pages) -> None:
+    """Until the app's script (stApp's data-test-script-state) has not been running for two seconds, in every page
+    at once (the pages of a class watched together, not one after the other)."""
     deadline = time.monotonic() + RENDER_S
     quiet_since = None
     while time.monotonic() < deadline:
-        running = page.locator('[data-testid="stApp"][data-test-script-state="running"]').count() > 0
+        running = any(
+            page.locator('[data-testid="stApp"][data-test-script-state="running"]').count() > 0 for page in pages
+        )
         if running:
             quiet_since = None
         elif quiet_since is None:
@@ -696,11 +699,18 @@ def _reach_round(students, teacher, kind: str, also_js: str, action, timeout_s: 
 
 
 def _student_tab(browser, url: str):
-    page = browser.new_context(viewport=LAPTOP).new_page()
-    page.goto(f"{url}/")
-    _wait_text(page, "Following the teacher")
-    page.evaluate("() => { window.__sameDocument = true; }")  # gone if the tab ever reloads
-    return page
+    return _student_tabs(browser, url, 1)[0]
+
+
+def _student_tabs(browser, url: str, n: int) -> list:
+    """``n`` students' tabs (a browser context each), opened together, each following the teacher."""
+    pages = [browser.new_context(viewport=LAPTOP).new_page() for _ in range(n)]
+    for page in pages:
+        page.goto(f"{url}/")
+    for page in pages:
+        _wait_text(page, "Following the teacher")
+        page.evaluate("() => { window.__sameDocument = true; }")  # gone if the tab ever reloads
+    return pages
 
 
 def _tab_state(page) -> dict:
@@ -842,6 +852,164 @@ def test_the_class_page_fits_a_laptop_for_the_teacher_and_a_student(class_server
             page.screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / f"{name}.png"))
     teacher.context.close()
     student.context.close()
+
+
+CLASS_LESSON = "text-to-next-token"
+SMOLLM2 = "SmolLM2-135M-Instruct"  # the class server's default model
+CLASS_LESSON_ASKED = {5: "pick", 6: "estimate", 7: "direction", 9: "type"}  # the lesson's steps 5-9 hold every kind
+
+
+def _class_answers(found, kind: str) -> list[tuple[str, str, bool] | None]:
+    """What each of three students answers: (what the widget is given, what the room keeps, right), or None for a
+    student who does not answer. Two right and one wrong, or one of each and no answer (a direction)."""
+    from ui.logits.figures import visible_token
+
+    if kind == "pick":
+        other = next(i for i in found.options if i != found.right_id)
+        texts = dict(zip(found.token_ids, found.texts))
+        ids = [found.right_id, found.right_id, other]
+        return [(visible_token(texts[i]), texts[i].strip(), i == found.right_id) for i in ids]
+    if kind == "type":
+        top = found.texts[0].strip()
+        return [(top, top, True), ("xylophone", "xylophone", False), (top, top, True)]
+    if kind == "estimate":
+        right = round(found.value, 2)  # two places: well inside the tolerance (0.1)
+        wrong = round(found.value + 0.3 if found.value <= 0.7 else found.value - 0.3, 2)
+        return [(f"{v:g}", f"{v:g}", v == right) for v in (right, wrong, right)]
+    other = "falls" if found.answer == "rises" else "rises"
+    return [(found.answer, found.answer, True), (other, other, False), None]
+
+
+def _class_answer(page, kind: str, given: str) -> None:
+    """A student answers the open question in its form: clicks the option, or types the number or the word."""
+    form = page.locator('[data-testid="stForm"]')
+    if kind in ("pick", "direction"):
+        form.get_by_text(given, exact=True).click()
+    else:
+        form.locator("input").fill(given)
+    form.get_by_role("button", name="Answer").click()
+
+
+def _check_class_view(page, shown: str, step, found, kept: list[str], right: int) -> None:
+    """The class's answers beside the model's, as a student's page shows them after the reveal: what was given
+    (``kept``, ``right`` of them right) against the model's answer computed in this process."""
+    from collections import Counter
+
+    from ui.lesson import classmode
+    from ui.lesson.answers import NextToken, Number
+    from ui.lesson.format import DIRECTION_WORDS
+
+    n = len(kept)
+    if isinstance(found, NextToken):
+        votes = classmode.class_votes(SMOLLM2, step, kept, found.temperature)
+        assert votes.chose_top == right and f"{right} of {n} chose the model's own pick." in shown
+        assert f"overlap by {votes.overlap:.0%}" in shown
+        chart = _chart_by_title(page, f"The class's guesses ({n})")
+        class_share = next(t["y"] for t in chart if t["name"].startswith("share of the class"))
+        model_prob = next(t["y"] for t in chart if t["name"].startswith("the model's probability"))
+        assert sorted(share for share in class_share if share) == sorted(c / n for c in Counter(kept).values())
+        assert class_share[0] == right / n  # the most voted first: the model's own token
+        probability = found.probs[found.token_ids.index(found.right_id)]  # at the step's temperature
+        assert abs(model_prob[0] - probability) < 1e-5 and max(model_prob) == model_prob[0]
+    elif isinstance(found, Number):
+        said = re.search(r"(\d+) of (\d+) estimates are within ±(\S+) of the model's (\S+)\.", shown)
+        assert said and (int(said[1]), int(said[2]), float(said[3])) == (right, n, found.tolerance), shown
+        assert abs(float(said[4]) - found.value) < 1e-4
+        (histogram,) = _chart_by_title(page, "The class's estimates and the model's value")
+        assert sorted(histogram["x"]) == sorted(float(v) for v in kept)
+    else:
+        counts = Counter(kept)
+        words = " · ".join(f"{word}: {counts.get(word, 0)}" for word in DIRECTION_WORDS)
+        assert f"{words}. The model's answer: it {found.answer}." in shown
+
+
+def test_a_class_runs_a_lesson_on_the_lesson_page(ui_engine, class_server, browser, tmp_path):
+    """The Lesson page in class mode, in Chromium: the teacher opens a lesson at a question by the teacher-only link
+    and steps through it to the end; three students in their own browsers follow every step, never reloaded, and
+    answer each kind of question class mode asks (pick, estimate, direction, a typed word) on their own pages. The
+    teacher sees a count of answers, never a name, and reveals; then each student sees their own answer graded and
+    the class's answers as given beside the model's as computed here (the vote against the softmax with its overlap,
+    the estimates' histogram and how many are within the tolerance, the directions counted; a student who did not
+    answer is told so). The results CSV the teacher downloads is recounted from the answers given."""
+    import csv
+    from collections import Counter
+
+    from ui.lesson import answers, files
+
+    lesson = files.load(CLASS_LESSON)
+    total = len(lesson.steps)
+    assert {n: lesson.steps[n - 1].question.kind for n in CLASS_LESSON_ASKED} == CLASS_LESSON_ASKED
+    teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    requested = _record_requests(teacher)
+    teacher.goto(f"{class_server}/lesson?teacher={CLASS_KEY}&lesson={CLASS_LESSON}&at=5")
+    _wait_text(teacher, "You are the teacher")
+    students = _student_tabs(browser, class_server, 3)
+    for page in students:
+        _wait_for(page, "document.cookie.includes('llmx_student=')")  # written by the app's script, once
+    ids = [next(c["value"] for c in page.context.cookies() if c["name"] == "llmx_student") for page in students]
+    given: dict[int, tuple[list[str], int]] = {}  # step -> the answers the room keeps, and how many are right
+    with _screenshot_kept(teacher, "lesson_class_teacher", tmp_path):
+        for number in range(5, total + 1):
+            for page in [teacher, *students]:  # every page on the teacher's step
+                _wait_text(page, f"step {number} of {total}")
+            if number in CLASS_LESSON_ASKED:
+                step, kind = lesson.steps[number - 1], CLASS_LESSON_ASKED[number]
+                found = answers.truth(SMOLLM2, lesson, step)
+                planned = _class_answers(found, kind)
+                _wait_for_run_to_finish(*students)
+                for page, answer in zip(students, planned):
+                    if answer is not None:
+                        _class_answer(page, kind, answer[0])
+                for page, answer in zip(students, planned):
+                    if answer is not None:
+                        _wait_text(page, "is in. The model's answer appears when the teacher reveals it.")
+                kept = [answer[1] for answer in planned if answer is not None]
+                right = sum(answer[2] for answer in planned if answer is not None)
+                given[number] = (kept, right)
+                _wait_for(  # the teacher's count (its fragment rereads the room every 2 s)
+                    teacher,
+                    f"document.querySelector('[data-testid=stMetricValue]').innerText.trim() === '{len(kept)}'",
+                )
+                body = teacher.inner_text("body")
+                assert "Answers in" in body and not [i for i in ids if i in body]  # a count, never a name
+                teacher.get_by_role("button", name="Reveal the answer to the class").click()
+                for page in [teacher, *students]:
+                    _wait_text(page, f"The class: {len(kept)} answers.")
+                _wait_for_run_to_finish(teacher, *students)
+                for page, answer in zip(students, planned):
+                    shown = page.inner_text("body")
+                    if answer is None:
+                        assert "The teacher has revealed this answer: you did not answer this one." in shown
+                    else:
+                        verdict = "right" if answer[2] else "not quite"
+                        assert re.search(rf"Your answer: .* — {verdict}\.", shown), (number, shown)
+                    _check_class_view(page, shown, step, found, kept, right)
+            else:
+                _wait_for_run_to_finish(teacher)  # a click on the last run's button would step from the last step
+            teacher.get_by_role("button", name="See your score" if number == total else "Next step").click()
+        _wait_text(teacher, "the class's results")
+        _wait_for_run_to_finish(teacher)
+        with teacher.expect_download(timeout=30_000) as download:
+            teacher.get_by_role("button", name="Download the class's results (CSV)").click()
+        text = Path(download.value.path()).read_text()
+    assert download.value.suggested_filename == f"{CLASS_LESSON}_class_results.csv"
+    rows = list(csv.DictReader(text.splitlines()))
+    assert {int(row["step"]) for row in rows} == set(CLASS_LESSON_ASKED)  # the revealed questions (8, 10, 11 were not)
+    assert not [i for i in ids if i in text]  # counts, no names
+    for number, (kept, right) in given.items():
+        counts = Counter(kept)
+        mine = [row for row in rows if int(row["step"]) == number]
+        assert {row["answer"]: int(row["students"]) for row in mine} == counts, (number, mine)
+        assert all(row["share"] == f"{counts[row['answer']] / len(kept):.4f}" for row in mine), mine
+        assert {row["question_share_right"] for row in mine} == {f"{right / len(kept):.4f}"}, (number, mine)
+    for page in students:
+        assert page.evaluate("() => window.__sameDocument === true")  # no student tab was ever reloaded
+        _no_error(page)
+    _no_error(teacher)
+    assert not _outside(requested, class_server), _outside(requested, class_server)
+    teacher.context.close()
+    for page in students:
+        page.context.close()
 
 
 # timing: every round must reach every tab within ROUND_REACH_S (the issue's goal), a figure of the app on its machine;

@@ -9,6 +9,9 @@ reconnect) and, for the last test, by headless Chromium.
 - three students on each replica press Draw three times: both replicas' class views show the same pooled counts,
   the sum of the students' own streams in the room; a press from a stale page (a resend) adds nothing; the same
   student pressing on A and B at once is counted once;
+- a lesson's question in class mode, opened by the teacher on A: students on A and B answer it, one of them from a
+  tab on each replica at once; each student counts once in the room, the teacher's count and both replicas' class
+  view, and an answer sent after the reveal is refused with the room's message;
 - Redis stopped and started under live tabs: every tab says the class panel is paused, a press meanwhile is refused
   and counts nothing, no traceback anywhere; following resumes;
 - replica B killed (SIGKILL) mid-round: within ``BACK_S`` its students are back through HAProxy on A with the same
@@ -349,6 +352,68 @@ def at_once(calls: list[Callable[[], Run]]) -> list[Run]:
         if isinstance(result, Exception):
             raise result
     return results
+
+
+def answers_in(run: Run) -> int | None:
+    """The lesson teacher's count of answers (its "Answers in" metric), None when the page shows none."""
+    return next(
+        (int(el.metric.body.replace(",", "")) for el in run.of_type("metric") if el.metric.label == "Answers in"), None
+    )
+
+
+def test_lesson_answers_on_both_replicas_count_once_and_a_late_one_is_refused(school, room):
+    """A lesson's question in class mode across the school: the teacher on A opens an estimate step; students on A
+    and B, taken there by following, answer it; one student answers from a tab on each replica at once. Each
+    student counts once in the room, in the teacher's count and in the class view on both replicas; an answer sent
+    after the reveal is refused with the room's message and counts nothing."""
+    from ui.common import state as keys
+
+    lesson, number = "temperature-and-sampling", 2  # an estimate: the most likely token's probability at T = 1
+    widget, submit = keys.answer_widget(lesson, number), keys.submit_button(lesson, number)
+    teacher = tab(school, "r1", teacher=True)
+    teacher.query_string += f"&lesson={lesson}&at={number}"
+    ids = {(replica, i): new_student() for replica in ("r1", "r2") for i in range(2)}
+    estimates = {("r1", 0): 0.25, ("r1", 1): 0.5, ("r2", 0): 0.25, ("r2", 1): 0.75}
+    tabs = {who: tab(school, who[0], sid) for who, sid in ids.items()}
+    twin = tab(school, "r2", ids[("r1", 1)])  # student r1-1's second tab, on B
+    late = tab(school, "r2", new_student())
+    sessions = [*tabs.values(), twin, late]
+    try:
+        assert answers_in(teacher.open("lesson")) == 0  # the question opened to the class, no answer yet
+        round_id = room.guess_round().round_id
+        for session in sessions:
+            run = session.open("")  # following the teacher: taken to the lesson's step
+            assert session.page == "lesson" and widget in run.widget_ids, (session.page, texts(run))
+        for who, session in tabs.items():
+            session.set(widget, estimates[who])
+        twin.set(widget, estimates[("r1", 1)])
+        late.set(widget, 0.3)
+        runs = at_once([lambda s=s: s.click(submit) for s in [*tabs.values(), twin]])
+        assert all("is in" in texts(run) for run in runs), [run.problems for run in runs]
+        assert answers_in(teacher.open("lesson")) == len(ids)  # five answers sent, four students
+        teacher.click(keys.LESSON_REVEAL)
+        refused = late.click(submit)  # its page still showed the question: sent after the reveal
+        said = "\n".join(refused.texts())
+        assert "Your answer was not counted: the answer is out" in said and exceptions(refused) == []
+        views = {"teacher": teacher.open("lesson")} | {r: tabs[(r, 0)].open("lesson") for r in ("r1", "r2")}
+    finally:
+        for session in sessions:
+            session.close()
+        teacher.close()
+
+    rnd = room.guess_round()
+    assert rnd.round_id == round_id and rnd.revealed
+    assert rnd.guesses == {ids[who]: f"{value:g}" for who, value in estimates.items()}  # the twin once, the late none
+    charts = {where: run.chart(f"lesson_class_{number}") for where, run in views.items()}
+    assert charts["r1"]["data"] == charts["r2"]["data"] == charts["teacher"]["data"]  # the same class on both
+    assert sorted(charts["r1"]["data"][0]["x"]) == sorted(estimates.values())
+    for where, run in views.items():
+        shown = texts(run)
+        assert "The class: 4 answers." in shown, where
+        said = re.search(r"(\d+) of 4 estimates are within ±0\.03 of the model's (\S+)\.", shown)
+        assert said, (where, shown)
+        value = float(said[2])
+        assert int(said[1]) == sum(abs(v - value) <= 0.03 + 1e-9 for v in estimates.values())
 
 
 def test_redis_stopped_and_started_under_live_tabs(school, room):
