@@ -26,16 +26,21 @@ def percent(value: float) -> str:
 
 
 def make_guesses(
-    labels: Sequence[str], class_share: Sequence[float], model_prob: Sequence[float], n_guesses: int
+    labels: Sequence[str],
+    class_share: Sequence[float],
+    model_prob: Sequence[float],
+    n_guesses: int,
+    temperature: float = 1.0,
 ) -> go.Figure:
-    """Share of the class that guessed each token next to the model's probability of it, both labelled in %."""
+    """Share of the class that guessed each token next to the model's probability of it at ``temperature`` (the
+    temperature ``model_prob`` was computed at), both labelled in %."""
     x = list(range(len(labels)))
     fig = go.Figure(
         [
             go.Bar(
                 x=x,
                 y=list(model_prob),
-                name="the model's probability (T = 1)",
+                name=f"the model's probability (T = {temperature:g})",
                 marker_color=BAR_COLOR,
                 opacity=0.55,
                 text=[percent(p) for p in model_prob],
@@ -70,9 +75,19 @@ def make_guesses(
     return fig
 
 
-def guesses_table(labels: Sequence[str], class_share: Sequence[float], model_prob: Sequence[float]) -> pd.DataFrame:
+def guesses_table(
+    labels: Sequence[str],
+    class_share: Sequence[float],
+    model_prob: Sequence[float],
+    temperature: float = 1.0,
+) -> pd.DataFrame:
     return pd.DataFrame(
-        {"token": list(labels), "class_share": list(class_share), "model_probability": list(model_prob)}
+        {
+            "token": list(labels),
+            "class_share": list(class_share),
+            "model_probability": list(model_prob),
+            "temperature": temperature,
+        }
     )
 
 

@@ -286,7 +286,9 @@ def class_view(model: str, step: Step, found: Truth, given: list[str]) -> None:
     key = f"lesson_class_{step.number}"  # a chart's key names the chart
     if isinstance(found, NextToken):
         votes = class_votes(model, step, given, found.temperature)
-        charts.show(class_figs.guesses(votes.labels, votes.class_share, votes.model_prob, n), key=key)
+        charts.show(
+            class_figs.guesses(votes.labels, votes.class_share, votes.model_prob, n, found.temperature), key=key
+        )
         st.markdown(
             f"The class's votes and the model's probabilities at T = {found.temperature:g} overlap by "
             f"**{votes.overlap:.0%}** (the sum over tokens of the smaller of the two shares; 100 % would be the same "
