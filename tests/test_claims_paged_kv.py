@@ -38,6 +38,8 @@ def assert_sentences_carry_the_numbers(replay) -> None:
     trace, labels = replay.trace, replay.labels
     run = claims.run_sentence(trace)
     assert f"shared {trace.prefix_hits} block" in run and f"copied {trace.copies}" in run
+    forked = sum(len(e.blocks) for step in trace.steps for e in step.events if e.kind == "fork")
+    assert trace.forked == forked and (f"samples shared {forked} block" in run) == (forked > 0)
     assert f"{trace.preemptions} preemption" in run and f"{trace.num_blocks} blocks of {trace.block_size}" in run
     for step in trace.steps:
         # blocks never hold more than slots reserve for the same sequences, but for each one's last block rounding

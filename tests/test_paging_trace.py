@@ -65,7 +65,7 @@ def test_a_prefix_hit_shares_the_first_requests_blocks(tiny):
     second = trace.steps[1]
     assert second.fed == (2, 2)  # only the positions past the shared blocks are computed
     assert (second.ref_counts[list(shared)] == 3).all()
-    assert trace.prefix_hits == 10 and trace.copies == 0 and trace.preemptions == 0
+    assert trace.prefix_hits == 10 and trace.forked == 0 and trace.copies == 0 and trace.preemptions == 0
     assert second.used_bytes - second.distinct_bytes == 2 * 20 * trace.position_bytes  # two copies not stored
     assert {e.sequence for _, e in events(trace, "finish")} == {0, 1, 2}
     assert trace.steps[-1].paged_bytes == 0  # every block given back
@@ -81,6 +81,7 @@ def test_forked_samples_copy_the_shared_partial_block_on_their_first_write(tiny)
     forks = events(trace, "fork")
     prompt_blocks = tuple(trace.steps[0].tables[0])
     assert [(step, e.sequence, e.blocks) for step, e in forks] == [(0, 1, prompt_blocks), (0, 2, prompt_blocks)]
+    assert trace.forked == 2 * len(prompt_blocks) and trace.prefix_hits == 0  # shared by the fork, not the cache
     assert (trace.steps[0].ref_counts[list(prompt_blocks)] == 3).all()
     copies = events(trace, "copy_on_write")
     last = prompt_blocks[-1]  # holds positions 20-21: partly filled, shared by all three

@@ -41,6 +41,7 @@ class _RecordingManager(BlockManager):
     def __init__(self, num_blocks: int, block_size: int) -> None:
         super().__init__(num_blocks, block_size)
         self.log: list[tuple[str, int, tuple[int, ...]]] = []
+        self.forked = 0  # blocks a forked sample shares with its first, over the run
 
     def add(self, seq_id: int, token_ids: list[int], hits: int = 0, shareable: bool = True) -> int:
         cached = super().add(seq_id, token_ids, hits, shareable)
@@ -59,7 +60,9 @@ class _RecordingManager(BlockManager):
 
     def fork(self, parent_id: int, child_id: int) -> None:
         super().fork(parent_id, child_id)
-        self.log.append(("fork", child_id, tuple(b for b in self.tables[child_id].blocks if b is not None)))
+        shared = tuple(b for b in self.tables[child_id].blocks if b is not None)
+        self.forked += len(shared)
+        self.log.append(("fork", child_id, shared))
 
     def free(self, seq_id: int) -> None:
         blocks = tuple(b for b in self.tables[seq_id].blocks if b is not None)
@@ -127,6 +130,7 @@ def run_paged_traced(
         prompt_lengths=tuple(len(r.prompt_ids) for r in results),
         steps=tuple(steps),
         prefix_hits=recorder.hits,
+        forked=recorder.forked,
         copies=recorder.copies,
         preemptions=batcher.preemptions,
     )

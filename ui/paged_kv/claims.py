@@ -36,8 +36,14 @@ def run_sentence(trace: PagingTrace) -> str:
     return (
         f"This run: {_plural(trace.n_sequences, 'sequence')} in {_plural(len(trace.steps), 'scheduler step')} on a "
         f"pool of {trace.num_blocks} blocks of {trace.block_size} positions ({size(trace.position_bytes * trace.block_size)} "
-        f"of K/V each, every layer). The prefix cache shared {_plural(trace.prefix_hits, 'block')}, copy-on-write copied "
-        f"{trace.copies}, and {_plural(trace.preemptions, 'preemption')} happened."
+        f"of K/V each, every layer). The prefix cache shared {_plural(trace.prefix_hits, 'block')}, "
+        + (
+            f"forking the parallel samples shared {_plural(trace.forked, 'block')} (each sample's prompt blocks, "
+            "counted once per sample), "
+            if trace.forked
+            else ""
+        )
+        + f"copy-on-write copied {trace.copies}, and {_plural(trace.preemptions, 'preemption')} happened."
     )
 
 
