@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from inference.api import SamplingError
+from inference.api import SamplingError, SamplingParams
 from ui.batching import claims
 from ui.batching import compute as batching
 from ui.batching import figures as figs
@@ -215,6 +215,48 @@ else:
         )
     else:
         st.error("Some request differs between modes — that would be a bug in the engine.")
+
+# 2b. A class asking the same thing
+st.header("A class asks the same thing")
+st.markdown(
+    "When students follow their teacher, every tab asks the server for the very same thing: one prompt, the same "
+    "settings and seed. The shared generation server computes such a request once and hands the result to every "
+    "identical request that arrives while it is in flight. Send the first request's prompt from as many tabs at once, "
+    f"seeded (T = {float(temperature):g}, seed {int(state.get(state.SEED))}, {batching.CLASS_NEW_TOKENS} new tokens):"
+)
+tabs = st.number_input(
+    "Tabs sending it",
+    min_value=batching.CLASS_SIZES[0],
+    max_value=batching.CLASS_SIZES[1],
+    value=batching.DEFAULT_CLASS,
+    step=1,
+    key=state.BATCH_CLASS_TABS,
+)
+st.button("Send them at once", key=state.BATCH_CLASS_RUN, on_click=state.put, args=(state.BATCH_CLASS_PENDING, True))
+if st.session_state.pop(state.BATCH_CLASS_PENDING, False):
+    params = SamplingParams(
+        temperature=float(temperature),
+        seed=int(state.get(state.SEED)),
+        max_new_tokens=batching.CLASS_NEW_TOKENS,
+        stop_on_eos=False,
+    )
+    with st.spinner("sending…"):
+        st.session_state[state.BATCH_CLASS_RESULT] = (
+            model,
+            requests.prompts[0],
+            batching.same_requests(model, requests.prompts[0], params, int(tabs)),
+        )
+sent = st.session_state.get(state.BATCH_CLASS_RESULT)
+if sent and sent[0] == model and sent[1] == requests.prompts[0]:
+    shared_run = sent[2]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Requests sent", f"{shared_run.n:,}")
+    c2.metric("Computed", f"{shared_run.computed:,}")
+    c3.metric("Rode on an identical one", f"{shared_run.shared:,}")
+    st.markdown(
+        claims.same_requests_sentence(shared_run.n, shared_run.shared, shared_run.identical, shared_run.seconds)
+    )
+    st.caption(f"The answer every tab got: {shared_run.text}")
 
 # 3. Throughput against batch size
 st.header("Throughput against batch size, measured")

@@ -133,3 +133,20 @@ def test_throughput_curve_is_measured_small(monkeypatch):
     assert curve.tokens_per_second == [1000 * b / ms for b, ms in zip(curve.batch_sizes, curve.step_ms)]
     assert chart(at, "batch_curve")["data"][0]["y"] == curve.tokens_per_second
     assert any("A decode step for 3 requests took" in m.value for m in at.markdown)
+
+
+def test_a_class_asking_the_same_thing_is_computed_once_and_shared():
+    """Identical seeded requests sent at once to the shared server: the counts shown are the results' own
+    ``coalesced`` flags, and every tab got the same tokens (12 tokens each: the first is in flight for many
+    forwards while the others are sent, microseconds apart)."""
+    at = open_batching()
+    at.number_input(key="batch_class_tabs").set_value(6).run()
+    at.button(key="batch_class_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    model, prompt, sent = at.session_state["batch_class_result"]
+    assert prompt == "Once upon a time there was" and sent.n == 6 and sent.identical
+    assert 1 <= sent.shared <= 5 and sent.computed == 6 - sent.shared
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Requests sent"] == "6" and shown["Computed"] == str(sent.computed)
+    assert shown["Rode on an identical one"] == str(sent.shared)
+    assert any(m.value.startswith("6 identical requests sent at once") for m in at.markdown)

@@ -577,3 +577,20 @@ def test_the_window_release_sentence_is_the_engines_own_block_count():
     assert paged_claims.window_blocks(1022, 512, 16) == 33  # positions 510..1021: blocks 31..63
     assert paged_claims.window_blocks(512, 512, 16) == 32 and paged_claims.window_blocks(528, 512, 16) == 32
     assert paged_claims.window_release_sentence(30, 0, None, 30 * 2048, 16) is None  # no local layers (SmolLM2)
+
+
+@pytest.mark.parametrize(
+    ("n", "shared", "saying"),
+    [
+        (20, 19, "computed it once and handed that result to the other 19: 19 requests arrived"),
+        (20, 17, "computed 3 of them: 17 requests arrived while an identical one was in flight"),
+        (2, 1, "computed it once and handed that result to the other 1: 1 request arrived"),
+        (5, 0, "computed every one of them (5): none was still in flight"),
+    ],
+)
+def test_the_same_requests_sentence_carries_the_servers_counts(n, shared, saying):
+    text = batching_claims.same_requests_sentence(n, shared, True, 0.4321)
+    assert text.startswith(f"{n} identical requests sent at once, answered in 0.43 s.")
+    assert saying in text and "Every request got the same tokens" in text
+    assert (f"({shared / n:.0%} of the work saved)" in text) == (shared > 0)
+    assert "bug" in batching_claims.same_requests_sentence(n, shared, False, 0.4)

@@ -192,3 +192,27 @@ def memory_sentence(reserved_bytes: Sequence[int], used_bytes: Sequence[int], mo
         f"{max(used_bytes) / 2**20:,.2f} MiB holding real tokens; step by step, real tokens filled "
         f"{fmt.pct(min(shares))}–{fmt.pct(max(shares))} of what was reserved (mean {fmt.pct(sum(shares) / len(shares))})."
     )
+
+
+def same_requests_sentence(n: int, shared: int, identical: bool, seconds: float) -> str:
+    """What the server did with ``n`` identical requests sent at once, from its own per-result flag."""
+    computed = n - shared
+    sent = fmt.count(n, "identical request")
+    if shared == 0:
+        how = (
+            f"The server computed every one of them ({computed:,}): none was still in flight when the next arrived, "
+            "so there was nothing to ride on."
+        )
+    else:
+        rode = f"{fmt.count(shared, 'request')} arrived while an identical one was in flight and rode on it"
+        how = (
+            f"The server computed it once and handed that result to the other {shared:,}: {rode}"
+            if computed == 1
+            else f"The server computed {computed:,} of them: {rode}"
+        ) + f" ({shared / n:.0%} of the work saved)."
+    same = (
+        "Every request got the same tokens, as a seeded request must."
+        if identical
+        else "The requests did not all get the same tokens — that would be a bug in the engine."
+    )
+    return f"{sent[0].upper()}{sent[1:]} sent at once, answered in {seconds:.2f} s. {how} {same}"

@@ -10,6 +10,7 @@ session keeps them are ``ui/batching/requests.py``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -283,3 +284,41 @@ def check_table(comparison: Comparison, row_labels: list[int] | None = None) -> 
         }
         for i, prompt in enumerate(comparison.prompts)
     ]
+
+
+CLASS_SIZES = (2, 40)  # the "a class asks the same thing" experiment: identical requests sent at once
+DEFAULT_CLASS = 20
+CLASS_NEW_TOKENS = 12
+
+
+@dataclass(frozen=True)
+class SameRequests:
+    """``n`` identical requests sent at once to the shared server, as a class following its teacher sends them."""
+
+    n: int
+    shared: int  # answered by another request's computation (the server's ``coalesced`` flag on the result)
+    identical: bool  # every request got the same tokens
+    text: str  # the answer, in the display notation
+    seconds: float  # from the first send to the last answer, wall clock
+
+    @property
+    def computed(self) -> int:
+        return self.n - self.shared
+
+
+def same_requests(model: str, prompt: str, params: SamplingParams, n: int) -> SameRequests:
+    """Send ``n`` copies of one request to the model's shared generation server together, and read back how many
+    the server computed and how many rode on an identical one in flight (``BatchResult.coalesced``)."""
+    client = client_for(model)
+    started = time.perf_counter()
+    handles = [client.submit(prompt, params) for _ in range(n)]
+    results = [handle.result(timeout=300) for handle in handles]
+    seconds = time.perf_counter() - started
+    first = results[0].token_ids
+    return SameRequests(
+        n=n,
+        shared=sum(bool(result.coalesced) for result in results),
+        identical=all(result.token_ids == first for result in results),
+        text="".join(token_texts(client.tokenizer, first)),
+        seconds=seconds,
+    )

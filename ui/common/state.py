@@ -169,6 +169,9 @@ BATCH_PENDING, BATCH_CURVE_PENDING = "batch_pending", "batch_curve_pending"  # b
 BATCH_MASK_ROW = "batch_mask_row"  # int: the request whose attention mask is drawn
 BATCH_TEMPERATURE, BATCH_SLOTS, BATCH_SHARE = "batch_temperature", "batch_slots", "batch_share"  # the run's settings
 BATCH_RUN, BATCH_CURVE_RUN = "batch_run", "batch_curve_run"  # buttons
+BATCH_CLASS_TABS, BATCH_CLASS_RUN = "batch_class_tabs", "batch_class_run"  # identical requests: how many, the button
+BATCH_CLASS_PENDING = "batch_class_pending"  # bool: the identical requests were asked for
+BATCH_CLASS_RESULT = "batch_class_result"  # (model, prompt, SameRequests): the last identical requests sent
 
 # -- Paged KV cache (pages/paged_kv.py, ui/paged_kv/) --------------------------------------------
 PAGED_SCENARIO = "paged_scenario"  # str: one of ui.paged_kv.compute.SCENARIOS
