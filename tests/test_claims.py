@@ -582,9 +582,9 @@ def test_the_window_release_sentence_is_the_engines_own_block_count():
 @pytest.mark.parametrize(
     ("n", "shared", "saying"),
     [
-        (20, 19, "computed it once and handed that result to the other 19: 19 requests arrived"),
-        (20, 17, "computed 3 of them: 17 requests arrived while an identical one was in flight"),
-        (2, 1, "computed it once and handed that result to the other 1: 1 request arrived"),
+        (20, 19, "computed it once and handed that result to the other 19, which arrived while it was in flight"),
+        (20, 17, "computed 3 of them; the other 17 arrived while an identical one was in flight and rode on it"),
+        (2, 1, "computed it once and handed that result to the other 1, which arrived"),
         (5, 0, "computed every one of them (5): none was still in flight"),
     ],
 )

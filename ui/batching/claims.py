@@ -204,14 +204,15 @@ def same_requests_sentence(n: int, shared: int, identical: bool, seconds: float)
             "so there was nothing to ride on."
         )
     else:
-        rode = f"{fmt.count(shared, 'request')} arrived while an identical one was in flight and rode on it"
         how = (
-            f"The server computed it once and handed that result to the other {shared:,}: {rode}"
+            f"The server computed it once and handed that result to the other {shared:,}, which arrived while it "
+            "was in flight"
             if computed == 1
-            else f"The server computed {computed:,} of them: {rode}"
+            else f"The server computed {computed:,} of them; the other {shared:,} arrived while an identical one was "
+            "in flight and rode on it"
         ) + f" ({shared / n:.0%} of the work saved)."
     same = (
-        "Every request got the same tokens, as a seeded request must."
+        "Every request got the same tokens, as identical seeded (or greedy) requests must."
         if identical
         else "The requests did not all get the same tokens — that would be a bug in the engine."
     )
