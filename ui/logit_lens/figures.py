@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from ui.common import format as fmt
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, fit_label
+from ui.common.traces import share_heatmap
 from ui.logits.figures import GREEDY_COLOR, visible_token
 
 _ADD_FILL, _SUBLAYER_FILL, _PLAIN_FILL = "#fff2cc", "#dae8fc", "#f5f5f5"
@@ -147,20 +148,16 @@ def make_logit_lens(
         for l in range(n_layers)
     ]
     fig = go.Figure(
-        go.Heatmap(
-            z=probs[:, :, 0],
-            x=list(range(n_pos)),
-            y=list(layer_labels),
+        share_heatmap(
+            probs[:, :, 0],
+            layer_labels,
+            "Viridis",
+            1,
+            "p(top-1)",
             text=text,
             customdata=hover,
             texttemplate="%{text}",
             textfont={"size": size},
-            colorscale="Viridis",
-            zmin=0,
-            zmax=1,
-            xgap=1,
-            ygap=1,
-            colorbar={"title": "p(top-1)"},
             hovertemplate="%{y}, after %{x}<br>%{customdata}<extra></extra>",
         )
     )

@@ -17,12 +17,14 @@ import plotly.graph_objects as go
 
 from ui.common import format as fmt
 from ui.common.chart import Chart, plain
+from ui.common.traces import share_heatmap
 from ui.tokenization.figures import visible
 
 GREEDY_COLOR = "#d62728"
 BAR_COLOR = "#1f77b4"
 SECOND_COLOR = "#ff7f0e"
 CUT_COLOR = "#d9d9d9"
+LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"}  # one row, right
 
 
 def visible_token(text: str) -> str:
@@ -37,6 +39,42 @@ def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, c
         ticktext=[visible_token(t) for t in tokens],
         row=row,
         col=col,
+    )
+
+
+def token_bars(
+    tokens: Sequence[str], values: Sequence[float], labels: Sequence[str], hovertemplate: str, **bar: Any
+) -> go.Bar:
+    """Bars from 0 at positions 0..n-1 (the token axis), ``labels`` above them, each token's visible text in the
+    hover (``%{hovertext}``); ``bar`` the rest of the trace (its colours)."""
+    return go.Bar(
+        x=list(range(len(tokens))),
+        y=list(values),
+        text=list(labels),
+        textposition="outside",
+        cliponaxis=False,
+        hovertext=[visible_token(t) for t in tokens],
+        hovertemplate=hovertemplate,
+        **bar,
+    )
+
+
+def reference_bars(x: list[int], values: Sequence[float], name: str, **bar: Any) -> go.Bar:
+    """Grouped bars' first series, faded blue: the exact distribution the other one is set against."""
+    return go.Bar(x=x, y=list(values), name=name, marker_color=BAR_COLOR, opacity=0.55, **bar)
+
+
+def compared_bars(x: list[int], values: Sequence[float], name: str, labels: Sequence[str], **bar: Any) -> go.Bar:
+    """Grouped bars' second series, orange, set against ``reference_bars``: each bar's ``labels`` above it."""
+    return go.Bar(
+        x=x,
+        y=list(values),
+        name=name,
+        marker_color=SECOND_COLOR,
+        text=list(labels),
+        textposition="outside",
+        cliponaxis=False,
+        **bar,
     )
 
 
@@ -63,17 +101,9 @@ def make_logits_bar(
     """Bar chart of raw logits (one per token) from 0, so a bar's height is the logit (negative ones hang
     below the line); the greedy pick in red and labelled."""
     colors = [GREEDY_COLOR if i == greedy_index else BAR_COLOR for i in range(len(tokens))]
+    labels = [f"{v:.2f}" for v in logits]
     fig = go.Figure(
-        go.Bar(
-            x=list(range(len(tokens))),
-            y=list(logits),
-            marker_color=colors,
-            text=[f"{v:.2f}" for v in logits],
-            textposition="outside",
-            cliponaxis=False,
-            hovertext=[visible_token(t) for t in tokens],
-            hovertemplate="%{hovertext}: logit %{y:.3f}<extra></extra>",
-        )
+        token_bars(tokens, logits, labels, "%{hovertext}: logit %{y:.3f}<extra></extra>", marker_color=colors)
     )
     if 0 <= greedy_index < len(tokens):
         _mark_greedy(fig, greedy_index, float(logits[greedy_index]), arrow=45, shift=18)
@@ -106,23 +136,18 @@ def make_probability_overlay(
     x = list(range(len(tokens)))
     fig = go.Figure(
         [
-            go.Bar(
-                x=x,
-                y=list(probs_a),
-                name=label_a,
-                marker_color=BAR_COLOR,
-                opacity=0.55,
+            reference_bars(
+                x,
+                probs_a,
+                label_a,
                 customdata=[fmt.prob(p, 4) for p in probs_a],
                 hovertemplate="%{customdata}<extra>" + label_a + "</extra>",
             ),
-            go.Bar(
-                x=x,
-                y=list(probs_b),
-                name=label_b,
-                marker_color=SECOND_COLOR,
-                text=[fmt.prob(p, 2, 2) for p in probs_b],
-                textposition="outside",
-                cliponaxis=False,
+            compared_bars(
+                x,
+                probs_b,
+                label_b,
+                [fmt.prob(p, 2, 2) for p in probs_b],
                 customdata=[fmt.prob(p, 4) for p in probs_b],
                 hovertemplate="%{customdata}<extra>" + label_b + "</extra>",
             ),
@@ -139,7 +164,7 @@ def make_probability_overlay(
         title="Probabilities after softmax: two temperatures",
         yaxis={"title": "probability", "range": [0, min(1.0, top) * 1.3]},
         height=360,
-        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        legend=LEGEND_ABOVE,
         margin={"t": 70, "b": 40},
     )
     return fig
@@ -244,19 +269,15 @@ def make_stage_figure(
         for label, count in zip(stage_labels, survivors)
     ]
     fig = go.Figure(
-        go.Heatmap(
-            z=shown,
-            x=list(range(len(tokens))),
-            y=rows,
+        share_heatmap(
+            shown,
+            rows,
+            "Blues",
+            2,
+            "p",
             text=text,
             texttemplate="%{text}",
             textfont={"size": 13},
-            colorscale="Blues",
-            zmin=0,
-            zmax=1,
-            colorbar={"title": "p"},
-            xgap=2,
-            ygap=2,
             hovertemplate="%{y}<br>%{text}<extra></extra>",
         )
     )
