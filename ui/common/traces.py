@@ -2,6 +2,7 @@
 
 ``share_heatmap``: cells holding probabilities or shares, one column per position or token, on a colour scale
 pinned to [0, 1] (a cell's colour means the same value on every such chart, whatever the largest value drawn).
+``discrete_scale``: a colour scale of flat bands, one per category, for a heatmap of category codes.
 Pure: plain numbers in, a trace out.
 """
 
@@ -31,3 +32,13 @@ def share_heatmap(
         colorbar={"title": colorbar_title},
         **heatmap,
     )
+
+
+def discrete_scale(colors: Sequence[str]) -> list[list]:
+    """A colour scale with one flat band per category: codes 0..n-1 drawn with zmin -0.5 and zmax n - 0.5 each get
+    their own colour."""
+    n = len(colors)
+    scale = []
+    for i, color in enumerate(colors):
+        scale += [[i / n, color], [(i + 1) / n, color]]
+    return scale

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
-from ui.common.chart import Chart, plain
+from ui.common.chart import Chart, plain, ranked_table
 from ui.common.traces import share_heatmap
 from ui.tokenization.figures import visible
 
@@ -296,15 +296,9 @@ def make_stage_figure(
 def logits_table(
     token_ids: Sequence[int], tokens: Sequence[str], logits: Sequence[float], greedy_index: int = 0
 ) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rank": range(1, len(tokens) + 1),
-            "token_id": list(token_ids),
-            "token": [visible_token(t) for t in tokens],
-            "logit": plain(logits),
-            "greedy_pick": [i == greedy_index for i in range(len(tokens))],
-        }
-    )
+    texts = [visible_token(t) for t in tokens]
+    picked = [i == greedy_index for i in range(len(tokens))]
+    return ranked_table(texts, {"logit": plain(logits), "greedy_pick": picked}, token_ids)
 
 
 logits_bar = Chart(make_logits_bar, logits_table)  # the table also takes token_ids= (by name)
@@ -313,14 +307,8 @@ logits_bar = Chart(make_logits_bar, logits_table)  # the table also takes token_
 def overlay_table(
     tokens: Sequence[str], probs_a: Sequence[float], probs_b: Sequence[float], label_a: str, label_b: str
 ) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rank": range(1, len(tokens) + 1),
-            "token": [visible_token(t) for t in tokens],
-            f"probability at {label_a}": plain(probs_a),
-            f"probability at {label_b}": plain(probs_b),
-        }
-    )
+    columns = {f"probability at {label_a}": plain(probs_a), f"probability at {label_b}": plain(probs_b)}
+    return ranked_table([visible_token(t) for t in tokens], columns)
 
 
 probability_overlay = Chart(make_probability_overlay, overlay_table)
