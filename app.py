@@ -1,7 +1,7 @@
 """Entry point of the LLM inference explorer: page config, shared state, sidebar, navigation.
 
 Run with ``streamlit run app.py``. Pages live in ``pages/`` and are registered, in
-story order, in ``ui/shell/navigation.py``; this file draws what every page shares. A shared
+story order, in ``ui/common/navigation.py``; this file draws what every page shares. A shared
 link's settings are read once per session (``links.restore``), and the URL follows
 the state after every run (``links.publish``, through ``broadcast.publish``, which also
 broadcasts a teacher's view; a follower applies it with ``broadcast.follow``).
@@ -10,10 +10,9 @@ broadcasts a teacher's view; a follower applies it with ``broadcast.follow``).
 import streamlit as st
 
 from ui.class_page import broadcast
-from ui.common import models, state
+from ui.common import fragment_races, models, navigation, presenter, sidebar, state
 from ui.common.resources import client_with_notice, configure_server
 from ui.session import links
-from ui.shell import fragment_races, navigation, presenter, sidebar
 
 fragment_races.install()  # before a tab's first fragment tick (Streamlit races that break a tab under load)
 

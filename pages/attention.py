@@ -7,17 +7,16 @@ from ui.attention import compute as att
 from ui.attention import figures as figs
 from ui.attention import reference as ref
 from ui.class_page import broadcast
+from ui.common import charts, models, state
 from ui.common import format as fmt
-from ui.common import models, state
+from ui.common.navigation import redirect_legacy_run
+from ui.common.token_text import visible
 from ui.experiments.head_switch import render as switch_heads_off
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
-from ui.tokenization.figures import visible
 from ui.tokenization.own_text import own_mask
 from ui.tokenization.own_text import words as own_words
 from ui.tokenization.prompt import prompt_tokens_or_stop
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 EXAMPLE_TWO_NOUNS = "The trophy did not fit in the suitcase because it was too big."  # "it": trophy or suitcase?
 

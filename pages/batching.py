@@ -9,12 +9,11 @@ from ui.batching import claims
 from ui.batching import compute as batching
 from ui.batching import figures as figs
 from ui.batching import requests as request_rows
+from ui.common import charts, models, navigation, state
 from ui.common import format as fmt
-from ui.common import models, state
-from ui.shell import charts, navigation
-from ui.shell.navigation import redirect_legacy_run
+from ui.common.navigation import redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Batching")
 st.markdown(

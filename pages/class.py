@@ -4,9 +4,9 @@ import streamlit as st
 
 from ui.class_page import broadcast, rounds
 from ui.class_page.draws import DRAWS_PER_PRESS
-from ui.shell.navigation import redirect_legacy_run
+from ui.common.navigation import redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("The class, together")
 st.caption(

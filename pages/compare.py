@@ -3,18 +3,17 @@
 import streamlit as st
 
 from inference.api import PromptError, TokenizerError
+from ui.common import charts, models, resources, state
 from ui.common import format as fmt
-from ui.common import models, resources, state
 from ui.common.conventions import shared_range
+from ui.common.navigation import redirect_legacy_run
 from ui.compare import claims
 from ui.compare import compute as cmp
 from ui.generation.figures import alternatives_bar
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.compute import tokenize
 from ui.tokenization.figures import token_chips_html
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 CHIP_LIMIT = 96
 

@@ -5,18 +5,17 @@ import streamlit as st
 
 from ui.attention import compute as att
 from ui.attention import reference as ref
-from ui.common import models, state
+from ui.common import charts, models, state
+from ui.common.navigation import redirect_legacy_run
+from ui.common.token_text import visible
 from ui.embeddings import claims
 from ui.embeddings import compute as emb
 from ui.embeddings import figures as figs
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
-from ui.tokenization.figures import visible
 from ui.tokenization.own_text import own_mask
 from ui.tokenization.own_text import words as own_words
 from ui.tokenization.prompt import prompt_tokens_or_stop
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 HEATMAP_LIMIT = 64  # tokens in the rows heatmap and the token picker
 ROPE_POSITIONS = 12  # positions drawn as arrows

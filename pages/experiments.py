@@ -3,21 +3,19 @@
 import streamlit as st
 
 from inference.api import PromptError, TokenizerError
+from ui.common import charts, models, state
 from ui.common import format as fmt
-from ui.common import models, state
+from ui.common.navigation import redirect_legacy_run
 from ui.common.resources import client_for
-from ui.common.token_text import token_texts
+from ui.common.token_text import token_texts, visible_token
 from ui.experiments import claims
 from ui.experiments import compute as ce
 from ui.experiments import controls as experiment_controls
 from ui.experiments import figures as figs
 from ui.experiments import settings as exp
-from ui.logits.figures import visible_token
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.prompt import prompt_tokens_or_stop
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Experiments")
 st.markdown(

@@ -2,18 +2,17 @@
 
 import streamlit as st
 
+from ui.common import charts, models, navigation, presenter, state
 from ui.common import format as fmt
-from ui.common import models, state
+from ui.common.navigation import redirect_legacy_run
 from ui.common.resources import current_client
 from ui.generation import claims, walk
 from ui.generation import compute as gen
 from ui.generation import figures as figs
 from ui.sampling import controls as sampling_controls
-from ui.shell import charts, navigation, presenter
-from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.prompt import prompt_tokens_or_stop
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Generation & the KV cache")
 model = models.current()

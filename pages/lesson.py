@@ -2,10 +2,10 @@
 
 import streamlit as st
 
+from ui.common.navigation import redirect_legacy_run
 from ui.lesson import view
-from ui.shell.navigation import redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Lessons")
 st.caption(

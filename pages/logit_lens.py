@@ -2,18 +2,17 @@
 
 import streamlit as st
 
-from ui.common import models, state
+from ui.common import charts, models, state
+from ui.common.navigation import redirect_legacy_run
 from ui.common.resources import client_for
+from ui.common.token_text import visible_token
 from ui.logit_lens import claims
 from ui.logit_lens import figures as figs
 from ui.logit_lens.examples import lens_example
 from ui.logits.compute import traced_prompt
-from ui.logits.figures import visible_token
 from ui.logits.prompt import current_prompt_logits
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Transformer block & logit lens")
 st.caption(

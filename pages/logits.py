@@ -2,8 +2,10 @@
 
 import streamlit as st
 
+from ui.common import charts, example_prompt, state
 from ui.common import format as fmt
-from ui.common import state
+from ui.common.navigation import redirect_legacy_run
+from ui.common.token_text import visible_token
 from ui.logits import claims, playground
 from ui.logits import figures as figs
 from ui.logits.compute import (
@@ -17,14 +19,11 @@ from ui.logits.compute import (
     tokens_for_mass,
     top_indices,
 )
-from ui.logits.figures import visible_token
 from ui.logits.frames import steps, temperature_frames
 from ui.sampling import controls as sampling_controls
 from ui.sampling.prompt import prompt_logits_and_settings
-from ui.shell import charts, example_prompt
-from ui.shell.navigation import redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 TOP_N = 12
 COMPARE_OPTIONS = [0.3, 0.5, 1.0, 1.5, 2.0]

@@ -4,13 +4,12 @@ import streamlit as st
 
 from inference.api import PromptError, TokenizerError
 from ui.common import format as fmt
-from ui.common import models, state
+from ui.common import models, picture, state
+from ui.common.navigation import PAGES, redirect_legacy_run
 from ui.overview.compute import overview
 from ui.overview.figures import overview_svg
-from ui.shell import picture
-from ui.shell.navigation import PAGES, redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("LLM inference explorer")
 model, prompt = models.current(), str(state.get(state.PROMPT) or "")

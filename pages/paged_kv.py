@@ -3,14 +3,13 @@
 import pandas as pd
 import streamlit as st
 
-from ui.common import models, state
+from ui.common import charts, models, state
+from ui.common.navigation import redirect_legacy_run
 from ui.common.resources import client_for
 from ui.paged_kv import claims, compute, controls
 from ui.paged_kv import figures as figs
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Paged KV cache")
 st.markdown(

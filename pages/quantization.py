@@ -2,17 +2,16 @@
 
 import streamlit as st
 
+from ui.common import charts, models, state
 from ui.common import format as fmt
-from ui.common import models, state
-from ui.logits.figures import visible_token
+from ui.common.navigation import redirect_legacy_run
+from ui.common.token_text import visible_token
 from ui.quantization import blocks, claims
 from ui.quantization import compute as quant
 from ui.quantization import figures as figs
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
 from ui.tokenization.prompt import prompt_tokens_or_stop
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 FIRST_TENSOR = "blk.0.attn_q.weight"  # the block shown first: its type, when the file has it
 

@@ -6,18 +6,17 @@ import streamlit as st
 
 from inference.api import BusyError, PromptError
 from ui.class_page import broadcast, rounds
+from ui.common import charts, example_prompt, navigation, state
 from ui.common import format as fmt
-from ui.common import state
-from ui.logits.figures import visible_token
+from ui.common.navigation import redirect_legacy_run
+from ui.common.token_text import visible_token
 from ui.sampling import claims
 from ui.sampling import figures as figs
 from ui.sampling.compute import continuations, draw, draw_history, draw_many, first_divergence
 from ui.sampling.figures import toy_ranges
 from ui.sampling.prompt import prompt_logits_and_settings
-from ui.shell import charts, example_prompt, navigation
-from ui.shell.navigation import redirect_legacy_run
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 TOY_PROBS = [0.1, 0.2, 0.7]  # a small made-up distribution: the ranges before the real vocabulary
 N_TOKENS = 10

@@ -5,19 +5,18 @@ import dataclasses
 import streamlit as st
 
 from inference.api import SpeculationError
+from ui.common import charts, models, presenter, state
 from ui.common import format as fmt
-from ui.common import models, state
+from ui.common.navigation import redirect_legacy_run
 from ui.common.resources import current_client
+from ui.common.token_text import visible
 from ui.sampling import controls as sampling_controls
-from ui.shell import charts, presenter
-from ui.shell.navigation import redirect_legacy_run
 from ui.speculative import claims
 from ui.speculative import compute as spec
 from ui.speculative import figures as figs
-from ui.tokenization.figures import visible
 from ui.tokenization.prompt import prompt_tokens_or_stop
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 st.title("Speculative decoding")
 st.markdown(

@@ -2,17 +2,16 @@
 
 import streamlit as st
 
+from ui.common import charts, models, state
 from ui.common import format as fmt
-from ui.common import models, state
-from ui.shell import charts
-from ui.shell.navigation import redirect_legacy_run
+from ui.common.navigation import redirect_legacy_run
 from ui.tokenization import claims
 from ui.tokenization import compute as tok
 from ui.tokenization.figures import token_chips_html, token_id_chart, visible
 from ui.tokenization.own_text import has_chat_template, own_mask
 from ui.tokenization.prompt import prompt_tokens_or_stop
 
-redirect_legacy_run()  # see ui/shell/navigation.py: a fresh server's first deep link runs this file without app.py
+redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first deep link runs this file without app.py
 
 CHIP_LIMIT = 512  # tokens drawn as chips
 CHART_LIMIT = 128  # bars in the id chart

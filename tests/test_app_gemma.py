@@ -16,7 +16,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
-from ui.shell.navigation import PAGES
+from ui.common.navigation import PAGES
 
 GEMMA = "gemma-3-270m"
 TIMEOUT = 300

@@ -118,8 +118,7 @@ def _page_alone(page_script: str, seed) -> AppTest:
 
         import streamlit as st
 
-        from ui.common import state
-        from ui.shell import navigation
+        from ui.common import navigation, state
 
         state.init()
         st.session_state[state.SEED] = seed_value

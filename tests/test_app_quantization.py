@@ -77,7 +77,7 @@ def test_every_page_runs_on_the_files_blocks(gguf_engine, monkeypatch):
 
     from tests.apptest_utils import APP
     from ui.common import resources
-    from ui.shell.navigation import PAGES
+    from ui.common.navigation import PAGES
 
     real = resources.load_engine
     monkeypatch.setenv("LLM_EXPLORER_QUANT", "gguf")

@@ -5,7 +5,7 @@ and a shared link opened in a fresh browser context showing the same chart numbe
 
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
-takes Streamlit's legacy ``pages/`` path (see ``ui.shell.navigation.redirect_legacy_run``); the next server
+takes Streamlit's legacy ``pages/`` path (see ``ui.common.navigation.redirect_legacy_run``); the next server
 starts while a test runs (``_ServerPool``).
 Presenter mode is checked as a projector shows it, at 1280×720 and 1920×1080 (one server, one
 browser): no label, button text or chart title is cut, Copy link is there, Generation shows only its
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.shell.navigation import PAGES, ROOT_TITLE
+from ui.common.navigation import PAGES, ROOT_TITLE
 
 pytestmark = pytest.mark.browser
 

@@ -12,9 +12,9 @@ import re
 import pytest
 
 from tests.test_browser import RENDER_S, _outside, _record_requests, _wait_for_run_to_finish, browser, shared_server
+from ui.common.token_text import visible_token
 from ui.lesson import answers, files
 from ui.lesson.answers import NextToken, Number
-from ui.logits.figures import visible_token
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser", "shared_server"]  # the fixtures, shared with tests/test_browser.py

@@ -145,7 +145,7 @@ def test_one_argument_list_is_routed_to_each_builder_by_name():
 
 
 def test_show_draws_the_spec_figure_and_hands_out_the_same_calls_table_only_when_asked(monkeypatch):
-    from ui.shell import charts
+    from ui.common import charts
 
     drawn, downloads, built = [], [], []
     monkeypatch.setattr(charts, "presenting", lambda: False)
@@ -178,7 +178,7 @@ def test_no_page_passes_a_chart_its_data_twice():
     ``data=`` beside it, no ``make_*`` figure built apart from its table, and ``show`` takes no ``data`` at all."""
     import inspect
 
-    from ui.shell import charts
+    from ui.common import charts
 
     assert "data" not in inspect.signature(charts.show).parameters
     found, wrong = 0, []

@@ -17,6 +17,7 @@ import streamlit as st
 from ui.attention import claims as attention_claims
 from ui.attention import compute as att
 from ui.batching import claims as batching_claims
+from ui.common.token_text import visible
 from ui.embeddings import claims as embeddings_claims
 from ui.embeddings import compute as emb
 from ui.generation import claims as generation_claims
@@ -26,7 +27,6 @@ from ui.logits import compute as logits
 from ui.sampling import claims as sampling_claims
 from ui.tokenization import claims as tokenization_claims
 from ui.tokenization import compute as tok
-from ui.tokenization.figures import visible
 
 pytestmark = pytest.mark.real_model
 

@@ -92,7 +92,7 @@ def test_bar_charts_start_at_zero():
 
 
 def test_the_projector_scale_is_the_shells():
-    from ui.shell.charts import FONT_SCALE
+    from ui.common.charts import FONT_SCALE
 
     assert conv.PROJECTOR_FONT_SCALE == FONT_SCALE
 
@@ -102,7 +102,7 @@ def test_every_chart_keeps_all_its_tick_labels(monkeypatch):
     tokens)' on two lines, in a narrow column): every chart the pages draw grows its margin instead and keeps it."""
     import plotly.graph_objects as go
 
-    from ui.shell import charts
+    from ui.common import charts
 
     drawn = []
     monkeypatch.setattr(charts, "presenting", lambda: False)

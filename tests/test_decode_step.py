@@ -264,7 +264,7 @@ def test_no_compiler_is_said_at_load(tmp_path, tokenizer_folder, monkeypatch):
 def test_the_sidebar_says_what_runs(step_cache, monkeypatch):
     from inference.model.decode_step import StepStatus
     from inference.serving.client import EngineClient
-    from ui.shell.sidebar import model_facts
+    from ui.common.sidebar import model_facts
 
     engine = eager_engine("gemma3", "float32")
     client = EngineClient(engine)  # the sidebar reads the engine through its client

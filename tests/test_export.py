@@ -1,5 +1,5 @@
 """Chart export: ``figure_csv`` writes exactly the numbers a figure draws, and every chart on a page
-gets a PNG file name and a CSV download (``ui.shell.charts.show``).
+gets a PNG file name and a CSV download (``ui.common.charts.show``).
 
 Unit tests build figures by hand and with the real chapter figure builders (``ui/<chapter>/figures.py``) (small inputs, as in
 ``test_figures_*``) and read the CSV back; the AppTest part opens real pages and reaches each CSV
@@ -21,6 +21,7 @@ from tests import apptest_utils
 from tests.apptest_utils import assert_clean, chart, plotly_array
 from ui.attention import figures as att_figs
 from ui.batching import figures as batch_figs
+from ui.common import charts
 from ui.common.chart import Chart
 from ui.common.export import decode_array, figure_csv
 from ui.common.state import PRESENTER
@@ -28,7 +29,6 @@ from ui.embeddings import figures as emb_figs
 from ui.generation import figures as gen_figs
 from ui.logits import figures as logit_figs
 from ui.sampling import figures as sampling_figs
-from ui.shell import charts
 from ui.tokenization.figures import make_token_id_chart
 
 PIECES = ["The", " cat", " sat", "."]
@@ -276,7 +276,7 @@ def test_every_builder_csv_equals_its_traces(name):
             assert np.allclose(floats(mine, "x"), np.asarray(trace.x, dtype=float), equal_nan=True), (name, index)
 
 
-# -- ui.shell.charts: file names, config, presenter copy ---------------------------------------------
+# -- ui.common.charts: file names, config, presenter copy ---------------------------------------------
 def test_chart_config_and_file_stem():
     config = charts.chart_config("llm-explorer_logits_logits_bar")
     assert config == {
@@ -431,7 +431,7 @@ def test_attention_and_embedding_downloads_have_named_columns(deferred_downloads
 def test_a_shared_builder_builds_each_figure_once_for_every_session():
     """``charts.shared``: the same arguments give the very same figure (a class on one view builds it once);
     other arguments build another; the figure that comes back is the builder's, unchanged."""
-    from ui.shell import charts
+    from ui.common import charts
 
     calls = []
 

@@ -26,9 +26,9 @@ def test_every_stage_label_fits_its_box_on_a_projector():
     import re
 
     from inference.inspection import FOUR_NORM_STAGES
+    from ui.common.charts import FONT_SCALE
     from ui.common.conventions import CHAR_PX
     from ui.logit_lens import figures as block
-    from ui.shell.charts import FONT_SCALE
 
     diagram = make_block_diagram(FOUR_NORM_STAGES, (128, 640), [1234.5] * 9, "block 17")
     labels = [a for a in diagram.layout.annotations if a.text]

@@ -1,4 +1,4 @@
-"""The work-arounds for Streamlit's fragment races (``ui.shell.fragment_races``), on fake sessions and runners.
+"""The work-arounds for Streamlit's fragment races (``ui.common.fragment_races``), on fake sessions and runners.
 
 1. A fragment's timer tick that names a page the session has left is dropped; every other request reaches Streamlit.
 2. A run of fragments only that is about to start on another page than the session's (a tick queued in the gap
@@ -21,7 +21,7 @@ from streamlit.runtime.app_session import AppSession, AppSessionState
 from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests, ScriptRequestType
 
-from ui.shell import fragment_races
+from ui.common import fragment_races
 
 PAGE_A, PAGE_B = "a" * 32, "b" * 32
 

@@ -149,7 +149,7 @@ def test_no_module_outside_the_tokenizer_touches_the_wrapped_tokenizer():
 
 
 def test_every_page_hands_a_legacy_run_over_to_the_app_first():
-    """The deep-link fix (``ui.shell.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
+    """The deep-link fix (``ui.common.navigation.redirect_legacy_run``) is each page's first statement after its imports."""
     for path in sorted((ROOT / "pages").glob("*.py")):
         body = [
             node
@@ -257,8 +257,8 @@ def test_a_page_imports_few_ui_folders():
 
 
 def test_page_files_are_named_by_their_deep_link():
-    """No number in a page's file name: ``ui/shell/navigation.py`` owns the order, the file name is the link."""
-    from ui.shell.navigation import PAGES
+    """No number in a page's file name: ``ui/common/navigation.py`` owns the order, the file name is the link."""
+    from ui.common.navigation import PAGES
 
     for spec in PAGES:
         assert Path(spec.script).stem == spec.url_path, spec.script

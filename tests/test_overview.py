@@ -9,9 +9,9 @@ import pytest
 import streamlit as st
 
 from inference.serving.client import EngineClient
+from ui.common.navigation import PAGES
 from ui.overview import compute as compute_overview
 from ui.overview.figures import PAGE_OF, overview_svg
-from ui.shell.navigation import PAGES
 
 MODEL = "SmolLM2-135M-Instruct"
 PROMPT = "The cat sat on the mat because it was tired."

@@ -3,7 +3,7 @@
 Each link (a page, a model, a prompt and settings, as a shared link carries them) is opened in a
 fresh AppTest session, and every chart's table (the CSV its "Download CSV" button hands out,
 ``ui.common.chart.ChartCall.csv``) is read and compared with ``tests/fixtures/same_numbers.json``.
-The Overview draws no chart: its numbers are in its picture (an SVG, ``ui.shell.picture``), read
+The Overview draws no chart: its numbers are in its picture (an SVG, ``ui.common.picture``), read
 as a table of the picture's texts and hover values, one row each, by the part they sit in.
 The fixture was written by this test (``SAME_NUMBERS_WRITE=1``) from the code as it was before
 a rebuild of the UI wing: the first links before it moved behind one engine API (issue 23), the
@@ -11,7 +11,7 @@ Overview, Speculative, chat, code/emoji, MLP-edit/edge-cut and Gemma generation/
 before it moved into chapter folders (issue 40, commit f00c00e). A refactor that moves code around
 cannot change a number on screen without this test saying which link, chart, row and column.
 
-Every page of ``ui.shell.navigation.PAGES`` that shows numbers has a link here. The class page
+Every page of ``ui.common.navigation.PAGES`` that shows numbers has a link here. The class page
 has none: without a teacher it shows no number (without a teacher key it stops at its notice;
 with one, no round is open until the teacher starts it), and its rounds' pooled draws are
 recounted from each student's seed by ``tests/test_classroom.py``.
@@ -81,11 +81,11 @@ LINKS = [
     ("gemma-sampling", "sampling", {"model": GEMMA, "temperature": "1.2", "top_p": "0.95", "seed": "11"}),
 ]
 NEEDS_GEMMA = {"gemma-attention", "gemma-logits", "gemma-embeddings", "compare", "gemma-generation", "gemma-sampling"}
-PICTURE = "overview_picture"  # the Overview's picture (``ui.shell.picture.KEY``), read as a table
+PICTURE = "overview_picture"  # the Overview's picture (``ui.common.picture.KEY``), read as a table
 
 
 def _script(url_path: str) -> str:
-    from ui.shell.navigation import PAGES
+    from ui.common.navigation import PAGES
 
     return next(spec.script for spec in PAGES if spec.url_path == url_path)
 

@@ -13,8 +13,8 @@ from inference import settings
 from tests.apptest_utils import APP, assert_clean, chart, plotly_array, texts
 from tests.tiny_models import save_folder, tiny_llama
 from ui.common import models
+from ui.common.navigation import PAGES
 from ui.session import links as url_state
-from ui.shell.navigation import PAGES
 
 TIMEOUT = 120
 LIMITS = url_state.Limits(n_layers=30, n_heads=9, vocab_size=49152, n_tokens=11)

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from ui.common import format as fmt
 from ui.common.chart import Chart, cell_table
 from ui.common.conventions import shared_colour_top
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 MASKED_COLOUR = "#d9d9d9"  # cells a query may not see (future keys) are left empty on this background
 

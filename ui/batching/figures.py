@@ -19,8 +19,8 @@ from plotly.subplots import make_subplots
 
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells
+from ui.common.token_text import visible
 from ui.common.traces import discrete_scale
-from ui.tokenization.figures import visible
 
 PAD, IDLE, EMPTY, PAUSED = -1, -2, -3, -4  # timeline cell codes besides request numbers
 # PAUSED: a request that holds its slot but is not in this step's forward (a prefill of others is running)

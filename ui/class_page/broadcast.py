@@ -53,10 +53,9 @@ from inference.api import settings
 from ui.classroom import settings as class_settings
 from ui.classroom.room import Broadcast, Room, RoomStore, RoomUnavailable, Rounds
 from ui.common import format as fmt
-from ui.common import state
+from ui.common import navigation, state
 from ui.generation.walk import walk_query
 from ui.session import links
-from ui.shell import navigation
 
 TEACHER_KEY_ENV = settings.PREFIX + "TEACHER_KEY"  # its name, for the pages to show
 STUDENT_COOKIE = "llmx_student"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ui.class_page.draws import MIN_EXPECTED, BinPlan
 from ui.common import format as fmt
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 OTHER_PREFIX = "other ("  # the histogram's last bar, "other (49,142 tokens)": a label, not a token
 

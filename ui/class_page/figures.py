@@ -12,7 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common.chart import Chart
-from ui.logits.figures import compared_bars, reference_bars, visible_token
+from ui.common.token_text import visible_token
+from ui.logits.figures import compared_bars, reference_bars
 
 
 def percent(value: float) -> str:

@@ -41,13 +41,12 @@ from ui.class_page.draws import (
     student_draws,
 )
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
-from ui.common import models, state
+from ui.common import charts, models, state
 from ui.common.resources import client_for
 from ui.logits.compute import prompt_logits
 from ui.sampling import controls as sampling_controls
 from ui.sampling import figures as sampling_figs
 from ui.sampling.claims import histogram_sentence
-from ui.shell import charts
 
 REFRESH_S = 2.0  # the live counts reread the room this often (each reread is one small fragment run)
 PROMPT_END_CHARS = 40  # the sentences quote the prompt's end, at most this long

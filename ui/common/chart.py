@@ -2,7 +2,7 @@
 
 A chapter's ``figures.py`` pairs each pure ``make_*`` figure builder with the ``*_table`` builder of its CSV in a
 module-level ``Chart``; a page calls the spec once, ``charts.show(figs.logits_bar(tokens, logits, greedy), key=...)``,
-and ``ui.shell.charts.show`` draws the figure and offers the table from those same arguments.
+and ``ui.common.charts.show`` draws the figure and offers the table from those same arguments.
 
 The arguments are routed by name: positional ones take the figure builder's parameter names in order, keyword ones
 keep theirs, and each builder receives only the parameters it names. A title or a colour scale goes to the figure

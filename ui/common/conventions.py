@@ -26,7 +26,7 @@ import plotly.graph_objects as go
 FLAT_SHARE = 0.01  # a chart whose values span less than this share of their size is "flat"
 CHAR_PX = 0.6  # a character is about this share of the font size wide (proportional fonts, mixed text)
 PLOT_PX = 760  # the narrowest plot area a full-width chart gets (a 1280-px window, sidebar open, presenter padding)
-PROJECTOR_FONT_SCALE = 1.4  # presenter mode's text scale (ui.shell.charts.FONT_SCALE; a test keeps them equal)
+PROJECTOR_FONT_SCALE = 1.4  # presenter mode's text scale (ui.common.charts.FONT_SCALE; a test keeps them equal)
 
 
 def shared_range(*series: Sequence[float], headroom: float = 1.15, smallest: float = 0.01) -> list[float]:

@@ -4,7 +4,7 @@ Pages, controls and helpers use these names, never a string: a test (``tests/tes
 fails on a literal key anywhere else in ``ui/``, ``pages/`` and ``app.py``. Each group below is one
 part of the app; a name's comment says what its value holds. Widgets' keys are session keys too
 (Streamlit keeps a widget's value under its key), so they live here as well; a chart's key names
-the chart and its files (``ui.shell.charts.show``), not a value, and is written where it is drawn.
+the chart and its files (``ui.common.charts.show``), not a value, and is written where it is drawn.
 
 The prompt, the seed and the chat-template toggle live under plain (non-widget) keys, so they
 survive page switches. Streamlit drops a widget's own key when that widget is not rendered on the
@@ -27,7 +27,7 @@ SEED = "seed"  # int: seed for anything random (sampling, projections)
 CHAT = "chat"  # bool: wrap the prompt in the model's chat template
 PRESENTER = "presenter"  # bool: projector layout (bigger text and charts, fewer controls, Previous/Next)
 MODEL = "model"  # str: the chosen model's name (one of ``ui.common.models.allowlist()``)
-PAGE = "_page"  # str: url path of the page being run (``ui.shell.navigation.current_url_path``)
+PAGE = "_page"  # str: url path of the page being run (``ui.common.navigation.current_url_path``)
 SLIDERS_ON = "_sliders_on"  # dict[str, str]: a bound slider's widget key -> the page (script hash) it was last drawn on
 
 # -- the shareable link (ui/session/links.py) --------------------------------------------------
@@ -36,7 +36,7 @@ LINK_NOTES = "_url_notes"  # list[str]: what was not used of the link as given
 LINK_NOTES_DISMISS = "url_notes_dismiss"  # button
 
 
-# -- every chart's CSV download (ui/shell/charts.py) ---------------------------------------------------------
+# -- every chart's CSV download (ui/common/charts.py) ---------------------------------------------------------
 def csv_button(chart_key: str) -> str:
     """The "Download CSV" button under the chart drawn with ``chart_key``."""
     return f"{chart_key}_csv"
@@ -45,7 +45,7 @@ def csv_button(chart_key: str) -> str:
 # -- the sampling controls (ui/sampling/controls.py; the Logits, Sampling and Generation pages) ------------
 TEMPERATURE, TOP_K, TOP_P, MIN_P, REPETITION_PENALTY = "temperature", "top_k", "top_p", "min_p", "repetition_penalty"
 
-# -- the example prompt button (ui/shell/example_prompt.py) ---------------------------------------------
+# -- the example prompt button (ui/common/example_prompt.py) ---------------------------------------------
 EXAMPLE_PREVIOUS = "_example_previous"  # (prompt, chat) from before the example was put in
 
 

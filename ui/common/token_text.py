@@ -92,6 +92,11 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
+def visible_token(text: str) -> str:
+    """A token's text with whitespace made visible as on every page (' on' -> '·on'); '∅' if empty."""
+    return visible(text) or "∅"
+
+
 def bytes_text(data: bytes) -> str:
     """UTF-8 text of ``data``, with every byte that is not part of a whole character as ``<0xNN>``."""
     return data.decode("utf-8", errors=_HANDLER)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ui.common import format as fmt
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 
 def _code(text: str) -> str:

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from ui.common import format as fmt
 from ui.common.chart import Chart, cell_table
 from ui.common.conventions import flat_note, spread_out
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 # The PCA map's label placement assumes a plot area at least this large (px) and labels this tall:
 # the page is wider than this at 1280 px and up, and presenter mode's larger text stays within it.

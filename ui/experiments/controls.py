@@ -13,8 +13,8 @@ import streamlit as st
 
 from ui.common import format as fmt
 from ui.common import state
+from ui.common.token_text import visible
 from ui.experiments import settings as exp
-from ui.tokenization.figures import visible
 
 
 def _keep_valid(key: str, options: list) -> str | None:

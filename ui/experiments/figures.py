@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 
 from ui.common import format as fmt
 from ui.common.chart import Chart, cell_table
+from ui.common.token_text import visible_token
 from ui.common.traces import share_heatmap
 from ui.logit_lens.figures import lens_table, make_logit_lens
-from ui.logits.figures import visible_token
 
 BEFORE_COLOR, AFTER_COLOR = "#9ecae1", "#e6550d"
 DIM_COLOR = "rgba(255, 255, 255, 0.6)"  # drawn over the cells an edit cannot reach

@@ -15,13 +15,12 @@ import numpy as np
 import streamlit as st
 
 from ui.attention import compute as att
+from ui.common import charts, models, navigation, state
 from ui.common import format as fmt
-from ui.common import models, state
+from ui.common.token_text import visible_token
 from ui.experiments import compute as ce
 from ui.experiments import settings as exp
 from ui.experiments.figures import before_after
-from ui.logits.figures import visible_token
-from ui.shell import charts, navigation
 from ui.tokenization.compute import tokenize
 
 SENDING_THRESHOLD = 0.3  # a head "sends it to cat" when at least this share of its attention from "it" is on "cat"

@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Sequence
 
 from ui.common import format as fmt
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 
 def _quoted(piece: str) -> str:

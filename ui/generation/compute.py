@@ -30,7 +30,7 @@ from inference.api import cache_view as read_cache_view
 from ui.common import format as fmt
 from ui.common import token_text
 from ui.common.resources import client_for
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 MAX_STEPS = 128  # tokens one walk may generate (bounds the per-session cache)
 MAX_RUN = 32  # tokens one "Run N" press may add

@@ -18,11 +18,11 @@ import numpy as np
 from inference.api import PromptError, SamplingParams, TokenizerError
 from ui.attention.compute import attention_maps, find_token
 from ui.common.resources import client_for
+from ui.common.token_text import visible as visible_token
 from ui.lesson.format import Lesson, LessonError, Step
 from ui.logits.compute import entropy_bits, kept_by, prompt_logits, softmax_at, token_texts, top_indices
 from ui.sampling import controls as sampling_controls
 from ui.tokenization.compute import tokenize
-from ui.tokenization.figures import visible as visible_token
 
 TOP_SHOWN = 10  # tokens on a next-token reveal chart
 TEMPERATURE_CURVE = tuple(round(0.05 * i, 2) for i in range(2, 41))  # T = 0.1 … 2.0

@@ -7,9 +7,9 @@ wording (the file's own, or its kind's).
 
 from __future__ import annotations
 
+from ui.common.token_text import visible_token
 from ui.lesson.answers import Direction, Graded, NextToken, Number
 from ui.lesson.format import Step
-from ui.logits.figures import visible_token
 
 QUANTITY_LABELS = {
     "probability": "the probability",

@@ -28,6 +28,7 @@ from ui.class_page import broadcast
 from ui.class_page import figures as class_figs
 from ui.class_page.draws import TOP_GUESS_TOKENS, guess_token
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
+from ui.common import charts
 from ui.common import format as fmt
 from ui.common import state as keys
 from ui.common.resources import client_for
@@ -37,7 +38,6 @@ from ui.lesson.answers import Direction, NextToken, Number, Truth, grade, sampli
 from ui.lesson.be_the_model import GROWN_TOKENS, SideBySide, continue_from, first_tokens
 from ui.lesson.format import Step
 from ui.logits.compute import prompt_logits, softmax_at, token_texts, top_indices
-from ui.shell import charts
 
 REFRESH_S = 2.0  # the teacher's count rereads the room this often
 

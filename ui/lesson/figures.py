@@ -16,7 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common.chart import Chart
-from ui.logits.figures import token_bars, visible_token
+from ui.common.token_text import visible_token
+from ui.logits.figures import token_bars
 
 MODEL_COLOR = "#d62728"  # the model's answer (as the greedy pick on the Logits page)
 BAR_COLOR = "#1f77b4"

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inference.api import number_text
+from ui.common.navigation import PAGES
 from ui.common.state import MAX_STEPS
 from ui.sampling import controls as sampling_controls
 from ui.session import links
-from ui.shell.navigation import PAGES
 
 MAX_FILE_BYTES = 100_000
 MAX_TEXT_CHARS = 2_000

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import models
+from ui.common import models, navigation
 from ui.common import state as keys
 from ui.common.resources import client_for
 from ui.lesson import answers, claims, classmode, files, widgets
 from ui.lesson.format import CHAPTERS, Lesson, LessonError, Limits, Step, check_on_model
 from ui.session import links
-from ui.shell import navigation
 
 NOT_OPENED = frozenset({"model", "present", "lesson", "at"})  # a step's state leaves these as the learner has them
 

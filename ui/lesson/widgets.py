@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.common import charts
 from ui.common import state as keys
+from ui.common.token_text import visible_token
 from ui.lesson import answers, claims, classmode
 from ui.lesson import figures as figs
 from ui.lesson.answers import Direction, Graded, NextToken, Number, Truth
 from ui.lesson.claims import QUANTITY_LABELS, question_text
 from ui.lesson.format import DIRECTION_WORDS, Step
-from ui.logits.figures import visible_token
-from ui.shell import charts
 
 MIB = 2**20  # a KV cache estimate is typed in MiB
 

@@ -19,8 +19,9 @@ import plotly.graph_objects as go
 from ui.common import format as fmt
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, fit_label
+from ui.common.token_text import visible_token
 from ui.common.traces import share_heatmap
-from ui.logits.figures import GREEDY_COLOR, visible_token
+from ui.logits.figures import GREEDY_COLOR
 
 _ADD_FILL, _SUBLAYER_FILL, _PLAIN_FILL = "#fff2cc", "#dae8fc", "#f5f5f5"
 

@@ -17,19 +17,14 @@ import plotly.graph_objects as go
 
 from ui.common import format as fmt
 from ui.common.chart import Chart, plain, ranked_table
+from ui.common.token_text import visible_token
 from ui.common.traces import share_heatmap
-from ui.tokenization.figures import visible
 
 GREEDY_COLOR = "#d62728"
 BAR_COLOR = "#1f77b4"
 SECOND_COLOR = "#ff7f0e"
 CUT_COLOR = "#d9d9d9"
 LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"}  # one row, right
-
-
-def visible_token(text: str) -> str:
-    """A token's text with whitespace made visible as on every page (' on' -> '·on'); '∅' if empty."""
-    return visible(text) or "∅"
 
 
 def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, col: int | None = None) -> None:

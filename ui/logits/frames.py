@@ -16,8 +16,8 @@ import numpy as np
 import streamlit as st
 
 from ui.common import format as fmt
+from ui.common.token_text import visible_token
 from ui.logits.compute import entropy_bits, prompt_logits, softmax_at, token_texts, tokens_for_mass, top_indices
-from ui.logits.figures import visible_token
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ui.common import format as fmt
 from ui.common.conventions import fit_label
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 W, H = 2 * 20 + 4 * 226 + 3 * 32, 560  # four cards and three gaps across, two rows of cards
 CARD_W, CARD_H, GAP = 226, 230, 32

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
 from ui.common.chart import Chart
-from ui.logits.figures import visible_token
+from ui.common.token_text import visible_token
 
 CODE_COLOR, VALUE_COLOR, HELD_COLOR = "#6f42c1", "#1f77b4", "#ff7f0e"
 GROUP_COLORS = ("#6f42c1", "#b07cd8")  # neighbouring scale groups of a K type's super-block, told apart

@@ -17,8 +17,9 @@ import plotly.graph_objects as go
 from ui.common import format as fmt
 from ui.common.chart import Chart, ChartCall
 from ui.common.conventions import fit_cells
+from ui.common.token_text import visible_token
 from ui.common.traces import share_heatmap
-from ui.logits.figures import GREEDY_COLOR, LEGEND_ABOVE, compared_bars, reference_bars, visible_token
+from ui.logits.figures import GREEDY_COLOR, LEGEND_ABOVE, compared_bars, reference_bars
 
 if TYPE_CHECKING:
     from ui.sampling.compute import Histogram

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ui.common import format as fmt
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 TIE_BAND = 0.05  # speed-ups within 5 % of 1× are called "about as fast" (two runs each on a shared machine)
 ALPHA = 0.001  # the χ² test's level, as in the engine's own tests

@@ -30,7 +30,7 @@ from inference.api import (
 from ui.common import stats, token_text
 from ui.common.lru import SharedLRU
 from ui.common.resources import client_for
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 DRAFTERS = {"lookup": "Prompt lookup (n-grams)", "self": "Self-speculation (first k layers)"}
 MAX_DRAFT_TOKENS = 16  # the engine's own bound (``speculative.MAX_DRAFT_TOKENS``)

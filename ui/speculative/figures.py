@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 from ui.common import format as fmt
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, shared_range
-from ui.tokenization.figures import visible
+from ui.common.token_text import visible
 
 # A cell's kind in the step rows -> (colour, legend label)
 KINDS = {

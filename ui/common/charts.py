@@ -25,8 +25,8 @@ import streamlit as st
 from ui.common import state
 from ui.common.chart import ChartCall
 from ui.common.export import figure_csv
-from ui.shell.navigation import current_url_path
-from ui.shell.presenter import is_on as presenting
+from ui.common.navigation import current_url_path
+from ui.common.presenter import is_on as presenting
 
 FILE_PREFIX = "llm-explorer"
 PNG_SCALE = 2  # the PNG is drawn at twice the on-screen size: sharp on slides

@@ -111,7 +111,7 @@ def install(version: str | None = None) -> bool:
     running = version or streamlit.__version__
     if running != WRITTEN_FOR:
         _log.warning(
-            "Streamlit %s is running, and the fragment-race work-arounds (ui/shell/fragment_races.py) were written for "
+            "Streamlit %s is running, and the fragment-race work-arounds (ui/common/fragment_races.py) were written for "
             "%s: they are not applied. Check them against this version's AppSession and ScriptRunner, then update "
             "WRITTEN_FOR.",
             running,

@@ -2,7 +2,7 @@
 
 Owns what changes in that mode: bigger text (a fixed style sheet, no user data in it),
 secondary sidebar controls left out (see ``ui.sidebar``), chart fonts enlarged (see
-``ui.shell.charts``), and a Previous / Next bar that walks the pages in the story's order.
+``ui.common.charts``), and a Previous / Next bar that walks the pages in the story's order.
 The prompt and every other setting live in the session, so they carry across.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.common import state
-from ui.shell.navigation import PAGES, PageSpec
+from ui.common.navigation import PAGES, PageSpec
 
 # Streamlit sizes its text in rem: a larger root font scales the whole page. At that size Streamlit's
 # one-line labels (navigation, page links, buttons, metric labels) would be cut with "…": they wrap
