@@ -31,18 +31,22 @@ from .generation.speculative import DEFAULT_DRAFT_TOKENS
 from .serving.paged import PagedBatcher, parallel_params, parse_kv
 
 whole, real = number_text.whole_arg, number_text.real_arg  # a bad number: argparse's error naming the flag
+SAMPLING_FLAGS = (  # SamplingParams' fields, each a flag (--max-new-tokens ...): (field, parse, default)
+    ("max_new_tokens", whole, 32),
+    ("temperature", real, 0.8),
+    ("top_k", whole, 0),
+    ("top_p", real, 1.0),
+    ("min_p", real, 0.0),
+    ("repetition_penalty", real, 1.0),
+    ("seed", whole, 0),
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m inference", description=__doc__.split("\n")[0])
     parser.add_argument("prompt")
-    parser.add_argument("--max-new-tokens", type=whole, default=32)
-    parser.add_argument("--temperature", type=real, default=0.8)
-    parser.add_argument("--top-k", type=whole, default=0)
-    parser.add_argument("--top-p", type=real, default=1.0)
-    parser.add_argument("--min-p", type=real, default=0.0)
-    parser.add_argument("--repetition-penalty", type=real, default=1.0)
-    parser.add_argument("--seed", type=whole, default=0)
+    for field, parse, default in SAMPLING_FLAGS:
+        parser.add_argument("--" + field.replace("_", "-"), type=parse, default=default)
     parser.add_argument("--model", default=None, help="a .gguf file, a local HF folder or a hub id")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: best available)")
     parser.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: bf16 on CUDA)")
@@ -89,15 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        params = SamplingParams(
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            min_p=args.min_p,
-            repetition_penalty=args.repetition_penalty,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
-        )
+        params = SamplingParams(**{field: getattr(args, field) for field, _, _ in SAMPLING_FLAGS})
         speculation = Speculation.parse(args.speculate, args.draft_tokens) if args.speculate else None
         if speculation is not None and args.no_cache:
             raise ValueError("--speculate works through the KV cache: leave out --no-cache")

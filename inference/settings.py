@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from .number_text import NumberError, whole
+
+T = TypeVar("T")  # a settings class
 
 PREFIX = "LLM_EXPLORER_"
 QUANT_CHOICES = ("gguf", "int8", "int4", "none")
@@ -183,13 +186,17 @@ def _model_entries(value: str) -> tuple[tuple[str, str], ...]:
     return tuple(entries)
 
 
-@cache
-def current() -> Settings:
-    """This process's settings, read from the environment once (the first call); raises ``SettingsError``."""
-    return Settings.from_env()
+def read_once(from_env: Callable[[], T]) -> tuple[Callable[[], T], Callable[[], T]]:
+    """A settings module's ``current`` and ``reload``: ``current()`` is this process's settings, read from the
+    environment by ``from_env`` once (the first call; raises ``SettingsError``); ``reload()`` reads it again (a test
+    that changes it; a running app keeps what it started with)."""
+    current = cache(from_env)
+
+    def reload() -> T:
+        current.cache_clear()
+        return current()
+
+    return current, reload
 
 
-def reload() -> Settings:
-    """Read the environment again (a test that changes it; a running app keeps what it started with)."""
-    current.cache_clear()
-    return current()
+current, reload = read_once(Settings.from_env)

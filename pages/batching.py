@@ -91,8 +91,7 @@ s3.button(
     key=state.BATCH_RUN,
     type="primary",
     width="stretch",
-    on_click=state.put,
-    args=(state.BATCH_PENDING, True),
+    **state.sets(state.BATCH_PENDING, True),
 )
 share = st.checkbox(
     "Continuous: share prompt starts",
@@ -263,8 +262,7 @@ st.header("Throughput against batch size, measured")
 st.button(
     "Measure throughput vs batch size",
     key=state.BATCH_CURVE_RUN,
-    on_click=state.put,
-    args=(state.BATCH_CURVE_PENDING, True),
+    **state.sets(state.BATCH_CURVE_PENDING, True),
 )
 if st.session_state.pop(state.BATCH_CURVE_PENDING, False):
     bar = st.progress(0.0, text="timing…")

@@ -152,8 +152,7 @@ if not st.session_state.get(state.QUANT_COMPARE_ON):
         "Run my prompt in every weights mode",
         key=state.QUANT_COMPARE,
         type="primary",
-        on_click=state.put,
-        args=(state.QUANT_COMPARE_ON, True),
+        **state.sets(state.QUANT_COMPARE_ON, True),
     )
 else:
     comparison = quant.compare_modes(model, prompt, chat)
@@ -193,8 +192,7 @@ st.button(
     "Measure decode speed in every mode",
     key=state.QUANT_MEASURE,
     type="primary",
-    on_click=state.put,
-    args=(state.QUANT_PENDING, True),
+    **state.sets(state.QUANT_PENDING, True),
 )
 if st.session_state.pop(state.QUANT_PENDING, False):
     bar, speeds = st.progress(0.0, text="measuring…"), {}

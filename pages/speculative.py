@@ -240,8 +240,7 @@ sweep_for = (model, ids, params, int(draft_tokens))
 st.button(
     "Measure the sweep",
     key=state.SPEC_SWEEP_RUN,
-    on_click=state.put,
-    args=(state.SPEC_SWEEP_FOR, sweep_for),
+    **state.sets(state.SPEC_SWEEP_FOR, sweep_for),
     help="A few seconds to a minute on two cores.",
 )
 if st.session_state.get(state.SPEC_SWEEP_FOR) == sweep_for:
@@ -309,8 +308,7 @@ seeds_for = (model, ids, dataclasses.replace(params, max_new_tokens=2), speculat
 s1.button(
     "Compare many seeds",
     key=state.SPEC_SEEDS_RUN,
-    on_click=state.put,
-    args=(state.SPEC_SEEDS_FOR, seeds_for),
+    **state.sets(state.SPEC_SEEDS_FOR, seeds_for),
     disabled=params.greedy,
 )
 if params.greedy:

@@ -50,7 +50,7 @@ FIRST = PagingStep(
     used_bytes=4 * 64,
     distinct_bytes=2 * 64,
 )
-TRACE = PagingTrace(2, 4, 64, 8, (0, 0), (2, 2), (FIRST, STEP), 1, 0, 0)
+TRACE = PagingTrace(2, 4, 64, 8, (0, 0), (2, 2), (FIRST, STEP), 1, 0, 0, 0)
 
 # name: (positional arguments, keyword arguments)
 SAMPLES: dict[str, tuple[tuple, dict]] = {

@@ -14,7 +14,6 @@ tokenizer; batching many requests in ``inference.serving``.
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,12 +28,13 @@ from ..model.interventions import Interventions, Spec, head_means
 from ..model.kv_cache import KVCache
 from ..model.loader import load_model
 from ..model.quant import count_parameters
-from ..model.tokenizer import StreamDecoder, Tokenizer, TokenizerError
+from ..model.tokenizer import StreamDecoder, Tokenizer, TokenizerError, whole_id
 from ..model.trace import ForwardTrace
 from ..model.transformer import Transformer
 from ..threads import set_threads
+from .run import StepsRun
 from .sampling import Candidate, SampleResult, SamplingParams, finish_reason, generator_for, sample
-from .speculative import Speculation, SpeculativeRun, SpeculativeStep, speculate
+from .speculative import Speculation, SpeculativeRun, speculate
 
 
 class PromptError(ValueError):
@@ -350,18 +350,9 @@ class Engine:
         values, indices = probs.topk(min(n, probs.numel()))
         return [Candidate(int(i), self.tokenizer.decode([int(i)]), float(p)) for p, i in zip(values, indices)]
 
-    def speculate(
-        self,
-        prompt: str | list[int],
-        params: SamplingParams | None = None,
-        speculation: Speculation | None = None,
-        chat: bool = False,
-        interventions: Interventions | None = None,
-        top_n: int = 5,
-    ) -> Iterator[SpeculativeStep]:
-        """Speculative decoding (``speculative.py``): one ``SpeculativeStep`` per forward of the model, the output
-        distributed as ``generate``'s (greedy: the same tokens)."""
-        return speculate(self, prompt, params, speculation, chat=chat, interventions=interventions, top_n=top_n)
+    # Speculative decoding (``speculative.py``): one ``SpeculativeStep`` per forward of the model, the output
+    # distributed as ``generate``'s (greedy: the same tokens). The function itself, bound: this engine is its parts.
+    speculate = speculate
 
     def complete(
         self,
@@ -378,20 +369,12 @@ class Engine:
 
 
 @dataclass
-class Completion:
+class Completion(StepsRun):
     steps: list[StepRecord]
 
     @property
     def token_ids(self) -> list[int]:
         return [s.token_id for s in self.steps]
-
-    @property
-    def text(self) -> str:
-        return "".join(s.text for s in self.steps)
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.steps[-1].finish_reason if self.steps else None
 
 
 def load_engine(
@@ -426,12 +409,4 @@ def _prompt_ids(prompt: object) -> list[int]:
     truncated (``1.7`` is no token), and so are bools, text and ``None``."""
     if isinstance(prompt, (bytes, bytearray)) or not hasattr(prompt, "__iter__"):
         raise PromptError(f"the prompt must be text or a list of token ids, got {type(prompt).__name__}")
-    ids = []
-    for item in prompt:
-        try:
-            if isinstance(item, bool):
-                raise TypeError
-            ids.append(operator.index(item))
-        except TypeError:
-            raise PromptError(f"token ids must be whole numbers, got {item!r}") from None
-    return ids
+    return [whole_id(item, PromptError) for item in prompt]

@@ -47,6 +47,7 @@ from ..model.kv_cache import KVCache
 from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tolerances import model_tolerance
 from ..number_text import NumberError, whole
+from .run import StepsRun
 from .sampling import Candidate, Ranges, SamplingParams, filtered_probs, finish_reason, generator_for
 
 DRAFTERS = ("lookup", "self")
@@ -227,7 +228,7 @@ class SpeculativeStep:
 
 
 @dataclass
-class SpeculativeRun:
+class SpeculativeRun(StepsRun):
     """Every step of one speculative request, with its totals."""
 
     speculation: Speculation
@@ -236,14 +237,6 @@ class SpeculativeRun:
     @property
     def token_ids(self) -> list[int]:
         return [token for step in self.steps for token in step.token_ids]
-
-    @property
-    def text(self) -> str:
-        return "".join(step.text for step in self.steps)
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.steps[-1].finish_reason if self.steps else None
 
     @property
     def drafted(self) -> int:

@@ -147,17 +147,9 @@ class ModelConfig:
         rope_type = rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
         if rope_type != "default":
             raise UnsupportedModelError(f"RoPE scaling type {rope_type!r} is not supported")
-        n_heads, d_model = f.whole("num_attention_heads"), f.whole("hidden_size")
         return cls(
             family="llama",
-            n_layers=f.whole("num_hidden_layers"),
-            n_heads=n_heads,
-            n_kv_heads=f.whole("num_key_value_heads", None) or n_heads,
-            d_model=d_model,
-            d_ff=f.whole("intermediate_size"),
-            vocab_size=f.whole("vocab_size"),
-            max_seq_len=f.whole("max_position_embeddings", 2048),
-            head_dim=f.whole("head_dim", None) or f.split(d_model, n_heads),
+            **_llama_style_sizes(f, 2048),
             rope_theta=_Fields(rope, name, "rope_parameters.").real("rope_theta", f.real("rope_theta", 10000.0)),
             norm_eps=f.real("rms_norm_eps", 1e-6),
             tie_embeddings=f.flag("tie_word_embeddings", False),
@@ -207,7 +199,8 @@ class ModelConfig:
         if hf.get("use_bidirectional_attention"):
             raise UnsupportedModelError("bidirectional Gemma 3 attention is not supported")
         f = _Fields(hf, name)
-        n_layers, n_heads = f.whole("num_hidden_layers"), f.whole("num_attention_heads")
+        sizes = _llama_style_sizes(f, 32768)
+        n_layers, d_model, head_dim = sizes["n_layers"], sizes["d_model"], sizes["head_dim"]
         pattern = f.whole("sliding_window_pattern", None) or f.whole("_sliding_window_pattern", None) or 6
         layer_types = _list(hf.get("layer_types")) or [
             "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layers)
@@ -216,19 +209,10 @@ class ModelConfig:
         if unknown or len(layer_types) != n_layers:
             raise UnsupportedModelError(f"Gemma 3 layer_types {unknown or len(layer_types)} are not supported")
         global_rope, local_rope = _gemma3_rope(hf, f)
-        d_model = f.whole("hidden_size")
-        head_dim = f.whole("head_dim", None) or f.split(d_model, n_heads)
         window = f.whole("sliding_window", None)
         return cls(
             family="gemma3",
-            n_layers=n_layers,
-            n_heads=n_heads,
-            n_kv_heads=f.whole("num_key_value_heads", None) or n_heads,
-            d_model=d_model,
-            d_ff=f.whole("intermediate_size"),
-            vocab_size=f.whole("vocab_size"),
-            max_seq_len=f.whole("max_position_embeddings", 32768),
-            head_dim=head_dim,
+            **sizes,
             rope_theta=_Fields(global_rope, name, "global RoPE ").real("rope_theta"),
             norm_eps=f.real("rms_norm_eps", 1e-6),
             tie_embeddings=f.flag("tie_word_embeddings", True),
@@ -246,6 +230,21 @@ class ModelConfig:
             query_pre_attn_scalar=f.real("query_pre_attn_scalar", None) or float(head_dim),
             embed_scale=math.sqrt(d_model),
         )
+
+
+def _llama_style_sizes(f: _Fields, max_positions: int) -> dict[str, int]:
+    """The sizes Llama and Gemma 3 configs name alike (``max_positions``: the family's default context)."""
+    n_heads, d_model = f.whole("num_attention_heads"), f.whole("hidden_size")
+    return dict(
+        n_layers=f.whole("num_hidden_layers"),
+        n_heads=n_heads,
+        n_kv_heads=f.whole("num_key_value_heads", None) or n_heads,
+        d_model=d_model,
+        d_ff=f.whole("intermediate_size"),
+        vocab_size=f.whole("vocab_size"),
+        max_seq_len=f.whole("max_position_embeddings", max_positions),
+        head_dim=f.whole("head_dim", None) or f.split(d_model, n_heads),
+    )
 
 
 def _gemma3_rope(hf: dict[str, Any], f: _Fields) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -64,11 +64,11 @@ class StepGraph(nn.Module):
         if config.sliding_window is not None:
             local_ok = key_ok & (column_ids[None, :] > columns[:, None] - config.sliding_window)  # (B, S)
         new_keys, new_values = [], []
-        for index, block in enumerate(model.layers):
+        for index, block in enumerate(model.layers):  # ``Block.forward`` for one new token per row
             local = block.is_local
-            x, k, v = _block(
-                block,
-                x,
+            attn_output, k, v = _attention(
+                block.attn,
+                block.attn_norm(x),
                 local_angles if local else angles,
                 local_ok if local else key_ok,
                 is_new,
@@ -76,6 +76,7 @@ class StepGraph(nn.Module):
                 values[index],
                 slots,
             )
+            x = _after_attention(block, x, attn_output)  # (B, 1, D)
             new_keys.append(k)
             new_values.append(v)
         logits = model.lm_head(model.final_norm(x))[:, 0].float()  # (B, V)
@@ -87,25 +88,15 @@ def _angles(rope, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Te
     return rope(positions[:, None], dtype)  # each (B, 1, 1, hd)
 
 
-def _block(
-    block,
-    x: torch.Tensor,
-    angles,
-    key_ok: torch.Tensor,
-    is_new: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    slots: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``Block.forward`` for one new token per row; x (B, 1, D), keys/values this layer's (P, n_kv, C, hd)."""
-    attn_output, k, v = _attention(block.attn, block.attn_norm(x), angles, key_ok, is_new, keys, values, slots)
+def _after_attention(block, x: torch.Tensor, attn_output: torch.Tensor) -> torch.Tensor:
+    """The rest of ``Block.forward`` once the attention sub-layer has run: x, attn_output (B, 1, D)."""
     if block.post_attn_norm is not None:
         attn_output = block.post_attn_norm(attn_output)
     x = x + attn_output
     mlp_output = block.mlp(block.mlp_norm(x))
     if block.post_mlp_norm is not None:
         mlp_output = block.post_mlp_norm(mlp_output)
-    return x + mlp_output, k, v
+    return x + mlp_output
 
 
 def _attention(
@@ -118,7 +109,8 @@ def _attention(
     values: torch.Tensor,
     slots: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The attention sub-layer's output (B, 1, D), and this step's K and V (B, n_kv, hd) for the cache."""
+    """The attention sub-layer's output (B, 1, D), and this step's K and V (B, n_kv, hd) for the cache; x (B, 1, D)
+    normed, keys/values this layer's (P, n_kv, C, hd)."""
     config = attn.config
     batch, n_heads, n_kv, head_dim = x.shape[0], config.n_heads, config.n_kv_heads, config.head_dim
     q, k, v = attn.qkv(x).split([n_heads * head_dim, n_kv * head_dim, n_kv * head_dim], dim=-1)

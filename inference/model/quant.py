@@ -126,8 +126,39 @@ def _as_kernel_stores(groups: Int4Groups) -> Int4Groups:
 
 
 # -- modules ------------------------------------------------------------------------------------------
-class Int4Linear(nn.Module):
+def _fixed_bias(bias: torch.Tensor | None, device: torch.device) -> nn.Parameter | None:
+    """A layer's bias kept in float32 beside its quantized weights, never trained."""
+    return None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+
+
+class _QuantLinear(nn.Module):
+    """What every quantized linear does around its kernel: the input flattened to rows in bfloat16, the kernel's
+    product (``_product``), cast back to the input's dtype, plus the bias, reshaped to the input's leading dims."""
+
+    in_features: int
+    out_features: int
+    bias: nn.Parameter | None
+    layout = ""  # the weights' form, as the module's repr names it
+
+    def _product(self, flat: torch.Tensor) -> torch.Tensor:
+        """(M, K) bfloat16 rows times W.T: (M, N)."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
+        y = self._product(flat).to(x.dtype)  # (M, N)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)  # (..., N)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, {self.layout}"
+
+
+class Int4Linear(_QuantLinear):
     """y = x @ W.T + b with W held as 4-bit codes in groups of 32 (``w = (q - 8)·scale + zero``)."""
+
+    layout = f"4-bit groups of {GROUP}"
 
     def __init__(self, groups: Int4Groups, bias: torch.Tensor | None, device: torch.device) -> None:
         super().__init__()
@@ -137,26 +168,21 @@ class Int4Linear(nn.Module):
         self.register_buffer("packed", _pack_int4(groups.codes, device))
         scales_zeros = torch.stack([groups.scale.t(), groups.zero.t()], dim=-1)  # (K/32, N, 2)
         self.register_buffer("scales_zeros", scales_zeros.contiguous().to(device, ACTIVATION_DTYPE))
-        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+        self.bias = _fixed_bias(bias, device)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
-        y = _int4_matmul(flat, self.packed, self.scales_zeros).to(x.dtype)  # (M, N)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.view(*x.shape[:-1], self.out_features)
+    def _product(self, flat: torch.Tensor) -> torch.Tensor:
+        return _int4_matmul(flat, self.packed, self.scales_zeros)  # (M, N)
 
     def dense_weight(self) -> torch.Tensor:
         """The weights (N, K) the kernel multiplies by, read back through the kernel (rounded to bfloat16)."""
         identity = torch.eye(self.in_features, dtype=ACTIVATION_DTYPE, device=self.packed.device)  # (K, K)
         return _int4_matmul(identity, self.packed, self.scales_zeros).float().t()  # (N, K)
 
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, 4-bit groups of {GROUP}"
 
-
-class Int8Linear(nn.Module):
+class Int8Linear(_QuantLinear):
     """y = x @ W.T + b with W held as 8-bit codes and one scale per output row."""
+
+    layout = "8-bit rows"
 
     def __init__(self, rows: Int8Rows, bias: torch.Tensor | None, device: torch.device) -> None:
         super().__init__()
@@ -165,28 +191,19 @@ class Int8Linear(nn.Module):
         self.register_buffer("scale", rows.scale.to(device, ACTIVATION_DTYPE))
         if device.type == "cuda":  # no CUDA 8-bit kernel in torch: the dense bfloat16 product of the same weights
             self.register_buffer("dense", (self.codes.to(ACTIVATION_DTYPE) * self.scale[:, None]).contiguous())
-        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+        self.bias = _fixed_bias(bias, device)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
+    def _product(self, flat: torch.Tensor) -> torch.Tensor:
         if flat.is_cuda:
-            y = flat @ self.dense.t()  # (M, N)
-        else:
-            y = torch.ops.aten._weight_int8pack_mm(flat, self.codes, self.scale)  # (M, N)
-        y = y.to(x.dtype)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.view(*x.shape[:-1], self.out_features)
+            return flat @ self.dense.t()  # (M, N)
+        return torch.ops.aten._weight_int8pack_mm(flat, self.codes, self.scale)  # (M, N)
 
     def dense_weight(self) -> torch.Tensor:
         """The weights (N, K) the kernel multiplies by (the row scale as the kernel holds it, in bfloat16)."""
         return self.codes.float() * self.scale.float()[:, None]
 
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, 8-bit rows"
 
-
-class Int8GroupLinear(nn.Module):
+class Int8GroupLinear(_QuantLinear):
     """y = x @ W.T with W held as 8-bit codes in column groups of 32, one scale per row and group (GGUF's Q8_0).
 
     torch has no 8-bit kernel with a scale per group, so the codes run through the 4-bit group kernel, in
@@ -197,6 +214,8 @@ class Int8GroupLinear(nn.Module):
     them) stays for ``dense_weight`` and is the same tensor a tied ``QuantEmbedding`` looks rows up in.
     On CUDA the product is dense bfloat16 on the same weights, built once.
     """
+
+    layout = f"8-bit groups of {GROUP}"
 
     def __init__(self, groups: Int8Groups, bias: torch.Tensor | None, device: torch.device) -> None:
         super().__init__()
@@ -213,26 +232,17 @@ class Int8GroupLinear(nn.Module):
             self.register_buffer("packed", _pack_int4(split.codes, device))
             scales_zeros = torch.stack([split.scale.t(), split.zero.t()], dim=-1)  # (2K/32, N, 2)
             self.register_buffer("scales_zeros", scales_zeros.contiguous().to(device, ACTIVATION_DTYPE))
-        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+        self.bias = _fixed_bias(bias, device)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, self.in_features).to(ACTIVATION_DTYPE)  # (M, K)
+    def _product(self, flat: torch.Tensor) -> torch.Tensor:
         if flat.is_cuda:
-            y = flat @ self.dense.t()  # (M, N)
-        else:
-            y = _int4_matmul(torch.cat([flat, flat], dim=-1), self.packed, self.scales_zeros)  # (M, 2K) -> (M, N')
-            y = y[:, : self.out_features]  # (M, N)
-        y = y.to(x.dtype)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*x.shape[:-1], self.out_features)
+            return flat @ self.dense.t()  # (M, N)
+        y = _int4_matmul(torch.cat([flat, flat], dim=-1), self.packed, self.scales_zeros)  # (M, 2K) -> (M, N')
+        return y[:, : self.out_features]  # (M, N)
 
     def dense_weight(self) -> torch.Tensor:
         """The weights (N, K) the kernel multiplies by: q · d, with d rounded to bfloat16 as the kernel holds it."""
         return Int8Groups(self.groups.codes, self.groups.scale.to(ACTIVATION_DTYPE).float()).dequantize()
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, 8-bit groups of {GROUP}"
 
 
 class QuantEmbedding(nn.Module):

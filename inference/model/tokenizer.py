@@ -27,6 +27,17 @@ from functools import cached_property
 from pathlib import Path
 
 
+def whole_id(item: object, error: type[Exception]) -> int:
+    """One token id as an int (numpy's and torch's integers too); a float (even ``2.0``: no token is 1.7 either),
+    a bool, text or ``None`` raises ``error``."""
+    try:
+        if isinstance(item, bool):
+            raise TypeError
+        return operator.index(item)
+    except TypeError:
+        raise error(f"token ids must be whole numbers, got {item!r}") from None
+
+
 class TokenizerError(ValueError):
     """Text could not be tokenized as asked (for example, an empty prompt)."""
 
@@ -82,12 +93,7 @@ class Tokenizer:
             raise TokenizerError(f"token ids must be a list of whole numbers, got {type(ids).__name__}")
         checked = []
         for item in ids:
-            try:
-                if isinstance(item, bool):
-                    raise TypeError
-                number = operator.index(item)
-            except TypeError:
-                raise TokenizerError(f"token ids must be whole numbers, got {item!r}") from None
+            number = whole_id(item, TokenizerError)
             if not 0 <= number < self.vocab_size:
                 raise TokenizerError(f"token id {number} is outside the vocabulary (0..{self.vocab_size - 1})")
             checked.append(number)

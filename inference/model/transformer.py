@@ -32,23 +32,23 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
+    def normed(self, x: torch.Tensor) -> torch.Tensor:
+        """x normalised in float32, as the reference does, before any scaling."""
+        return F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in float32 as the reference does, then scale in the model's dtype.
-        normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return self.weight * normed.to(x.dtype)
+        return self.weight * self.normed(x).to(x.dtype)  # scaled in the model's dtype
 
 
-class GemmaRMSNorm(nn.Module):
+class GemmaRMSNorm(RMSNorm):
     """Gemma's RMSNorm: the weight is stored as an offset from 1, and the scaling is done in float32."""
 
     def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim))
+        super().__init__(dim, eps)
+        nn.init.zeros_(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return (normed * (1.0 + self.weight.float())).to(x.dtype)
+        return (self.normed(x) * (1.0 + self.weight.float())).to(x.dtype)
 
 
 def make_norm(config: ModelConfig, dim: int | None = None) -> nn.Module:
@@ -144,7 +144,7 @@ class Attention(nn.Module):
         if edits is not None:  # head ablations: each head's output before the projection mixes them
             attended = edits.head_outputs(self.layer_index, attended)
         if record is not None:
-            record["head_outputs"] = keep(attended)
+            record["head_outputs"] = attended
         attended = attended.transpose(1, 2).reshape(batch, steps, cfg.n_heads * cfg.head_dim)  # (B, T, H*hd)
         return self.out(attended)
 
@@ -200,14 +200,7 @@ class Attention(nn.Module):
             mask = causal_padding_mask(key_ok, total - steps, self.window)  # (B, 1, T, S)
         scaled = (raw / math.sqrt(self.config.score_scale_dim)).masked_fill(~mask, float("-inf"))
         probs = scaled.float().softmax(dim=-1).to(q.dtype)  # (B, H, T, S)
-        record.update(
-            queries=keep(q),
-            keys=keep(k),
-            values=keep(v),
-            raw_scores=keep(raw),
-            scaled_scores=keep(scaled),
-            attention_probs=keep(probs),
-        )
+        record.update(queries=q, keys=k, values=v, raw_scores=raw, scaled_scores=scaled, attention_probs=probs)
         return probs @ v_rep  # (B, H, T, hd)
 
 
@@ -276,7 +269,7 @@ class Block(nn.Module):
                     mlp_input=keep(mlp_input),
                     mlp_output=keep(mlp_output),
                     block_output=keep(out),
-                    **record,
+                    **{name: keep(tensor) for name, tensor in record.items()},  # the attention's, kept here
                     attn_input=keep(attn_input),
                     attn_before_norm=keep(attn_sublayer) if four_norms else None,
                     mlp_before_norm=keep(mlp_sublayer) if four_norms else None,

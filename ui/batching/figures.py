@@ -20,19 +20,11 @@ from plotly.subplots import make_subplots
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells
 from ui.common.token_text import visible
+from ui.common.traces import discrete_scale
 
 PAD, IDLE, EMPTY, PAUSED = -1, -2, -3, -4  # timeline cell codes besides request numbers
 # PAUSED: a request that holds its slot but is not in this step's forward (a prefill of others is running)
 REQUEST_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
-
-
-def _discrete_scale(colors: Sequence[str]) -> list[list]:
-    """A colorscale that maps integer codes 0..n-1 (scaled to [0, 1]) to flat colour bands."""
-    n = len(colors)
-    scale = []
-    for i, color in enumerate(colors):
-        scale += [[i / n, color], [(i + 1) / n, color]]
-    return scale
 
 
 def _names(n: int, labels: Sequence[int] | None) -> list[int]:
@@ -74,7 +66,7 @@ def make_padded_batch(
             y=[f"request {names[i]}" for i in range(n_rows)],
             zmin=-0.5,
             zmax=len(colors) - 0.5,
-            colorscale=_discrete_scale(colors),
+            colorscale=discrete_scale(colors),
             showscale=False,
             xgap=2,
             ygap=2,
@@ -164,7 +156,7 @@ def make_batch_timeline(
             textfont=dict(size=12),
             zmin=-0.5,
             zmax=len(colors) - 0.5,
-            colorscale=_discrete_scale(colors),
+            colorscale=discrete_scale(colors),
             showscale=False,
             xgap=1,
             ygap=2,

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from ui.common.chart import Chart
 from ui.common.token_text import visible_token
-from ui.logits.figures import BAR_COLOR, SECOND_COLOR
+from ui.logits.figures import compared_bars, reference_bars
 
 
 def percent(value: float) -> str:
@@ -37,26 +37,21 @@ def make_guesses(
     x = list(range(len(labels)))
     fig = go.Figure(
         [
-            go.Bar(
-                x=x,
-                y=list(model_prob),
-                name=f"the model's probability (T = {temperature:g})",
-                marker_color=BAR_COLOR,
-                opacity=0.55,
+            reference_bars(
+                x,
+                model_prob,
+                f"the model's probability (T = {temperature:g})",
                 text=[percent(p) for p in model_prob],
                 textposition="outside",
                 cliponaxis=False,
                 textfont={"size": 10},
                 hovertemplate="p = %{y:.4f}<extra></extra>",
             ),
-            go.Bar(
-                x=x,
-                y=list(class_share),
-                name=f"share of the class's {n_guesses:,} guesses",
-                marker_color=SECOND_COLOR,
-                text=[percent(v) if v else "" for v in class_share],
-                textposition="outside",
-                cliponaxis=False,
+            compared_bars(
+                x,
+                class_share,
+                f"share of the class's {n_guesses:,} guesses",
+                [percent(v) if v else "" for v in class_share],
                 textfont={"size": 10},
                 hovertemplate="%{y:.0%}<extra></extra>",
             ),

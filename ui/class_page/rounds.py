@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -165,6 +166,12 @@ def watch(kinds: tuple[str, ...]) -> None:
     broadcast.show_rounds(**{name: getattr(now, name) for name in fields})
 
 
+def _new_round_button(row, kind: str, shown: str | None, label: str, key: str, dropped: str, **button: Any) -> None:
+    """The teacher's button that starts a new round of ``kind`` in place of ``shown`` (``_start``); ``dropped``
+    says what of the old round is lost."""
+    row.button(label, key=key, on_click=_start, args=(kind, shown), help=f"Starts afresh: {dropped}", **button)
+
+
 @_class_panel
 def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
     """The head of a page with class rounds: every tab watches the rounds of ``kinds`` (``watch``); the teacher
@@ -175,21 +182,23 @@ def teacher_controls(kinds: tuple[str, ...] = ("draw", "guess")) -> None:
     now = broadcast.room().rounds()
     row = st.container(horizontal=True)
     if "draw" in kinds:
-        row.button(
+        _new_round_button(
+            row,
+            "draw",
+            now.draw_id,
             "New draw round on my prompt and settings",
-            key=state.CLASS_NEW_DRAWS,
-            on_click=_start,
-            args=("draw", now.draw_id),
+            state.CLASS_NEW_DRAWS,
+            "the current draw round's draws are dropped.",
             type="primary",
-            help="Starts afresh: the current draw round's draws are dropped.",
         )
     if "guess" in kinds:
-        row.button(
+        _new_round_button(
+            row,
+            "guess",
+            now.guess_id,
             "New guess round on my prompt",
-            key=state.CLASS_NEW_GUESSES,
-            on_click=_start,
-            args=("guess", now.guess_id),
-            help="Starts afresh: the current guess round's guesses are dropped and the box opens again.",
+            state.CLASS_NEW_GUESSES,
+            "the current guess round's guesses are dropped and the box opens again.",
         )
         rnd = broadcast.room().guess_round()
         row.button(

@@ -12,7 +12,6 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 
 from inference.api import SettingsError, settings
 
@@ -80,13 +79,4 @@ def _class_id(value: str) -> str:
     return value
 
 
-@cache
-def current() -> ClassSettings:
-    """This process's class settings, read from the environment once (the first call); raises ``SettingsError``."""
-    return ClassSettings.from_env()
-
-
-def reload() -> ClassSettings:
-    """Read the environment again (a test that changes it; a running app keeps what it started with)."""
-    current.cache_clear()
-    return current()
+current, reload = settings.read_once(ClassSettings.from_env)  # this process's class settings, read once

@@ -96,6 +96,17 @@ def plain(values: Any) -> list:
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
+def ranked_table(
+    token_texts: Sequence[str], columns: dict[str, Any], token_ids: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """One row per token in the order given (most likely first): its rank from 1, its id where ``token_ids`` are
+    given, its text as the chart shows it, then ``columns``."""
+    table: dict[str, Any] = {"rank": range(1, len(token_texts) + 1)}
+    if token_ids is not None:
+        table["token_id"] = list(token_ids)
+    return pd.DataFrame({**table, "token": list(token_texts), **columns})
+
+
 def cell_table(
     values: np.ndarray,
     rows: str,

@@ -306,8 +306,14 @@ def set_values(values: dict[str, Any]) -> None:
 
 
 def put(key: str, value: Any) -> None:
-    """Set one key from a callback (``on_click=state.put, args=(state.X, value)``)."""
+    """Set one key from a callback (a button's, through ``sets``)."""
     st.session_state[key] = value
+
+
+def sets(key: str, value: Any) -> dict[str, Any]:
+    """A button's ``on_click`` and ``args`` that set ``key`` to ``value`` when it is pressed:
+    ``st.button(..., **state.sets(state.X, True))``."""
+    return {"on_click": put, "args": (key, value)}
 
 
 # -- the Lesson page (ui/lesson/); ``ui.session.links`` reads LESSON and LESSON_AT for the URL ------------------------

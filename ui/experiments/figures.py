@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from ui.common import format as fmt
 from ui.common.chart import Chart, cell_table
 from ui.common.token_text import visible_token
+from ui.common.traces import share_heatmap
 from ui.logit_lens.figures import lens_table, make_logit_lens
 
 BEFORE_COLOR, AFTER_COLOR = "#9ecae1", "#e6550d"
@@ -148,16 +149,12 @@ def make_patching(restored: np.ndarray, position_tokens: Sequence[str], answers:
     values = np.asarray(restored, dtype=float)
     n_layers, n_pos = values.shape
     fig = go.Figure(
-        go.Heatmap(
-            z=values,
-            x=list(range(n_pos)),
-            y=list(range(n_layers)),
-            colorscale="Viridis",
-            zmin=0,
-            zmax=1,
-            colorbar={"title": "restored"},
-            xgap=1,
-            ygap=1,
+        share_heatmap(
+            values,
+            range(n_layers),
+            "Viridis",
+            1,
+            "restored",
             hovertemplate="after block %{y}, position %{x}: %{z:.1%} restored<extra></extra>",
         )
     )

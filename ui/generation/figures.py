@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
-from ui.common.chart import Chart
+from ui.common.chart import Chart, ranked_table
 from ui.common.conventions import shared_range
 from ui.tokenization.figures import chip_html, chips_html, visible
 
@@ -187,15 +187,8 @@ def make_phase_timeline(
 def alternatives_table(
     token_ids: Sequence[int], tokens: Sequence[str], probs: Sequence[float], chosen_id: int
 ) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rank": range(1, len(tokens) + 1),
-            "token_id": list(token_ids),
-            "token": [visible(t) for t in tokens],
-            "probability_T1": list(probs),
-            "chosen": [i == chosen_id for i in token_ids],
-        }
-    )
+    columns = {"probability_T1": list(probs), "chosen": [i == chosen_id for i in token_ids]}
+    return ranked_table([visible(t) for t in tokens], columns, token_ids)
 
 
 alternatives_bar = Chart(

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from ui.common.chart import Chart
 from ui.common.token_text import visible_token
+from ui.logits.figures import token_bars
 
 MODEL_COLOR = "#d62728"  # the model's answer (as the greedy pick on the Logits page)
 BAR_COLOR = "#1f77b4"
@@ -30,24 +31,31 @@ def _token_axis(fig: go.Figure, labels: Sequence[str]) -> None:
     )
 
 
+def _room_for_title(fig: go.Figure, title: str) -> None:
+    """A top margin that holds a title on two or three lines (``<br>``)."""
+    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})
+
+
+def _curve_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> None:
+    """A quantity over a setting: its axes titled, the y axis from 0, no legend."""
+    fig.update_layout(
+        title=title,
+        height=HEIGHT,
+        xaxis_title=x_title,
+        yaxis={"title": y_title, "rangemode": "tozero"},
+        showlegend=False,
+    )
+
+
 def make_token_reveal(
     texts: Sequence[str], probs: Sequence[float], right_index: int, yours_index: int | None, title: str
 ) -> go.Figure:
     """Next-token probabilities (bars from 0): the model's most probable in red, the learner's token outlined."""
     colors = [MODEL_COLOR if i == right_index else BAR_COLOR for i in range(len(texts))]
     widths = [4 if i == yours_index else 0 for i in range(len(texts))]
-    fig = go.Figure(
-        go.Bar(
-            x=list(range(len(texts))),
-            y=list(probs),
-            marker={"color": colors, "line": {"color": YOURS_COLOR, "width": widths}},
-            text=[f"{p:.1%}" for p in probs],
-            textposition="outside",
-            cliponaxis=False,
-            hovertext=[visible_token(t) for t in texts],
-            hovertemplate="%{hovertext}: %{y:.2%}<extra></extra>",
-        )
-    )
+    marker = {"color": colors, "line": {"color": YOURS_COLOR, "width": widths}}
+    labels = [f"{p:.1%}" for p in probs]
+    fig = go.Figure(token_bars(texts, probs, labels, "%{hovertext}: %{y:.2%}<extra></extra>", marker=marker))
     fig.add_annotation(
         x=right_index, y=float(probs[right_index]), text="the model's pick", ay=-40, yshift=16, font_color=MODEL_COLOR
     )
@@ -70,18 +78,8 @@ def make_bars_reveal(
 ) -> go.Figure:
     """Bars from 0, the one asked about in red; the learner's estimate as a horizontal line across them."""
     colors = [MODEL_COLOR if i == marked else BAR_COLOR for i in range(len(labels))]
-    fig = go.Figure(
-        go.Bar(
-            x=list(range(len(labels))),
-            y=list(values),
-            marker_color=colors,
-            text=[f"{v:.3f}" for v in values],
-            textposition="outside",
-            cliponaxis=False,
-            hovertext=[visible_token(t) for t in labels],
-            hovertemplate="%{hovertext}: %{y:.4f}<extra></extra>",
-        )
-    )
+    texts = [f"{v:.3f}" for v in values]
+    fig = go.Figure(token_bars(labels, values, texts, "%{hovertext}: %{y:.4f}<extra></extra>", marker_color=colors))
     fig.add_hline(
         y=estimate,
         line={"color": YOURS_COLOR, "dash": "dash", "width": 3},
@@ -90,7 +88,7 @@ def make_bars_reveal(
     _token_axis(fig, labels)
     top = max([*values, estimate], default=0.0)
     fig.update_layout(title=title, height=HEIGHT, yaxis={"title": y_title, "range": [0, max(top, 0.01) * 1.25]})
-    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
+    _room_for_title(fig, title)
     return fig
 
 
@@ -122,14 +120,8 @@ def make_curve_reveal(
         fig.add_vline(x=estimate, line=line, annotation_text=f"your estimate {estimate:g}")
     else:
         fig.add_hline(y=estimate, line=line, annotation_text=f"your estimate {estimate:g}")
-    fig.update_layout(
-        title=title,
-        height=HEIGHT,
-        xaxis_title=x_title,
-        yaxis={"title": y_title, "rangemode": "tozero"},
-        showlegend=False,
-    )
-    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
+    _curve_layout(fig, title, x_title, y_title)
+    _room_for_title(fig, title)
     return fig
 
 
@@ -155,7 +147,7 @@ def make_number_line(value: float, tolerance: float, estimate: float, title: str
         yaxis={"visible": False, "range": [-1, 1]},
         showlegend=False,
     )
-    fig.update_layout(margin={"t": 60 + 22 * title.count("<br>")})  # room for a title on two or three lines
+    _room_for_title(fig, title)
     return fig
 
 
@@ -183,13 +175,7 @@ def make_direction_reveal(
         )
     )
     fig.add_annotation(x=to, y=after, ax=start, ay=before, axref="x", ayref="y", arrowhead=3, arrowcolor=MODEL_COLOR)
-    fig.update_layout(
-        title=title,
-        height=HEIGHT,
-        xaxis_title=x_title,
-        yaxis={"title": y_title, "rangemode": "tozero"},
-        showlegend=False,
-    )
+    _curve_layout(fig, title, x_title, y_title)
     return fig
 
 

@@ -377,11 +377,19 @@ def _pick(raw: dict, place: str, state: dict, problems: _Problems) -> dict | Non
     return fields
 
 
+def _choice(raw: dict, key: str, place: str, problems: _Problems, choices: dict) -> str | None:
+    """``raw[key]``, the name of one of ``choices``; None (and the problem said) when it names none."""
+    value = _text(raw, key, place, problems, 40)
+    if value not in choices:
+        if value:
+            problems.add(_at(place, key), f"unknown {key} {_shown(value)} (use {', '.join(choices)})")
+        return None
+    return value
+
+
 def _estimate(raw: dict, place: str, state: dict, problems: _Problems) -> dict | None:
-    quantity = _text(raw, "quantity", place, problems, 40)
-    if quantity not in ESTIMATES:
-        if quantity:
-            problems.add(_at(place, "quantity"), f"unknown quantity {_shown(quantity)} (use {', '.join(ESTIMATES)})")
+    quantity = _choice(raw, "quantity", place, problems, ESTIMATES)
+    if quantity is None:
         return None
     spec = ESTIMATES[quantity]
     for key in ("token", "query", "key", "length"):
@@ -423,10 +431,8 @@ def _tolerance(value: Any, where: str, problems: _Problems) -> tuple[float, bool
 
 
 def _direction(raw: dict, place: str, state: dict, problems: _Problems) -> dict | None:
-    setting = _text(raw, "setting", place, problems, 40)
-    if setting not in DIRECTIONS:
-        if setting:
-            problems.add(_at(place, "setting"), f"unknown setting {_shown(setting)} (use {', '.join(DIRECTIONS)})")
+    setting = _choice(raw, "setting", place, problems, DIRECTIONS)
+    if setting is None:
         return None
     quantity = _text(raw, "quantity", place, problems, 40)
     if quantity and quantity not in DIRECTIONS[setting]:

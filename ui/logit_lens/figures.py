@@ -20,6 +20,7 @@ from ui.common import format as fmt
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, fit_label
 from ui.common.token_text import visible_token
+from ui.common.traces import share_heatmap
 from ui.logits.figures import GREEDY_COLOR
 
 _ADD_FILL, _SUBLAYER_FILL, _PLAIN_FILL = "#fff2cc", "#dae8fc", "#f5f5f5"
@@ -148,20 +149,16 @@ def make_logit_lens(
         for l in range(n_layers)
     ]
     fig = go.Figure(
-        go.Heatmap(
-            z=probs[:, :, 0],
-            x=list(range(n_pos)),
-            y=list(layer_labels),
+        share_heatmap(
+            probs[:, :, 0],
+            layer_labels,
+            "Viridis",
+            1,
+            "p(top-1)",
             text=text,
             customdata=hover,
             texttemplate="%{text}",
             textfont={"size": size},
-            colorscale="Viridis",
-            zmin=0,
-            zmax=1,
-            xgap=1,
-            ygap=1,
-            colorbar={"title": "p(top-1)"},
             hovertemplate="%{y}, after %{x}<br>%{customdata}<extra></extra>",
         )
     )

@@ -16,13 +16,15 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ui.common import format as fmt
-from ui.common.chart import Chart, plain
+from ui.common.chart import Chart, plain, ranked_table
 from ui.common.token_text import visible_token
+from ui.common.traces import share_heatmap
 
 GREEDY_COLOR = "#d62728"
 BAR_COLOR = "#1f77b4"
 SECOND_COLOR = "#ff7f0e"
 CUT_COLOR = "#d9d9d9"
+LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"}  # one row, right
 
 
 def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, col: int | None = None) -> None:
@@ -32,6 +34,42 @@ def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, c
         ticktext=[visible_token(t) for t in tokens],
         row=row,
         col=col,
+    )
+
+
+def token_bars(
+    tokens: Sequence[str], values: Sequence[float], labels: Sequence[str], hovertemplate: str, **bar: Any
+) -> go.Bar:
+    """Bars from 0 at positions 0..n-1 (the token axis), ``labels`` above them, each token's visible text in the
+    hover (``%{hovertext}``); ``bar`` the rest of the trace (its colours)."""
+    return go.Bar(
+        x=list(range(len(tokens))),
+        y=list(values),
+        text=list(labels),
+        textposition="outside",
+        cliponaxis=False,
+        hovertext=[visible_token(t) for t in tokens],
+        hovertemplate=hovertemplate,
+        **bar,
+    )
+
+
+def reference_bars(x: list[int], values: Sequence[float], name: str, **bar: Any) -> go.Bar:
+    """Grouped bars' first series, faded blue: the exact distribution the other one is set against."""
+    return go.Bar(x=x, y=list(values), name=name, marker_color=BAR_COLOR, opacity=0.55, **bar)
+
+
+def compared_bars(x: list[int], values: Sequence[float], name: str, labels: Sequence[str], **bar: Any) -> go.Bar:
+    """Grouped bars' second series, orange, set against ``reference_bars``: each bar's ``labels`` above it."""
+    return go.Bar(
+        x=x,
+        y=list(values),
+        name=name,
+        marker_color=SECOND_COLOR,
+        text=list(labels),
+        textposition="outside",
+        cliponaxis=False,
+        **bar,
     )
 
 
@@ -58,17 +96,9 @@ def make_logits_bar(
     """Bar chart of raw logits (one per token) from 0, so a bar's height is the logit (negative ones hang
     below the line); the greedy pick in red and labelled."""
     colors = [GREEDY_COLOR if i == greedy_index else BAR_COLOR for i in range(len(tokens))]
+    labels = [f"{v:.2f}" for v in logits]
     fig = go.Figure(
-        go.Bar(
-            x=list(range(len(tokens))),
-            y=list(logits),
-            marker_color=colors,
-            text=[f"{v:.2f}" for v in logits],
-            textposition="outside",
-            cliponaxis=False,
-            hovertext=[visible_token(t) for t in tokens],
-            hovertemplate="%{hovertext}: logit %{y:.3f}<extra></extra>",
-        )
+        token_bars(tokens, logits, labels, "%{hovertext}: logit %{y:.3f}<extra></extra>", marker_color=colors)
     )
     if 0 <= greedy_index < len(tokens):
         _mark_greedy(fig, greedy_index, float(logits[greedy_index]), arrow=45, shift=18)
@@ -101,23 +131,18 @@ def make_probability_overlay(
     x = list(range(len(tokens)))
     fig = go.Figure(
         [
-            go.Bar(
-                x=x,
-                y=list(probs_a),
-                name=label_a,
-                marker_color=BAR_COLOR,
-                opacity=0.55,
+            reference_bars(
+                x,
+                probs_a,
+                label_a,
                 customdata=[fmt.prob(p, 4) for p in probs_a],
                 hovertemplate="%{customdata}<extra>" + label_a + "</extra>",
             ),
-            go.Bar(
-                x=x,
-                y=list(probs_b),
-                name=label_b,
-                marker_color=SECOND_COLOR,
-                text=[fmt.prob(p, 2, 2) for p in probs_b],
-                textposition="outside",
-                cliponaxis=False,
+            compared_bars(
+                x,
+                probs_b,
+                label_b,
+                [fmt.prob(p, 2, 2) for p in probs_b],
                 customdata=[fmt.prob(p, 4) for p in probs_b],
                 hovertemplate="%{customdata}<extra>" + label_b + "</extra>",
             ),
@@ -134,7 +159,7 @@ def make_probability_overlay(
         title="Probabilities after softmax: two temperatures",
         yaxis={"title": "probability", "range": [0, min(1.0, top) * 1.3]},
         height=360,
-        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        legend=LEGEND_ABOVE,
         margin={"t": 70, "b": 40},
     )
     return fig
@@ -239,19 +264,15 @@ def make_stage_figure(
         for label, count in zip(stage_labels, survivors)
     ]
     fig = go.Figure(
-        go.Heatmap(
-            z=shown,
-            x=list(range(len(tokens))),
-            y=rows,
+        share_heatmap(
+            shown,
+            rows,
+            "Blues",
+            2,
+            "p",
             text=text,
             texttemplate="%{text}",
             textfont={"size": 13},
-            colorscale="Blues",
-            zmin=0,
-            zmax=1,
-            colorbar={"title": "p"},
-            xgap=2,
-            ygap=2,
             hovertemplate="%{y}<br>%{text}<extra></extra>",
         )
     )
@@ -270,15 +291,9 @@ def make_stage_figure(
 def logits_table(
     token_ids: Sequence[int], tokens: Sequence[str], logits: Sequence[float], greedy_index: int = 0
 ) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rank": range(1, len(tokens) + 1),
-            "token_id": list(token_ids),
-            "token": [visible_token(t) for t in tokens],
-            "logit": plain(logits),
-            "greedy_pick": [i == greedy_index for i in range(len(tokens))],
-        }
-    )
+    texts = [visible_token(t) for t in tokens]
+    picked = [i == greedy_index for i in range(len(tokens))]
+    return ranked_table(texts, {"logit": plain(logits), "greedy_pick": picked}, token_ids)
 
 
 logits_bar = Chart(make_logits_bar, logits_table)  # the table also takes token_ids= (by name)
@@ -287,14 +302,8 @@ logits_bar = Chart(make_logits_bar, logits_table)  # the table also takes token_
 def overlay_table(
     tokens: Sequence[str], probs_a: Sequence[float], probs_b: Sequence[float], label_a: str, label_b: str
 ) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rank": range(1, len(tokens) + 1),
-            "token": [visible_token(t) for t in tokens],
-            f"probability at {label_a}": plain(probs_a),
-            f"probability at {label_b}": plain(probs_b),
-        }
-    )
+    columns = {f"probability at {label_a}": plain(probs_a), f"probability at {label_b}": plain(probs_b)}
+    return ranked_table([visible_token(t) for t in tokens], columns)
 
 
 probability_overlay = Chart(make_probability_overlay, overlay_table)

@@ -69,28 +69,37 @@ def step_sentence(step: PagingStep, trace: PagingTrace, labels: tuple[str, ...])
 def event_sentence(event: PagingEvent, labels: tuple[str, ...], block_size: int) -> str:
     """One thing the block manager did, in words."""
     who, blocks, n = _capital(labels[event.sequence]), event.blocks, len(event.blocks)
-    if event.kind == "allocate":
-        return f"{who} takes {_blocks(blocks)} from the free list."
-    if event.kind == "prefix_hit":
-        return (
-            f"{who} finds its first {_plural(n, 'full block')} cached ({_blocks(blocks)}): "
-            f"{n * block_size} positions it shares instead of computing."
-        )
-    if event.kind == "fork":
-        return f"{who} is forked from the first answer: it shares all {_plural(n, 'block')} ({_blocks(blocks)})."
-    if event.kind == "copy_on_write":
-        return (
-            f"{who} is about to write into block {blocks[0]}, which another sequence shares: copy-on-write gives it "
-            f"block {blocks[1]}, a copy, first."
-        )
-    if event.kind == "preempt":
-        return f"{who} is preempted: the pool ran out, and as the newest it gives back {_blocks(blocks)} and waits."
-    if event.kind == "resume":
-        found = f"finds {_plural(n, 'block')} still cached ({_blocks(blocks)})" if n else "finds nothing still cached"
-        return f"{who} resumes after its preemption and {found}; it recomputes the rest of its prompt and output."
-    if event.kind == "finish":
-        return f"{who} finishes and gives back {_blocks(blocks)} (a block another sequence still holds stays in use)."
-    return f"{who} was admitted and put back in the same step: this step's other prompts took the blocks it needed."
+    match event.kind:
+        case "allocate":
+            return f"{who} takes {_blocks(blocks)} from the free list."
+        case "prefix_hit":
+            return (
+                f"{who} finds its first {_plural(n, 'full block')} cached ({_blocks(blocks)}): "
+                f"{n * block_size} positions it shares instead of computing."
+            )
+        case "fork":
+            return f"{who} is forked from the first answer: it shares all {_plural(n, 'block')} ({_blocks(blocks)})."
+        case "copy_on_write":
+            return (
+                f"{who} is about to write into block {blocks[0]}, which another sequence shares: copy-on-write gives "
+                f"it block {blocks[1]}, a copy, first."
+            )
+        case "preempt":
+            return f"{who} is preempted: the pool ran out, and as the newest it gives back {_blocks(blocks)} and waits."
+        case "resume":
+            found = (
+                f"finds {_plural(n, 'block')} still cached ({_blocks(blocks)})" if n else "finds nothing still cached"
+            )
+            return f"{who} resumes after its preemption and {found}; it recomputes the rest of its prompt and output."
+        case "finish":
+            return (
+                f"{who} finishes and gives back {_blocks(blocks)} (a block another sequence still holds stays in use)."
+            )
+        case _:
+            return (
+                f"{who} was admitted and put back in the same step: this step's other prompts took the blocks it "
+                "needed."
+            )
 
 
 def memory_sentence(step: PagingStep, trace: PagingTrace) -> str:

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from inference.api import PagingStep, PagingTrace
 from ui.common.chart import Chart
+from ui.common.traces import discrete_scale
 
 FREE, CACHED = -2, -1  # grid values of a free block, and of a free block that still holds a cached prefix
 FREE_COLOUR, CACHED_COLOUR = "#f1f1f1", "#c9c9c9"
@@ -73,15 +74,6 @@ def _grid_values(step: PagingStep) -> np.ndarray:
     return values.astype(np.int64)
 
 
-def _discrete_scale(colours: list[str]) -> list[list]:
-    """A colour scale with one flat band per category (z = 0 .. K-1, zmin -0.5, zmax K-0.5)."""
-    k = len(colours)
-    scale = []
-    for index, colour in enumerate(colours):
-        scale += [[index / k, colour], [(index + 1) / k, colour]]
-    return scale
-
-
 def make_block_grid(
     step: PagingStep, labels: tuple[str, ...], block_size: int, columns: int = GRID_COLUMNS
 ) -> go.Figure:
@@ -116,7 +108,7 @@ def make_block_grid(
             texttemplate="%{text}",
             customdata=np.array(hover, dtype=object).reshape(rows, columns),
             hovertemplate="%{customdata}<extra></extra>",
-            colorscale=_discrete_scale(colours),
+            colorscale=discrete_scale(colours),
             zmin=-0.5,
             zmax=len(colours) - 0.5,
             showscale=False,

@@ -18,7 +18,8 @@ from ui.common import format as fmt
 from ui.common.chart import Chart, ChartCall
 from ui.common.conventions import fit_cells
 from ui.common.token_text import visible_token
-from ui.logits.figures import BAR_COLOR, GREEDY_COLOR, SECOND_COLOR
+from ui.common.traces import share_heatmap
+from ui.logits.figures import GREEDY_COLOR, LEGEND_ABOVE, compared_bars, reference_bars
 
 if TYPE_CHECKING:
     from ui.sampling.compute import Histogram
@@ -131,23 +132,18 @@ def make_draw_histogram(
     x = list(range(len(labels)))
     fig = go.Figure(
         [
-            go.Bar(
-                x=x,
-                y=list(expected),
-                name="exact probability (the sampler's)",
-                marker_color=BAR_COLOR,
-                opacity=0.55,
+            reference_bars(
+                x,
+                expected,
+                "exact probability (the sampler's)",
                 customdata=[fmt.prob(p, 4) for p in expected],
                 hovertemplate="p = %{customdata}<extra></extra>",
             ),
-            go.Bar(
-                x=x,
-                y=list(observed),
-                name=f"observed frequency in {n_draws:,} draws",
-                marker_color=SECOND_COLOR,
-                text=[f"{v:.3f}" for v in observed],
-                textposition="outside",
-                cliponaxis=False,
+            compared_bars(
+                x,
+                observed,
+                f"observed frequency in {n_draws:,} draws",
+                [f"{v:.3f}" for v in observed],
                 hovertemplate="%{y:.4f}<extra></extra>",
             ),
         ]
@@ -164,7 +160,7 @@ def make_draw_histogram(
         title=f"{who}{n_draws:,} draws vs the exact probabilities · {verdict}",
         yaxis={"title": "probability / frequency", "rangemode": "tozero"},
         height=380,
-        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        legend=LEGEND_ABOVE,
         margin={"t": 80, "b": 40},
     )
     return fig
@@ -189,19 +185,15 @@ def make_token_strips(
         text[r, : len(tokens)] = [drawn[visible_token(t)] for t in tokens]
         hover[r, : len(tokens)] = [f"{visible_token(t)}<br>p = {fmt.prob(p)}" for t, p in zip(tokens, probs)]
     fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(range(width)),
-            y=list(row_labels),
+        share_heatmap(
+            z,
+            row_labels,
+            "YlGnBu",
+            3,
+            "p",
             text=text,
             texttemplate="%{text}",
             textfont={"size": size},
-            colorscale="YlGnBu",
-            zmin=0,
-            zmax=1,
-            xgap=3,
-            ygap=3,
-            colorbar={"title": "p"},
             customdata=hover,
             hovertemplate="position %{x}: %{customdata}<extra>%{y}</extra>",
         )
