@@ -9,6 +9,9 @@ process by what its weights take (``inference.bench.memory``).
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,48 @@ def test_the_gguf_engine_adds_its_weights_and_a_stated_overhead():
     assert not [path for path in result["mapped_files"] if path.endswith((".safetensors", ".gguf"))]
     growth = loaded["rss"] - baseline["rss"]
     assert growth <= result["held_bytes"] + LOAD_OVERHEAD, (growth / MIB, result["held_bytes"] / MIB)
+
+
+def test_the_memory_readings_run_by_path_on_the_standard_library_alone():
+    """``resident.py`` is what llama.cpp's memory child runs by its path: its module-level imports are the standard
+    library's, and loaded that way (``-P``, nothing from its folder on the path) it reads this process's memory
+    with neither torch nor the engine imported, so their pages never count against llama.cpp."""
+    from inference.bench import resident
+
+    script = Path(resident.__file__)
+    tree = ast.parse(script.read_text())
+    imported = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom) and not node.level}
+    assert not [node for node in tree.body if isinstance(node, ast.ImportFrom) and node.level]  # no relative import
+    assert imported <= sys.stdlib_module_names | {"__future__"}, imported
+    probe = (
+        f"import runpy, sys; found = runpy.run_path({str(script)!r}, run_name='probe'); now = found['Resident'].now(); "
+        "print(now.rss > now.anonymous > 0, 'torch' in sys.modules, 'inference' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "False", "False"]
+
+
+@pytest.mark.real_model
+def test_llama_cpp_memory_is_read_in_a_process_of_its_own():
+    """llama.cpp on the default GGUF file, measured as ours are: loaded with a 2,048-token context (it maps the file
+    itself), 16 tokens decoded, in a child without torch. Runs where ``llama-cpp-python`` is installed."""
+    pytest.importorskip("llama_cpp")
+    from inference.bench.memory import describe, measure_llama_cpp
+    from inference.model.gguf import default_gguf_path
+
+    gguf = default_gguf_path()
+    result = measure_llama_cpp(gguf, threads=1)
+    points = result["points"]
+    assert not result["torch_imported"] and result["tokens"] == 16 and result["context"] == 2048
+    assert str(gguf.resolve()) in {str(Path(path).resolve()) for path in result["mapped_files"]}
+    assert points["baseline"]["rss"] < points["loaded"]["rss"] <= points["decoded"]["rss"]
+    assert describe(result)[0].startswith(f"{result['mode']}: RSS MiB (anonymous + file) baseline ")
+
+
+def test_a_failed_llama_cpp_child_says_so(tmp_path):
+    """A child that cannot measure (no llama-cpp-python, or no such file) is one clear error, not a JSON traceback."""
+    from inference.bench.memory import measure_llama_cpp
+
+    with pytest.raises(RuntimeError, match="measuring llama.cpp failed"):
+        measure_llama_cpp(tmp_path / "missing.gguf", threads=1)

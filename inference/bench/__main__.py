@@ -19,7 +19,8 @@ compiled or loaded from disk, and in how many seconds). For each row:
   ``llama-cpp-python`` is installed (``requirements-bench.txt``; a 5-minute compile);
 - memory (``inference/bench/memory.py``, unless ``--no-memory``): the mode loaded again alone in
   a fresh process, its resident size once loaded, its compiled step ready and 16 tokens decoded
-  (anonymous + file-backed), and the bytes of the tensors it keeps.
+  (anonymous + file-backed), and the bytes of the tensors it keeps; llama.cpp's the same way, in a
+  fresh process without torch, with a 2,048-token context.
 
 Machines here are noisy, so every system is measured once per repeat, interleaved, and
 each figure is the median over repeats. Prints a table, writes ``bench-results/engine.json``.
@@ -223,6 +224,18 @@ def run(
         if with_memory and engine.device.type == "cpu":  # a fresh process each (a compiled step: from disk now)
             row["memory"] = memory.measure(mode, model, threads)
         rows.append(row)
+    reference_rows = {
+        key: {
+            "label": s.label,
+            "decode_tok_s": s.median("decode"),
+            "prefill_tok_s": s.median("prefill"),
+            "runs": {"decode": s.decode, "prefill": s.prefill},
+        }
+        for key, s in systems.items()
+        if key not in engines
+    }
+    if llama is not None and with_memory:  # a fresh process of its own, as each of our modes
+        reference_rows["llama.cpp"]["memory"] = memory.measure_llama_cpp(source, threads)
     return {
         "model": first.config.name,
         "device": str(first.device),
@@ -232,16 +245,7 @@ def run(
         "repeats": repeats,
         "read_bandwidth_bytes_s": bandwidth,
         "rows": rows,
-        "references": {
-            key: {
-                "label": s.label,
-                "decode_tok_s": s.median("decode"),
-                "prefill_tok_s": s.median("prefill"),
-                "runs": {"decode": s.decode, "prefill": s.prefill},
-            }
-            for key, s in systems.items()
-            if key not in engines
-        },
+        "references": reference_rows,
         "llama_cpp": "measured" if llama is not None else (llama_problem or "the model is not a GGUF file"),
     }
 
@@ -283,9 +287,9 @@ def print_table(report: dict) -> None:
         print(f"  {ref['label']}: decode {ref['decode_tok_s']:.1f} tok/s{prefill}")
     if not has_llama:
         print(f"  llama.cpp left out: {report['llama_cpp']}")
-    for r in report["rows"]:
-        if r.get("memory"):
-            print("  " + "\n  ".join(memory.describe(r["memory"])[:2]))
+    for result in [r.get("memory") for r in report["rows"]] + [report["references"].get("llama.cpp", {}).get("memory")]:
+        if result:
+            print("  " + "\n  ".join(memory.describe(result)[:2]))
     for r in report["rows"]:
         step = r.get("compiled_step")
         print(f"  {r['mode']}: {r['weights']}" + (f"; decode step {step['state']}: {step['detail']}" if step else ""))

@@ -9,7 +9,9 @@ and decodes 16 tokens. At each point it reads ``/proc/self/smaps_rollup`` (Linux
 split into anonymous memory (the process's own: weights, caches, the heap) and file-backed pages
 (libraries and any file mapped, such as a checkpoint), and names the largest mappings. Beside these,
 ``held_bytes`` is what the engine's own tensors take, each storage once: the weights as they are kept.
-The engine benchmark (``python -m inference.bench``) reports the same figures beside the speed.
+llama.cpp on the same GGUF file is read the same way in a child of its own that holds neither torch
+nor the engine (``measure_llama_cpp``, ``inference/bench/resident.py``). The engine benchmark
+(``python -m inference.bench``) reports these figures beside the speed, llama.cpp's beside ours.
 """
 
 from __future__ import annotations
@@ -18,55 +20,16 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from ..number_text import whole_arg
 from .modes import MODES, kernel_of
 from .report import write_report
+from .resident import PROMPT, Resident, largest_mappings, mapped_data_files
 
 MIB = 2**20
 POINTS = ("baseline", "loaded", "step_ready", "decoded")  # when a child reads its memory
-
-
-@dataclass(frozen=True)
-class Resident:
-    """The process's resident memory, in bytes."""
-
-    rss: int
-    anonymous: int  # the process's own pages (heap, anonymous mappings)
-    file: int  # pages of mapped files (libraries, a mapped checkpoint) and shared memory
-
-    @staticmethod
-    def now() -> Resident:
-        fields = {}
-        for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]:
-            name, value, *_ = line.split()
-            fields[name.rstrip(":")] = int(value) * 1024  # the file says kB (KiB)
-        return Resident(fields["Rss"], fields["Anonymous"], fields["Rss"] - fields["Anonymous"])
-
-
-def largest_mappings(count: int = 6) -> list[tuple[str, int, int]]:
-    """The ``count`` largest resident mappings by name: (path or [heap]/[anon], resident bytes, anonymous bytes)."""
-    totals: dict[str, list[int]] = {}
-    current = None
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        parts = line.split()
-        if not parts[0].endswith(":"):  # a mapping's header: address range, perms, offset, device, inode, [path]
-            current = totals.setdefault(parts[5] if len(parts) > 5 else "[anon]", [0, 0])
-        elif parts[0] == "Rss:":
-            current[0] += int(parts[1]) * 1024
-        elif parts[0] == "Anonymous:":
-            current[1] += int(parts[1]) * 1024
-    ranked = sorted(totals.items(), key=lambda item: -item[1][0])[:count]
-    return [(name, rss, anonymous) for name, (rss, anonymous) in ranked]
-
-
-def mapped_data_files() -> list[str]:
-    """The files this process has mapped that are not libraries (a mapped checkpoint would be one)."""
-    fields = (line.split(maxsplit=5) for line in Path("/proc/self/maps").read_text().splitlines())
-    paths = {parts[5] for parts in fields if len(parts) > 5 and parts[5].startswith("/")}
-    return sorted(path for path in paths if ".so" not in Path(path).name)
 
 
 def held_bytes(model) -> int:
@@ -105,7 +68,7 @@ def measure_here(mode: str, model: str | None, threads: int | None, new_tokens: 
     status = engine.wait_for_step()
     points["step_ready"] = Resident.now()
     params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_on_eos=False)
-    list(engine.generate(engine.encode_prompt("The cat sat on the mat because"), params))
+    list(engine.generate(engine.encode_prompt(PROMPT), params))
     points["decoded"] = Resident.now()
     return {
         "mode": mode,
@@ -129,17 +92,32 @@ def measure(mode: str, model: str | None = None, threads: int | None = None) -> 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def measure_llama_cpp(gguf_path: Path, threads: int) -> dict:
+    """llama.cpp's memory on ``gguf_path`` in a fresh child that runs ``resident.py`` by its path: the standard
+    library and llama.cpp only (``-P``: nothing from this folder on the path), so neither torch nor the engine counts.
+    """
+    script = Path(__file__).with_name("resident.py")
+    command = [sys.executable, "-P", str(script), str(gguf_path), str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring llama.cpp failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def describe(result: dict) -> list[str]:
     """A result in lines: resident size (anonymous + file-backed) at each point, the weights held, the mappings."""
     points = result["points"]
     cells = [
         f"{name} {points[name]['rss'] / MIB:.0f} ({points[name]['anonymous'] / MIB:.0f} + {points[name]['file'] / MIB:.0f})"
         for name in POINTS
+        if name in points  # llama.cpp has no compiled step to wait for
     ]
-    lines = [
-        f"{result['mode']}: RSS MiB (anonymous + file) " + ", ".join(cells),
-        f"  tensors held {result['held_bytes'] / MIB:.0f} MiB" + (f"; step {result['step']}" if result["step"] else ""),
-    ]
+    lines = [f"{result['mode']}: RSS MiB (anonymous + file) " + ", ".join(cells)]
+    if "held_bytes" in result:
+        step = f"; step {result['step']}" if result["step"] else ""
+        lines.append(f"  tensors held {result['held_bytes'] / MIB:.0f} MiB" + step)
+    else:
+        lines.append(f"  a {result['context']:,}-token context, {result['tokens']} tokens decoded")
     lines += [
         f"  {rss / MIB:7.1f} MiB ({anon / MIB:.1f} anonymous)  {name}" for name, rss, anon in result["largest_mappings"]
     ]

@@ -112,8 +112,15 @@ class LlamaCppReference:
         return (new_tokens - 1) / (time.perf_counter() - started)
 
     def prefill_tok_s(self, ids: list[int]) -> float:
+        """The prompt in one ``eval`` asking for the last position's logits only, as our engine's prefill does
+        (``last_only``): with ``logits_all`` llama.cpp would also run the output matrix at every other position
+        and copy each row out. The flag is set back after, for ``logits``."""
         self.llm.reset()
-        return len(ids) / timed(lambda: self.llm.eval(ids))
+        self.llm._logits_all = False  # llama-cpp-python's own switch, read by each eval (pinned: 0.3.36)
+        try:
+            return len(ids) / timed(lambda: self.llm.eval(ids))
+        finally:
+            self.llm._logits_all = True
 
     def logits(self, ids: list[int]) -> torch.Tensor:
         self.llm.reset()
