@@ -53,10 +53,11 @@ def test_a_joiner_or_selector_inside_a_drawn_character_stays(text):
 
 
 def test_every_chip_and_chart_label_uses_the_one_rule():
+    from ui.common import token_text
     from ui.logits import figures as logits
     from ui.tokenization import figures as tokens
 
-    assert tokens.visible is visible and logits.visible is visible
+    assert tokens.visible is visible and logits.visible_token is token_text.visible_token  # one definition each
     assert "⟨ZWJ⟩" in tokens.token_chips_html(["\u200d"], [8205])
     assert logits.visible_token("\u00a0") == "⍽"  # the logit lens's and the bar charts' labels
     labels = tokens.make_token_id_chart(["\u00a0", "\u200d"], [1, 2]).data[0].x

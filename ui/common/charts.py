@@ -53,7 +53,8 @@ def show(chart: ChartCall | go.Figure, key: str, name: str | None = None, *, sha
         fig = chart.figure(builder=_shared_cache(chart.spec.figure) if shared else None)
         csv = lambda: chart.csv(fig)  # noqa: E731
     stem = file_stem(key, name)
-    keep_tick_labels(fig)
+    if not shared:  # a shared figure got its tick-label settings once, when it was built: never changed after
+        keep_tick_labels(fig)
     shown = presenter_copy(fig) if presenting() else fig
     st.plotly_chart(shown, key=key, config=chart_config(stem))
     st.download_button(
@@ -84,8 +85,9 @@ def file_stem(key: str, name: str | None = None) -> str:
 def keep_tick_labels(fig: go.Figure) -> go.Figure:
     """Every x axis of ``fig`` keeps all its tick labels: its margin grows to hold them (``automargin``) and a label
     reaching past the chart's edge is drawn, not hidden (``ticklabeloverflow``). Plotly's defaults hide such a label:
-    the class histogram's last bar, "other (49,142 tokens)" on two lines, lost its label in a narrow column. The
-    same settings each time (idempotent), so a figure shared by several sessions can take them."""
+    the class histogram's last bar, "other (49,142 tokens)" on two lines, lost its label in a narrow column. This
+    changes ``fig``: a figure shared between sessions takes it once, when ``shared`` builds it (two sessions
+    updating one figure at once break Plotly's own dictionaries: "OrderedDict mutated during iteration")."""
     fig.update_xaxes(automargin=True, ticklabeloverflow="allow")
     return fig
 
@@ -146,10 +148,16 @@ def _safe(part: str) -> str:
 def shared(builder: Callable[..., go.Figure], max_entries: int = 16) -> Callable[..., go.Figure]:
     """``builder`` (a pure ``make_*`` figure function) built once per set of arguments for every session: a class
     on the teacher's view draws the same charts, and building a Plotly figure is most of a page run's Python.
-    The figure is shared and never changed after it is built (``show`` copies it for presenter mode, and
-    ``st.plotly_chart`` reads it). ``max_entries`` per builder bounds the memory (a figure is ~0.1-1 MB); a class
-    on one view needs a handful (a class on one server: docs/benchmarks.md)."""
-    return st.cache_resource(max_entries=max_entries, show_spinner=False)(builder)
+    The figure is finished when it is built (``keep_tick_labels`` included) and never changed after: sessions read
+    it at the same time (``show`` copies it for presenter mode, and ``st.plotly_chart`` reads it). ``max_entries``
+    per builder bounds the memory (a figure is ~0.1-1 MB); a class on one view needs a handful (a class on one
+    server: docs/benchmarks.md)."""
+
+    @functools.wraps(builder)  # the cache's key reads the builder's own name and source
+    def finished(*args, **kwargs) -> go.Figure:
+        return keep_tick_labels(builder(*args, **kwargs))
+
+    return st.cache_resource(max_entries=max_entries, show_spinner=False)(finished)
 
 
 _shared_cache = shared  # ``show``'s own ``shared`` flag hides the name there
