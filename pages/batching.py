@@ -231,7 +231,7 @@ tabs = st.number_input(
     step=1,
     key=state.BATCH_CLASS_TABS,
 )
-st.button("Send them at once", key=state.BATCH_CLASS_RUN, on_click=state.put, args=(state.BATCH_CLASS_PENDING, True))
+st.button("Send them at once", key=state.BATCH_CLASS_RUN, **state.sets(state.BATCH_CLASS_PENDING, True))
 if st.session_state.pop(state.BATCH_CLASS_PENDING, False):
     params = SamplingParams(
         temperature=float(temperature),

@@ -22,7 +22,7 @@ from inference.api import padded_batch as left_padded
 from ui.batching.figures import EMPTY, IDLE, PAUSED
 from ui.common import format as fmt
 from ui.common.resources import client_for
-from ui.common.token_text import token_texts
+from ui.common.token_text import sequence_text, token_texts
 
 MAX_REQUESTS = 8
 MAX_PROMPT_TOKENS = 64
@@ -298,7 +298,7 @@ class SameRequests:
     n: int
     shared: int  # answered by another request's computation (the server's ``coalesced`` flag on the result)
     identical: bool  # every request got the same tokens
-    text: str  # the answer, in the display notation
+    text: str  # the answer, decoded together (``sequence_text``: whole characters across token borders)
     seconds: float  # from the first send to the last answer, wall clock
 
     @property
@@ -319,6 +319,6 @@ def same_requests(model: str, prompt: str, params: SamplingParams, n: int) -> Sa
         n=n,
         shared=sum(bool(result.coalesced) for result in results),
         identical=all(result.token_ids == first for result in results),
-        text="".join(token_texts(client.tokenizer, first)),
+        text=sequence_text(client.tokenizer, first),
         seconds=seconds,
     )
