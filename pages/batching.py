@@ -255,7 +255,8 @@ if sent and sent[0] == model and sent[1] == requests.prompts[0]:
     st.markdown(
         claims.same_requests_sentence(shared_run.n, shared_run.shared, shared_run.identical, shared_run.seconds)
     )
-    st.caption(f"The answer every tab got: {shared_run.text}")
+    st.caption("The answer every tab got (the prompt, then the tokens generated):")
+    st.code(sent[1] + shared_run.text, language=None, wrap_lines=True)  # as text: code and "#" lines stay as written
 
 # 3. Throughput against batch size
 st.header("Throughput against batch size, measured")
