@@ -150,6 +150,41 @@ def test_sample_many_equals_repeated_sample():
     assert [r.token_id for r in sample_many(logits, SamplingParams(temperature=0), 3)] == [int(logits.argmax())] * 3
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=0.8, seed=3),  # every token survives: the renormalising sum spans the vocabulary
+        SamplingParams(temperature=1.3, top_p=0.9, min_p=0.001, seed=4),
+        SamplingParams(temperature=1.0, top_k=40, repetition_penalty=1.2, seed=5),
+    ],
+)
+def test_the_numbers_of_a_seeded_draw_do_not_depend_on_the_thread_count(params):
+    """A recount of a student's draws in another thread, process or thread setting gives the same tokens: every
+    number the sampler computes is the same bits at 1 and 2 intra-op threads (``Tensor.sum`` over a vocabulary-long
+    vector is not: its split over threads changes the last bits, and a u near a range's edge changed range)."""
+    from inference import sample_many
+    from inference.generation.sampling import filtered_probs, total
+
+    rows = torch.randn(12, 49_152, generator=torch.Generator().manual_seed(1)) * 4  # (12, V) SmolLM2's vocabulary
+    before = torch.get_num_threads()
+    seen = {}
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            seen[threads] = [
+                (
+                    filtered_probs(row, params, [7, 8]),
+                    [d.token_id for d in sample_many(row, params, 200, [7, 8])],
+                    total(row.softmax(-1)),
+                )
+                for row in rows
+            ]
+    finally:
+        torch.set_num_threads(before)
+    for (probs_1, draws_1, sum_1), (probs_2, draws_2, sum_2) in zip(seen[1], seen[2]):
+        assert torch.equal(probs_1, probs_2) and draws_1 == draws_2 and torch.equal(sum_1, sum_2)
+
+
 # -- one seed rule, and cache keys that are the settings themselves ------------------------------------
 def test_draw_n_comes_from_seed_and_index_alone():
     """``generator_for(params, n)`` is draw n's own stream: the draws made before it change nothing."""

@@ -194,9 +194,19 @@ def min_p_mask(probs: torch.Tensor, min_p: float) -> torch.Tensor:
     return probs >= min_p * probs.max()
 
 
+def total(probs: torch.Tensor) -> torch.Tensor:
+    """The sum of ``probs`` (V,) as a 0-d float64 tensor, the same bits at any thread count.
+
+    ``Tensor.sum`` splits a long vector over the intra-op threads, so its last bits depend on how
+    many there are; a seeded draw must not (a recount in another thread, process or setting would
+    land a u near a range's edge in the neighbouring range). A cumulative sum runs in order.
+    """
+    return probs.double().cumsum(0)[-1]
+
+
 def _renormalise(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     kept = torch.where(keep, probs, torch.zeros_like(probs))
-    return kept / kept.sum()
+    return kept / total(kept).float()
 
 
 @dataclass

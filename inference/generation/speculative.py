@@ -48,7 +48,7 @@ from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tolerances import model_tolerance
 from ..number_text import NumberError, whole
 from .run import StepsRun
-from .sampling import Candidate, Ranges, SamplingParams, filtered_probs, finish_reason, generator_for
+from .sampling import Candidate, Ranges, SamplingParams, filtered_probs, finish_reason, generator_for, total
 
 DRAFTERS = ("lookup", "self")
 MAX_DRAFT_TOKENS = 16
@@ -466,7 +466,7 @@ class _Request:
                 return None
             residual = p.clone()
             residual[token] = 0.0
-            mass = float(residual.sum())
+            mass = float(total(residual))
             residual = residual / mass
             return FinalToken(
                 position, drawn, self._text(drawn), "residual", float(residual[drawn]), u, self._top(residual), mass
@@ -477,7 +477,7 @@ class _Request:
         if check.accepted:
             return None
         residual = (p - q).clamp(min=0.0)  # (V,)
-        mass = float(residual.sum())
+        mass = float(total(residual))
         residual = residual / mass if mass > 0 else p  # mass 0 only when p == q, where nothing is rejected
         drawn, probability, u = Ranges.from_probs(residual).draw(generator)  # its third
         return FinalToken(position, drawn, self._text(drawn), "residual", probability, u, self._top(residual), mass)
