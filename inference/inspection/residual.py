@@ -42,6 +42,7 @@ FOUR_NORM_STAGES: tuple[str, ...] = (
 
 
 LENS_POSITIONS = 16  # positions a lens keeps when the caller names none
+LENS_ROWS = 96  # stream rows unembedded at once (Gemma: 96 × 262,144 float32 logits, 100 MB)
 
 
 @dataclass(frozen=True)
@@ -105,16 +106,30 @@ def last_position(engine: Engine, ids: list[int]) -> LastPosition:
 
 
 def _lens(engine: Engine, trace: ForwardTrace, keep_from: int, final_id: int) -> Lens:
-    """The top-3 guesses of each stream (1, T, D) from position ``keep_from`` on."""
+    """The top-3 guesses of each stream (1, T, D) from position ``keep_from`` on.
+
+    Every layer's rows go through the output matrix together, ``LENS_ROWS`` at a time: one pass over
+    a dense (V, D) matrix serves many rows (a layer at a time read Gemma's 671 MB fp32 matrix 19 times
+    for a 12-token prompt: 4.1 s against 0.8 s), and the (rows, V) logits stay bounded.
+    """
     streams = [trace.embeddings] + [layer.block_output for layer in trace.layers]  # each (1, T, D)
+    rows = torch.cat([stream[0, keep_from:] for stream in streams])  # ((L+1)·T', D)
+    width = rows.shape[0] // len(streams)  # T'
     top_ids, top_probs, final_p = [], [], []
-    for stream in streams:  # one layer at a time: (T, V) logits never pile up to (L, T, V)
-        probs = engine.unembed(stream[0, keep_from:]).softmax(-1)  # (T', V)
-        values, indices = probs.topk(3, dim=-1)  # (T', 3)
+    for start in range(0, rows.shape[0], LENS_ROWS):
+        probs = engine.unembed(rows[start : start + LENS_ROWS]).softmax(-1)  # (≤ LENS_ROWS, V)
+        values, indices = probs.topk(3, dim=-1)  # (≤ LENS_ROWS, 3)
         top_ids.append(indices.numpy())
         top_probs.append(values.numpy())
-        final_p.append(float(probs[-1, final_id]))
-    return Lens(np.stack(top_ids), np.stack(top_probs).astype(np.float64), np.array(final_p), keep_from)
+        last_rows = range(start, start + probs.shape[0])
+        final_p += [float(probs[row - start, final_id]) for row in last_rows if row % width == width - 1]
+    shape = (len(streams), width, 3)
+    return Lens(
+        np.concatenate(top_ids).reshape(shape),  # ((L+1)·T', 3) -> (L+1, T', 3)
+        np.concatenate(top_probs).astype(np.float64).reshape(shape),  # ((L+1)·T', 3) -> (L+1, T', 3)
+        np.array(final_p),
+        keep_from,
+    )
 
 
 def _block_walk(trace: ForwardTrace) -> BlockWalk:
