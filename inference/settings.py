@@ -33,6 +33,7 @@ DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?|mps")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_SLOTS = 256
 DEFAULT_KV_BLOCK = 16  # ``ServeConfig.kv_block_size``'s default
+SLOT_POSITIONS = 1024  # ``ServeConfig.slot_capacity``'s default: the paged pool holds at least one whole request
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ VARIABLES: tuple[Variable, ...] = (
         "paged:16",
         "where the generation server keeps K/V: `paged` or `paged:BLOCK` (blocks of BLOCK positions), `contiguous`",
     ),
+    Variable(
+        "LLM_EXPLORER_KV_POSITIONS",
+        "slots × 1,024",
+        "positions the paged K/V pool holds, at least 1,024; fewer than the slots reserve saves memory",
+    ),
     Variable("LLM_EXPLORER_CACHE", "~/.cache/llm-explorer", "where converted models are kept"),
 )
 
@@ -87,6 +93,7 @@ class Settings:
     prefix_cache: bool = True
     slots: int | None = None  # None: ``ServeConfig``'s default
     kv: int | None = DEFAULT_KV_BLOCK  # the generation server's K/V block size; None: the slot cache (contiguous)
+    kv_positions: int | None = None  # the paged pool's positions; None: every slot's whole length
     cache: Path = Path.home() / ".cache" / "llm-explorer"  # where converted models are kept
 
     @classmethod
@@ -110,6 +117,7 @@ class Settings:
             prefix_cache=SWITCHES[_choice("PREFIX_CACHE", get("PREFIX_CACHE").lower(), tuple(SWITCHES), "on")],
             slots=_whole("SLOTS", get("SLOTS"), 1, MAX_SLOTS),
             kv=_kv(get("KV").lower()),
+            kv_positions=_whole("KV_POSITIONS", get("KV_POSITIONS"), SLOT_POSITIONS, None, "(unset: slots × 1,024)"),
             cache=Path(get("CACHE")).expanduser() if get("CACHE") else _user_cache(env) / "llm-explorer",
         )
 

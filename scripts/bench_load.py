@@ -107,6 +107,8 @@ LEVERS = {
     "slots": ({"LLM_EXPLORER_SLOTS": "16"}, {"LLM_EXPLORER_SLOTS": "32"}),
     # the decode step as one compiled graph (issue 22), in the engine's child too; its package already on disk
     "compile": ({"LLM_EXPLORER_COMPILE": "off"}, {"LLM_EXPLORER_COMPILE": "on"}),
+    # the paged K/V pool: every slot's whole length (the default) against the class server's 8,192 positions
+    "kvpool": ({"LLM_EXPLORER_KV_POSITIONS": ""}, {"LLM_EXPLORER_KV_POSITIONS": "8192"}),
 }
 
 

@@ -110,6 +110,7 @@ CLASS_SERVER_ENV = {
     "LLM_EXPLORER_QUANT": "gguf",
     "LLM_EXPLORER_SERVER": "process",
     "LLM_EXPLORER_SLOTS": "32",
+    "LLM_EXPLORER_KV_POSITIONS": "8192",
 }
 # The same with a teacher key (docs/classroom.md): students may follow the teacher (``follow_class``).
 

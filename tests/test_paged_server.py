@@ -89,6 +89,21 @@ def test_a_requests_output_is_the_same_on_paged_blocks_as_on_slots(tiny, block_s
         assert all(abs(p - q) <= q * bound for p, q in zip(paged, slot, strict=True))
 
 
+def test_a_pool_smaller_than_the_slots_holds_fewer_blocks_and_gives_the_same_tokens(tiny):
+    """``kv_positions``: a pool of one request's whole length for three slots holds 8 blocks, not 24; the seven
+    requests (over 200 prompt positions in all) wait for free blocks (or are preempted and computed again), each
+    with the tokens it gets alone."""
+    config = ServeConfig(n_slots=3, max_waiting=8, slot_capacity=128, kv_block_size=16, kv_positions=128)
+    assert sum(len(prompt) for prompt, _ in requests()) > 128
+    tokens, _, server = served(tiny, config)
+    assert server.batcher.cache.num_blocks == 8
+    assert tokens == [solo(tiny, prompt, params)[0] for prompt, params in requests()]
+    roomy = ServeConfig(n_slots=3, slot_capacity=128, kv_block_size=16, kv_positions=10**6)
+    assert PagedBatcher.for_server(tiny, roomy).cache.num_blocks == 3 * 8  # never more than the slots would reserve
+    with pytest.raises(ValueError, match="kv_positions must be >= slot_capacity"):
+        ServeConfig(slot_capacity=128, kv_positions=127)
+
+
 def test_a_request_with_interventions_runs_on_the_slot_cache_beside_paged_ones(tiny):
     """The paged batcher refuses interventions; the server runs that request on a slot cache made for it, with its
     own spec, while the others stay on paged blocks; each equals itself alone."""

@@ -49,6 +49,7 @@ def test_every_value_is_read_and_checked():
             "LLM_EXPLORER_PREFIX_CACHE": "off",
             "LLM_EXPLORER_SLOTS": "32",
             "LLM_EXPLORER_KV": " Paged:8 ",
+            "LLM_EXPLORER_KV_POSITIONS": "8192",
             "LLM_EXPLORER_CACHE": "/tmp/cache",
         }
     )
@@ -64,6 +65,7 @@ def test_every_value_is_read_and_checked():
         False,
         32,
         8,
+        8192,
         Path("/tmp/cache"),
     )
     klass = ClassSettings.from_env(
@@ -90,6 +92,12 @@ def test_every_value_is_read_and_checked():
             "LLM_EXPLORER_KV='paged:0': use paged, paged:BLOCK (a block size of at least 1) or contiguous",
         ),
         ("KV", "slots", "LLM_EXPLORER_KV='slots': use paged, paged:BLOCK"),
+        (
+            "KV_POSITIONS",
+            "512",
+            "LLM_EXPLORER_KV_POSITIONS='512': use a whole number of at least 1024 (unset: slots × 1,024)",
+        ),
+        ("KV_POSITIONS", "8k", "LLM_EXPLORER_KV_POSITIONS='8k': use a whole number of at least 1024"),
         ("THREADS", "0", "LLM_EXPLORER_THREADS='0': use a whole number of at least 1 (unset: every core)"),
         ("COMPILE", "maybe", "LLM_EXPLORER_COMPILE='maybe': use 1 or 0 (on or off)"),
         ("DEVICE", "tpu", "LLM_EXPLORER_DEVICE='tpu': use cpu, cuda, cuda:N or mps"),

@@ -80,14 +80,18 @@ class PagedBatcher:
     @classmethod
     def for_server(cls, engine: Engine, config: ServeConfig, keep_logits: bool = False) -> PagedBatcher:
         """The server's batcher: ``config.n_slots`` requests at once of at most ``config.slot_capacity`` positions,
-        on a pool of as many positions as those slots would reserve (so no request is ever preempted)."""
+        on a pool of ``config.kv_positions`` positions, or (None) as many as those slots would reserve, so that no
+        request is ever preempted."""
         if config.kv_block_size is None:
             raise ValueError("this ServeConfig asks for the slot cache (kv_block_size=None), not paged blocks")
         limit = min(config.slot_capacity, engine.config.max_seq_len)
         per_request = -(-limit // config.kv_block_size)
+        blocks = config.n_slots * per_request
+        if config.kv_positions is not None:  # at least one whole request (ServeConfig checks it), at most the slots'
+            blocks = min(blocks, max(per_request, -(-config.kv_positions // config.kv_block_size)))
         return cls(
             engine,
-            config.n_slots * per_request,
+            blocks,
             config.kv_block_size,
             config.max_prefill_tokens,
             keep_logits,

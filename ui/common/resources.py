@@ -123,6 +123,7 @@ def server_for(model: str) -> EngineServer | ProcessServer:
         share_prefixes=operator.prefix_cache,
         n_slots=operator.slots or ServeConfig.n_slots,
         kv_block_size=operator.kv,  # LLM_EXPLORER_KV: paged blocks (16 by default), None: the slot cache
+        kv_positions=operator.kv_positions,  # LLM_EXPLORER_KV_POSITIONS: the paged pool's size
     )
     if operator.server == "process":
         return ProcessServer(engine_for(model), engine_settings(model), config)
