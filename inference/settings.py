@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .number_text import NumberError, whole
+from .serving.config import ServeConfig
 
 T = TypeVar("T")  # a settings class
 
@@ -33,7 +34,6 @@ DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?|mps")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_SLOTS = 256
 DEFAULT_KV_BLOCK = 16  # ``ServeConfig.kv_block_size``'s default
-SLOT_POSITIONS = 1024  # ``ServeConfig.slot_capacity``'s default: the paged pool holds at least one whole request
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,9 @@ class Settings:
             prefix_cache=SWITCHES[_choice("PREFIX_CACHE", get("PREFIX_CACHE").lower(), tuple(SWITCHES), "on")],
             slots=_whole("SLOTS", get("SLOTS"), 1, MAX_SLOTS),
             kv=_kv(get("KV").lower()),
-            kv_positions=_whole("KV_POSITIONS", get("KV_POSITIONS"), SLOT_POSITIONS, None, "(unset: slots × 1,024)"),
+            kv_positions=_whole(
+                "KV_POSITIONS", get("KV_POSITIONS"), ServeConfig.slot_capacity, None, "(unset: slots × 1,024)"
+            ),
             cache=Path(get("CACHE")).expanduser() if get("CACHE") else _user_cache(env) / "llm-explorer",
         )
 

@@ -88,7 +88,7 @@ class PagedBatcher:
         per_request = -(-limit // config.kv_block_size)
         blocks = config.n_slots * per_request
         if config.kv_positions is not None:  # at least one whole request (ServeConfig checks it), at most the slots'
-            blocks = min(blocks, max(per_request, -(-config.kv_positions // config.kv_block_size)))
+            blocks = min(blocks, -(-config.kv_positions // config.kv_block_size))
         return cls(
             engine,
             blocks,
