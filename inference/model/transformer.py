@@ -69,7 +69,10 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, theta: float, max_seq_len: int, scaling: float = 1.0) -> None:
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        # on the CPU even under a meta-device context (a loader's skeleton): a few floats, and a meta arange
+        # imports torch._dynamo, a second of every cold start
+        steps = torch.arange(0, head_dim, 2, dtype=torch.float32, device="cpu")  # (hd/2,)
+        inv_freq = 1.0 / (theta ** (steps / head_dim))
         self.register_buffer("inv_freq", inv_freq / scaling, persistent=False)  # (hd/2,)
         self.max_seq_len = max_seq_len
 
@@ -278,14 +281,23 @@ class Block(nn.Module):
         return out
 
 
+def _embedding(rows: int, width: int) -> nn.Embedding:
+    """``nn.Embedding(rows, width)``, its normal init skipped on the meta device (a loader's skeleton, filled from a
+    file next): the meta kernel of ``normal_`` imports ``torch._dynamo``, a second of every cold start."""
+    weight = torch.empty(rows, width)
+    if not weight.is_meta:
+        nn.init.normal_(weight)
+    return nn.Embedding(rows, width, _weight=weight)
+
+
 class Transformer(nn.Module):
     """Weights and the forward pass; holds no per-request state."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.pos_embed = nn.Embedding(config.max_seq_len, config.d_model) if config.family == "gpt2" else None
+        self.embed = _embedding(config.vocab_size, config.d_model)
+        self.pos_embed = _embedding(config.max_seq_len, config.d_model) if config.family == "gpt2" else None
         self.rope = (
             RotaryEmbedding(config.head_dim, config.rope_theta, config.max_seq_len, config.rope_scaling)
             if config.family in ("llama", "gemma3")
