@@ -111,3 +111,17 @@ def test_every_page_runs_on_the_files_blocks(gguf_engine, monkeypatch):
     finally:
         st.cache_resource.clear()
         st.cache_data.clear()
+
+
+def test_the_weights_mode_reaches_every_gguf_model_and_a_float_folder_runs_dense(tokenizer_folder, monkeypatch):
+    """LLM_EXPLORER_QUANT=gguf: the embedded default and a packaged model named by its name (Gemma 3 270M, a GGUF)
+    both run on their file's blocks; a float checkpoint's folder has none to keep, and runs dense."""
+    from inference.api import GEMMA3_270M, is_installed
+    from ui.common import resources
+
+    monkeypatch.setenv("LLM_EXPLORER_QUANT", "gguf")
+    monkeypatch.setenv("LLM_EXPLORER_MODELS", f"float-folder={tokenizer_folder}")
+    assert resources.engine_settings("SmolLM2-135M-Instruct")["quant"] == "gguf"
+    assert resources.engine_settings("float-folder")["quant"] is None
+    if is_installed(GEMMA3_270M):
+        assert resources.engine_settings(GEMMA3_270M)["quant"] == "gguf"

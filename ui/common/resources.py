@@ -25,6 +25,7 @@ from inference.api import (
     ServeConfig,
     SettingsError,
     available_cores,
+    gguf_source,
     load_engine,
     release_freed_memory,
     set_threads,
@@ -75,8 +76,8 @@ def engine_settings(model: str) -> dict:
     source = models.allowlist()[model]
     operator = settings.current()
     quant = operator.quant
-    if quant == "gguf" and source is not None and not str(source).endswith(".gguf"):
-        quant = None  # a float checkpoint has no blocks to keep: it runs dense
+    if quant == "gguf" and source is not None and gguf_source(source) is None:
+        quant = None  # a float checkpoint has no blocks to keep: it runs dense (a packaged model's name is a GGUF)
     return dict(model=source, device=operator.device, dtype=operator.dtype, quant=quant, compile=operator.compile)
 
 
