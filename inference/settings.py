@@ -33,7 +33,6 @@ DTYPE_CHOICES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # ``
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?|mps")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_SLOTS = 256
-DEFAULT_KV_BLOCK = 16  # ``ServeConfig.kv_block_size``'s default
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ class Settings:
     server: str = "thread"  # "thread" or "process"
     prefix_cache: bool = True
     slots: int | None = None  # None: ``ServeConfig``'s default
-    kv: int | None = DEFAULT_KV_BLOCK  # the generation server's K/V block size; None: the slot cache (contiguous)
+    kv: int | None = ServeConfig.kv_block_size  # the generation server's K/V block size; None: the slot cache (contiguous)
     kv_positions: int | None = None  # the paged pool's positions; None: every slot's whole length
     cache: Path = Path.home() / ".cache" / "llm-explorer"  # where converted models are kept
 
@@ -160,7 +159,7 @@ def _whole(name: str, value: str, low: int, high: int | None, unset: str = "") -
 def _kv(value: str) -> int | None:
     """``paged`` (blocks of 16 positions), ``paged:BLOCK`` or ``contiguous`` (None: the slot cache)."""
     if value in ("", "paged"):
-        return DEFAULT_KV_BLOCK
+        return ServeConfig.kv_block_size
     if value == "contiguous":
         return None
     if value.startswith("paged:"):
