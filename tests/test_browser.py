@@ -53,6 +53,16 @@ STARTUP_S = 120  # server start + model load on 2 shared cores
 RENDER_S = 120
 
 
+# ``streamlit run`` with the third-party libraries the app's first run imports already imported (torch,
+# transformers' tokenizer, plotly: ~2.5 s of CPU), so that a pooled server imports them while it waits, not while
+# a test waits on its first page. What makes a server fresh is Streamlit's state (no session has run, so its
+# first request takes the legacy ``pages/`` path); the app's own modules are first imported by that request.
+PRELOADED_STREAMLIT = (
+    "import sys, torch, plotly.graph_objects, transformers; transformers.AutoTokenizer; "
+    "from streamlit.web.cli import main; sys.argv[0] = 'streamlit'; sys.exit(main())"
+)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -137,8 +147,8 @@ def _start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[str,
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "streamlit",
+            "-c",
+            PRELOADED_STREAMLIT,
             "run",
             "app.py",
             "--server.port",
@@ -255,6 +265,14 @@ def _outside(urls: list[str], server: str) -> list[str]:
     ]
 
 
+def _url_with(page, part: str, timeout_s: float) -> str:
+    """The page's address once it holds ``part`` (or after ``timeout_s``), read in the page: Streamlit writes it with
+    ``history.replaceState``, and Playwright's ``page.url`` follows only while a call into the page is running."""
+    with contextlib.suppress(Exception):  # Playwright's TimeoutError: the caller's assert names the address
+        page.wait_for_function(f"() => location.href.includes({json.dumps(part)})", timeout=timeout_s * 1000)
+    return page.evaluate("() => location.href")
+
+
 def _chart_numbers(page) -> str:
     """Every drawn Plotly chart's data, as JSON (what the user sees, read from the browser)."""
     return page.evaluate("""() => JSON.stringify([...document.querySelectorAll('.js-plotly-plot')]
@@ -349,10 +367,7 @@ def test_shared_link_restores_the_same_numbers(fresh_server, browser):
     _wait_for_run_to_finish(page)
     layer = _slider_right(page, "Layer", 4)  # inside the page's fragment: its run must update the URL too
     assert layer not in (None, "0")
-    deadline = time.monotonic() + 30
-    while f"layer={layer}" not in page.url and time.monotonic() < deadline:
-        time.sleep(0.25)
-    link = page.url
+    link = _url_with(page, f"layer={layer}", 30)
     assert f"layer={layer}" in link and "seed=3" in link and "prompt=Bank" in link, link
     numbers = _chart_numbers(page)
     assert not _outside(requested, fresh_server)
@@ -497,11 +512,10 @@ def test_temperature_playground_moves_while_you_drag(shared_server, browser, tmp
         slow = [ms for ms in timing["frameMs"] if ms >= FRAME_MS]
         assert not slow, f"{len(slow)} of {len(timing['frameMs'])} frames took {FRAME_MS} ms or more: {slow}"
         page.mouse.up()  # the release: the app's temperature becomes the last frame's
-        deadline = time.monotonic() + 60
-        while "temperature=2" not in page.url and time.monotonic() < deadline:
-            time.sleep(0.25)
+        _url_with(page, "temperature=2", 60)
         _wait_for_run_to_finish(page)
-        assert "temperature=2" in page.url, page.url
+        url = page.evaluate("() => location.href")
+        assert "temperature=2" in url, url
         slider = page.locator('[data-testid="stSlider"]').filter(has_text="Temperature T").locator("input[type=range]")
         assert slider.first.get_attribute("aria-valuetext") in ("2.00", "2"), slider.first.get_attribute(
             "aria-valuetext"
@@ -514,12 +528,11 @@ def test_temperature_playground_moves_while_you_drag(shared_server, browser, tmp
         for _ in range(4):
             handle.press("ArrowLeft")
         _wait_for_run_to_finish(page)
-        deadline = time.monotonic() + 30
-        while "temperature=1.8" not in page.url and time.monotonic() < deadline:
-            time.sleep(0.25)
+        _url_with(page, "temperature=1.8", 30)
         _wait_for_run_to_finish(page)
         assert root.get_attribute("data-temperature") == "1.8", root.get_attribute("data-temperature")
-        assert "temperature=1.8" in page.url, page.url  # the page's own slider and link agree with the playground
+        url = page.evaluate("() => location.href")
+        assert "temperature=1.8" in url, url  # the page's own slider and link agree with the playground
         assert slider.first.get_attribute("aria-valuetext") in ("1.80", "1.8"), slider.first.get_attribute(
             "aria-valuetext"
         )
