@@ -91,7 +91,7 @@ class Settings:
     server: str = "thread"  # "thread" or "process"
     prefix_cache: bool = True
     slots: int | None = None  # None: ``ServeConfig``'s default
-    kv: int | None = ServeConfig.kv_block_size  # the generation server's K/V block size; None: the slot cache (contiguous)
+    kv: int | None = ServeConfig.kv_block_size  # the K/V block size; None: the slot cache (contiguous)
     kv_positions: int | None = None  # the paged pool's positions; None: every slot's whole length
     cache: Path = Path.home() / ".cache" / "llm-explorer"  # where converted models are kept
 
