@@ -76,7 +76,7 @@ def engine_settings(model: str) -> dict:
     source = models.allowlist()[model]
     operator = settings.current()
     quant = operator.quant
-    if quant == "gguf" and source is not None and gguf_source(source) is None:
+    if quant == "gguf" and gguf_source(source) is None:
         quant = None  # a float checkpoint has no blocks to keep: it runs dense (a packaged model's name is a GGUF)
     return dict(model=source, device=operator.device, dtype=operator.dtype, quant=quant, compile=operator.compile)
 
