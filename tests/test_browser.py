@@ -269,7 +269,7 @@ def _url_with(page, part: str, timeout_s: float) -> str:
     """The page's address once it holds ``part`` (or after ``timeout_s``), read in the page: Streamlit writes it with
     ``history.replaceState``, and Playwright's ``page.url`` follows only while a call into the page is running."""
     with contextlib.suppress(Exception):  # Playwright's TimeoutError: the caller's assert names the address
-        page.wait_for_function(f"() => location.href.includes({json.dumps(part)})", timeout=timeout_s * 1000)
+        _wait_for(page, f"location.href.includes({json.dumps(part)})", timeout_s)
     return page.evaluate("() => location.href")
 
 

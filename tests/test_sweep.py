@@ -358,7 +358,8 @@ def test_every_sentence_holds_on_every_prompt(model, app, loaded, monkeypatch):
     if QUANT[model]:
         monkeypatch.setenv("LLM_EXPLORER_QUANT", QUANT[model])
     settings.current.cache_clear()
-    st.cache_resource.clear()  # the clients of the other mode's engines
+    st.cache_resource.clear()  # the clients of the other mode's engines,
+    st.cache_data.clear()  # and what they computed (a server runs one weights mode: its caches are not keyed by it)
     engines = {name: loaded[name, QUANT[model]] for name in (SMOL, GEMMA) if (name, QUANT[model]) in loaded}
     engine = engines[model]
     at = _session(model)
