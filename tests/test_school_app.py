@@ -113,10 +113,15 @@ def _warm_up(school: School, replica: str) -> None:
 @pytest.fixture
 def room(school):
     """The class's room as the tests read it (the same Redis, the same class), with no tab of an earlier test still
-    counted as following (a closed tab's heartbeat leaves the count ``SEEN_S`` after its last poll)."""
+    counted as following. A closed tab's heartbeat would leave the count ``SEEN_S`` after its last poll; every tab of
+    an earlier test is closed, its last run ended (``Poller.stop`` joins its thread first), so their marks are dropped
+    at once instead of waited out. A mark written after that would still be waited out below."""
+    import redis
+
     from ui.classroom.redis_room import RedisRoom
 
     shared = RedisRoom.from_url(school.redis.url, CLASS_ID)
+    redis.Redis.from_url(school.redis.url).delete(shared.key("seen"))
     deadline = time.monotonic() + 2 * SEEN_S
     while shared.followers(SEEN_S) and time.monotonic() < deadline:
         time.sleep(0.2)
