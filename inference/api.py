@@ -69,7 +69,7 @@ from .inspection.weights import FileSummary, ModeComparison, memory_read_speed
 from .model.interventions import EdgeCut, HeadEdit, InterventionError, Interventions, MLPEdit
 from .model.kv_cache import causal_padding_mask
 from .model.loader import gguf_source
-from .model.memory import release_freed_memory
+from .model.memory import limit_heap_arenas, release_freed_memory
 from .model.packages import GEMMA3_270M, SMOLLM2, install_hint, is_installed
 from .model.tokenizer import Tokenizer, TokenizerError, parse_merges
 from .serving.client import EngineClient
@@ -376,6 +376,7 @@ __all__ = [
     "gguf_source",
     "load_engine",
     "release_freed_memory",
+    "limit_heap_arenas",
     "set_threads",
     "settings",
     "GEMMA3_270M",

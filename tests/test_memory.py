@@ -10,6 +10,7 @@ process by what its weights take (``inference.bench.memory``).
 from __future__ import annotations
 
 import ast
+import ctypes
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,39 @@ def test_a_failed_llama_cpp_child_says_so(tmp_path):
 
     with pytest.raises(RuntimeError, match="measuring llama.cpp failed"):
         measure_llama_cpp(tmp_path / "missing.gguf", threads=1)
+
+
+HEAPS = """
+import ctypes, re, sys, tempfile, threading
+from inference.model.memory import limit_heap_arenas
+limited = limit_heap_arenas(2) if sys.argv[1] == "limit" else None
+barrier = threading.Barrier(6)
+def session():  # a script thread: its own allocations, alive beside the others
+    kept = [bytearray(1000) for _ in range(100)]
+    barrier.wait()
+threads = [threading.Thread(target=session) for _ in range(6)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+with tempfile.NamedTemporaryFile("r", suffix=".xml") as report:
+    stream = ctypes.c_void_p(libc.fopen(report.name.encode(), b"w"))
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    print(limited, len(re.findall('<heap nr=', report.read())))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or not hasattr(ctypes.CDLL(None), "malloc_info"), reason="glibc only")
+def test_a_server_s_threads_share_the_capped_heaps():
+    """Six threads alive at once: glibc gives each a heap of its own (up to 8 per core); capped at 2, they share two."""
+
+    def heaps(mode: str) -> tuple[str, int]:
+        out = subprocess.run([sys.executable, "-c", HEAPS, mode], capture_output=True, text=True, check=True)
+        limited, count = out.stdout.split()
+        return limited, int(count)
+
+    assert heaps("limit") == ("True", 2)
+    assert heaps("free")[1] > 2  # the control: without the cap the threads do get heaps of their own

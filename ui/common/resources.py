@@ -26,6 +26,7 @@ from inference.api import (
     SettingsError,
     available_cores,
     gguf_source,
+    limit_heap_arenas,
     load_engine,
     release_freed_memory,
     set_threads,
@@ -148,8 +149,16 @@ def configure_server() -> None:
         st.error(f"This server's settings are wrong: {fmt.clause(error)}.", icon=":material/block:")
         st.stop()
     configure_threads()
+    configure_heap()
     if operator.server == "process":
         server_for(models.current())  # the child loads its model while this run goes on (once per model)
+
+
+@st.cache_resource(show_spinner=False)
+def configure_heap() -> bool:
+    """Once per server process: malloc's heaps capped at the app's cores (at least 2), so the sessions' script
+    threads share their freed memory instead of each keeping a heap of its own (``limit_heap_arenas``)."""
+    return limit_heap_arenas(max(2, app_threads()))
 
 
 @st.cache_resource(show_spinner=False)
