@@ -9,15 +9,18 @@ bash scripts/setup.sh --dev
 set +e
 # Two workers, whole files to each (a file's module-scoped servers and browser stay in one worker). On two
 # cores the browser and load tests spend much of their time waiting on a page, which the other worker fills.
-# PYTEST_WORKERS=0 runs in one process.
+# PYTEST_WORKERS=0 runs in one process. --no-loadscope-reorder: the files in tests/conftest.py's order (the long ones
+# first, so no worker is left with one at the end); xdist's own order is by number of tests, which put the 3-test
+# page sweep (~170 s) last.
 workers="${PYTEST_WORKERS:-2}"
+order="--no-loadscope-reorder"
 if [ "$#" -gt 0 ]; then  # the caller's own selection: one run
-    .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+    .venv/bin/python -m pytest -n "$workers" --dist loadfile $order "$@"
     status=$?
 else
     # The tests that assert a latency goal (marker "timing") run after the rest, alone: a goal such as "a follower
     # applies a broadcast within 2 s" is the app's on its machine, not the app's beside another busy test worker.
-    .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not timing"
+    .venv/bin/python -m pytest -n "$workers" --dist loadfile $order -m "not timing"
     first=$?
     .venv/bin/python -m pytest -p no:xdist -m timing
     second=$?

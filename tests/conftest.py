@@ -188,19 +188,25 @@ def ui_engine_and_server(engine, monkeypatch):
     server.close()
 
 
-# The files that take minutes, longest first (a fresh clone's run: docs/testing.md). The test command hands whole files
-# to its two workers in collection order; the Gemma sweep, collected late, once ran its 158 s last with the other
-# worker idle. Run first, the long files leave only short ones for the end.
+# The files that take a minute or more, longest first (seconds on one worker of a full run, 2 cores: docs/testing.md).
+# The test command hands whole files to its two workers in this order (``--no-loadscope-reorder``: xdist's own order is
+# by number of tests, which ran the 3-test page sweep last with the other worker idle), so only short files are left
+# for the end.
 LONG_FILES = (
-    "test_browser.py",
-    "test_sweep.py",
-    "test_decode_step.py",
-    "test_decode_step_gemma.py",
-    "test_same_numbers.py",
-    "test_claims_paged_kv.py",
-    "test_engine_gemma.py",
-    "test_speculative.py",
-    "test_app_gemma.py",
+    "test_browser.py",  # 579
+    "test_sweep.py",  # 169
+    "test_engine_gemma.py",  # 112
+    "test_speculative.py",  # 101
+    "test_decode_step.py",  # 95
+    "test_app_gemma.py",  # 80
+    "test_decode_step_gemma.py",  # 72
+    "test_browser_lesson.py",  # 62
+    "test_same_numbers.py",  # 59
+    "test_robustness.py",  # 59
+    "test_browser_paged_kv.py",  # 56
+    "test_process_server.py",  # 44
+    "test_app_speculative.py",  # 44
+    "test_load.py",  # 43
 )
 
 
