@@ -1040,7 +1040,7 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
     students = [_student_tab(browser, class_server) for _ in range(3)]
     for page in students:
         _wait_text(page, "Following the teacher: Overview")
-        _wait_for_run_to_finish(page)
+    _wait_for_run_to_finish(*students)  # watched together: all three quiet at once
     _wait_text(teacher, "3 students following now")
     lags: dict[str, list[float]] = {}
     rounds: dict[str, list[float]] = {}

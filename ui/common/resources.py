@@ -139,8 +139,9 @@ def app_threads() -> int:
 
 def configure_server() -> None:
     """The app's entry-point settings, on every run: the operator's settings read and checked (once per process;
-    a bad value stops the page with the reason and the choices, not a traceback), the thread count set once per
-    process, and a process server's child started for the session's model before a page needs it."""
+    a bad value stops the page with the reason and the choices, not a traceback), the thread count set and malloc's
+    heaps capped once per process, and a process server's child started for the session's model before a page
+    needs it."""
     try:
         operator = settings.current()
         models.allowlist()  # the models LLM_EXPLORER_MODELS adds, counted with the packaged ones
