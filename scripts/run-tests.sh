@@ -10,8 +10,8 @@ set +e
 # Two workers, whole files to each (a file's module-scoped servers and browser stay in one worker). On two
 # cores the browser and load tests spend much of their time waiting on a page, which the other worker fills.
 # PYTEST_WORKERS=0 runs in one process. --no-loadscope-reorder: the files in tests/conftest.py's order (the long ones
-# first, so no worker is left with one at the end); xdist's own order is by number of tests, which put the 3-test
-# page sweep (~170 s) last.
+# first, so no worker is left with one at the end); xdist's own order is by number of tests, which started the
+# 3-test page sweep (~170 s) late.
 workers="${PYTEST_WORKERS:-2}"
 order="--no-loadscope-reorder"
 if [ "$#" -gt 0 ]; then  # the caller's own selection: one run

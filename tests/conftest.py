@@ -190,8 +190,8 @@ def ui_engine_and_server(engine, monkeypatch):
 
 # The files that take a minute or more, longest first (seconds on one worker of a full run, 2 cores: docs/testing.md).
 # The test command hands whole files to its two workers in this order (``--no-loadscope-reorder``: xdist's own order is
-# by number of tests, which ran the 3-test page sweep last with the other worker idle), so only short files are left
-# for the end.
+# by number of tests, which started the 3-test page sweep at 822 s of 1,063 and left the workers ending 54 s apart), so
+# only short files are left for the end.
 LONG_FILES = (
     "test_browser.py",  # 579
     "test_sweep.py",  # 169
