@@ -81,6 +81,7 @@ def make_kv_heatmaps(
         rows=2, cols=n_kv, subplot_titles=titles, shared_yaxes=True, vertical_spacing=0.12, horizontal_spacing=0.03
     )
     ticks = [f"{i}: {visible(t)}" for i, t in enumerate(labels)]
+    outlines = []  # every outline written once at the end: add_shape re-validates all earlier ones on each call
     for row, tensor in ((1, keys), (2, values)):
         limit = float(max(np.abs(tensor).max(initial=0), 1e-6))  # K and V each on their own scale
         for head in range(n_kv):
@@ -100,17 +101,22 @@ def make_kv_heatmaps(
                 row=row,
                 col=head + 1,
             )
-            for position in new_rows:
-                fig.add_shape(
+            axes = fig.get_subplot(row, head + 1)  # this cell's axes: xaxis3 is referred to as "x3"
+            xref, yref = (axis.plotly_name.replace("axis", "") for axis in (axes.xaxis, axes.yaxis))
+            outlines += [
+                dict(
                     type="rect",
                     x0=-0.5,
                     x1=head_dim - 0.5,
                     y0=position - 0.5,
                     y1=position + 0.5,
+                    xref=xref,
+                    yref=yref,
                     line=dict(color="red", width=2),
-                    row=row,
-                    col=head + 1,
                 )
+                for position in new_rows
+            ]
+    fig.update_layout(shapes=outlines)
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=ticks, ticktext=ticks)
     fig.update_xaxes(title_text="head dimension", row=2)
     fig.update_layout(
