@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import hypothesis as hyp
+import numpy as np
 import pytest
 import torch
+from hypothesis import strategies as hst
+from hypothesis.extra import numpy as hnp
 
 from inference import SamplingParams
 from ui.logits import compute as compute_logits
@@ -54,3 +58,21 @@ def test_logit_lens_last_layer_is_the_models_output_and_block_adds_up(real):
     torch.testing.assert_close(vec[:, 2], vec[:, 0] + vec[:, 1], atol=1e-3, rtol=1e-4)  # residual add 1
     torch.testing.assert_close(vec[:, 5], vec[:, 2] + vec[:, 4], atol=1e-3, rtol=1e-4)  # residual add 2
     assert walk.shape == (len(ids), real.config.d_model)
+
+
+@hyp.settings(max_examples=150, deadline=None)
+@hyp.given(
+    logits=hnp.arrays(
+        np.float32,
+        hnp.array_shapes(min_dims=1, max_dims=1, min_side=1, max_side=400),
+        elements=hst.floats(-60, 60, width=32) | hst.sampled_from([0.0, 1.5, -3.0]),  # ties on purpose
+    ),
+    temperature=hst.sampled_from([0.0, 1e-3, 0.05, 0.3, 1.0, 1.7, 2.0, 50.0]),
+    mass=hst.floats(0.01, 0.999),
+)
+def test_the_logits_order_counts_the_mass_as_a_sort_does(logits, temperature, mass):
+    """The temperature playground sorts the logits once for all its frames: the same count, ties and T = 0 included."""
+    probs = compute_logits.softmax_at(logits, temperature)
+    order = compute_logits.descending_order(logits)
+    assert np.array_equal(probs[order], np.sort(probs)[::-1])
+    assert compute_logits.tokens_for_mass(probs, mass, order) == compute_logits.tokens_for_mass(probs, mass)

@@ -82,9 +82,21 @@ def entropy_bits(probs: np.ndarray) -> float:
     return float(-(nonzero * np.log2(nonzero)).sum())
 
 
-def tokens_for_mass(probs: np.ndarray, mass: float = 0.9) -> int:
-    """How many of the most probable tokens it takes to cover ``mass`` of the probability."""
-    return int(np.searchsorted(np.cumsum(np.sort(probs)[::-1]), mass) + 1)
+def tokens_for_mass(probs: np.ndarray, mass: float = 0.9, order: np.ndarray | None = None) -> int:
+    """How many of the most probable tokens it takes to cover ``mass`` of the probability.
+
+    ``order``: indices that put ``probs`` in descending order, when the caller has them: the logits' stable
+    argsort, descending, orders softmax(logits ÷ T) at every T (exp and a division by T > 0 never reverse two values;
+    T = 0's one-hot sits on the first largest logit, where the stable argsort puts it first). The same count as
+    sorting ``probs``, without a sort of the vocabulary per temperature.
+    """
+    ranked = np.sort(probs)[::-1] if order is None else probs[order]
+    return int(np.searchsorted(np.cumsum(ranked), mass) + 1)
+
+
+def descending_order(logits: np.ndarray) -> np.ndarray:
+    """The indices of ``logits`` from the largest down (stable: equal logits in index order), for ``tokens_for_mass``."""
+    return np.argsort(-np.asarray(logits, dtype=np.float64), kind="stable")
 
 
 @dataclass(frozen=True)

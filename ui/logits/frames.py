@@ -17,7 +17,15 @@ import streamlit as st
 
 from ui.common import format as fmt
 from ui.common.token_text import visible_token
-from ui.logits.compute import entropy_bits, prompt_logits, softmax_at, token_texts, tokens_for_mass, top_indices
+from ui.logits.compute import (
+    descending_order,
+    entropy_bits,
+    prompt_logits,
+    softmax_at,
+    token_texts,
+    tokens_for_mass,
+    top_indices,
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ def temperature_frames(model: str, prompt: str, chat: bool, temperatures: tuple[
     logits = prompt_logits(model, prompt, chat).logits
     top = top_indices(logits, top_n)
     dists = [softmax_at(logits, t) for t in temperatures]  # (V,) each, float64
+    order = descending_order(logits)  # (V,) one sort for every temperature
     return Frames(
         temperatures=[float(t) for t in temperatures],
         token_ids=[int(i) for i in top],
@@ -67,5 +76,5 @@ def temperature_frames(model: str, prompt: str, chat: bool, temperatures: tuple[
         probs=np.stack([d[top] for d in dists]),
         entropy=np.array([entropy_bits(d) for d in dists]),
         top_probability=np.array([d.max() for d in dists]),
-        for_90=[tokens_for_mass(d, 0.9) for d in dists],
+        for_90=[tokens_for_mass(d, 0.9, order) for d in dists],
     )
