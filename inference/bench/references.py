@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from ..model.gguf import cache_root, checksummed_folder, sha256_file
+from ..model.digests import known_sha256
+from ..model.gguf import cache_root, checksummed_folder
 
 REFERENCE_FORMAT = 1
 
@@ -133,7 +134,7 @@ def transformers_gguf_folder(gguf_path: Path) -> Path:
     import transformers
 
     gguf_path = Path(gguf_path)
-    source_hash = sha256_file(gguf_path)
+    source_hash = known_sha256(gguf_path)
     folder = cache_root() / "reference" / f"{gguf_path.stem}-{source_hash[:16]}-transformers-{transformers.__version__}"
     return checksummed_folder(
         folder, gguf_path, source_hash, lambda out: _save_gguf_reference(gguf_path, out), cache_format=REFERENCE_FORMAT

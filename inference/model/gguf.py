@@ -6,14 +6,13 @@ architecture's names and fix-ups (``gguf_arch.py``: one place per architecture),
 building the tokenizer from the GGUF metadata, and writing the result as
 ``config.json`` + ``model.safetensors`` + tokenizer files into a user cache directory
 with a manifest of checksums (``checksummed_folder``, also used for other derived
-folders). A cache whose checksums don't match is rebuilt, never used. The engine then
-loads that folder like any other HF folder (with ``quant="gguf"``, only the tensors the file's
-blocks do not replace: the norms; ``read_raw_weights`` gives the blocks).
+folders; a file's checksum is remembered by its ``stat``: ``digests.py``). A cache whose checksums don't match is
+rebuilt, never used. The engine then loads that folder like any other HF folder (with ``quant="gguf"``, only the
+tensors the file's blocks do not replace: the norms; ``read_raw_weights`` gives the blocks).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 
 from ..settings import current as current_settings
+from .digests import known_sha256, sha256_file
 from .errors import ModelLoadError
 from .gguf_arch import architecture
 from .gguf_file import read_gguf, reader_metadata
@@ -64,17 +64,12 @@ def cache_root() -> Path:
     return current_settings().cache
 
 
-def sha256_file(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def converted_folder(gguf_path: Path) -> Path:
     """The HF folder converted from ``gguf_path``: reused when intact, (re)built otherwise."""
     gguf_path = Path(gguf_path)
     if not gguf_path.is_file():
         raise ModelLoadError(f"GGUF file not found: {gguf_path}")
-    source_hash = sha256_file(gguf_path)
+    source_hash = known_sha256(gguf_path)
     folder = cache_root() / f"{gguf_path.stem}-{source_hash[:16]}"
     return checksummed_folder(folder, gguf_path, source_hash, lambda out: _convert(gguf_path, out))
 
@@ -113,7 +108,7 @@ def _cache_is_valid(folder: Path, source_hash: str, cache_format: int = CACHE_FO
         if manifest.get("format") != cache_format or manifest.get("source_sha256") != source_hash:
             return False
         files = manifest["files"]
-        return bool(files) and all(sha256_file(folder / name) == digest for name, digest in files.items())
+        return bool(files) and all(known_sha256(folder / name) == digest for name, digest in files.items())
     except (OSError, ValueError, KeyError, TypeError):
         return False
 

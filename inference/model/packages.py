@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from .digests import known_sha256
 from .errors import ModelLoadError
 from .gguf import cache_root, default_gguf_path
 
@@ -41,6 +42,9 @@ def gemma3_270m_gguf_path() -> Path:
     package = importlib.import_module(GEMMA3_MODULE)
     target = cache_root() / "gguf" / package.MODEL_NAME
     try:
+        expected = getattr(package, "EXPECTED_SHA256", None)
+        if target.is_file() and expected and known_sha256(target) == expected:
+            return target  # assembled before and unchanged since (its digest remembered: ``digests.py``)
         if target.is_file():
             try:
                 return Path(package.assemble(output_path=target))  # an existing file is checked against the sha256
