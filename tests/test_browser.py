@@ -6,7 +6,8 @@ and a shared link opened in a fresh browser context showing the same chart numbe
 Headless Debian ``chromium`` driven by Playwright (no browser download). A fresh
 ``streamlit run app.py`` per page matters: only the first request of a new server
 takes Streamlit's legacy ``pages/`` path (see ``ui.common.navigation.redirect_legacy_run``); the next server
-starts while a test runs (``_ServerPool``).
+starts while a test runs (``_ServerPool``), forked from one process that imported the libraries once
+(``tests/server_forker.py``).
 Presenter mode is checked as a projector shows it, at 1280×720 and 1920×1080 (one server, one
 browser): no label, button text or chart title is cut, Copy link is there, Generation shows only its
 primary controls. Screenshots go to ``$BROWSER_SCREENSHOTS`` when it is set; otherwise only a failing page's
@@ -23,8 +24,6 @@ import re
 import shutil
 import socket
 import statistics
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.server_forker import ForkedProcess, Forker
 from ui.common.navigation import PAGES, ROOT_TITLE
 
 pytestmark = pytest.mark.browser
@@ -53,14 +53,18 @@ STARTUP_S = 120  # server start + model load on 2 shared cores
 RENDER_S = 120
 
 
-# ``streamlit run`` with the third-party libraries the app's first run imports already imported (torch,
-# transformers' tokenizer, plotly: ~2.5 s of CPU), so that a pooled server imports them while it waits, not while
-# a test waits on its first page. What makes a server fresh is Streamlit's state (no session has run, so its
-# first request takes the legacy ``pages/`` path); the app's own modules are first imported by that request.
-PRELOADED_STREAMLIT = (
-    "import sys, torch, plotly.graph_objects, transformers; transformers.AutoTokenizer; "
-    "from streamlit.web.cli import main; sys.argv[0] = 'streamlit'; sys.exit(main())"
-)
+# Each server is forked from one process that imported the third-party libraries the app's first run needs (torch,
+# transformers' tokenizer, plotly, Streamlit's CLI: ~2.5 s of CPU a server otherwise): ``tests/server_forker.py``.
+# What makes a server fresh is Streamlit's state (no session has run, so its first request takes the legacy
+# ``pages/`` path); the app's own modules are first imported by that request.
+_FORKER: Forker | None = None
+
+
+def _forker() -> Forker:
+    global _FORKER
+    if _FORKER is None:
+        _FORKER = Forker()  # ends with this test process (its input closes)
+    return _FORKER
 
 
 def _free_port() -> int:
@@ -69,11 +73,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
+def _wait_healthy(url: str, proc: ForkedProcess, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
+            raise RuntimeError(f"streamlit exited before it was healthy (its log: {proc.log})")
         try:
             with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
                 if response.status == 200:
@@ -86,15 +90,16 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
 class _ServerPool:
     """Fresh ``streamlit run app.py`` servers, each serving one test, the next one started while a test runs.
 
-    A server's start (imports, ~3 s of CPU) overlaps the previous test's waits for the page to go quiet;
+    A server's start (forked: Streamlit's own start, well under a second of CPU) overlaps the previous test's
+    waits for the page to go quiet;
     one ahead, not more: on two cores a second would slow the test it overlaps. Every server a test takes
     has served no request before (the legacy ``pages/`` path is only taken by a new server's first one).
     """
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._started: list[tuple[str, subprocess.Popen, object]] = []
-        self._running: dict[str, tuple[subprocess.Popen, object]] = {}
+        self._started: list[tuple[str, ForkedProcess, Path]] = []
+        self._running: dict[str, tuple[ForkedProcess, Path]] = {}
         self._count = itertools.count()  # each server its own log folder
 
     def _start(self) -> None:
@@ -140,38 +145,19 @@ def shared_server(tmp_path_factory) -> Iterator[str]:
     yield from _serve(tmp_path_factory.mktemp("shared-server"))
 
 
-def _start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[str, subprocess.Popen, object]:
+def _start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[str, ForkedProcess, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    log = open(folder / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            PRELOADED_STREAMLIT,
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **(env or {})},
-    )
+    args = ["run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1"]
+    args += ["--server.headless", "true", "--server.fileWatcherType", "none"]
+    log = folder / "streamlit.log"
+    proc = _forker().start(args, log, ROOT, {**os.environ, **(env or {})})
     return f"http://127.0.0.1:{port}", proc, log
 
 
-def _stop_server(proc: subprocess.Popen, log) -> None:
+def _stop_server(proc: ForkedProcess, log: Path) -> None:
     proc.kill()  # a test server: nothing to save, and a polite stop takes Streamlit ~1.5 s
     proc.wait(timeout=20)
-    log.close()
 
 
 def _serve(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
