@@ -277,3 +277,37 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
         },
     ]
     assert not teacher.metric  # no score of the teacher's own: the teacher answered nothing
+
+
+def test_a_press_on_the_last_steps_button_still_on_screen_acts_on_the_step_the_page_shows(both_models, class_server):
+    """While a step's run draws (seconds on a busy server), the browser still shows the last step's buttons, under
+    the same keys; a press on one belongs to the step the page now shows. Seen in Chromium: a Reveal pressed as the
+    count appeared revealed the last step's round, and the class never saw this one's; a Next pressed that early
+    stayed on the step. Here the last step's buttons are pressed after the session has moved on, as in that run."""
+    teacher = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    teacher.run()
+    teacher.text_input(key="_w_class_key").input(KEY)
+    teacher.button(key="class_unlock").click().run()
+    teacher.switch_page("pages/lesson.py")
+    teacher.run()
+    teacher.selectbox(key=keys.LESSON_PICK).set_value("text-to-next-token").run()
+    teacher.button(key=keys.LESSON_START).click().run()
+    for _ in range(4):  # Start, then on to step 4: an estimate, opened to the class
+        teacher.button(key=keys.LESSON_NEXT).click().run()
+    assert_clean(teacher)
+    assert "step 4 of 11" in teacher.get("progress")[0].proto.text
+    step = files.load("text-to-next-token").steps[4]
+    # Next went through, and step 5's run has opened its question; the page still shows step 4's buttons
+    opened = class_server.room().new_guess_round(classmode.experiment(SMOLLM2, step))
+    teacher.session_state[keys.LESSON_AT] = 5
+    teacher.session_state[keys.LESSON_ROUND] = (("text-to-next-token", 5, SMOLLM2), opened)
+    teacher.button(key=keys.LESSON_REVEAL).click().run()  # step 4's Reveal
+    assert_clean(teacher)
+    assert "step 5 of 11" in teacher.get("progress")[0].proto.text
+    shown = class_server.room().guess_round()
+    assert shown.round_id == opened and shown.revealed
+    assert "**The class: 0 answers.**" in [m.value for m in teacher.markdown]
+    teacher.session_state[keys.LESSON_AT] = 6  # Next went through; step 5's Next is still on screen
+    teacher.button(key=keys.LESSON_NEXT).click().run()
+    assert_clean(teacher)
+    assert "step 7 of 11" in teacher.get("progress")[0].proto.text

@@ -108,9 +108,9 @@ def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
     """Start this step's round once, show the count, the Reveal button, and after it the class's answers."""
     where = (lesson, step.number, model)
     try:
-        if st.session_state.get(keys.LESSON_ROUND) != where:
-            broadcast.room().new_guess_round(experiment(model, step))
-            st.session_state[keys.LESSON_ROUND] = where
+        opened = st.session_state.get(keys.LESSON_ROUND)
+        if opened is None or opened[0] != where:
+            st.session_state[keys.LESSON_ROUND] = (where, broadcast.room().new_guess_round(experiment(model, step)))
         rnd = current_round(model, step)
     except RoomUnavailable as error:
         st.warning(broadcast.paused(error))
@@ -123,13 +123,7 @@ def teacher_panel(lesson: str, model: str, step: Step, found: Truth) -> None:
         if isinstance(found, NextToken):
             prepare_be_the_model(model, step)
         _count(rnd.round_id, model, step, isinstance(found, NextToken))
-        st.button(
-            "Reveal the answer to the class",
-            key=keys.LESSON_REVEAL,
-            type="primary",
-            on_click=_reveal,
-            args=(rnd.round_id,),
-        )
+        st.button("Reveal the answer to the class", key=keys.LESSON_REVEAL, type="primary", on_click=_reveal)
         return
     given = list(rnd.guesses.values())
     _record(lesson, model, step, found, given)
@@ -189,10 +183,14 @@ def _count(round_id: str, model: str, step: Step, next_token: bool) -> None:
         prepare_be_the_model(model, step, [token for token, _ in vote_tally(model, step, list(rnd.guesses.values()))])
 
 
-def _reveal(round_id: str) -> None:
-    if broadcast.is_teacher():
+def _reveal() -> None:
+    """Reveal the question this teacher's session opened last: the step its page is on at the press. Not a round
+    bound to the button when it was drawn: while a step's run draws (seconds on a busy server), the button still on
+    screen is the last step's, with the same key, and a press on it belongs to the step the page now shows."""
+    opened = st.session_state.get(keys.LESSON_ROUND)
+    if broadcast.is_teacher() and opened is not None:
         try:
-            broadcast.room().reveal(round_id)
+            broadcast.room().reveal(opened[1])
         except RoomUnavailable as error:
             st.session_state[keys.LESSON_CLASS_MESSAGE] = f"Not revealed: {error}"
 

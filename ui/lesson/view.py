@@ -37,7 +37,7 @@ def render() -> None:
     if problems:
         _refuse(problems)
         return
-    at = min(max(int(st.session_state.get(keys.LESSON_AT) or 0), 0), len(lesson.steps) + 1)
+    at = _position(len(lesson.steps))
     if at == 0:
         _first_page(lesson)
     elif at <= len(lesson.steps):
@@ -49,6 +49,19 @@ def render() -> None:
 def _go(name: str, at: int) -> None:
     st.session_state[keys.LESSON] = name
     st.session_state[keys.LESSON_AT] = at
+
+
+def _move(name: str, by: int, total: int) -> None:
+    """Start, Back and Next: ``by`` steps from the step the session is on at the press, not from the one the button
+    was drawn on (while a step's run draws, the last step's button is still on screen, with the same key: a press
+    on it moves on from the step the page now shows). A press left from another lesson does nothing."""
+    if st.session_state.get(keys.LESSON) == name:
+        _go(name, min(max(_position(total) + by, 0), total + 1))
+
+
+def _position(total: int) -> int:
+    """The step the session is on: 0 is the lesson's first page, ``total + 1`` its score."""
+    return min(max(int(st.session_state.get(keys.LESSON_AT) or 0), 0), total + 1)
 
 
 def code(line: str) -> str:
@@ -98,7 +111,7 @@ def _first_page(lesson: Lesson) -> None:
     chapters = list(dict.fromkeys(CHAPTERS[step.chapter] for step in lesson.steps))
     st.markdown("It visits: " + " → ".join(chapters) + ".")
     left, right = st.columns(2)
-    left.button("Start", key=keys.LESSON_NEXT, type="primary", on_click=_go, args=(lesson.name, 1))
+    left.button("Start", key=keys.LESSON_NEXT, type="primary", on_click=_move, args=(lesson.name, 1, len(lesson.steps)))
     right.button("Choose another lesson", key=keys.LESSON_CLOSE, on_click=_go, args=("", 0))
 
 
@@ -130,14 +143,14 @@ def _step(lesson: Lesson, step: Step, model: str) -> None:
         icon=":material/open_in_new:",
     )
     left, middle, right = st.columns(3)
-    left.button("Back", key=keys.LESSON_BACK, on_click=_go, args=(lesson.name, step.number - 1))
+    left.button("Back", key=keys.LESSON_BACK, on_click=_move, args=(lesson.name, -1, total))
     last = step.number == total
     middle.button(
         "See your score" if last else "Next step",
         key=keys.LESSON_NEXT,
         type="primary",
-        on_click=_go,
-        args=(lesson.name, step.number + 1),
+        on_click=_move,
+        args=(lesson.name, 1, total),
     )
     right.button("Choose another lesson", key=keys.LESSON_CLOSE, on_click=_go, args=("", 0))
 
