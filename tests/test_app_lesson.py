@@ -197,7 +197,8 @@ def student(student_id: str) -> AppTest:
     return at
 
 
-def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server, engine):
+def teacher_on_lesson() -> AppTest:
+    """The teacher's tab, the key proved, on the first page of the lesson text-to-next-token."""
     teacher = AppTest.from_file(APP, default_timeout=TIMEOUT)
     teacher.run()
     teacher.text_input(key="_w_class_key").input(KEY)
@@ -206,6 +207,11 @@ def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models,
     teacher.run()
     teacher.selectbox(key=keys.LESSON_PICK).set_value("text-to-next-token").run()
     teacher.button(key=keys.LESSON_START).click().run()
+    return teacher
+
+
+def test_a_class_follows_the_steps_answers_once_and_sees_the_reveal(both_models, class_server, engine):
+    teacher = teacher_on_lesson()
     teacher.button(key=keys.LESSON_NEXT).click().run()  # Start: step 1, its question opened to the class
     assert_clean(teacher)
     assert teacher.metric[0].label == "Answers in" and teacher.metric[0].value == "0"
@@ -284,14 +290,7 @@ def test_a_press_on_the_last_steps_button_still_on_screen_acts_on_the_step_the_p
     the same keys; a press on one belongs to the step the page now shows. Seen in Chromium: a Reveal pressed as the
     count appeared revealed the last step's round, and the class never saw this one's; a Next pressed that early
     stayed on the step. Here the last step's buttons are pressed after the session has moved on, as in that run."""
-    teacher = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    teacher.run()
-    teacher.text_input(key="_w_class_key").input(KEY)
-    teacher.button(key="class_unlock").click().run()
-    teacher.switch_page("pages/lesson.py")
-    teacher.run()
-    teacher.selectbox(key=keys.LESSON_PICK).set_value("text-to-next-token").run()
-    teacher.button(key=keys.LESSON_START).click().run()
+    teacher = teacher_on_lesson()
     for _ in range(4):  # Start, then on to step 4: an estimate, opened to the class
         teacher.button(key=keys.LESSON_NEXT).click().run()
     assert_clean(teacher)
