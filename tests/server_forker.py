@@ -98,7 +98,8 @@ class ForkedProcess:
 
 
 class Forker:
-    """One forking process for a test module; ``start`` returns a new server's ``ForkedProcess``."""
+    """One forking process for a test process; ``start`` returns a new server's ``ForkedProcess``. It ends when the test
+    process does (its input closes)."""
 
     def __init__(self) -> None:
         self._proc = subprocess.Popen(
@@ -111,7 +112,3 @@ class Forker:
         self._proc.stdin.write(json.dumps({"args": args, "log": str(log), "cwd": str(cwd), "env": env}) + "\n")
         self._proc.stdin.flush()
         return ForkedProcess(int(self._proc.stdout.readline()), log)
-
-    def close(self) -> None:
-        self._proc.stdin.close()
-        self._proc.wait(timeout=20)

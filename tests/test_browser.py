@@ -98,8 +98,8 @@ class _ServerPool:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._started: list[tuple[str, ForkedProcess, Path]] = []
-        self._running: dict[str, tuple[ForkedProcess, Path]] = {}
+        self._started: list[tuple[str, ForkedProcess]] = []
+        self._running: dict[str, ForkedProcess] = {}
         self._count = itertools.count()  # each server its own log folder
 
     def _start(self) -> None:
@@ -108,20 +108,20 @@ class _ServerPool:
     def take(self) -> str:
         if not self._started:
             self._start()
-        url, proc, log = self._started.pop(0)
+        url, proc = self._started.pop(0)
         self._start()
-        self._running[url] = (proc, log)
+        self._running[url] = proc
         _wait_healthy(url, proc, STARTUP_S)
         return url
 
     def done(self, url: str) -> None:
-        _stop_server(*self._running.pop(url))
+        _stop_server(self._running.pop(url))
 
     def close(self) -> None:
-        for _, proc, log in self._started:
-            _stop_server(proc, log)
-        for proc, log in self._running.values():
-            _stop_server(proc, log)
+        for _, proc in self._started:
+            _stop_server(proc)
+        for proc in self._running.values():
+            _stop_server(proc)
 
 
 @pytest.fixture(scope="module")
@@ -145,28 +145,27 @@ def shared_server(tmp_path_factory) -> Iterator[str]:
     yield from _serve(tmp_path_factory.mktemp("shared-server"))
 
 
-def _start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[str, ForkedProcess, Path]:
+def _start_server(folder: Path, env: dict[str, str] | None = None) -> tuple[str, ForkedProcess]:
     folder.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     args = ["run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1"]
     args += ["--server.headless", "true", "--server.fileWatcherType", "none"]
-    log = folder / "streamlit.log"
-    proc = _forker().start(args, log, ROOT, {**os.environ, **(env or {})})
-    return f"http://127.0.0.1:{port}", proc, log
+    proc = _forker().start(args, folder / "streamlit.log", ROOT, {**os.environ, **(env or {})})
+    return f"http://127.0.0.1:{port}", proc
 
 
-def _stop_server(proc: ForkedProcess, log: Path) -> None:
+def _stop_server(proc: ForkedProcess) -> None:
     proc.kill()  # a test server: nothing to save, and a polite stop takes Streamlit ~1.5 s
     proc.wait(timeout=20)
 
 
 def _serve(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    url, proc, log = _start_server(folder, env)
+    url, proc = _start_server(folder, env)
     try:
         _wait_healthy(url, proc, STARTUP_S)
         yield url
     finally:
-        _stop_server(proc, log)
+        _stop_server(proc)
 
 
 @pytest.fixture(scope="module")
