@@ -179,22 +179,37 @@ def browser():
         instance.close()
 
 
+# A page's run is over when no sample of its script state, taken every ``SAMPLE_S``, has found it busy for
+# ``QUIET_S`` (counted from the wait's start at the earliest). Busy: running, or a rerun the page asked for and the
+# server has not started (a click's or a widget's), or no app yet. A sampled wait, not a watch of every change: on a
+# class page each tab's heartbeat fragment runs for milliseconds twice a second, and a page is not waited on for it.
+QUIET_S = 1.0
+SAMPLE_S = 0.25
+_BUSY = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    return !app || ["initial", "running", "rerunRequested", "stopRequested"].includes(
+        app.getAttribute("data-test-script-state"));
+}"""
+
+
+def _busy(page) -> bool:
+    try:
+        return bool(page.evaluate(_BUSY))
+    except Exception:  # noqa: BLE001  (Playwright's Error while the page's document changes: busy)
+        return True
+
+
 def _wait_for_run_to_finish(*pages) -> None:
-    """Until the app's script (stApp's data-test-script-state) has not been running for two seconds, in every page
-    at once (the pages of a class watched together, not one after the other)."""
+    """Until the app's script (stApp's data-test-script-state) has not been found busy for ``QUIET_S``, in every
+    page at once (the pages of a class watched together, not one after the other)."""
     deadline = time.monotonic() + RENDER_S
-    quiet_since = None
+    quiet_since = time.monotonic()
     while time.monotonic() < deadline:
-        running = any(
-            page.locator('[data-testid="stApp"][data-test-script-state="running"]').count() > 0 for page in pages
-        )
-        if running:
-            quiet_since = None
-        elif quiet_since is None:
+        if any(_busy(page) for page in pages):
             quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since > 2.0:
+        elif time.monotonic() - quiet_since >= QUIET_S:
             return
-        time.sleep(0.25)
+        time.sleep(SAMPLE_S)
     raise TimeoutError("the page kept running")
 
 
