@@ -12,13 +12,20 @@ import os
 import pytest
 import torch
 
+_APP_THREADS_SET_HERE = "TESTS_SET_APP_THREADS"  # marks LLM_EXPLORER_THREADS as this hook's, not the operator's
+
 
 def pytest_configure(config):
     from inference import set_threads
 
     threads = set_threads(suite_threads())
-    # The apps the tests run (AppTest in this process, servers in their own) take the same share, unless told.
-    os.environ.setdefault("LLM_EXPLORER_THREADS", str(threads))
+    # The apps the tests run (AppTest in this process, servers in their own) take the same share, unless the operator
+    # set LLM_EXPLORER_THREADS. An xdist worker inherits its controller's environment, where this hook set the
+    # controller's share (every core): the worker sets its own over it (two threads in each server beside the other
+    # worker's would wait on each other).
+    if os.environ.get(_APP_THREADS_SET_HERE) or "LLM_EXPLORER_THREADS" not in os.environ:
+        os.environ["LLM_EXPLORER_THREADS"] = str(threads)
+        os.environ[_APP_THREADS_SET_HERE] = "1"
     scan_installed_components_once()
 
 
