@@ -209,25 +209,25 @@ def ui_engine_and_server(engine, monkeypatch):
     server.close()
 
 
-# The files that take a minute or more, longest first (seconds on one worker of a full run, 2 cores: docs/testing.md).
-# The test command hands whole files to its two workers in this order (``--no-loadscope-reorder``: xdist's own order is
-# by number of tests, which started the 3-test page sweep at 822 s of 1,063 and left the workers ending 54 s apart), so
-# only short files are left for the end.
+# The files that take half a minute or more, longest first (seconds on one worker of a full run, 2 cores:
+# docs/testing.md). The test command hands whole files to its two workers in this order (``--no-loadscope-reorder``:
+# xdist's own order is by number of tests, which started the 3-test page sweep at 822 s of 1,063 and left the workers
+# ending 54 s apart), so only short files are left for the end.
 LONG_FILES = (
-    "test_browser.py",  # 579
-    "test_sweep.py",  # 169
-    "test_engine_gemma.py",  # 112
-    "test_speculative.py",  # 101
-    "test_decode_step.py",  # 95
-    "test_app_gemma.py",  # 80
-    "test_decode_step_gemma.py",  # 72
-    "test_browser_lesson.py",  # 62
-    "test_same_numbers.py",  # 59
-    "test_robustness.py",  # 59
-    "test_browser_paged_kv.py",  # 56
-    "test_process_server.py",  # 44
-    "test_app_speculative.py",  # 44
-    "test_load.py",  # 43
+    "test_browser.py",  # 303
+    "test_sweep.py",  # 111
+    "test_engine_gemma.py",  # 90
+    "test_speculative.py",  # 57
+    "test_app_gemma.py",  # 46
+    "test_decode_step.py",  # 42
+    "test_process_server.py",  # 39
+    "test_decode_step_gemma.py",  # 38
+    "test_browser_lesson.py",  # 36
+    "test_robustness.py",  # 34
+    "test_same_numbers.py",  # 32
+    "test_load.py",  # 30
+    "test_browser_paged_kv.py",  # 28
+    "test_app_speculative.py",  # 28
 )
 
 
