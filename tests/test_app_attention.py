@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests import apptest_utils
 from tests.apptest_utils import N_TOKENS, READING_PAGES, assert_clean, chart, plotly_array
+from ui.common import state
 
 pytestmark = pytest.mark.real_model
 
@@ -58,3 +59,18 @@ def test_switching_heads_off_shows_the_effect_on_the_next_token(engine):
     assert at.query_params["off"] == ",".join(f"{l}.{h}" for l, h in heads)  # the link's own notation
     at.button(key="att_heads_reset").click().run()
     assert "No head is switched off." in " ".join(c.value for c in at.caption)
+
+
+def test_a_press_on_the_sending_heads_button_keeps_a_head_switched_off_since_it_was_drawn():
+    """The button switches its heads off beside those off at the press: a copy of it still on screen from an earlier
+    run (the browser shows it while the next run draws) must not drop a head switched off in between."""
+    at = open_page("attention")
+    caption = next(c.value for c in at.caption if c.value.startswith("Heads putting at least"))
+    listed = caption.split("weight): ", 1)[1].rstrip(".").split(", ")  # "L13 H8 (80%)", ...
+    sending = {tuple(int(part[1:]) for part in item.split(" (")[0].split(" ")) for item in listed}
+    between = next((l, h) for l in range(30) for h in range(9) if (l, h) not in sending)
+    button = at.button(key="att_heads_it_cat")
+    at.session_state[state.EXP_HEADS] = (between,)  # switched off after the button was drawn
+    button.click().run()
+    assert_clean(at)
+    assert set(at.session_state[state.EXP_HEADS]) == sending | {between}

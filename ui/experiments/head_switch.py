@@ -69,8 +69,8 @@ def render(
         sending_col.button(
             f"Switch off the {len(sending)} heads that send “{pronoun.strip()}” to “{word}”",
             key=state.ATT_HEADS_IT_CAT,
-            on_click=exp.set_heads,
-            args=([*off, *((l, h) for l, h, _ in sending)],),
+            on_click=exp.add_heads,
+            args=([(l, h) for l, h, _ in sending],),
         )
     reset_col.button(
         "Switch every head back on", key=state.ATT_HEADS_RESET, disabled=not off, on_click=exp.set_heads, args=([],)

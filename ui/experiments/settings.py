@@ -102,8 +102,14 @@ def set_heads(heads: list[tuple[int, int]]) -> None:
     st.session_state[HEADS] = tuple(sorted(set((int(l), int(h)) for l, h in heads)))
 
 
+def add_heads(heads: list[tuple[int, int]]) -> None:
+    """Button callback: ``heads`` changed beside the heads changed at the press (a button still on screen from an
+    earlier run must not drop a head changed since it was drawn)."""
+    set_heads([*st.session_state.get(HEADS, ()), *heads])
+
+
 def add_head(layer: int, head: int) -> None:
-    set_heads([*st.session_state.get(HEADS, ()), (layer, head)])
+    add_heads([(layer, head)])
 
 
 def remove_head(layer: int, head: int) -> None:
