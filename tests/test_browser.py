@@ -1149,6 +1149,9 @@ def test_a_lesson_with_three_open_student_tabs(class_server, browser, tmp_path):
         # 43-45: Generation & KV cache, Next token twice: the walk is followed
         go("Generation & KV cache", "Generation & the KV cache")
         for step in (1, 2):
+            # as for a round, the teacher presses on a page that has finished (pressed as soon as the tabs showed
+            # step 1, while the teacher's page may still run, step 2 once reached no tab within 90 s)
+            _wait_for_run_to_finish(teacher)
             lags[f"Next token {step}"] = _reach(
                 students,
                 f"location.search.includes('step={step}')",
