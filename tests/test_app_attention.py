@@ -36,11 +36,22 @@ def test_attention_widgets_and_guided_buttons():
     assert probs.shape == (N_TOKENS,) and abs(probs.sum() - 1) < 1e-4 and probs[1] == probs.max()  # "it" -> "cat"
 
 
+def _listed_heads(at: AppTest) -> list[str]:
+    """The heads the page's caption lists as sending the pronoun to the word: "L13 H8 (80%)", ..."""
+    caption = next(c.value for c in at.caption if c.value.startswith("Heads putting at least"))
+    return caption.split("weight): ", 1)[1].rstrip(".").split(", ")
+
+
+def _head(item: str) -> tuple[int, int]:
+    """(layer, head) of one listed item, "L13 H8 (80%)" -> (13, 8)."""
+    layer, head = item.split(" (")[0].split(" ")
+    return int(layer[1:]), int(head[1:])
+
+
 def test_switching_heads_off_shows_the_effect_on_the_next_token(engine):
     """The heads that send "it" to "cat" come from the maps, one click switches them off, the link carries them."""
     at = open_page("attention")
-    caption = next(c.value for c in at.caption if c.value.startswith("Heads putting at least"))
-    listed = caption.split("weight): ", 1)[1].rstrip(".").split(", ")  # "L13 H8 (80%)", ...
+    listed = _listed_heads(at)
     _, trace = engine.traced_forward(engine.encode_prompt("The cat sat on the mat because it was tired."))
     expected = {
         f"L{l} H{h}"
@@ -55,20 +66,19 @@ def test_switching_heads_off_shows_the_effect_on_the_next_token(engine):
     assert effect.startswith(f"With {len(listed)} head(s) off")
     bars = chart(at, "att_switch_effect")["data"]
     assert len(bars) == 2 and not np.array_equal(plotly_array(bars[0]["y"]), plotly_array(bars[1]["y"]))
-    heads = sorted(tuple(int(part[1:]) for part in h.split(" (")[0].split(" ")) for h in listed)
+    heads = sorted(_head(item) for item in listed)
     assert at.query_params["off"] == ",".join(f"{l}.{h}" for l, h in heads)  # the link's own notation
     at.button(key="att_heads_reset").click().run()
     assert "No head is switched off." in " ".join(c.value for c in at.caption)
 
 
-def test_a_press_on_the_sending_heads_button_keeps_a_head_switched_off_since_it_was_drawn():
+def test_a_press_on_the_sending_heads_button_keeps_a_head_switched_off_since_it_was_drawn(engine):
     """The button switches its heads off beside those off at the press: a copy of it still on screen from an earlier
     run (the browser shows it while the next run draws) must not drop a head switched off in between."""
     at = open_page("attention")
-    caption = next(c.value for c in at.caption if c.value.startswith("Heads putting at least"))
-    listed = caption.split("weight): ", 1)[1].rstrip(".").split(", ")  # "L13 H8 (80%)", ...
-    sending = {tuple(int(part[1:]) for part in item.split(" (")[0].split(" ")) for item in listed}
-    between = next((l, h) for l in range(30) for h in range(9) if (l, h) not in sending)
+    sending = {_head(item) for item in _listed_heads(at)}
+    config = engine.config
+    between = next((l, h) for l in range(config.n_layers) for h in range(config.n_heads) if (l, h) not in sending)
     button = at.button(key="att_heads_it_cat")
     at.session_state[state.EXP_HEADS] = (between,)  # switched off after the button was drawn
     button.click().run()
