@@ -17,8 +17,16 @@ import torch
 
 from inference.model import kernels
 from inference.model.kernels import KleidiAILinear, default_kernel
-from inference.model.quant import Int4Linear, Int8GroupLinear, Int8Linear, QuantizationError, quantize_model
-from inference.model.quant_formats import Int4Groups, int4_from_float
+from inference.model.quant import (
+    EXACT_ROWS_AT_ONCE,
+    Int4Linear,
+    Int8GroupLinear,
+    Int8Linear,
+    QuantizationError,
+    TopExactInt8Linear,
+    quantize_model,
+)
+from inference.model.quant_formats import Int4Groups, int4_from_float, q8_0
 from tests.test_batching import PROMPTS, tiny_engine
 from tests.test_quant import _gguf_weights
 from tests.tolerances import max_abs_diff, model_tolerance
@@ -104,7 +112,8 @@ def test_int8_rows_stay_within_half_a_step_of_the_files_weights():
 
     engine = _on_kernel("int8rows")
     weights = _gguf_weights(tiny_engine("llama").model)
-    assert isinstance(engine.model.lm_head, Int8GroupLinear)  # the Q8_0 output matrix stays exact
+    head = engine.model.lm_head  # the Q8_0 output matrix: its rows re-quantized, its top logits from the file's groups
+    assert isinstance(head, TopExactInt8Linear) and torch.equal(head.group_codes, engine.model.embed.codes)
     for name in ("layers.0.attn.qkv", "layers.1.mlp.down"):
         module = engine.model.get_submodule(name)
         assert isinstance(module, Int8Linear) and module.codes.dtype == torch.int8
@@ -118,6 +127,8 @@ def test_int8_rows_stay_within_half_a_step_of_the_files_weights():
 
 def test_the_int8_rows_model_computes_with_its_own_weights():
     engine = _on_kernel("int8rows")
+    head = engine.model.lm_head
+    head.top = head.out_features  # every logit from the file's groups (the split of the logits is tested below)
     ids = PROMPTS[2]
     got, expected = engine.forward_logits(ids), _dense_copy(engine).forward_logits(ids)
     # the matmuls' inputs and outputs are rounded to bfloat16, as on the packed 4-bit path
@@ -136,6 +147,28 @@ def test_the_choice_is_part_of_the_compiled_steps_key():
 
 
 # -- what each computes -------------------------------------------------------------------------------------------
+def test_the_output_matrix_on_int8_rows_has_its_top_logits_from_the_files_groups():
+    """``TopExactInt8Linear``: each row's ``top`` largest outputs of the row kernel are computed again from the Q8_0
+    codes and scales in float32 (q·d exact; only the sum's order may differ); every other output is the row kernel's."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    generator = torch.Generator().manual_seed(7)
+    raw = quantize(torch.randn(97, 128, generator=generator).numpy(), GGMLQuantizationType.Q8_0)
+    module = TopExactInt8Linear(q8_0(raw), None, CPU, top=8)
+    flat = torch.randn(EXACT_ROWS_AT_ONCE + 6, 128, generator=generator).to(torch.bfloat16)  # recomputed in two parts
+    got = module(flat.float())
+    rows = Int8Linear._product(module, flat).float()  # the row kernel alone, on the same inputs
+    top = torch.zeros_like(rows, dtype=torch.bool).scatter(-1, rows.topk(8, dim=-1).indices, True)  # (M, N)
+    weight = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q8_0))  # (N, K): the file's
+    exact = flat.float() @ weight.t()
+    sums = 128 * 2.0**-24 * (flat.float().abs() @ weight.abs().t())  # float32 sums of 128 terms, in any order
+    assert bool(((got - exact).abs() <= sums)[top].all())
+    assert torch.equal(got[~top], rows[~top])
+    assert int(top.sum()) == 8 * flat.shape[0]
+    assert torch.equal(module.dense_weight(), weight)
+
+
 def test_kleidiai_rounds_only_its_inputs(monkeypatch):
     """One product through ``_dyn_quant_matmul_4bit`` (ATen's reference version off aarch64): within the int8
     rounding of each input row, the weights being the file's codes with bfloat16 group scales and the exact zero."""

@@ -58,14 +58,13 @@ def _file_blocks(model: torch.nn.Module) -> dict[str, list[GGUFWeight]]:
     return weights
 
 
-def test_blocks_are_loaded_without_reading_their_float_weights(tied_folder):
+@pytest.mark.parametrize("kernel", ["int4pack", "int8rows"])
+def test_blocks_are_loaded_without_reading_their_float_weights(tied_folder, kernel):
     cpu = torch.device("cpu")
     config, everything = read_folder(tied_folder)
     full = build_model(config, everything, cpu, torch.float32)
     blocks = _file_blocks(full)
-    full.quantization = quantize_model(
-        full, "gguf", blocks, kernel="int4pack"
-    )  # the tied table shared with the packed output matrix
+    full.quantization = quantize_model(full, "gguf", blocks, kernel=kernel)  # the tied table shared with lm_head
 
     from_blocks = block_sourced(blocks)
     assert from_blocks == set(blocks)  # every projection and the table: none is stored as floats
@@ -74,9 +73,7 @@ def test_blocks_are_loaded_without_reading_their_float_weights(tied_folder):
     assert skipped and all(tensors[name].is_meta for name in skipped)
     assert all(not t.is_meta for name, t in tensors.items() if name not in skipped)  # the norms are read
     lean = build_model(config, tensors, cpu, torch.float32, from_blocks)
-    lean.quantization = quantize_model(
-        lean, "gguf", blocks, kernel="int4pack"
-    )  # the tied table shared with the packed output matrix
+    lean.quantization = quantize_model(lean, "gguf", blocks, kernel=kernel)
 
     assert isinstance(lean.embed, QuantEmbedding) and lean.embed.scale.dtype == torch.float16  # the file's own d
     assert lean.lm_head.groups.codes is lean.embed.codes  # the tied table's codes are held once

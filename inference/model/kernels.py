@@ -13,7 +13,8 @@ is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
   AVX-512 only, so this is the default where ATen dispatches to AVX-512 (and on CUDA).
 - ``"int8rows"``: torch's 8-bit kernel (``_weight_int8pack_mm``, bfloat16 inputs) on the file's weights
   re-quantized on load to 8 bits with one scale per row (``quant_formats.int8_rows_from_float`` of the
-  decoded blocks); the Q8_0 output matrix stays exact on torch's packed kernel. Not exact: a row's scale
+  decoded blocks); the Q8_0 output matrix through the same kernel, re-quantized per row too, with each row's
+  top 64 logits recomputed from the file's groups (``quant.TopExactInt8Linear``). Not exact: a row's scale
   cannot hold Q4_1's scale and minimum per group, so each weight moves by up to half a step of
   max|row|/127 (a small share of Q4_1's own step); the accuracy against float32 is measured in
   docs/benchmarks.md. Per product it takes 0.5–0.6× the time of the packed 4-bit kernel on AVX2. The

@@ -1,7 +1,8 @@
 """Quantized weights in the forward pass: the modules, the kernel check, and swapping them into a model.
 
 Owns ``Int4Linear`` (torch's 4-bit group-of-32 kernel), ``Int8Linear`` (torch's per-channel
-8-bit kernel), ``Int8GroupLinear`` (Q8_0's 8-bit groups of 32, one kernel call per group), ``QuantEmbedding`` (the GGUF's Q8_0 token rows, looked up exactly), the
+8-bit kernel), ``Int8GroupLinear`` (Q8_0's 8-bit groups of 32, one kernel call per group), ``TopExactInt8Linear``
+(the Q8_0 output matrix on the 8-bit kernel with its top logits recomputed exactly), ``QuantEmbedding`` (the GGUF's Q8_0 token rows, looked up exactly), the
 check that the kernels exist and give the right numbers on this machine, and
 ``quantize_model``, which replaces a dense ``Transformer``'s projections in place:
 
@@ -245,6 +246,67 @@ class Int8GroupLinear(_QuantLinear):
         return Int8Groups(self.groups.codes, self.groups.scale.to(ACTIVATION_DTYPE).float()).dequantize()
 
 
+EXACT_TOP = 64  # outputs of each row that ``TopExactInt8Linear`` recomputes from the groups (docs/benchmarks.md)
+EXACT_ROWS_AT_ONCE = 64  # input rows per recomputation outside a compiled graph: (64, 64, K) float32 at most
+
+
+class TopExactInt8Linear(Int8Linear):
+    """Q8_0 groups through torch's 8-bit row kernel, each row's ``top`` largest outputs recomputed exactly (``int8rows``).
+
+    For the output matrix on AVX2: the row kernel takes one scale per row, so the groups are re-quantized to 8-bit
+    rows (``int8_rows_from_float``) and every logit moves by that rounding; then the ``top`` logits the row kernel
+    ranks highest (the greedy token, the candidates the pages list, nearly all of the probability) are computed
+    again from the file's own codes and scales, in float32 (``q · d`` exact, as ``Int8GroupLinear`` multiplies), and
+    put in their places. On AVX2 the row kernel takes ~0.4× the time of ``Int8GroupLinear``'s exact 4-bit call
+    (docs/benchmarks.md); the recomputation reads ``top`` rows of the groups. ``groups`` is the file's codes and
+    scales (the token table's own when tied), and ``dense_weight`` their weights: what the top outputs use.
+    """
+
+    def __init__(self, groups: Int8Groups, bias: torch.Tensor | None, device: torch.device, top: int = EXACT_TOP):
+        super().__init__(int8_rows_from_float(groups.dequantize()), bias, device)
+        self.top = min(top, self.out_features)
+        self.layout = f"8-bit rows, the top {self.top} outputs exact from 8-bit groups of {GROUP}"
+        self.register_buffer("group_codes", groups.codes.to(device))  # (N, K) int8: the file's codes
+        self.register_buffer("group_scale", groups.scale.to(device))  # (N, K/32): the file's scales
+
+    @property
+    def groups(self) -> Int8Groups:
+        return Int8Groups(self.group_codes, self.group_scale)
+
+    @groups.setter
+    def groups(self, groups: Int8Groups) -> None:  # a tied table's own codes and scales: one copy of each
+        self.group_codes, self.group_scale = groups.codes, groups.scale
+
+    def _product(self, flat: torch.Tensor) -> torch.Tensor:
+        y = super()._product(flat).float()  # (M, N): every output through the re-quantized rows
+        top = y.topk(self.top, dim=-1).indices  # (M, T)
+        if torch.compiler.is_compiling() or flat.shape[0] <= EXACT_ROWS_AT_ONCE:
+            exact = self._exact(flat, top)
+        else:  # a long prompt's rows in parts: the gathered weights are (rows, T, K) floats
+            exact = torch.cat(
+                [
+                    self._exact(flat[start : start + EXACT_ROWS_AT_ONCE], top[start : start + EXACT_ROWS_AT_ONCE])
+                    for start in range(0, flat.shape[0], EXACT_ROWS_AT_ONCE)
+                ]
+            )
+        return y.scatter(-1, top, exact)  # (M, N)
+
+    def _exact(self, flat: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+        """(M, T): the outputs ``top`` (M, T) names, from the groups' codes and scales, summed in float32."""
+        codes = self.group_codes[top].float()  # (M, T, K)
+        scale = self.group_scale[top].float()  # (M, T, K/32)
+        weight = (codes.unflatten(-1, (-1, GROUP)) * scale[..., None]).flatten(-2)  # (M, T, K/32, 32) -> (M, T, K)
+        return (weight @ flat.float().unsqueeze(-1)).squeeze(-1)  # (M, T, K) @ (M, K, 1) -> (M, T)
+
+    def dense_weight(self) -> torch.Tensor:
+        """The weights (N, K) the top outputs are computed with: the groups' q · d (the rest: ``rows_weight``)."""
+        return self.groups.dequantize()
+
+    def rows_weight(self) -> torch.Tensor:
+        """The re-quantized rows (N, K) every other output is computed with."""
+        return super().dense_weight()
+
+
 class QuantEmbedding(nn.Module):
     """Token rows held as Q8_0 (8-bit codes, one fp16 scale per 32): a lookup dequantizes only the rows it reads.
 
@@ -353,7 +415,9 @@ def quantize_model(
         summary.weight_bytes += _buffer_bytes(replacement)
     embed = gguf_weights.get("embed") if gguf_weights else None
     if embed and embed[0].type_name in INT8_FORMATS:
-        tied = isinstance(model.lm_head, Int8GroupLinear) and embed[0] is gguf_weights["lm_head"][0]
+        tied = (
+            isinstance(model.lm_head, (Int8GroupLinear, TopExactInt8Linear)) and embed[0] is gguf_weights["lm_head"][0]
+        )
         rows = model.lm_head.groups if tied else INT8_FORMATS["Q8_0"](embed[0].raw)  # tied: one copy of the codes
         model.embed = QuantEmbedding(rows, device)
         if tied:  # the output matrix's inspection copy is the table's own codes and scales
@@ -424,8 +488,10 @@ def _quantized_linear(
         return _group_linear(groups, bias, device, kernel), f"4-bit groups ({origin}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
-        # every kernel keeps Q8_0 exact: KleidiAI's is 4-bit only, and one scale per row of the output matrix (int8rows)
-        # cost more accuracy than its speed is worth (docs/benchmarks.md)
+        if kernel == "int8rows" and name == "lm_head":  # the logits that decide exact, the rest through the rows
+            module = TopExactInt8Linear(groups, bias, device)
+            return module, f"8-bit rows (re-quantized from Q8_0; the top {module.top} logits exact)"
+        # KleidiAI's kernel is 4-bit only; any other Q8_0 matrix stays exact everywhere
         return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
