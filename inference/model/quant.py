@@ -279,7 +279,8 @@ class TopExactInt8Linear(Int8Linear):
 
     def _product(self, flat: torch.Tensor) -> torch.Tensor:
         y = super()._product(flat).float()  # (M, N): every output through the re-quantized rows
-        top = y.topk(self.top, dim=-1).indices  # (M, T)
+        ranked = y if self.bias is None else y + self.bias  # the outputs as the layer returns them (bias added after)
+        top = ranked.topk(self.top, dim=-1).indices  # (M, T)
         if torch.compiler.is_compiling() or flat.shape[0] <= EXACT_ROWS_AT_ONCE:
             exact = self._exact(flat, top)
         else:  # a long prompt's rows in parts: the gathered weights are (rows, T, K) floats
