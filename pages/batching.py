@@ -67,7 +67,7 @@ with c1:
         "Attention mask of request",
         list(range(len(requests.prompts))),
         key=state.BATCH_MASK_ROW,
-        format_func=lambda i: f"request {labels[i]}",
+        format_func=[f"request {label}" for label in labels].__getitem__,
     )
     charts.show(figs.mask_heatmap(padded.masks[chosen], padded.tokens[chosen], labels[chosen]), key="batch_mask")
     st.caption(claims.mask_caption(sum(cell is None for cell in padded.tokens[chosen]), len(padded.tokens[chosen])))

@@ -60,10 +60,11 @@ else:
 charts.show(figs.embedding_heatmap(rows, view.pieces[:n], (vocab, width)), key="embedding_heatmap")
 
 st.header("One token's vector and its neighbours")
+token_labels = [f"{i}: {visible(view.pieces[i])}" for i in range(n)]  # a list's own lookup: no page global kept
 pick = st.selectbox(
     "Token",
     options=list(range(n)),
-    format_func=lambda i: f"{i}: {visible(view.pieces[i])}",
+    format_func=token_labels.__getitem__,
     **state.bind(state.EMB_TOKEN, min(1, n - 1), options=range(n)),
 )
 token_id, piece = view.ids[pick], view.pieces[pick]

@@ -1,5 +1,7 @@
 """Logits & temperature: the next token's scores, softmax, temperature, and the sampler's filters."""
 
+import functools
+
 import streamlit as st
 
 from ui.common import charts, example_prompt, state
@@ -69,7 +71,7 @@ low, high = sampling_controls.RANGES[sampling_controls.TEMPERATURE]
 frames = temperature_frames(
     model, prompt, chat, tuple(steps(low, high, sampling_controls.STEPS[sampling_controls.TEMPERATURE])), TOP_N
 )
-playground.render(frames, params.temperature, lambda value: state.set_values({sampling_controls.TEMPERATURE: value}))
+playground.render(frames, params.temperature, functools.partial(state.put, sampling_controls.TEMPERATURE))
 compare_t = st.columns(3)[0].select_slider(
     "Compare with temperature", options=COMPARE_OPTIONS, **state.bind(state.COMPARE_TEMPERATURE, 1.0, COMPARE_OPTIONS)
 )

@@ -42,7 +42,7 @@ else:
     type_name = left.selectbox(
         "Block type",
         list(types),
-        format_func=lambda t: f"{t} ({len(types[t])} tensors)",
+        format_func={t: f"{t} ({len(names)} tensors)" for t, names in types.items()}.__getitem__,
         **state.bind(state.QUANT_BLOCK_TYPE, first, options=list(types)),
     )
     names = types[type_name]

@@ -10,7 +10,7 @@ from ui.common import charts, example_prompt, navigation, state
 from ui.common import format as fmt
 from ui.common.navigation import redirect_legacy_run
 from ui.common.token_text import visible_token
-from ui.sampling import claims
+from ui.sampling import claims, controls
 from ui.sampling import figures as figs
 from ui.sampling.compute import continuations, draw, draw_history, draw_many, first_divergence
 from ui.sampling.figures import toy_ranges
@@ -20,14 +20,6 @@ redirect_legacy_run()  # see ui/common/navigation.py: a fresh server's first dee
 
 TOY_PROBS = [0.1, 0.2, 0.7]  # a small made-up distribution: the ranges before the real vocabulary
 N_TOKENS = 10
-
-
-def _step_draw(delta: int | None) -> None:
-    st.session_state[state.DRAW_INDEX] = 0 if delta is None else st.session_state.get(state.DRAW_INDEX, 0) + delta
-
-
-def _show_histogram() -> None:
-    st.session_state[state.SHOW_HISTOGRAM] = True
 
 
 st.title("Sampling")
@@ -53,8 +45,8 @@ def _show_pair(runs, labels: list[str], split: int | None, title: str, key: str)
 # 1. One draw: the engine's ranges, its u and its choice
 st.subheader("1 · One draw, by cumulative ranges")
 buttons = st.container(horizontal=True)  # each button as wide as its label, at any text size
-buttons.button("Draw again", key=state.DRAW_AGAIN, on_click=_step_draw, args=(1,), type="primary")
-buttons.button("Start over", key=state.DRAW_RESET, on_click=_step_draw, args=(None,))
+buttons.button("Draw again", key=state.DRAW_AGAIN, on_click=controls.step_draw, args=(1,), type="primary")
+buttons.button("Start over", key=state.DRAW_RESET, on_click=controls.step_draw, args=(None,))
 index = st.session_state.setdefault(state.DRAW_INDEX, 0)
 one = draw(model, prompt, chat, key, index)
 if one.greedy:
@@ -115,7 +107,7 @@ st.caption(
 
 # 2. A thousand draws against the exact probabilities
 st.subheader("2 · Draw 1,000 times")
-st.button("Draw 1,000 times", key=state.DRAW_1000, on_click=_show_histogram)
+st.button("Draw 1,000 times", key=state.DRAW_1000, on_click=state.put, args=(state.SHOW_HISTOGRAM, True))
 if st.session_state.get(state.SHOW_HISTOGRAM):
     many = draw_many(model, prompt, chat, key, 1000)
     gof = many.gof

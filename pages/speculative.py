@@ -133,10 +133,11 @@ else:
     focus = st.selectbox(
         "Token in focus",
         options,
-        format_func=lambda o: (
-            f"step {o[0]}, draft {o[1] + 1}: {visible(result.steps[o[0]].checks[o[1]].text) or '∅'} "
+        format_func={
+            o: f"step {o[0]}, draft {o[1] + 1}: {visible(result.steps[o[0]].checks[o[1]].text) or '∅'} "
             f"({'kept' if result.steps[o[0]].checks[o[1]].accepted else 'rejected'})"
-        ),
+            for o in options
+        }.__getitem__,
         **state.bind(state.SPEC_FOCUS, spec.default_focus(result.steps), options),
     )
     step = result.steps[focus[0]]

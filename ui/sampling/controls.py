@@ -202,3 +202,8 @@ def settings_or_stop(vocab_size: int, draw: bool = True) -> Settings:
     if settings.params is None:
         st.stop()
     return settings
+
+
+def step_draw(delta: int | None) -> None:
+    """The Sampling page's draw buttons: the draw shown moves on by ``delta``, or back to the first (None)."""
+    st.session_state[state.DRAW_INDEX] = 0 if delta is None else st.session_state.get(state.DRAW_INDEX, 0) + delta
