@@ -7,10 +7,12 @@ from ui.attention import compute as att
 from ui.attention import figures as figs
 from ui.attention import reference as ref
 from ui.attention.explore import explore_heads
+from ui.class_page import broadcast
 from ui.common import charts, models, state
 from ui.common import format as fmt
 from ui.common.navigation import redirect_legacy_run
 from ui.common.token_text import visible
+from ui.experiments import head_switch
 from ui.tokenization.own_text import own_mask
 from ui.tokenization.own_text import words as own_words
 from ui.tokenization.prompt import prompt_tokens_or_stop
@@ -54,7 +56,9 @@ def _leading(found: ref.Reference | None) -> tuple[str, str, int, list[int]] | N
     return found.pronoun.text, best.word.text, found.query, list(best.word.positions)
 
 
-explore_heads(models.current(), view.ids, pieces, start_query, _leading(reference))
+explore_heads(
+    models.current(), view.ids, pieces, start_query, _leading(reference), head_switch.render, broadcast.publish
+)
 
 # 3b. Local and global layers (models with a sliding window)
 config = att.layer_layout(models.current())

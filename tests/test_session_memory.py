@@ -5,7 +5,7 @@ Streamlit keeps every session's state (its widgets' callbacks and ``format_func`
 handed to a widget keeps that page run's globals alive with it: its attention maps, its logits over the vocabulary
 (1.0-1.4 MB a session for an 11-token prompt on SmolLM2 before these were mended; a class whose tabs came and went grew by ~80 MiB a round in
 ``scripts/bench_load.py``). Pages hand widgets module-level functions (``ui``'s) and lookups of small tables instead.
-This walks everything reachable from a session's state after each page's first run, the modules' own globals
+This walks everything reachable from a session's state and its fragments after each page's first run, the modules' own globals
 excepted (they live once per process), and checks both.
 """
 
@@ -32,10 +32,10 @@ MOST_ARRAY_BYTES = 64 * 2**10  # numbers a session keeps: its few settings, neve
 MOST_BYTES = 2**20  # everything else it keeps (widget states, small strings); measured 22-105 KiB a page
 
 
-def _kept(root: object) -> tuple[int, int, list[str]]:
-    """(bytes of arrays and tensors, bytes of everything else, the page functions) reachable from ``root``."""
+def _kept(roots: list[object]) -> tuple[int, int, list[str]]:
+    """(bytes of arrays and tensors, bytes of everything else, the page functions) reachable from ``roots``."""
     shared = {id(module.__dict__) for module in list(sys.modules.values()) if module is not None}
-    seen, stack = set(), [root]
+    seen, stack = set(), list(roots)
     arrays = others = 0
     page_functions = []
     while stack:
@@ -58,7 +58,7 @@ def _kept(root: object) -> tuple[int, int, list[str]]:
 @pytest.mark.parametrize("page", PAGES)
 def test_a_session_keeps_no_page_globals_and_nothing_big(page):
     at = apptest_utils.open_page(f"pages/{page}")
-    arrays, others, page_functions = _kept(at.session_state._state)
+    arrays, others, page_functions = _kept([at.session_state._state, at._fragment_storage])  # a session's own two
     assert not page_functions, f"the session keeps {page}'s globals through {page_functions}"
     if page not in OWN_WALK:
         assert arrays <= MOST_ARRAY_BYTES, f"{page}: the session keeps {arrays:,} bytes of arrays"

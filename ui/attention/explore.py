@@ -9,24 +9,32 @@ for a longer one; ``tests/test_session_memory.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from ui.attention import claims
 from ui.attention import compute as att
 from ui.attention import figures as figs
-from ui.class_page import broadcast
 from ui.common import charts, state
 from ui.common.token_text import visible
-from ui.experiments.head_switch import render as switch_heads_off
 
 
 @st.fragment
 def explore_heads(
-    model: str, ids: list[int], pieces: list[str], start_query: int, leading: tuple[str, str, int, list[int]] | None
+    model: str,
+    ids: list[int],
+    pieces: list[str],
+    start_query: int,
+    leading: tuple[str, str, int, list[int]] | None,
+    switch_heads_off: Callable[..., None],
+    publish: Callable[[], None],
 ) -> None:
     """Sections 1-3 for ``model`` on ``ids`` (``pieces``: the tokens drawn; ``start_query``: the query shown first;
     ``leading``: pronoun, word, query and the word's positions of the antecedent most heads send the pronoun to,
-    or None). A fragment: moving layer, head or query redraws only these charts, not the page."""
+    or None; ``switch_heads_off``: the experiments' head switch, ``experiments.head_switch.render``; ``publish``: the
+    class's ``broadcast.publish``, both passed in by the page, since a chapter imports neither folder). A fragment:
+    moving layer, head or query redraws only these charts, not the page."""
     maps = att.attention_maps(model, ids)  # read from the page's cache on every run of the fragment
     # 1. One head
     st.header("One head: who looks at whom")
@@ -119,4 +127,4 @@ def explore_heads(
 
     # Switch heads off (interventions): here in the fragment, so its buttons follow the layer and head shown
     switch_heads_off(maps, pieces, layer, head, leading)
-    broadcast.publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
+    publish()  # a fragment rerun skips app.py: keep the address bar (the shared link) and a broadcast current
