@@ -103,8 +103,10 @@ st.caption(
     )
 )
 c1, c2 = st.columns(2)
-c1.markdown(f"**Greedy continuation before**\n\n> {ce.continuation(model, ids, exp.Settings())!r}")
-c2.markdown(f"**… and with the intervention on at every step**\n\n> {ce.continuation(model, ids, settings)!r}")
+c1.markdown(f"**Greedy continuation before**\n\n> {fmt.quoted_text(ce.continuation(model, ids, exp.Settings()))}")
+c2.markdown(
+    f"**… and with the intervention on at every step**\n\n> {fmt.quoted_text(ce.continuation(model, ids, settings))}"
+)
 
 # 3. Head importance
 st.header("3 · Which heads matter for one token?")

@@ -99,7 +99,9 @@ except spec.ERRORS as error:
     st.error(f"Cannot run this request: {fmt.clause(error)}. Your settings are kept.")
     st.stop()
 
-st.markdown(f"**{speculation.describe().capitalize()}**, {sampling_controls.summary(params)}: “{visible(result.text)}”")
+st.markdown(
+    f"**{speculation.describe().capitalize()}**, {sampling_controls.summary(params)}: {fmt.quoted_text(result.text)}."
+)
 st.markdown(
     claims.steps_sentence(
         len(result.token_ids),

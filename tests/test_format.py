@@ -150,3 +150,13 @@ def test_no_message_of_an_exception_is_followed_by_our_own_full_stop():
     ]
     assert found == []
     assert quoted.search('st.error(f"Cannot run: {error}. Edit it.")')  # the guard can see one
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_a_models_text_in_a_sentence_is_one_code_span_on_one_line(text):
+    """Generated text holds anything (``{`` of code, ``$``, ``*``, backticks, line breaks): quoted, it is one code
+    span, so markdown reads none of it, and its line breaks and quotes show as repr writes them."""
+    quoted = fmt.quoted_text(text)
+    assert quoted.startswith("`") and quoted.endswith("`") and quoted.count("`") == 2
+    assert "\n" not in quoted and quoted[1:-1] == repr(text).replace("`", "ˋ")

@@ -42,6 +42,7 @@ from ui.class_page.draws import (
 )
 from ui.classroom.room import Experiment, RoomError, RoomUnavailable
 from ui.common import charts, models, state
+from ui.common import format as fmt
 from ui.common.resources import client_for
 from ui.logits.compute import prompt_logits
 from ui.sampling import controls as sampling_controls
@@ -384,7 +385,7 @@ def guess_panel() -> None:
     _held_notice(state.CLASS_GUESS_MESSAGE)
     if mine is not None and not broadcast.is_teacher():
         st.caption(
-            f"Your guess: `{mine!r}`"
+            f"Your guess: {fmt.quoted_text(mine)}"
             + (" (guessing is closed)." if rnd.revealed else " (send another to change it, until the reveal).")
         )
     _live_guesses(rnd.round_id, rnd.revealed)
@@ -418,7 +419,11 @@ def _guess_box(round_id: str, revealed: bool, mine: str | None) -> None:
         st.caption(
             ":material/info: Guessing closed when the teacher revealed the answer: text still in the box that you "
             "had not sent was **not sent**"
-            + (f" (your guess sent before was `{mine!r}`)." if mine is not None else "; you sent no guess this round.")
+            + (
+                f" (your guess sent before was {fmt.quoted_text(mine)})."
+                if mine is not None
+                else "; you sent no guess this round."
+            )
         )
 
 

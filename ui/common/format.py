@@ -169,6 +169,12 @@ def code_span(piece: str) -> str:
     return "`" + (visible(piece) or "∅").replace("`", "ˋ") + "`"
 
 
+def quoted_text(text: str) -> str:
+    """A model's (or a student's) text in a sentence: its repr (quotes, line breaks as \\n) in a code span, so that
+    none of its characters is read as markdown, LaTeX or an unformatted placeholder (``*``, ``$``, ``{``)."""
+    return "`" + repr(text).replace("`", "ˋ") + "`"
+
+
 def bold_token(piece: str) -> str:
     """A token in bold, whitespace visible (asterisks inside would end the emphasis)."""
     return "**" + (visible(piece) or "∅").replace("*", "\\*") + "**"

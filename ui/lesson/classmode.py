@@ -371,4 +371,4 @@ def be_the_model(model: str, step: Step, given: list[str]) -> None:
         with column:
             st.markdown(f"*{label}*")
             st.code(prompt + "".join(texts), language=None, wrap_lines=True)
-            st.caption(f"First token {texts[0]!r} ({first}); then the model, seed {params.seed}.")
+            st.caption(f"First token {fmt.quoted_text(texts[0])} ({first}); then the model, seed {params.seed}.")
