@@ -7,7 +7,6 @@ import streamlit as st
 from ui.common import charts, example_prompt, state
 from ui.common import format as fmt
 from ui.common.navigation import redirect_legacy_run
-from ui.common.token_text import visible_token
 from ui.logits import claims, playground
 from ui.logits import figures as figs
 from ui.logits.compute import (
@@ -48,7 +47,7 @@ tokens = token_texts(model, top_ids.tolist())
 greedy_at = next((i for i, t in enumerate(top_ids.tolist()) if t == stages.greedy_token_id), -1)
 st.subheader("1 · Logits for the next token")
 st.markdown(
-    f"The prompt ends with **{visible_token(cached.token_strings[-1])}** "
+    f"The prompt ends with {fmt.bold_token(cached.token_strings[-1])} "
     f"({fmt.count(len(cached.token_ids), 'token')}). The top {TOP_N} of "
     f"{cached.logits.size:,} logits:"
 )

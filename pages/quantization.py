@@ -5,7 +5,6 @@ import streamlit as st
 from ui.common import charts, models, state
 from ui.common import format as fmt
 from ui.common.navigation import redirect_legacy_run
-from ui.common.token_text import visible_token
 from ui.quantization import blocks, claims
 from ui.quantization import compute as quant
 from ui.quantization import figures as figs
@@ -180,9 +179,9 @@ else:
         f"{fmt.pct(comparison.top1_agreement[best_mode], 1)} of positions). "
         + (
             f"For the next token after your prompt, {', '.join(flips)} would pick another token than float32's "
-            f"**{visible_token(comparison.token_strings[0])}**."
+            f"{fmt.bold_token(comparison.token_strings[0])}."
             if flips
-            else f"After your prompt, every mode still puts **{visible_token(comparison.token_strings[0])}** first."
+            else f"After your prompt, every mode still puts {fmt.bold_token(comparison.token_strings[0])} first."
         )
     )
 

@@ -51,14 +51,14 @@ index = st.session_state.setdefault(state.DRAW_INDEX, 0)
 one = draw(model, prompt, chat, key, index)
 if one.greedy:
     st.markdown(
-        f"T = 0: no u is drawn. The highest-probability token **{visible_token(one.token_string)}** "
+        f"T = 0: no u is drawn. The highest-probability token {fmt.bold_token(one.token_string)} "
         "owns the whole range, every draw."
     )
 else:
     decimals = fmt.interval_digits(one.chosen_start, one.chosen_end, one.u)  # the range's width shows
     st.markdown(
         f"Draw **#{index}** with seed **{params.seed}**: u = **{one.u:.{decimals}f}** lands in "
-        f"{fmt.interval(one.chosen_start, one.chosen_end, decimals)}, the range of **{visible_token(one.token_string)}** "
+        f"{fmt.interval(one.chosen_start, one.chosen_end, decimals)}, the range of {fmt.bold_token(one.token_string)} "
         f"(probability {fmt.prob(one.probability, 4)}, rank {one.chosen_rank + 1} of the {one.survivors:,} "
         "tokens that can be drawn)."
     )

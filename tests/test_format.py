@@ -10,6 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ui.common import format as fmt
+from ui.common.token_text import visible
 
 
 def test_a_probability_is_zero_only_when_it_is_zero():
@@ -160,3 +161,34 @@ def test_a_models_text_in_a_sentence_is_one_code_span_on_one_line(text):
     quoted = fmt.quoted_text(text)
     assert quoted.startswith("`") and quoted.endswith("`") and quoted.count("`") == 2
     assert "\n" not in quoted and quoted[1:-1] == repr(text).replace("`", "ˋ")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_a_token_in_bold_shows_its_text_and_no_markup(piece):
+    """Every markdown mark in a token (``*``, ``_``, ``~``, backticks, brackets, backslashes, LaTeX's ``$``) is escaped:
+    unescaped, the bold text is the token as ``visible`` shows it, and no mark is left bare inside the emphasis."""
+    import re
+
+    bold = fmt.bold_token(piece)
+    inner = bold[2:-2]
+    assert bold.startswith("**") and bold.endswith("**")
+    assert re.sub(r"\\(.)", r"\1", inner) == (visible(piece) or "∅")
+    bare = re.sub(r"\\.", "", inner)  # what is left once each escaped character is taken out
+    assert not any(mark in bare for mark in fmt.MARKDOWN_MARKS)
+
+
+def test_pages_put_tokens_in_bold_through_the_helper():
+    """``**{visible(...)}**`` written by hand escapes nothing: a token ``*`` ends the emphasis, two ``$`` open LaTeX."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    hand_made = re.compile(r"\*\*\{visible")
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in sorted((root / "ui").rglob("*.py")) + sorted((root / "pages").glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if hand_made.search(line)
+    ]
+    assert found == []

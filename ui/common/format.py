@@ -175,9 +175,18 @@ def quoted_text(text: str) -> str:
     return "`" + repr(text).replace("`", "ˋ") + "`"
 
 
+MARKDOWN_MARKS = "\\`*_~$[]"  # what markdown (and Streamlit's LaTeX, ``$``) would read in a token's text
+
+
+def markdown_safe(text: str) -> str:
+    """``text`` with each character markdown would read as markup backslash-escaped: shown as it is."""
+    return "".join("\\" + ch if ch in MARKDOWN_MARKS else ch for ch in text)
+
+
 def bold_token(piece: str) -> str:
-    """A token in bold, whitespace visible (asterisks inside would end the emphasis)."""
-    return "**" + (visible(piece) or "∅").replace("*", "\\*") + "**"
+    """A token in bold, whitespace visible, its markdown marks escaped (an asterisk would end the emphasis, two
+    dollar signs would open LaTeX)."""
+    return "**" + markdown_safe(visible(piece) or "∅") + "**"
 
 
 def head(layer: int, head_index: int) -> str:

@@ -29,10 +29,10 @@ def token_count_sentence(n_text_tokens: int, n_chars: int, specials: Sequence[st
 def first_choice_sentence(left: str, left_p: float, right: str, right_p: float) -> str:
     """Whether the two models put the same token first (compared as text), with both probabilities."""
     if left == right:
-        return f"Both put **{visible(left) or '∅'}** first ({fmt.pct(left_p)} and {fmt.pct(right_p)})."
+        return f"Both put {fmt.bold_token(left)} first ({fmt.pct(left_p)} and {fmt.pct(right_p)})."
     return (
-        f"They disagree on the first choice: **{visible(left) or '∅'}** ({fmt.pct(left_p)}) against "
-        f"**{visible(right) or '∅'}** ({fmt.pct(right_p)})."
+        f"They disagree on the first choice: {fmt.bold_token(left)} ({fmt.pct(left_p)}) against "
+        f"{fmt.bold_token(right)} ({fmt.pct(right_p)})."
     )
 
 

@@ -104,10 +104,10 @@ def _effect() -> None:
         return
     heads = ", ".join(fmt.head(l, h) for l, h in settings.heads)
     p_before, p_after = compared.p_before(compared.top_before), compared.p_after(compared.top_before)
-    top = visible_token(compared.top_before_text)
+    top = fmt.markdown_safe(visible_token(compared.top_before_text))
     if compared.changed:
         verdict = (
-            f"the most likely next token changes from **{top}** to **{visible_token(compared.top_after_text)}**"
+            f"the most likely next token changes from **{top}** to {fmt.bold_token(compared.top_after_text)}"
             f" (p({top}) {fmt.prob(p_before)} → {fmt.prob(p_after)})"
         )
     else:

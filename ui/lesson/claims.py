@@ -7,7 +7,7 @@ wording (the file's own, or its kind's).
 
 from __future__ import annotations
 
-from ui.common.token_text import visible_token
+from ui.common import format as fmt
 from ui.lesson.answers import Direction, Graded, NextToken, Number
 from ui.lesson.format import Step
 
@@ -52,13 +52,13 @@ def _value(number: float, unit: str) -> str:
 
 def next_token_sentence(found: NextToken, graded: Graded, rank: int | None, probability: float | None) -> str:
     """The model's favourite with its probability; the learner's token with its own and its rank."""
-    right = f"**{visible_token(found.texts[0])}** at {_pct(found.probs[0])} (T = {found.temperature:g})"
+    right = f"{fmt.bold_token(found.texts[0])} at {_pct(found.probs[0])} (T = {found.temperature:g})"
     if graded.right:
         return f"Right: the model's most likely next token is {right}."
     if graded.token_id is None or rank is None or probability is None:
         return f"The model's most likely next token is {right}; what you typed gives no token."
     return (
-        f"The model's most likely next token is {right}. Yours, **{visible_token(graded.answer)}**, gets "
+        f"The model's most likely next token is {right}. Yours, {fmt.bold_token(graded.answer)}, gets "
         f"{_pct(probability)}: rank {rank:,} of {found.vocab_size:,} tokens, "
         f"{found.probs[0] / probability:.3g}× less likely than the favourite."
         if probability > 0
