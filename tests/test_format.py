@@ -78,18 +78,7 @@ def test_a_count_and_its_verb_agree_through_one_helper():
 
 def test_figures_and_pages_write_plurals_through_the_helper():
     """A hand-made plural ('token{'s' * (n != 1)}') forgets the verb ('1 token hold'); the helper is the one rule."""
-    import pathlib
-    import re
-
-    root = pathlib.Path(__file__).resolve().parents[1]
-    hand_made = re.compile(r"""\{['"]s['"] \* \(|\{['"]s['"] if """)
-    found = [
-        f"{path.relative_to(root)}:{number}"
-        for path in sorted((root / "ui").rglob("figures.py")) + sorted((root / "pages").glob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if hand_made.search(line)
-    ]
-    assert found == []
+    assert _lines_matching(r"""\{['"]s['"] \* \(|\{['"]s['"] if """, files="figures.py") == []
 
 
 def test_a_message_inside_a_sentence_never_doubles_its_full_stop():
@@ -138,19 +127,11 @@ def test_the_held_out_range_gets_its_digits():
 def test_no_message_of_an_exception_is_followed_by_our_own_full_stop():
     """An exception's text usually ends with its own '.': a sentence of ours that quotes it as ``{error}.`` prints
     '..'. Every such place goes through ``fmt.clause`` (the guard reads the source of the UI and the pages)."""
-    import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parents[1]
-    quoted = re.compile(r"\{(?:error|err|exc|exception|problem)(?:!s)?\}[.!]")
-    found = [
-        f"{path.relative_to(root)}:{number}"
-        for path in sorted((root / "ui").rglob("*.py")) + sorted((root / "pages").glob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if quoted.search(line)
-    ]
-    assert found == []
-    assert quoted.search('st.error(f"Cannot run: {error}. Edit it.")')  # the guard can see one
+    quoted = r"\{(?:error|err|exc|exception|problem)(?:!s)?\}[.!]"
+    assert _lines_matching(quoted) == []
+    assert re.search(quoted, 'st.error(f"Cannot run: {error}. Edit it.")')  # the guard can see one
 
 
 @settings(max_examples=300, deadline=None)
@@ -180,15 +161,19 @@ def test_a_token_in_bold_shows_its_text_and_no_markup(piece):
 
 def test_pages_put_tokens_in_bold_through_the_helper():
     """``**{visible(...)}**`` written by hand escapes nothing: a token ``*`` ends the emphasis, two ``$`` open LaTeX."""
+    assert _lines_matching(r"\*\*\{visible") == []
+
+
+def _lines_matching(pattern: str, files: str = "*.py") -> list[str]:
+    """'path:line' of every line of ``ui/`` (its ``files``) and ``pages/`` that ``pattern`` finds: the source guards."""
     import pathlib
     import re
 
     root = pathlib.Path(__file__).resolve().parents[1]
-    hand_made = re.compile(r"\*\*\{visible")
-    found = [
+    found = re.compile(pattern)
+    return [
         f"{path.relative_to(root)}:{number}"
-        for path in sorted((root / "ui").rglob("*.py")) + sorted((root / "pages").glob("*.py"))
+        for path in sorted((root / "ui").rglob(files)) + sorted((root / "pages").glob("*.py"))
         for number, line in enumerate(path.read_text().splitlines(), 1)
-        if hand_made.search(line)
+        if found.search(line)
     ]
-    assert found == []
