@@ -578,6 +578,9 @@ def _check_projector_page(page, spec, folder: Path, size: tuple[int, int]) -> li
         assert page.get_by_label("Force the next token").count() == 0  # secondary controls hidden
         assert page.get_by_role("button", name="Back to the prompt").count() == 1
     copy = page.frame_locator('[data-testid="stSidebar"] iframe').get_by_role("button", name="Copy link to this view")
+    # The button lives in a frame of its own, which loads after the page's script has run: wait for it (a count
+    # alone read an empty frame once in a loaded full run).
+    copy.wait_for(state="visible", timeout=RENDER_S * 1000)
     assert copy.count() == 1, f"no Copy link on /{spec.url_path} in presenter mode"
     assert page.locator('[data-testid="stException"]').count() == 0
     if os.environ.get("BROWSER_SCREENSHOTS"):
