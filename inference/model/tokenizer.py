@@ -60,6 +60,7 @@ def byte_level_alphabet() -> dict[str, int]:
 _BYTE_LEVEL = byte_level_alphabet()
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a SentencePiece byte-fallback entry
 BYTE_LEVEL, SENTENCEPIECE = "byte-level", "sentencepiece"
+GENERIC_TOKENIZER_CLASSES = frozenset({"TokenizersBackend", "PreTrainedTokenizerFast"})  # no model-specific code
 
 
 def parse_merges(merges: list) -> list[tuple[str, str]]:
@@ -76,6 +77,15 @@ class Tokenizer:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> Tokenizer:
+        """The folder's tokenizer. ``AutoTokenizer`` finds its class through the model's config and transformers'
+        model registry, which imports sympy and ``torch._dynamo`` (~60 MiB of modules in every engine process); a
+        folder that names the generic fast class (what a GGUF's conversion saves) is read by that class directly."""
+        config_path = Path(folder) / "tokenizer_config.json"
+        named = json.loads(config_path.read_text()).get("tokenizer_class") if config_path.is_file() else None
+        if named in GENERIC_TOKENIZER_CLASSES:
+            from transformers import PreTrainedTokenizerFast
+
+            return cls(PreTrainedTokenizerFast.from_pretrained(str(folder)))
         from transformers import AutoTokenizer
 
         return cls(AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False))

@@ -25,6 +25,16 @@ def to_engine_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> di
     return _gpt2(hf, config)
 
 
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat(parts)`` (rows), or, for weights not read (meta tensors: a GGUF's blocks replace them), a meta
+    tensor of the fused shape: torch's meta kernel of ``cat`` is Python that imports ``torch._dynamo`` and sympy
+    (~70 MiB of modules and a second of a cold start that the weights never need)."""
+    if all(part.is_meta for part in parts):
+        rows = sum(part.shape[0] for part in parts)
+        return torch.empty((rows, *parts[0].shape[1:]), dtype=parts[0].dtype, device="meta")  # (sum N_i, K)
+    return torch.cat(parts)
+
+
 def _take(hf: dict[str, torch.Tensor], name: str) -> torch.Tensor:
     try:
         return hf[name]
@@ -42,20 +52,16 @@ def _llama(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.
         attn = src + "self_attn."
         out[dst + "attn_norm.weight"] = _take(hf, src + "input_layernorm.weight")
         out[dst + "mlp_norm.weight"] = _take(hf, src + "post_attention_layernorm.weight")
-        out[dst + "attn.qkv.weight"] = torch.cat([_take(hf, attn + f"{p}_proj.weight") for p in "qkv"])
+        out[dst + "attn.qkv.weight"] = _cat([_take(hf, attn + f"{p}_proj.weight") for p in "qkv"])
         out[dst + "attn.out.weight"] = _take(hf, attn + "o_proj.weight")
         if config.attention_bias:
-            out[dst + "attn.qkv.bias"] = torch.cat([_take(hf, attn + f"{p}_proj.bias") for p in "qkv"])
+            out[dst + "attn.qkv.bias"] = _cat([_take(hf, attn + f"{p}_proj.bias") for p in "qkv"])
             out[dst + "attn.out.bias"] = _take(hf, attn + "o_proj.bias")
         mlp = src + "mlp."
-        out[dst + "mlp.gate_up.weight"] = torch.cat(
-            [_take(hf, mlp + "gate_proj.weight"), _take(hf, mlp + "up_proj.weight")]
-        )
+        out[dst + "mlp.gate_up.weight"] = _cat([_take(hf, mlp + "gate_proj.weight"), _take(hf, mlp + "up_proj.weight")])
         out[dst + "mlp.down.weight"] = _take(hf, mlp + "down_proj.weight")
         if config.mlp_bias:
-            out[dst + "mlp.gate_up.bias"] = torch.cat(
-                [_take(hf, mlp + "gate_proj.bias"), _take(hf, mlp + "up_proj.bias")]
-            )
+            out[dst + "mlp.gate_up.bias"] = _cat([_take(hf, mlp + "gate_proj.bias"), _take(hf, mlp + "up_proj.bias")])
             out[dst + "mlp.down.bias"] = _take(hf, mlp + "down_proj.bias")
     return out
 
