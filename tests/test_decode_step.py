@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -222,6 +223,48 @@ def test_the_loaded_step_reads_the_models_own_weights(step_cache, mode):
     )
 
 
+LOAD_IN_A_FRESH_PROCESS = """
+import sys, torch
+from pathlib import Path
+from inference.model.decode_step import DecodeStep
+from tests.test_decode_step import eager_engine
+engine = eager_engine("llama", "{mode}")
+engine.model.decode_step = DecodeStep(engine.model, "{mode}", Path(sys.argv[1]), background=False)
+cache = engine.new_cache(8)
+engine.prefill([5, 6, 7], cache)
+torch.save(engine.decode_step(8, cache), sys.argv[2])
+print(engine.step_status.detail, sorted(m for m in ("torch._dynamo", "torch._inductor", "sympy") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("mode", ["float32", "gguf"])
+def test_a_step_loaded_from_disk_leaves_the_compiler_unimported(step_cache, tmp_path, mode):
+    """A process that finds its step on disk loads it through torch's C++ loader: torch._inductor's Python side
+    (with torch._dynamo and sympy, ~70 MiB of modules) is never imported, and the step gives the same logits as the
+    in-process one (the same library, handed the same weights)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _, compiled = compiled_pair(FAMILY, mode, step_cache)  # its package is on disk now
+    cache = compiled.new_cache(8)
+    compiled.prefill([5, 6, 7], cache)
+    expected = compiled.decode_step(8, cache)
+    out = tmp_path / "logits.pt"
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS.format(mode=mode), str(step_cache), str(out)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "any: loaded from disk []", done.stdout
+    assert torch.equal(torch.load(out), expected)
+
+
 def test_background_compile_serves_eagerly_until_ready(step_cache, monkeypatch):
     engine = eager_engine("llama", "float32")
     eager_logits = engine.decode_step(5, engine.new_cache(4))
@@ -282,10 +325,11 @@ def test_a_step_the_package_cannot_run_falls_back_for_good(step_cache):
     engine = copy.deepcopy(eager)
     engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=False)  # from disk
 
-    def refuse(*inputs):
-        raise RuntimeError("Error: shape for rows is 5000, outside [1, 4096]")
+    class Refusing:
+        def boxed_run(self, inputs):
+            raise RuntimeError("Error: shape for rows is 5000, outside [1, 4096]")
 
-    engine.model.decode_step._runners["any"] = refuse
+    engine.model.decode_step._runners["any"] = Refusing()
     cache, expected_cache = engine.new_cache(8), eager.new_cache(8)
     assert torch.equal(engine.prefill([5, 6], cache), eager.prefill([5, 6], expected_cache))
     assert torch.equal(engine.decode_step(7, cache), eager.decode_step(7, expected_cache))

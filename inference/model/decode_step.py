@@ -27,9 +27,11 @@ from __future__ import annotations
 import copy
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -64,12 +66,19 @@ def compiler_problem() -> str | None:
     """Why the step cannot be compiled here (None when it can)."""
     if shutil.which("g++") is None and shutil.which("c++") is None:
         return "no C++ compiler (g++) on this machine"
-    try:
-        import torch._inductor  # noqa: F401
-        import torch.export  # noqa: F401
-    except ImportError as exc:  # a build without inductor
-        return f"torch's compiler is unavailable: {exc}"
+    # found, not imported: torch._inductor imports torch._dynamo and sympy, which a step loaded from disk never needs
+    missing = [name for name in ("torch._inductor", "torch.export") if importlib.util.find_spec(name) is None]
+    if missing or not hasattr(torch._C, "_aoti"):
+        return f"torch's compiler is unavailable in this build ({', '.join(missing) or 'no AOTInductor loader'})"
     return None
+
+
+def load_package(path: Path):
+    """The compiled step of the package at ``path``, without its weights (``load_constants`` hands them over), through
+    torch's C++ loader: ``torch._inductor.aoti_load_package`` wraps the same loader but imports ``torch._dynamo`` and
+    sympy on the way (~70 MiB of Python modules in every process that only runs the step). Call it with
+    ``boxed_run(list of the graph's inputs)``; it returns the graph's outputs as a list."""
+    return torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)  # one runner, the CPU
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,7 @@ class DecodeStep:
         inputs = _graph_inputs(input_ids[:, 0], positions[:, 0], view)
         try:
             with self._lock:
-                logits, new_keys, new_values = runner(*inputs)  # (B, V), (B, L, n_kv, hd) twice
+                logits, new_keys, new_values = runner.boxed_run(list(inputs))  # (B, V), (B, L, n_kv, hd) twice
         except RuntimeError as exc:  # a size outside the package's ranges: this step (and the next) run eagerly
             self._runners.pop("any", None)
             self._status = StepStatus(
@@ -176,9 +185,9 @@ class DecodeStep:
             notes = []
             for name in graphs:
                 path, note = self._package(name)
-                runner = torch._inductor.aoti_load_package(str(path))
+                runner = load_package(path)
                 constants = package_constants(path, self._graph)
-                runner.load_constants(constants, check_full_update=True, user_managed=True)
+                runner.load_constants(constants, False, True, True, False)  # active set, full, user-managed, no copy
                 self._constants[name] = constants  # the runner holds their pointers only: kept alive here
                 self._runners[name] = runner
                 notes.append(note)
@@ -207,6 +216,8 @@ class DecodeStep:
             staging = folder.with_name(folder.name + f".tmp{os.getpid()}")
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
+            import torch._inductor  # compiling needs all of it (loading a package does not: ``load_package``)
+
             exported = export_graph(self._graph, name)
             torch._inductor.aoti_compile_and_package(
                 exported, package_path=str(staging / "step.pt2"), inductor_configs=dict(self.options)
@@ -336,8 +347,6 @@ def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> t
     code = hashlib.sha256()
     for source in _SOURCES:
         code.update((Path(__file__).parent / source).read_bytes())
-    from torch._inductor import config as inductor_config
-
     config: ModelConfig = model.config
     manifest = {
         "format": PACKAGE_FORMAT,
@@ -348,7 +357,7 @@ def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> t
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "kernel": getattr(getattr(model, "quantization", None), "kernel", None),  # what multiplies by the groups
-        "cpp_march": inductor_config.cpp.march,  # TORCHINDUCTOR_CPP_MARCH (None: -march=native)
+        "cpp_march": _cpp_march(),  # TORCHINDUCTOR_CPP_MARCH (None: -march=native)
         "device": str(next(model.parameters()).device),
         "options": dict(INDUCTOR_OPTIONS if options is None else options),
         "code_sha256": code.hexdigest(),
@@ -357,3 +366,12 @@ def artifact_key(model, mode: str, graph: str, options: dict | None = None) -> t
     }
     key = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:32]
     return key, manifest
+
+
+def _cpp_march() -> str | None:
+    """The ``-march`` inductor compiles for (None: the machine's own): its config's value where inductor is imported
+    (the process may have set it), else the environment variable that config reads when it is imported."""
+    inductor_config = sys.modules.get("torch._inductor.config")
+    if inductor_config is not None:
+        return inductor_config.cpp.march
+    return os.environ.get("TORCHINDUCTOR_CPP_MARCH")
