@@ -30,6 +30,7 @@ from .resident import PROMPT, Resident, largest_mappings, mapped_data_files
 
 MIB = 2**20
 POINTS = ("baseline", "loaded", "step_ready", "decoded")  # when a child reads its memory
+COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "sympy")
 
 
 def held_bytes(model) -> int:
@@ -76,6 +77,8 @@ def measure_here(mode: str, model: str | None, threads: int | None, new_tokens: 
         "points": {name: asdict(value) for name, value in points.items()},
         "held_bytes": held_bytes(engine.model),
         "step": None if status is None else f"{status.state}: {status.detail}",
+        # torch's compiler in Python, which only compiling needs (~70 MiB of modules): imported by then, or not
+        "compiler_modules": sorted(name for name in COMPILER_MODULES if name in sys.modules),
         "largest_mappings": largest_mappings(),
         "mapped_files": mapped_data_files(),
     }
@@ -115,7 +118,9 @@ def describe(result: dict) -> list[str]:
     lines = [f"{result['mode']}: RSS MiB (anonymous + file) " + ", ".join(cells)]
     if "held_bytes" in result:
         step = f"; step {result['step']}" if result["step"] else ""
-        lines.append(f"  tensors held {result['held_bytes'] / MIB:.0f} MiB" + step)
+        compiler = result.get("compiler_modules")
+        imported = f"; compiler imported: {', '.join(compiler) or 'none'}" if compiler is not None else ""
+        lines.append(f"  tensors held {result['held_bytes'] / MIB:.0f} MiB" + step + imported)
     else:
         lines.append(f"  a {result['context']:,}-token context, {result['tokens']} tokens decoded")
     lines += [
