@@ -223,6 +223,23 @@ def test_the_loaded_step_reads_the_models_own_weights(step_cache, mode):
     )
 
 
+@pytest.mark.parametrize("mode", ["float32", "gguf"])
+def test_the_compiled_kernels_evaluate_no_cosine(step_cache, mode):
+    """The RoPE cos and sin are inputs of the compiled step: computed once a step by the caller. Computed inside the
+    graph, inductor inlined them into every loop reading the rotated queries and keys, so each was evaluated again
+    for every cached key of every layer (a quarter of a 16-row step on an AVX2 machine)."""
+    import re
+    import zipfile
+
+    _, compiled = compiled_pair(FAMILY, mode, step_cache)
+    key, _ = artifact_key(compiled.model, mode, "any")
+    with zipfile.ZipFile(step_cache / key / "step.pt2") as archive:
+        sources = [archive.read(n).decode() for n in archive.namelist() if n.endswith(".cpp")]
+    assert sources and any("cpp_fused" in text for text in sources)  # the kernels' own source is in the package
+    found = [m.group(0) for text in sources for m in re.finditer(r"(?:\.|std::|Sleef_)(?:cos|sin)\w*\(", text)]
+    assert not found, found[:5]
+
+
 LOAD_IN_A_FRESH_PROCESS = """
 import sys, torch
 from pathlib import Path

@@ -1,13 +1,14 @@
 """The whole one-token decode step as one function of tensors: what AOTInductor compiles into one graph.
 
-Owns ``StepGraph``, an ``nn.Module`` around a loaded ``Transformer`` whose ``forward`` is one decode
+Owns ``StepGraph`` (and its variant ``AnglesGivenStepGraph``), an ``nn.Module`` around a loaded ``Transformer`` whose ``forward`` is one decode
 step of every row of a batch: the embedding, every block (norms, fused QKV, RoPE, attention over the
 cache, the MLP), the final norm and the output matrix, returning the next token's logits and each
 layer's new keys and values. Its inputs are tensors only, with no Python number that changes from
 step to step, so one compiled graph serves every step of every request (gpt-fast's
 ``decode_one_token``; ``decode_step.py`` compiles it with every size dynamic):
 
-- ``ids``, ``positions`` (B,): each row's new token and its RoPE position;
+- ``ids``, ``positions`` (B,): each row's new token and its RoPE position (``AnglesGivenStepGraph``, what the CPU
+  package compiles, takes the position's RoPE cos and sin instead, computed by the caller);
 - ``slots``, ``columns`` (B,): the cache row (a batch row, or a continuous-batching slot) each row
   reads, and the column its new K/V belong in;
 - ``key_ok`` (B, S): which of the first S cache columns each row attends to (its own new one included);
@@ -52,12 +53,34 @@ class StepGraph(nn.Module):
         values: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Logits (B, V) in float32 for each row's next token, and its new keys and values (B, L, n_kv, hd)."""
+        return self.step(ids, self.rope_inputs(positions), slots, columns, key_ok, keys, values)
+
+    def rope_inputs(self, positions: torch.Tensor) -> torch.Tensor:
+        """The RoPE cos and sin of each row's position (B,), for every base the model has (Gemma 3's local layers
+        have their own): (B, bases, 2, hd), in the activations' dtype, as ``RotaryEmbedding.forward`` computes them."""
+        model = self.model
+        dtype = next(model.parameters()).dtype  # the activations' (the engine's rule: its first parameter's)
+        ropes = [model.rope] + ([model.rope_local] if model.rope_local is not None else [])
+        pairs = [torch.stack(rope(positions[:, None], dtype), dim=1) for rope in ropes]  # each (B, 2, 1, 1, hd)
+        return torch.stack(pairs, dim=1)[:, :, :, 0, 0]  # (B, bases, 2, 1, 1, hd) -> (B, bases, 2, hd)
+
+    def step(
+        self,
+        ids: torch.Tensor,
+        rope: torch.Tensor,
+        slots: torch.Tensor,
+        columns: torch.Tensor,
+        key_ok: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``forward`` with the RoPE cos and sin given (``rope_inputs``) instead of the positions."""
         model, config = self.model, self.model.config
         x = model.embed(ids[:, None])  # (B, 1, D)
         if config.embed_scale != 1.0:
             x = x * torch.tensor(config.embed_scale, dtype=x.dtype)
-        angles = _angles(model.rope, positions, x.dtype)
-        local_angles = _angles(model.rope_local, positions, x.dtype) if model.rope_local is not None else None
+        angles = _angles(rope[:, 0])
+        local_angles = _angles(rope[:, 1]) if model.rope_local is not None else None
         column_ids = torch.arange(key_ok.shape[1], device=key_ok.device)  # (S,)
         is_new = column_ids[None, :] == columns[:, None]  # (B, S): the column each row's new K/V belong in
         local_ok = None
@@ -83,9 +106,19 @@ class StepGraph(nn.Module):
         return logits, torch.stack(new_keys, dim=1), torch.stack(new_values, dim=1)  # (B, L, n_kv, hd) each
 
 
-def _angles(rope, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoPE cos and sin (B, 1, 1, hd) of one position per row, as ``RotaryEmbedding.forward`` computes them."""
-    return rope(positions[:, None], dtype)  # each (B, 1, 1, hd)
+class AnglesGivenStepGraph(StepGraph):
+    """The step that AOTInductor compiles for the CPU: the RoPE cos and sin are inputs (``rope_inputs``, computed by the
+    caller per step), not computed from the positions inside the graph. Inside, inductor inlines the cos and sin of
+    each position into every loop that reads the rotated queries and keys, so they were evaluated again for every
+    cached key of every layer (a quarter of a 16-row step on an AVX2 machine); as inputs they are loads."""
+
+    def forward(self, ids, rope, slots, columns, key_ok, keys, values):  # (B,), (B, bases, 2, hd), ...: see ``step``
+        return self.step(ids, rope, slots, columns, key_ok, keys, values)
+
+
+def _angles(rope: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One base's cos and sin (B, 1, 1, hd), as ``apply_rotary`` takes them, from its (B, 2, hd) pair."""
+    return rope[:, 0, None, None], rope[:, 1, None, None]  # (B, hd) -> (B, 1, 1, hd) each
 
 
 def _after_attention(block, x: torch.Tensor, attn_output: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""The compiled one-token decode step: ``decode_graph.StepGraph`` compiled whole, in the background, kept on disk.
+"""The compiled one-token decode step: ``decode_graph.AnglesGivenStepGraph`` compiled whole, in the background, kept
+on disk.
 
 Owns ``DecodeStep``, what ``load_model(compile=True)`` attaches to a model, and ``StepStatus``, what it
 says about itself. The whole step (embedding, every block, final norm, output matrix) is one graph,
@@ -40,7 +41,7 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
-from .decode_graph import FAMILIES, StepGraph
+from .decode_graph import FAMILIES, AnglesGivenStepGraph
 from .kv_cache import DecodeView
 from .memory import release_freed_memory
 
@@ -58,7 +59,7 @@ _SOURCES = (
     "quant_formats.py",
     "kernels.py",
 )  # the code a package compiles
-PACKAGE_FORMAT = 3  # bump when ``export_graph`` (the inputs, their sizes) or the package's layout changes
+PACKAGE_FORMAT = 4  # bump when ``export_graph`` (the inputs, their sizes) or the package's layout changes
 GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)
 
 
@@ -114,7 +115,9 @@ class DecodeStep:
         self.mode = mode  # "float32", "bfloat16", "gguf", ... (part of the key, and said in the manifest)
         self.cache_dir = cache_dir
         self.options = dict(INDUCTOR_OPTIONS if options is None else options)  # inductor's (part of the key)
-        self._graph = StepGraph(_sharing_copy(model)).eval()  # export swaps tensors on its modules, not the model's
+        self._graph = AnglesGivenStepGraph(
+            _sharing_copy(model)
+        ).eval()  # export swaps tensors on its modules, not the model's
         self._cache_dtype = _cache_dtype(model)
         self._runners: dict[str, object] = {}
         self._constants: dict[str, dict[str, torch.Tensor]] = {}  # each runner's weights (``package_constants``)
@@ -164,7 +167,7 @@ class DecodeStep:
             return None
         if positions is None:
             positions = view.columns[:, None]  # (B, 1): no padding, so the column is the position
-        inputs = _graph_inputs(input_ids[:, 0], positions[:, 0], view)
+        inputs = _graph_inputs(input_ids[:, 0], self._graph.rope_inputs(positions[:, 0]), view)
         try:
             with self._lock:
                 logits, new_keys, new_values = runner.boxed_run(list(inputs))  # (B, V), (B, L, n_kv, hd) twice
@@ -290,7 +293,7 @@ def _sharing_copy(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model, memo)
 
 
-def export_graph(graph: StepGraph, name: str = "any"):
+def export_graph(graph: AnglesGivenStepGraph, name: str = "any"):
     """``torch.export`` of the step on example inputs, with every size dynamic."""
     from torch.export import Dim
 
@@ -306,8 +309,8 @@ def export_graph(graph: StepGraph, name: str = "any"):
         torch.zeros(shape, dtype=cache_dtype, device=device),
         torch.zeros(shape, dtype=cache_dtype, device=device),
     )
-    # positions a tensor of their own: export would take two inputs that are one tensor for one input
-    inputs = _graph_inputs(torch.zeros(batch, dtype=torch.long, device=device), view.columns.clone(), view)
+    rope = graph.rope_inputs(view.columns.clone())  # (B, bases, 2, hd): the angles of positions == columns
+    inputs = _graph_inputs(torch.zeros(batch, dtype=torch.long, device=device), rope, view)
     rows_dim = {0: Dim("rows", min=1, max=4096)}
     cache = {1: Dim("pool", min=1, max=4096), 3: Dim("cache_len", min=1, max=config.max_seq_len)}
     dynamic = (
@@ -328,9 +331,9 @@ def _cache_dtype(model: torch.nn.Module) -> torch.dtype:
     return next(model.parameters()).dtype
 
 
-def _graph_inputs(ids: torch.Tensor, positions: torch.Tensor, view: DecodeView) -> tuple:
-    """``StepGraph.forward``'s arguments: contiguous, as the package indexes them by the example's strides."""
-    small = (ids, positions, view.slots, view.columns, view.key_ok)
+def _graph_inputs(ids: torch.Tensor, rope: torch.Tensor, view: DecodeView) -> tuple:
+    """``AnglesGivenStepGraph.forward``'s arguments: contiguous, as the package indexes them by the example's strides."""
+    small = (ids, rope, view.slots, view.columns, view.key_ok)
     return (*(t.contiguous() for t in small), view.keys, view.values)
 
 
