@@ -42,18 +42,10 @@ class StepGraph(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(
-        self,
-        ids: torch.Tensor,
-        positions: torch.Tensor,
-        slots: torch.Tensor,
-        columns: torch.Tensor,
-        key_ok: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Logits (B, V) in float32 for each row's next token, and its new keys and values (B, L, n_kv, hd)."""
-        return self.step(ids, self.rope_inputs(positions), slots, columns, key_ok, keys, values)
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, *cache: torch.Tensor):
+        """Logits (B, V) in float32 for each row's next token, and its new keys and values (B, L, n_kv, hd); ``cache``:
+        slots, columns, key_ok, keys, values (see ``step``)."""
+        return self.step(ids, self.rope_inputs(positions), *cache)
 
     def rope_inputs(self, positions: torch.Tensor) -> torch.Tensor:
         """The RoPE cos and sin of each row's position (B,), for every base the model has (Gemma 3's local layers
@@ -113,7 +105,7 @@ class AnglesGivenStepGraph(StepGraph):
     cached key of every layer (a quarter of a 16-row step on an AVX2 machine); as inputs they are loads."""
 
     def forward(self, ids, rope, slots, columns, key_ok, keys, values):  # (B,), (B, bases, 2, hd), ...: see ``step``
-        return self.step(ids, rope, slots, columns, key_ok, keys, values)
+        return self.step(ids, rope, slots, columns, key_ok, keys, values)  # every input named: export keeps the names
 
 
 def _angles(rope: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
