@@ -100,3 +100,46 @@ def test_context_limit_stops_generation(engine):
     short.config = replace(engine.config, max_seq_len=8)
     steps = list(short.generate("The cat sat", SamplingParams(temperature=0, max_new_tokens=50)))
     assert steps[-1].finish_reason == "context" and len(steps) == 5
+
+
+ODD_TEXTS = [
+    "The cat sat on the mat because it was tired.",
+    "I love pizza 🍕 and 𓀀",
+    "def add(a, b):\n    return a + b",
+    "<|im_start|>user<bos></s>",
+    "猫はマットの上に座った。",
+    "  two  spaces, a tab\tand é",
+    "",
+]
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("model", [None, "gemma-3-270m"], ids=["SmolLM2", "gemma-3-270m"])
+def test_the_generic_tokenizer_class_reads_a_conversion_as_autotokenizer_does(model):
+    """Our GGUF conversion names the generic fast class, which ``Tokenizer.from_folder`` reads directly (AutoTokenizer
+    imports transformers' model registry to find it): the same class, ids with and without special tokens, decoding,
+    special tokens, vocabulary and chat template as AutoTokenizer gives, on both models and odd texts."""
+    from transformers import AutoTokenizer
+
+    from inference.model.loader import model_folder
+    from inference.model.packages import GEMMA3_270M, install_hint, is_installed
+    from inference.model.tokenizer import Tokenizer
+
+    if model is not None and not is_installed(GEMMA3_270M):
+        pytest.skip(f"{GEMMA3_270M} is not installed: {install_hint(GEMMA3_270M)}")
+    folder = model_folder(model)
+    ours = Tokenizer.from_folder(folder)._hf
+    auto = AutoTokenizer.from_pretrained(str(folder), use_fast=True, trust_remote_code=False)
+    assert type(ours) is type(auto) and len(ours) == len(auto)
+    assert ours.backend_tokenizer.to_str() == auto.backend_tokenizer.to_str()
+    for text in ODD_TEXTS:
+        assert ours(text)["input_ids"] == auto(text)["input_ids"], text
+        assert ours.encode(text, add_special_tokens=False) == auto.encode(text, add_special_tokens=False), text
+        assert ours.decode(ours(text)["input_ids"]) == auto.decode(auto(text)["input_ids"]), text
+    for name in ("bos_token", "eos_token", "pad_token", "unk_token", "all_special_ids", "chat_template"):
+        assert getattr(ours, name) == getattr(auto, name), name
+    if auto.chat_template:
+        turn = [{"role": "user", "content": "Why did the cat sit on the mat?"}]
+        assert ours.apply_chat_template(turn, tokenize=False, add_generation_prompt=True) == auto.apply_chat_template(
+            turn, tokenize=False, add_generation_prompt=True
+        )

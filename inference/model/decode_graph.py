@@ -1,8 +1,8 @@
 """The whole one-token decode step as one function of tensors: what AOTInductor compiles into one graph.
 
-Owns ``StepGraph`` (and its variant ``AnglesGivenStepGraph``), an ``nn.Module`` around a loaded ``Transformer`` whose ``forward`` is one decode
-step of every row of a batch: the embedding, every block (norms, fused QKV, RoPE, attention over the
-cache, the MLP), the final norm and the output matrix, returning the next token's logits and each
+Owns ``StepGraph`` (and its variant ``AnglesGivenStepGraph``), an ``nn.Module`` around a loaded ``Transformer``
+whose ``forward`` is one decode step of every row of a batch: the embedding, every block (norms, fused QKV, RoPE,
+attention over the cache, the MLP), the final norm and the output matrix, returning the next token's logits and each
 layer's new keys and values. Its inputs are tensors only, with no Python number that changes from
 step to step, so one compiled graph serves every step of every request (gpt-fast's
 ``decode_one_token``; ``decode_step.py`` compiles it with every size dynamic):

@@ -115,9 +115,8 @@ class DecodeStep:
         self.mode = mode  # "float32", "bfloat16", "gguf", ... (part of the key, and said in the manifest)
         self.cache_dir = cache_dir
         self.options = dict(INDUCTOR_OPTIONS if options is None else options)  # inductor's (part of the key)
-        self._graph = AnglesGivenStepGraph(
-            _sharing_copy(model)
-        ).eval()  # export swaps tensors on its modules, not the model's
+        # a copy of the module tree that shares the tensors: export swaps tensors on its modules, not the model's
+        self._graph = AnglesGivenStepGraph(_sharing_copy(model)).eval()
         self._cache_dtype = _cache_dtype(model)
         self._runners: dict[str, object] = {}
         self._constants: dict[str, dict[str, torch.Tensor]] = {}  # each runner's weights (``package_constants``)

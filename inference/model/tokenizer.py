@@ -78,7 +78,7 @@ class Tokenizer:
     @classmethod
     def from_folder(cls, folder: str | Path) -> Tokenizer:
         """The folder's tokenizer. ``AutoTokenizer`` finds its class through the model's config and transformers'
-        model registry, which imports sympy and ``torch._dynamo`` (~60 MiB of modules in every engine process); a
+        model registry, which imports sympy and ``torch._dynamo`` (~70 MiB of modules in every engine process); a
         folder that names the generic fast class (what a GGUF's conversion saves) is read by that class directly."""
         config_path = Path(folder) / "tokenizer_config.json"
         named = json.loads(config_path.read_text()).get("tokenizer_class") if config_path.is_file() else None
