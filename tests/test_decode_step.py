@@ -243,6 +243,7 @@ def test_the_compiled_kernels_evaluate_no_cosine(step_cache, mode):
 LOAD_IN_A_FRESH_PROCESS = """
 import sys, torch
 from pathlib import Path
+from inference.bench.memory import COMPILER_MODULES
 from inference.model.decode_step import DecodeStep
 from tests.test_decode_step import eager_engine
 engine = eager_engine("llama", "{mode}")
@@ -250,7 +251,7 @@ engine.model.decode_step = DecodeStep(engine.model, "{mode}", Path(sys.argv[1]),
 cache = engine.new_cache(8)
 engine.prefill([5, 6, 7], cache)
 torch.save(engine.decode_step(8, cache), sys.argv[2])
-print(engine.step_status.detail, sorted(m for m in ("torch._dynamo", "torch._inductor", "sympy") if m in sys.modules))
+print(engine.step_status.detail, sorted(m for m in COMPILER_MODULES if m in sys.modules))
 """
 
 
