@@ -103,7 +103,8 @@ def test_every_page_runs_on_the_files_blocks(gguf_engine, monkeypatch):
             assert_clean(at)
             assert not at.error, (spec.url_path, [e.value for e in at.error])
         sidebar = " ".join(c.value for c in at.sidebar.caption)
-        # the kernel follows the CPU (inference/model/kernels.py): the file's 4-bit groups on AVX-512, 8-bit rows from them else
+        # the kernel follows the CPU (inference/model/kernels.py): the file's 4-bit groups on AVX-512 and (q8dot) AVX2,
+        # 8-bit rows from them else
         assert ("4-bit groups (Q4_1, exact)" in sidebar and "as stored in the file" in sidebar) or (
             "8-bit rows (re-quantized from Q4_1)" in sidebar and "from the file's blocks" in sidebar
         )

@@ -1,6 +1,8 @@
 """The kernel that multiplies by a GGUF's weight groups: chosen by the CPU, and each choice computes with the file's weights.
 
-``int8rows`` (the AVX2 default) re-quantizes the file's weights to 8 bits per row: each weight is within half
+``q8dot`` (the AVX2 default, our own kernel) rounds each group of 32 inputs to int8 and keeps the file's 4-bit
+codes: a product's error is bounded by half an int8 step of each input group times that group's weights.
+``int8rows`` (the AVX2 fallback where q8dot cannot be built) re-quantizes the file's weights to 8 bits per row: each weight is within half
 a step (max|row| / 127) of the file's, and the model computes with those weights within the bfloat16
 rounding of its matmul inputs (``model_tolerance`` in bfloat16, as the packed 4-bit path).
 ``kleidiai`` rounds each input row to int8 (here through ATen's reference version of the kernel): a
@@ -15,8 +17,8 @@ import copy
 import pytest
 import torch
 
-from inference.model import kernels
-from inference.model.kernels import KleidiAILinear, default_kernel
+from inference.model import kernels, native
+from inference.model.kernels import KleidiAILinear, Q8DotLinear, default_kernel
 from inference.model.quant import (
     EXACT_ROWS_AT_ONCE,
     Int4Linear,
@@ -24,6 +26,7 @@ from inference.model.quant import (
     Int8Linear,
     QuantizationError,
     TopExactInt8Linear,
+    kernel_problem,
     quantize_model,
 )
 from inference.model.quant_formats import Int4Groups, int4_from_float, q8_0
@@ -45,7 +48,7 @@ def _dense_copy(engine):
     """The same engine with every quantized product replaced by a float32 ``nn.Linear`` of its own weights."""
     dense = copy.deepcopy(engine)
     for name, module in list(dense.model.named_modules()):
-        if isinstance(module, (KleidiAILinear, Int4Linear, Int8GroupLinear, Int8Linear)):
+        if isinstance(module, (KleidiAILinear, Int4Linear, Int8GroupLinear, Int8Linear, Q8DotLinear)):
             linear = torch.nn.Linear(module.in_features, module.out_features, bias=False)
             linear.weight = torch.nn.Parameter(module.dense_weight(), requires_grad=False)
             parent, _, child = name.rpartition(".")
@@ -54,27 +57,36 @@ def _dense_copy(engine):
 
 
 # -- the choice -------------------------------------------------------------------------------------------------
+NO_COMPILER = "building our q8dot kernel needs a C++ compiler (g++) and this machine has none"
+
+
 @pytest.mark.parametrize(
-    "capability, kleidiai, expected",
+    "capability, kleidiai, q8dot, expected",
     [
-        ("AVX512", False, "int4pack"),
-        ("AVX2", False, "int8rows"),
-        ("DEFAULT", False, "int8rows"),
-        ("DEFAULT", True, "int8rows"),
+        ("AVX512", False, None, "int4pack"),
+        ("AVX2", False, None, "q8dot"),
+        ("AVX2", False, NO_COMPILER, "int8rows"),
+        ("DEFAULT", False, None, "int8rows"),
+        ("DEFAULT", True, None, "int8rows"),
     ],
 )
-def test_the_choice_follows_the_cpu(monkeypatch, capability, kleidiai, expected):
+def test_the_choice_follows_the_cpu(monkeypatch, capability, kleidiai, q8dot, expected):
+    """AVX-512: torch's packed kernel (inductor's template); AVX2: our q8dot kernel, or 8-bit rows where it cannot be
+    built, saying why; anything else: 8-bit rows."""
+    if expected == "q8dot" and native.cpu_problem():
+        pytest.skip(f"q8dot: {native.cpu_problem()}")
     monkeypatch.setattr(kernels, "cpu_capability", lambda: capability)
     monkeypatch.setattr(kernels, "kleidiai_available", lambda: kleidiai)
+    monkeypatch.setattr(kernels, "q8dot_problem", lambda: q8dot)
     assert default_kernel(CPU) == expected
     assert default_kernel(torch.device("cuda")) == "int4pack"  # the CUDA kernels are the packed ones
     engine = _on_kernel(None)
     summary = engine.model.quantization
     assert summary.kernel == expected
-    machine = capability
-    assert f"kernel: {expected} (chosen for {machine})" in engine.weights_description
-    module = {"int4pack": Int4Linear, "int8rows": Int8Linear, "kleidiai": KleidiAILinear}[expected]
-    assert isinstance(engine.model.layers[0].attn.qkv, module)
+    reason = f"chosen for {capability}" + (f"; q8dot cannot run: {q8dot}" if q8dot else "")
+    assert f"kernel: {expected} ({reason})" in engine.weights_description
+    module = {"int4pack": Int4Linear, "int8rows": Int8Linear, "kleidiai": KleidiAILinear, "q8dot": Q8DotLinear}
+    assert isinstance(engine.model.layers[0].attn.qkv, module[expected])
 
 
 def test_kleidiai_is_offered_where_torch_reports_it_but_not_chosen(monkeypatch):
@@ -197,3 +209,98 @@ def test_real_model_on_int8_rows_matches_the_float32_reference(engine):
     reference = [engine.forward_logits(ids) for ids in prompts]  # equals transformers fp32 (test_engine_real)
     result = compare(reference, [rows.forward_logits(ids) for ids in prompts], "gguf, int8rows")
     assert result.top1_agreement >= 0.99 and result.mean_kl_nats <= 2e-3, result
+
+
+# -- q8dot: our own kernel (int8 inputs per group of 32 times the file's 4-bit codes) ---------------------------
+needs_q8dot = pytest.mark.skipif(native.cpu_problem() is not None, reason=f"q8dot: {native.cpu_problem()}")
+
+
+def _q8dot_by_hand(x: torch.Tensor, module: Q8DotLinear) -> torch.Tensor:
+    """The kernel's arithmetic in float64 from its own stores: each group of x rounded to int8 with the step
+    max|x_g|/127 (the scale 127/max|x_g| applied in float32, as the kernel does), its int dot with the codes, times
+    scale·step, plus low·step·sum(q_x)."""
+    m, k = x.shape
+    groups = x.view(m, k // 32, 32)  # (M, G, 32)
+    amax = groups.abs().amax(-1, keepdim=True)  # (M, G, 1)
+    inverse = torch.where(amax > 0, 127 / amax, torch.zeros_like(amax))  # float32, as the kernel computes it
+    q = torch.round(groups * inverse).double()  # (M, G, 32): half to even, as _mm256_round_ps
+    step = (amax / 127).double()  # (M, G, 1)
+    packed = module.codes.view(module.out_features, k // 32, 16)  # (N, G, 16)
+    codes = torch.cat([packed & 0xF, packed >> 4], dim=-1).double()  # (N, G, 32)
+    dots = torch.einsum("mgk,ngk->mng", q, codes)  # (M, N, G): exact integers
+    scale, low = module.scale.double(), module.low.double()  # (N, G)
+    per_group = scale[None] * step[..., 0][:, None] * dots + low[None] * (step[..., 0] * q.sum(-1))[:, None]
+    return per_group.sum(-1)  # (M, N)
+
+
+@needs_q8dot
+@pytest.mark.parametrize("rows, outputs, inputs", [(1, 64, 96), (3, 17, 32), (8, 100, 576), (19, 33, 160)])
+def test_q8dot_computes_the_int8_dots_of_its_inputs_per_group(rows, outputs, inputs):
+    """Against the same arithmetic by hand (float64, exact integer dots): only the float32 sums differ. Against the
+    dense product of its weights: within half an int8 step of each input group. Inputs with a zero group and an
+    outlier; rows past the kernel's block of 8; a bias; leading dimensions and bfloat16 kept."""
+    generator = torch.Generator().manual_seed(rows)
+    groups = int4_from_float(torch.randn(outputs, inputs, generator=generator))
+    bias = torch.randn(outputs, generator=generator)
+    module = Q8DotLinear(groups, bias, CPU)
+    x = torch.randn(rows, inputs, generator=generator)
+    x[0, :32] = 0  # a group of zeros: step 0, no division by it
+    x[-1, -1] = 40.0  # an outlier widens its own group's step only
+    got = module(x) - bias
+    weight = module.dense_weight()  # (N, K): scale·q + low from the float16 stores
+    magnitude = x.abs().double() @ weight.abs().double().t()  # (M, N)
+    sums = inputs * 2.0**-23 * magnitude  # float32 products and sums of ``inputs`` terms in the kernel's order
+    assert bool(((got.double() - _q8dot_by_hand(x, module)).abs() <= sums).all())
+    steps = x.abs().view(rows, -1, 32).amax(-1).double() / 254  # (M, G): half of each group's int8 step
+    bound = steps @ weight.abs().view(outputs, -1, 32).sum(-1).double().t()  # (M, N)
+    assert bool(((got.double() - x.double() @ weight.double().t()).abs() <= bound + sums).all())
+    assert max_abs_diff(weight, groups.dequantize()) <= 2.0**-10 * float(groups.dequantize().abs().max())
+    shaped = module(x.view(1, rows, inputs).to(torch.bfloat16))
+    assert shaped.shape == (1, rows, outputs) and shaped.dtype == torch.bfloat16
+
+
+@needs_q8dot
+def test_q8dot_keeps_the_files_q4_1_weights_exactly():
+    """Q4_1's d and m are float16 in the file: the kernel's stores hold them as they are, so its weights are the
+    file's (``w = d·q + m``), bit for bit, and the model names it."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    engine = _on_kernel("q8dot")
+    part = _gguf_weights(tiny_engine("llama").model)["layers.1.mlp.down"][0]
+    module = engine.model.get_submodule("layers.1.mlp.down")
+    assert isinstance(module, Q8DotLinear) and part.type_name == "Q4_1"
+    assert torch.equal(module.dense_weight(), torch.from_numpy(dequantize(part.raw, GGMLQuantizationType.Q4_1)))
+    assert "4-bit groups (Q4_1, exact)" in engine.weights_description
+    assert "kernel: q8dot (asked for); int8 inputs (per group of 32)" in engine.weights_description
+
+
+@needs_q8dot
+def test_the_q8dot_model_computes_with_its_own_weights_within_its_input_rounding():
+    """A whole forward: each product's inputs are rounded per group of 32 to int8 (a relative step of 1/254 at most
+    of the group's largest input), the output matrix's to bfloat16 (2**-9); both well inside the bfloat16 model
+    tolerance, which allows each matmul input 2**-9 of the largest."""
+    engine = _on_kernel("q8dot")
+    head = engine.model.lm_head
+    head.top = head.out_features
+    ids = PROMPTS[2]
+    got, expected = engine.forward_logits(ids), _dense_copy(engine).forward_logits(ids)
+    assert max_abs_diff(got, expected) <= model_tolerance(
+        engine.config, expected, context=len(ids), dtype=torch.bfloat16
+    )
+
+
+def test_q8dot_says_why_it_cannot_run(monkeypatch, tmp_path):
+    """No AVX2 (ARM, or ``ATEN_CPU_CAPABILITY=default``), or no compiler to build it: a clear reason, and loading a
+    model on it is a clear error, not a crash."""
+    monkeypatch.setattr(native.torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert native.cpu_problem() == "our q8dot kernel needs AVX2 and torch dispatches to DEFAULT here"
+    assert kernel_problem(CPU, "q8dot") == native.cpu_problem()
+    with pytest.raises(QuantizationError, match="our q8dot kernel needs AVX2"):
+        _on_kernel("q8dot")
+    monkeypatch.undo()
+    monkeypatch.setattr(native, "library_path", lambda: tmp_path / "absent" / "libllmx_q4_q8.so")
+    monkeypatch.setattr(native, "_compiler", lambda: None)
+    monkeypatch.setattr(native, "load", native.load.__wrapped__)  # not the process's loaded library
+    if native.cpu_problem() is None:
+        assert native.problem() == "building our q8dot kernel needs a C++ compiler (g++) and this machine has none"

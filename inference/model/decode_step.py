@@ -25,6 +25,7 @@ Prefill, traced forwards, interventions and the GPT-2 family never take this pat
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import fcntl
 import hashlib
@@ -58,6 +59,8 @@ _SOURCES = (
     "quant.py",
     "quant_formats.py",
     "kernels.py",
+    "native.py",
+    "csrc/q4_q8_linear.cpp",
 )  # the code a package compiles
 PACKAGE_FORMAT = 4  # bump when ``export_graph`` (the inputs, their sizes) or the package's layout changes
 GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)
@@ -221,14 +224,36 @@ class DecodeStep:
             import torch._inductor  # compiling needs all of it (loading a package does not: ``load_package``)
 
             exported = export_graph(self._graph, name)
-            torch._inductor.aoti_compile_and_package(
-                exported, package_path=str(staging / "step.pt2"), inductor_configs=dict(self.options)
-            )
+            options, environment = dict(self.options), {}
+            if getattr(getattr(self._graph.model, "quantization", None), "kernel", None) == "q8dot":
+                from . import native  # the step calls our kernel's C entry point, linked against its library
+
+                options.update(native.compile_options())
+                environment = native.link_environment()
+            with _environment(environment):
+                torch._inductor.aoti_compile_and_package(
+                    exported, package_path=str(staging / "step.pt2"), inductor_configs=options
+                )
             seconds = time.perf_counter() - started
             (staging / "manifest.json").write_text(json.dumps({**manifest, "compile_seconds": seconds}, indent=1))
             shutil.rmtree(folder, ignore_errors=True)
             staging.rename(folder)
             return path, f"{name}: compiled in {seconds:.0f} s"
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """``values`` set in the process's environment while the block runs (the compiler's subprocesses read it)."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def package_constants(path: Path, graph: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -5,8 +5,8 @@ Only ``quant="gguf"`` chooses: ``"int4"`` and ``"int8"`` exist to show what quan
 Owns ``KERNELS`` (the choices, in words), ``default_kernel`` (the choice for this machine: the probe
 ``cpu_capability`` is the only place it and ``machine_name`` look; ``kleidiai_available`` says whether the
 KleidiAI choice runs on its real kernels here), and
-``KleidiAILinear``, which ``quant.quantize_model`` builds instead of ``quant.Int4Linear`` when that kernel
-is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
+``KleidiAILinear`` and ``Q8DotLinear``, which ``quant.quantize_model`` builds instead of ``quant.Int4Linear`` when
+that kernel is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
 
 - ``"int4pack"``: torch's packed 4-bit kernel (``_weight_int4pack_mm_for_cpu``, bfloat16 inputs),
   which the compiled step replaces by inductor's weight-only micro-GEMM. That template is written for
@@ -18,7 +18,7 @@ is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
   cannot hold Q4_1's scale and minimum per group, so each weight moves by up to half a step of
   max|row|/127 (a small share of Q4_1's own step); the accuracy against float32 is measured in
   docs/benchmarks.md. Per product it takes 0.5–0.6× the time of the packed 4-bit kernel on AVX2. The
-  default on every CPU without AVX-512 (AVX2, and ARM: see the next item).
+  default on every CPU without AVX-512 where ``q8dot`` cannot run (ARM: see the next item; AVX2 without a compiler).
 - ``"kleidiai"``: ``KleidiAILinear``, ATen's ``_dyn_quant_matmul_4bit`` (Arm's KleidiAI micro-kernels on
   aarch64: activations quantized to int8 per row on the fly, int8 dots with the 4-bit codes, a
   bfloat16 scale per group of 32). The kernel is symmetric, so Q4_1's minimum is added back exactly as
@@ -28,6 +28,14 @@ is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
   Offered, not a default: through that reference version its int8 inputs (one scale per row) missed the
   accuracy budget on SmolLM2 (top-1 97.8 %, mean KL 1.1e-2 against float32; the budget is 99 % and
   2e-3), and its speed on ARM is not measured here.
+
+- ``"q8dot"``: ``Q8DotLinear``, our own kernel (``native``: ``csrc/q4_q8_linear.cpp``, built once per machine with
+  its C++ compiler): llama.cpp's arithmetic on the file's own blocks. The 4-bit codes stay packed with a float16
+  scale and low per group of 32 (Q4_0's and Q4_1's exactly as stored), the inputs are rounded to int8 per group of
+  32 on the fly, and each group's dot is an exact int32 sum (AVX2 ``maddubs``). The compiled step calls its C entry
+  point directly. The Q8_0 output matrix runs as on ``int8rows`` (its top 64 logits exact). Needs AVX2 and a
+  compiler; reads 0.625 bytes a weight where ``int8rows`` reads 1. The default on AVX2: a compiled step decodes
+  1.05× llama.cpp's speed there (``int8rows`` 0.96×), within the same accuracy budget (docs/benchmarks.md).
 
 An exact float32 formulation (the int8 codes with each group's scale and zero, as tensor ops that inductor
 compiles into the step) was measured too and left out: ~10× slower than the packed kernels. Measured in
@@ -46,6 +54,7 @@ KERNELS = {
     "int4pack": "torch's packed 4-bit kernel (bfloat16 inputs; inductor's AVX-512 template when compiled)",
     "int8rows": "torch's 8-bit kernel on the blocks re-quantized to 8 bits per row (bfloat16 inputs)",
     "kleidiai": "KleidiAI's 4-bit kernel (int8 inputs per row, bfloat16 group scales)",
+    "q8dot": "our AVX2 kernel: the file's 4-bit codes times int8 inputs per group of 32 (llama.cpp's arithmetic)",
 }
 
 
@@ -60,13 +69,35 @@ def kleidiai_available() -> bool:
     return bool(backend is not None and backend.is_available())
 
 
+def q8dot_problem() -> str | None:
+    """Why our ``q8dot`` kernel cannot run here (``native.problem``: no AVX2, no compiler, a failed build), None when
+    it can (built and loaded now if it was not)."""
+    from . import native
+
+    return native.problem()
+
+
 def default_kernel(device: torch.device) -> str:
     """The kernel for ``device``'s weight groups: see the module docstring for why each."""
     if device.type != "cpu":
         return "int4pack"
-    if cpu_capability().startswith("AVX512"):
+    capability = cpu_capability()
+    if capability.startswith("AVX512"):
         return "int4pack"
+    if capability == "AVX2" and q8dot_problem() is None:
+        return "q8dot"
     return "int8rows"
+
+
+def default_reason(device: torch.device) -> str:
+    """Why ``default_kernel`` chose what it did, in words ("chosen for AVX2", and why not ``q8dot`` where it fell
+    back from it)."""
+    reason = f"chosen for {machine_name(device)}"
+    if device.type == "cpu" and cpu_capability() == "AVX2":
+        problem = q8dot_problem()
+        if problem:
+            reason += f"; q8dot cannot run: {problem}"
+    return reason
 
 
 def machine_name(device: torch.device) -> str:
@@ -119,3 +150,44 @@ class KleidiAILinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, 4-bit groups of {GROUP} (KleidiAI)"
+
+
+class Q8DotLinear(nn.Module):
+    """y = x @ W.T + b through our kernel (``native``, ``torch.ops.llmx.q4_q8_linear``): W as the file's 4-bit codes
+    with a float16 scale and low per group of 32 (``w = scale·q + low``: Q4_1's own d and m exactly), x quantized to
+    int8 per group of 32 on the fly, each group's dot exact in int32 (llama.cpp's Q8_1 × Q4_1 arithmetic)."""
+
+    def __init__(self, groups: Int4Groups, bias: torch.Tensor | None, device: torch.device) -> None:
+        from . import native
+
+        super().__init__()
+        native.load()
+        self.out_features, self.in_features = groups.codes.shape
+        if self.in_features % GROUP:
+            raise ValueError(f"weight groups need an input size divisible by {GROUP}, got {self.in_features}")
+        n, k = groups.codes.shape
+        codes = groups.codes.view(n, k // GROUP, 2, GROUP // 2)  # (N, K/32, 2, 16): each group's halves
+        packed = (codes[:, :, 1] << 4 | codes[:, :, 0]).to(torch.uint8)  # (N, K/32, 16): code j low, 16 + j high
+        self.register_buffer("codes", packed.reshape(n, k // 2).contiguous().to(device))  # (N, K/2)
+        self.register_buffer("scale", groups.scale.to(device, torch.float16).contiguous())  # (N, K/32)
+        low = groups.zero - 8 * groups.scale  # w = (q - 8)·scale + zero = q·scale + low
+        self.register_buffer("low", low.to(device, torch.float16).contiguous())  # (N, K/32)
+        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).float()  # (M, K)
+        y = torch.ops.llmx.q4_q8_linear(flat, self.codes, self.scale, self.low)  # (M, N)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)  # (..., N)
+
+    def dense_weight(self) -> torch.Tensor:
+        """The weights (N, K) the kernel multiplies by: scale·q + low, from the codes and float16 stores."""
+        n, k = self.out_features, self.in_features
+        packed = self.codes.view(n, k // GROUP, GROUP // 2)  # (N, K/32, 16)
+        codes = torch.cat([packed & 0xF, packed >> 4], dim=-1).float()  # (N, K/32, 32)
+        weights = codes * self.scale.float()[..., None] + self.low.float()[..., None]  # (N, K/32, 32)
+        return weights.reshape(n, k)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, 4-bit groups of {GROUP} (int8 dots)"

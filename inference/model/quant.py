@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .errors import ModelLoadError
-from .kernels import KERNELS, KleidiAILinear, default_kernel, machine_name
+from .kernels import KERNELS, KleidiAILinear, Q8DotLinear, default_kernel, default_reason
 from .quant_formats import (
     GROUP,
     INT4_FORMATS,
@@ -86,6 +86,12 @@ def kernel_problem(device: torch.device, kernel: str = "int4pack") -> str | None
     )
     if kernel == "kleidiai":
         ops = (*ops, "_dyn_quant_pack_4bit_weight", "_dyn_quant_matmul_4bit")
+    if kernel == "q8dot":
+        from . import native
+
+        problem = native.problem()
+        if problem:
+            return problem
     missing = [op for op in ops if not hasattr(torch.ops.aten, op)]
     if missing:
         return f"torch {torch.__version__} has no {', '.join(missing)} kernel"
@@ -96,6 +102,8 @@ def kernel_problem(device: torch.device, kernel: str = "int4pack") -> str | None
     layers = [(Int4Linear(groups, None, device), _as_kernel_stores(groups).dequantize())]
     if kernel == "kleidiai":  # int8 activations: checked within their own rounding below
         layers.append((KleidiAILinear(groups, None, device), None))
+    if kernel == "q8dot":
+        layers.append((Q8DotLinear(groups, None, device), "per group"))
     if device.type != "cuda":
         layers.append(
             (Int8Linear(rows, None, device), rows.codes.float() * rows.scale.to(ACTIVATION_DTYPE).float()[:, None])
@@ -112,6 +120,12 @@ def kernel_problem(device: torch.device, kernel: str = "int4pack") -> str | None
             dense = groups.dequantize()
             expected = x @ dense.t()
             bound = 4 * float(x.abs().amax()) / 127 * float(dense.abs().sum(1).max())
+        elif isinstance(dense, str):  # q8dot: x rounded to int8 per group (half a step of max|x_g|/127 at most)
+            dense = layer.dense_weight()
+            expected = x @ dense.t()
+            steps = x.abs().view(len(x), -1, GROUP).amax(-1) / 254  # (M, K/32): half of each group's step
+            weights = dense.abs().view(len(dense), -1, GROUP).sum(-1)  # (N, K/32)
+            bound = float((steps @ weights.t()).max()) * 1.01 + 2.0**-20 * float((x.abs() @ dense.abs().t()).max())
         else:
             expected = x.to(ACTIVATION_DTYPE).float() @ dense.t()
             # the output is rounded to bf16 (relative 2**-9); sums of 128 terms may be taken in any order
@@ -355,6 +369,8 @@ class QuantSummary:
             "int4pack": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "int8rows": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "kleidiai": "int8 inputs (per row) to the 4-bit matmuls, float32 everywhere else",
+            "q8dot": "int8 inputs (per group of 32) to the 4-bit matmuls, bfloat16 inputs to the output matrix, "
+            "float32 everywhere else",
         }[self.kernel]
         if self.mode != "gguf":  # quantized on load: torch's own kernels, no choice made
             return f"{kinds} ({origin}); {inputs}"
@@ -400,7 +416,7 @@ def quantize_model(
         raise QuantizationError(f"kernel must be one of {tuple(KERNELS)} or None (this machine's), got {kernel!r}")
     if mode != "gguf" and kernel not in (None, "int4pack"):  # int4 / int8 show what quantizing does: one kernel each
         raise QuantizationError(f'the {kernel!r} kernel is for quant="gguf"; quant={mode!r} runs torch\'s own kernels')
-    reason = "asked for" if kernel else f"chosen for {machine_name(device)}"
+    reason = "asked for" if kernel else default_reason(device)
     kernel = kernel or (default_kernel(device) if mode == "gguf" else "int4pack")
     if kernel != "int4pack" and device.type != "cpu":
         raise QuantizationError(f"the {kernel!r} kernel runs on the CPU only; on {device} use kernel='int4pack'")
@@ -460,6 +476,8 @@ def _group_linear(groups: Int4Groups, bias: torch.Tensor | None, device: torch.d
     """A 4-bit group matrix as ``kernel`` multiplies it."""
     if kernel == "kleidiai":
         return KleidiAILinear(groups, bias, device)
+    if kernel == "q8dot":
+        return Q8DotLinear(groups, bias, device)
     if kernel == "int8rows":
         return Int8Linear(int8_rows_from_float(groups.dequantize()), bias, device)
     return Int4Linear(groups, bias, device)
@@ -486,16 +504,24 @@ def _quantized_linear(
         origin = "/".join(sorted(types))
         if kernel == "int8rows":
             return _group_linear(groups, bias, device, kernel), f"8-bit rows (re-quantized from {origin})"
-        return _group_linear(groups, bias, device, kernel), f"4-bit groups ({origin}, exact)"
+        module = _group_linear(groups, bias, device, kernel)
+        if kernel == "q8dot" and not _holds_in_float16(groups.scale, groups.zero - 8 * groups.scale):
+            return module, f"4-bit groups ({origin}; scales rounded to float16)"  # Q4_K's scale × sub-scale
+        return module, f"4-bit groups ({origin}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
-        if kernel == "int8rows" and name == "lm_head":  # the logits that decide exact, the rest through the rows
+        if kernel in ("int8rows", "q8dot") and name == "lm_head":  # the logits that decide exact, the rest rows
             module = TopExactInt8Linear(groups, bias, device)
             return module, f"8-bit rows (re-quantized from Q8_0; the top {module.top} logits exact)"
         # KleidiAI's kernel is 4-bit only; any other Q8_0 matrix stays exact everywhere
         return Int8GroupLinear(groups, bias, device), "8-bit groups (Q8_0, exact)"
     rows = int8_rows_from_float(torch.cat([p.dequantize() for p in parts]))
     return Int8Linear(rows, bias, device), f"8-bit rows (re-quantized from {'/'.join(sorted(types))})"
+
+
+def _holds_in_float16(*tensors: torch.Tensor) -> bool:
+    """Whether float16 stores hold these float32 values exactly (Q4_0's and Q4_1's do: the file stores them so)."""
+    return all(torch.equal(t.to(torch.float16).float(), t) for t in tensors)
 
 
 def _cat_int8(raws: list[np.ndarray]) -> Int8Groups:
@@ -512,7 +538,7 @@ def _buffer_bytes(module: nn.Module) -> int:
     """Bytes a forward reads for ``module``'s weights (the packed codes and scales; not the inspection copy)."""
     if isinstance(module, Int4Linear):
         return module.packed.nbytes + module.scales_zeros.nbytes
-    if isinstance(module, (Int8GroupLinear, KleidiAILinear)):
+    if isinstance(module, (Int8GroupLinear, KleidiAILinear, Q8DotLinear)):
         return sum(b.nbytes for b in module.buffers())
     if isinstance(module, Int8Linear):
         return module.codes.nbytes + module.scale.nbytes
@@ -525,7 +551,7 @@ def count_parameters(model: nn.Module) -> int:
     for name, module in model.named_modules():
         if name == "lm_head" and model.config.tie_embeddings:
             continue
-        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear, KleidiAILinear)):
+        if isinstance(module, (Int4Linear, Int8Linear, Int8GroupLinear, KleidiAILinear, Q8DotLinear)):
             total += module.out_features * module.in_features + (module.bias.numel() if module.bias is not None else 0)
         elif isinstance(module, QuantEmbedding):
             total += module.num_embeddings * module.embedding_dim

@@ -1,0 +1,138 @@
+"""Our own CPU kernel (``csrc/q4_q8_linear.cpp``, the op ``torch.ops.llmx.q4_q8_linear``): built once per machine with
+the system's C++ compiler against the installed torch, kept beside the converted models, and loaded into torch's
+dispatcher, where the eager modules and the compiled decode step (AOTInductor calls it by name) both find it.
+
+``problem()`` says why the kernel cannot run here (no AVX2, no compiler, a failed build), None when it can;
+``load()`` builds what is missing and loads it, once per process. The build takes ~10 s, under a lock other
+processes share, and its library is keyed by the source, torch's version and the compiler flags.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("csrc") / "q4_q8_linear.cpp"
+FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-w")
+OP = "llmx::q4_q8_linear"
+LIBRARY = "llmx_q4_q8"  # libllmx_q4_q8.so: its soname, which a compiled step that calls it names
+C_SHIM = (  # the op's C entry point, which a compiled step calls directly (csrc/q4_q8_linear.cpp)
+    "AOTITorchError aoti_torch_cpu_q4_q8_linear(AtenTensorHandle x, AtenTensorHandle codes, AtenTensorHandle scale, "
+    "AtenTensorHandle low, AtenTensorHandle* out)"
+)
+
+
+class NativeKernelError(RuntimeError):
+    """The kernel could not be built or loaded (the message says why)."""
+
+
+def _compiler() -> str | None:
+    return shutil.which("g++") or shutil.which("c++")
+
+
+def cpu_problem() -> str | None:
+    """Why this CPU cannot run the kernel (it is written with AVX2, FMA and F16C instructions), None when it can."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"our q8dot kernel is written for x86's AVX2 and this CPU is {platform.machine()}"
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability not in ("AVX2", "AVX512"):
+        return f"our q8dot kernel needs AVX2 and torch dispatches to {capability} here"
+    return None
+
+
+def problem() -> str | None:
+    """Why the kernel cannot run here (None: it is loaded, or was built and loaded now)."""
+    cpu = cpu_problem()  # first: a library loaded earlier says nothing about the dispatch asked for now
+    if cpu:
+        return cpu
+    try:
+        load()
+    except NativeKernelError as error:
+        return str(error)
+    return None
+
+
+def _command(compiler: str, out: Path) -> list[str]:
+    root = Path(torch.__file__).parent
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return [
+        compiler,
+        *FLAGS,
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        f"-I{root / 'include'}",
+        f"-I{root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
+        str(SOURCE),
+        "-o",
+        str(out),
+        f"-L{root / 'lib'}",
+        "-lc10",
+        "-ltorch_cpu",
+        f"-Wl,-rpath,{root / 'lib'},-soname,lib{LIBRARY}.so",
+    ]
+
+
+def library_path() -> Path:
+    """Where this source's library, built for this torch and these flags, is kept."""
+    from .gguf import cache_root
+
+    digest = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), torch.__version__.encode(), " ".join(FLAGS).encode(), sys.version.encode()):
+        digest.update(part)
+    return cache_root() / "native" / digest.hexdigest()[:16] / f"lib{LIBRARY}.so"
+
+
+@functools.cache
+def load() -> Path:
+    """Build the library if it is not on disk, load it into torch's dispatcher (once per process), and register the
+    op's shape function for tracing; its path. Raises ``NativeKernelError`` with the compiler's first lines."""
+    cpu = cpu_problem()
+    if cpu:
+        raise NativeKernelError(cpu)
+    path = library_path()
+    if not path.exists():
+        compiler = _compiler()
+        if compiler is None:
+            raise NativeKernelError("building our q8dot kernel needs a C++ compiler (g++) and this machine has none")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / "build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here, then finds the library
+            if not path.exists():
+                staging = path.with_name(f"{path.name}.tmp{os.getpid()}")
+                done = subprocess.run(_command(compiler, staging), capture_output=True, text=True)
+                if done.returncode != 0:
+                    staging.unlink(missing_ok=True)
+                    first = "\n".join((done.stderr or done.stdout).strip().splitlines()[:5])
+                    raise NativeKernelError(f"building our q8dot kernel failed: {first}")
+                staging.rename(path)
+    torch.ops.load_library(str(path))
+
+    @torch.library.register_fake(OP)
+    def _shape(x, codes, scale, low):  # (M, K) x (N, K/2) codes -> (M, N)
+        return x.new_empty(x.shape[0], codes.shape[0])
+
+    return path
+
+
+def compile_options() -> dict:
+    """AOTInductor's options for a step that calls the op: its C entry point, declared and linked by soname (found
+    through ``LIBRARY_PATH`` at the link, ``link_environment``; already loaded by ``load`` when the step is)."""
+    return {
+        "aot_inductor.custom_ops_to_c_shims": {torch.ops.llmx.q4_q8_linear.default: [C_SHIM]},
+        "aot_inductor.custom_op_libs": [LIBRARY],
+    }
+
+
+def link_environment() -> dict[str, str]:
+    """The environment under which the compiler links a step against the library (its folder on ``LIBRARY_PATH``)."""
+    folder = str(load().parent)
+    paths = [folder, *filter(None, os.environ.get("LIBRARY_PATH", "").split(os.pathsep))]
+    return {"LIBRARY_PATH": os.pathsep.join(paths)}
