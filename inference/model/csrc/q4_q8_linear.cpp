@@ -54,9 +54,6 @@ inline float quantize_group(const float* xs, int8_t* out, float* dsum) {
   return d;
 }
 
-constexpr int64_t kBlock = 4;  // weight rows whose dots share one pass over an input row (independent sums)
-constexpr int64_t kBatch = 8;  // input rows per pass over a weight group, from this many rows on
-
 // out[g] = f16(scale[g]) * dx[g]
 inline void scaled(const uint16_t* scale, const float* dx, int64_t G, float* out) {
   int64_t g = 0;
@@ -80,35 +77,67 @@ inline float dot_f16(const uint16_t* low, const float* sx, int64_t G) {
   return sum;
 }
 
-// out[j] = sum over groups of factors[j][g] * (codes of row j . q) + lows[j], for ``rows`` <= kBlock weight rows
-inline void dot_block(const uint8_t* codes, int64_t stride, int64_t rows, const int8_t* q, int64_t G,
-                      const float* factors, float* out, const float* lows) {
+// A tile of R weight rows times I input rows: out[i * ostride + r] = sum over groups g of
+// factors[r][i][g] * (codes of row r . q of row i, group g) + lows[r][i]. Each weight group is unpacked once for the
+// tile's I input rows and each input group loaded once for its R weight rows; the R * I sums are independent.
+template <int R, int I>
+inline void dot_tile(const uint8_t* codes, int64_t stride, const int8_t* q, int64_t K, int64_t G, const float* factors,
+                     const float* lows, float* out, int64_t ostride) {
   const __m256i nibble = _mm256_set1_epi8(0xF);
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[kBlock];
-  for (int64_t j = 0; j < kBlock; ++j) acc[j] = _mm256_setzero_ps();
-  if (rows == kBlock) {
-    for (int64_t g = 0; g < G; ++g) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + g * kGroup));
-      for (int64_t j = 0; j < kBlock; ++j) {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j * stride + g * 16));
-        const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), nibble);  // (32,) 0..15
-        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones);  // (8,) int32
-        acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(factors + j * G + g), _mm256_cvtepi32_ps(dot), acc[j]);
-      }
+  __m256 acc[R * I];
+  for (int t = 0; t < R * I; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    __m256i w[R];
+    for (int r = 0; r < R; ++r) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + r * stride + g * 16));
+      w[r] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), nibble);  // (32,) 0..15
     }
-  } else {
-    for (int64_t j = 0; j < rows; ++j) {
-      for (int64_t g = 0; g < G; ++g) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + g * kGroup));
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j * stride + g * 16));
-        const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), nibble);
-        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones);
-        acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(factors + j * G + g), _mm256_cvtepi32_ps(dot), acc[j]);
+    for (int i = 0; i < I; ++i) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * K + g * kGroup));
+      for (int r = 0; r < R; ++r) {
+        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w[r], a), ones);  // (8,) int32
+        const int t = r * I + i;
+        acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(factors + t * G + g), _mm256_cvtepi32_ps(dot), acc[t]);
       }
     }
   }
-  for (int64_t j = 0; j < rows; ++j) out[j] = hsum(acc[j]) + lows[j];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < I; ++i) out[i * ostride + r] = hsum(acc[r * I + i]) + lows[r * I + i];
+}
+
+// y rows [m, m + I) and columns [n, n + R) as one tile: its factors and lows first (eight groups at a time)
+template <int R, int I>
+inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const uint8_t* C, const uint16_t* D,
+                    const uint16_t* L, const int8_t* QX, const float* DX, const float* SX, float* factors, float* Y) {
+  float lows[R * I];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < I; ++i) {
+      scaled(D + (n + r) * G, DX + (m + i) * G, G, factors + (r * I + i) * G);
+      lows[r * I + i] = dot_f16(L + (n + r) * G, SX + (m + i) * G, G);
+    }
+  }
+  dot_tile<R, I>(C + n * (K / 2), K / 2, QX + m * K, K, G, factors, lows, Y + m * N + n, N);
+}
+
+// Tiles of R weight rows x I input rows over y[:, n0:n1], single rows and columns at the edges
+template <int R, int I>
+void product(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, const uint8_t* C, const uint16_t* D,
+             const uint16_t* L, const int8_t* QX, const float* DX, const float* SX, float* Y) {
+  const int64_t G = K / kGroup;
+  std::vector<float> factors(R * I * G);  // scale * d_x of each group, for the tile's pairs of rows
+  for (int64_t n = n0; n < n1; n += R) {
+    const bool full_n = n + R <= n1;
+    for (int64_t m = 0; m < M; m += I) {
+      if (full_n && m + I <= M) {
+        tile_at<R, I>(m, n, K, N, G, C, D, L, QX, DX, SX, factors.data(), Y);
+      } else {
+        for (int64_t r = n; r < std::min(n + R, n1); ++r)
+          for (int64_t i = m; i < std::min(m + I, M); ++i)
+            tile_at<1, 1>(i, r, K, N, G, C, D, L, QX, DX, SX, factors.data(), Y);
+      }
+    }
+  }
 }
 
 at::Tensor q4_q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scale, const at::Tensor& low) {
@@ -134,53 +163,11 @@ at::Tensor q4_q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::
   const uint16_t* D = reinterpret_cast<const uint16_t*>(scale.data_ptr<at::Half>());
   const uint16_t* L = reinterpret_cast<const uint16_t*>(low.data_ptr<at::Half>());
   float* Y = y.data_ptr<float>();
-  if (M < kBatch) {  // decode: a block of weight rows per pass over each input row
-    at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
-      std::vector<float> factors(kBlock * G);  // scale * d_x of each group, for the block's rows
-      for (int64_t n = n0; n < n1; n += kBlock) {
-        const int64_t rows = std::min(kBlock, n1 - n);
-        for (int64_t m = 0; m < M; ++m) {
-          float lows[kBlock] = {};
-          for (int64_t j = 0; j < rows; ++j) {
-            scaled(D + (n + j) * G, DX + m * G, G, factors.data() + j * G);
-            lows[j] = dot_f16(L + (n + j) * G, SX + m * G, G);
-          }
-          dot_block(C + n * (K / 2), K / 2, rows, QX + m * K, G, factors.data(), Y + m * N + n, lows);
-        }
-      }
-    });
-    return y;
-  }
-  // batches and prompts: each weight group unpacked once for up to kBatch input rows
   at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
-    const __m256i nibble = _mm256_set1_epi8(0xF);
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t n = n0; n < n1; ++n) {
-      const uint8_t* c = C + n * (K / 2);
-      const uint16_t* dn = D + n * G;
-      const uint16_t* ln = L + n * G;
-      for (int64_t m0 = 0; m0 < M; m0 += kBatch) {
-        const int64_t rows = std::min(kBatch, M - m0);
-        __m256 acc[kBatch];
-        float lows[kBatch];
-        for (int64_t i = 0; i < rows; ++i) {
-          acc[i] = _mm256_setzero_ps();
-          lows[i] = 0.f;
-        }
-        for (int64_t g = 0; g < G; ++g) {
-          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + g * 16));
-          const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), nibble);  // (32,) 0..15
-          const float dw = _cvtsh_ss(dn[g]), lw = _cvtsh_ss(ln[g]);
-          for (int64_t i = 0; i < rows; ++i) {
-            const int64_t r = (m0 + i) * G + g;
-            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(QX + r * kGroup));
-            const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones);  // (8,) int32
-            acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * DX[r]), _mm256_cvtepi32_ps(dot), acc[i]);
-            lows[i] += lw * SX[r];
-          }
-        }
-        for (int64_t i = 0; i < rows; ++i) Y[(m0 + i) * N + n] = hsum(acc[i]) + lows[i];
-      }
+    if (M < 4) {  // decode: four weight rows per pass over each input row
+      product<4, 1>(M, K, N, n0, n1, C, D, L, QX, DX, SX, Y);
+    } else {  // batches and prompts: two weight rows times four input rows
+      product<2, 4>(M, K, N, n0, n1, C, D, L, QX, DX, SX, Y);
     }
   });
   return y;
