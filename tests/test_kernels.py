@@ -300,7 +300,14 @@ def test_q8dot_says_why_it_cannot_run(monkeypatch, tmp_path):
         _on_kernel("q8dot")
     monkeypatch.undo()
     monkeypatch.setattr(native, "library_path", lambda: tmp_path / "absent" / "libllmx_q4_q8.so")
-    monkeypatch.setattr(native, "_compiler", lambda: None)
-    monkeypatch.setattr(native, "load", native.load.__wrapped__)  # not the process's loaded library
+    looked = []
+    monkeypatch.setattr(native, "_compiler", lambda: looked.append("g++") or None)
+    monkeypatch.setattr(native, "_load", native._load.__wrapped__)  # not the process's loaded library
+    monkeypatch.setattr(native, "_FAILED", {})
     if native.cpu_problem() is None:
         assert native.problem() == "building our q8dot kernel needs a C++ compiler (g++) and this machine has none"
+        assert native.problem() == native.problem() and looked == ["g++"]  # the failure kept: looked for once
+        monkeypatch.setattr(native, "_FAILED", {})
+        monkeypatch.setattr(native, "_compiler", lambda: "false")  # a compiler that fails, saying nothing
+        assert native.problem() == "building our q8dot kernel failed (exit 1)"
+        assert not list((tmp_path / "absent").glob("*.so*"))  # nothing half-built is left to be loaded later

@@ -35,7 +35,7 @@ that kernel is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
   32 on the fly, and each group's dot is an exact int32 sum (AVX2 ``maddubs``). The compiled step calls its C entry
   point directly. The Q8_0 output matrix runs as on ``int8rows`` (its top 64 logits exact). Needs AVX2 and a
   compiler; reads 0.625 bytes a weight where ``int8rows`` reads 1. The default on AVX2: a compiled step decodes
-  1.05× llama.cpp's speed there (``int8rows`` 0.96×), within the same accuracy budget (docs/benchmarks.md).
+  1.09× llama.cpp's speed there (``int8rows`` 0.97×), within the same accuracy budget (docs/benchmarks.md).
 
 An exact float32 formulation (the int8 codes with each group's scale and zero, as tensor ops that inductor
 compiles into the step) was measured too and left out: ~10× slower than the packed kernels. Measured in

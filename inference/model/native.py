@@ -1,6 +1,7 @@
 """Our own CPU kernel (``csrc/q4_q8_linear.cpp``, the op ``torch.ops.llmx.q4_q8_linear``): built once per machine with
 the system's C++ compiler against the installed torch, kept beside the converted models, and loaded into torch's
-dispatcher, where the eager modules and the compiled decode step (AOTInductor calls it by name) both find it.
+dispatcher, where the eager modules find it; a compiled decode step calls its C entry point directly (``C_SHIM``,
+``compile_options``), linked against the library by its soname, which ``load`` has loaded before any step is.
 
 ``problem()`` says why the kernel cannot run here (no AVX2, no compiler, a failed build), None when it can;
 ``load()`` builds what is missing and loads it, once per process. The build takes ~10 s, under a lock other
@@ -17,9 +18,12 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import torch
+
+from ..settings import current as current_settings
 
 SOURCE = Path(__file__).with_name("csrc") / "q4_q8_linear.cpp"
 FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-w")
@@ -81,22 +85,36 @@ def _command(compiler: str, out: Path) -> list[str]:
 
 
 def library_path() -> Path:
-    """Where this source's library, built for this torch and these flags, is kept."""
-    from .gguf import cache_root
-
+    """Where this source's library, built for this torch and these flags, is kept (beside the converted models)."""
     digest = hashlib.sha256()
     for part in (SOURCE.read_bytes(), torch.__version__.encode(), " ".join(FLAGS).encode(), sys.version.encode()):
         digest.update(part)
-    return cache_root() / "native" / digest.hexdigest()[:16] / f"lib{LIBRARY}.so"
+    return current_settings().cache / "native" / digest.hexdigest()[:16] / f"lib{LIBRARY}.so"
 
 
-@functools.cache
+_LOADING = threading.Lock()  # two threads loading models at once: one registers the op, the other finds it
+_FAILED: dict[Path, NativeKernelError] = {}  # a build that failed is not tried again by this process (~10 s each)
+
+
 def load() -> Path:
     """Build the library if it is not on disk, load it into torch's dispatcher (once per process), and register the
     op's shape function for tracing; its path. Raises ``NativeKernelError`` with the compiler's first lines."""
-    cpu = cpu_problem()
-    if cpu:
-        raise NativeKernelError(cpu)
+    with _LOADING:
+        cpu = cpu_problem()
+        if cpu:
+            raise NativeKernelError(cpu)
+        path = library_path()
+        if path in _FAILED:
+            raise _FAILED[path]
+        try:
+            return _load()
+        except NativeKernelError as error:
+            _FAILED[path] = error
+            raise
+
+
+@functools.cache
+def _load() -> Path:
     path = library_path()
     if not path.exists():
         compiler = _compiler()
@@ -110,8 +128,10 @@ def load() -> Path:
                 done = subprocess.run(_command(compiler, staging), capture_output=True, text=True)
                 if done.returncode != 0:
                     staging.unlink(missing_ok=True)
-                    first = "\n".join((done.stderr or done.stdout).strip().splitlines()[:5])
-                    raise NativeKernelError(f"building our q8dot kernel failed: {first}")
+                    first = " ".join((done.stderr or done.stdout).strip().splitlines()[:3])[:500]
+                    raise NativeKernelError(
+                        f"building our q8dot kernel failed (exit {done.returncode}) {first}".strip()
+                    )
                 staging.rename(path)
     torch.ops.load_library(str(path))
 
