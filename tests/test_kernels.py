@@ -255,6 +255,8 @@ def test_q8dot_computes_the_int8_dots_of_its_inputs_per_group(rows, outputs, inp
     bound = steps @ weight.abs().view(outputs, -1, 32).sum(-1).double().t()  # (M, N)
     assert bool(((got.double() - x.double() @ weight.double().t()).abs() <= bound + sums).all())
     assert max_abs_diff(weight, groups.dequantize()) <= 2.0**-10 * float(groups.dequantize().abs().max())
+    # a product's bits do not depend on how many rows come with it (decode's tiles and a batch's): one row at a time
+    assert torch.equal(module(x), torch.cat([module(x[i : i + 1]) for i in range(rows)]))
     shaped = module(x.view(1, rows, inputs).to(torch.bfloat16))
     assert shaped.shape == (1, rows, outputs) and shaped.dtype == torch.bfloat16
 
