@@ -55,9 +55,6 @@ def cpu_problem() -> str | None:
 
 def problem() -> str | None:
     """Why the kernel cannot run here (None: it is loaded, or was built and loaded now)."""
-    cpu = cpu_problem()  # first: a library loaded earlier says nothing about the dispatch asked for now
-    if cpu:
-        return cpu
     try:
         load()
     except NativeKernelError as error:
@@ -84,12 +81,18 @@ def _command(compiler: str, out: Path) -> list[str]:
     ]
 
 
-def library_path() -> Path:
-    """Where this source's library, built for this torch and these flags, is kept (beside the converted models)."""
+@functools.cache
+def _build_key() -> str:
+    """The source, torch's version, the flags and Python's, digested (read once per process)."""
     digest = hashlib.sha256()
     for part in (SOURCE.read_bytes(), torch.__version__.encode(), " ".join(FLAGS).encode(), sys.version.encode()):
         digest.update(part)
-    return current_settings().cache / "native" / digest.hexdigest()[:16] / f"lib{LIBRARY}.so"
+    return digest.hexdigest()[:16]
+
+
+def library_path() -> Path:
+    """Where this source's library, built for this torch and these flags, is kept (beside the converted models)."""
+    return current_settings().cache / "native" / _build_key() / f"lib{LIBRARY}.so"
 
 
 _LOADING = threading.Lock()  # two threads loading models at once: one registers the op, the other finds it
