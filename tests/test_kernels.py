@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from inference.model import kernels, native
-from inference.model.kernels import KleidiAILinear, Q8DotLinear, default_kernel
+from inference.model.kernels import KleidiAILinear, Q8DotHead, Q8DotLinear, default_kernel
 from inference.model.quant import (
     EXACT_ROWS_AT_ONCE,
     Int4Linear,
@@ -29,7 +29,7 @@ from inference.model.quant import (
     kernel_problem,
     quantize_model,
 )
-from inference.model.quant_formats import Int4Groups, int4_from_float, q8_0
+from inference.model.quant_formats import Int4Groups, Int8Groups, int4_from_float, q8_0
 from tests.test_batching import PROMPTS, tiny_engine
 from tests.test_quant import _gguf_weights
 from tests.tolerances import max_abs_diff, model_tolerance
@@ -48,7 +48,7 @@ def _dense_copy(engine):
     """The same engine with every quantized product replaced by a float32 ``nn.Linear`` of its own weights."""
     dense = copy.deepcopy(engine)
     for name, module in list(dense.model.named_modules()):
-        if isinstance(module, (KleidiAILinear, Int4Linear, Int8GroupLinear, Int8Linear, Q8DotLinear)):
+        if isinstance(module, (KleidiAILinear, Int4Linear, Int8GroupLinear, Int8Linear, Q8DotLinear, Q8DotHead)):
             linear = torch.nn.Linear(module.in_features, module.out_features, bias=False)
             linear.weight = torch.nn.Parameter(module.dense_weight(), requires_grad=False)
             parent, _, child = name.rpartition(".")
@@ -215,16 +215,22 @@ def test_real_model_on_int8_rows_matches_the_float32_reference(engine):
 needs_q8dot = pytest.mark.skipif(native.cpu_problem() is not None, reason=f"q8dot: {native.cpu_problem()}")
 
 
-def _q8dot_by_hand(x: torch.Tensor, module: Q8DotLinear) -> torch.Tensor:
-    """The kernel's arithmetic in float64 from its own stores: each group of x rounded to int8 with the step
-    max|x_g|/127 (the scale 127/max|x_g| applied in float32, as the kernel does), its int dot with the codes, times
-    scale·step, plus low·step·sum(q_x)."""
+def _rounded_per_group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (M, K) rounded as the kernel rounds it: int8 codes (M, G, 32) in float64 and their steps (M, G, 1). The
+    scale 127/max|x_g| is a correctly rounded float32 division, as the kernel's (torch's ``127 / t`` is not always:
+    one ulp moves an input that lands on a half step)."""
     m, k = x.shape
     groups = x.view(m, k // 32, 32)  # (M, G, 32)
     amax = groups.abs().amax(-1, keepdim=True)  # (M, G, 1)
-    inverse = torch.where(amax > 0, 127 / amax, torch.zeros_like(amax))  # float32, as the kernel computes it
-    q = torch.round(groups * inverse).double()  # (M, G, 32): half to even, as _mm256_round_ps
-    step = (amax / 127).double()  # (M, G, 1)
+    inverse = torch.where(amax > 0, torch.full_like(amax, 127).div(amax), torch.zeros_like(amax))
+    return torch.round(groups * inverse).double(), (amax / 127).double()  # half to even, as _mm256_round_ps
+
+
+def _q8dot_by_hand(x: torch.Tensor, module: Q8DotLinear) -> torch.Tensor:
+    """The kernel's arithmetic in float64 from its own stores: each group of x rounded to int8 with the step
+    max|x_g|/127, its int dot with the codes, times scale·step, plus low·step·sum(q_x)."""
+    m, k = x.shape
+    q, step = _rounded_per_group(x)  # (M, G, 32), (M, G, 1)
     packed = module.codes.view(module.out_features, k // 32, 16)  # (N, G, 16)
     codes = torch.cat([packed & 0xF, packed >> 4], dim=-1).double()  # (N, G, 32)
     dots = torch.einsum("mgk,ngk->mng", q, codes)  # (M, N, G): exact integers
@@ -292,6 +298,70 @@ def test_the_q8dot_model_computes_with_its_own_weights_within_its_input_rounding
     )
 
 
+@needs_q8dot
+@pytest.mark.parametrize("rows, outputs, inputs", [(1, 97, 128), (4, 41, 64), (19, 130, 576)])
+def test_the_q8dot_output_matrix_has_int8_dots_and_its_top_logits_from_float_inputs(rows, outputs, inputs):
+    """``Q8DotHead`` on a Q8_0 matrix: every output is the int8 dots of x rounded per group of 32 with the file's
+    codes (exact integers), times the file's scale and x's step; each row's ``top`` largest are the float32 product
+    of x itself with the file's q·d. Only the float32 sums' order may differ from the float64 arithmetic by hand.
+    float16 scales (a tied token table's own) give the same bits as float32 ones; a bias; one row as in a batch."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    generator = torch.Generator().manual_seed(outputs)
+    raw = quantize(torch.randn(outputs, inputs, generator=generator).numpy(), GGMLQuantizationType.Q8_0)
+    groups, bias = q8_0(raw), torch.randn(outputs, generator=generator)
+    module = Q8DotHead(groups, bias, CPU, top=8)
+    x = torch.randn(rows, inputs, generator=generator)
+    x[0, :32] = 0  # a group of zeros: step 0
+    x[-1, -1] = 30.0  # an outlier widens its own group's step only
+    got = module(x).double()
+    weight = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q8_0)).double()  # (N, K): the file's
+    q, step = _rounded_per_group(x)
+    codes = groups.codes.view(outputs, -1, 32).double()  # (N, G, 32)
+    dots = torch.einsum("mgk,ngk->mng", q, codes)  # (M, N, G): exact integers
+    by_hand = (dots * groups.scale.double()[None] * step[..., 0][:, None]).sum(-1) + bias.double()  # (M, N)
+    exact = x.double() @ weight.t() + bias.double()
+    sums = inputs * 2.0**-23 * (x.abs().double() @ weight.abs().t() + bias.abs().double())  # float32 sums, any order
+    dots_only = torch.ops.llmx.q8_q8_linear(x, groups.codes, groups.scale) + bias  # (M, N): what the module ranks
+    assert bool(((dots_only.double() - by_hand).abs() <= sums).all())  # every output: int8 dots
+    top = torch.zeros_like(got, dtype=torch.bool).scatter(-1, dots_only.topk(8, dim=-1).indices, True)  # (M, N)
+    assert bool(((got - exact).abs() <= sums)[top].all())  # its top 8 again: x itself, no rounding
+    assert torch.equal(got[~top], dots_only.double()[~top]) and int(top.sum()) == 8 * rows
+    half = Q8DotHead(Int8Groups(groups.codes, groups.scale.to(torch.float16)), bias, CPU, top=8)
+    assert torch.equal(half(x), module(x))  # Q8_0's scales are float16 values: the same numbers either way
+    assert torch.equal(module(x), torch.cat([module(x[i : i + 1]) for i in range(rows)]))
+    assert torch.equal(module.dense_weight(), weight.float())
+
+
+@needs_q8dot
+def test_the_q8dot_kernels_refuse_what_they_cannot_multiply():
+    """Wrong shapes, dtypes or indices are a clear error from the op, not a read past its tensors."""
+    codes, scale = torch.zeros(40, 64, dtype=torch.int8), torch.ones(40, 2)
+    x = torch.zeros(3, 64)
+    with pytest.raises(RuntimeError, match="out of range for 40 rows"):
+        torch.ops.llmx.q8_rows_at(x, codes, scale, torch.tensor([[0], [40], [1]]))
+    with pytest.raises(RuntimeError, match="x has 32 columns and the weights 64"):
+        torch.ops.llmx.q8_q8_linear(torch.zeros(3, 32), codes, scale)
+    with pytest.raises(RuntimeError, match="scale: \\(N, K/32\\)"):
+        torch.ops.llmx.q8_q8_linear(x, codes, torch.ones(40, 3))
+    with pytest.raises(RuntimeError, match="x: \\(M, K\\) float32"):
+        torch.ops.llmx.q4_q8_linear(x.double(), torch.zeros(40, 32, dtype=torch.uint8), scale.half(), scale.half())
+
+
+@needs_q8dot
+def test_the_q8dot_output_matrix_is_the_token_tables_own_codes():
+    """Tied (the output matrix is the token table): one copy of the codes and scales, the file's float16 ones."""
+    engine = tiny_engine("llama")
+    weights = _gguf_weights(engine.model)
+    weights["lm_head"] = weights["embed"]  # one tensor in the file, as SmolLM2's and Gemma's
+    engine.model.quantization = quantize_model(engine.model, "gguf", weights, kernel="q8dot")
+    head = engine.model.lm_head
+    assert isinstance(head, Q8DotHead) and head.group_codes is engine.model.embed.codes
+    assert head.group_scale is engine.model.embed.scale and head.group_scale.dtype == torch.float16
+    assert "8-bit groups (Q8_0 with int8 inputs; the top 64 logits with float inputs)" in engine.weights_description
+
+
 def test_q8dot_says_why_it_cannot_run(monkeypatch, tmp_path):
     """No AVX2 (ARM, or ``ATEN_CPU_CAPABILITY=default``), or no compiler to build it: a clear reason, and loading a
     model on it is a clear error, not a crash."""
@@ -301,7 +371,7 @@ def test_q8dot_says_why_it_cannot_run(monkeypatch, tmp_path):
     with pytest.raises(QuantizationError, match="our q8dot kernel needs AVX2"):
         _on_kernel("q8dot")
     monkeypatch.undo()
-    monkeypatch.setattr(native, "library_path", lambda: tmp_path / "absent" / "libllmx_q4_q8.so")
+    monkeypatch.setattr(native, "library_path", lambda: tmp_path / "absent" / "libllmx_q8dot.so")
     looked = []
     monkeypatch.setattr(native, "_compiler", lambda: looked.append("g++") or None)
     monkeypatch.setattr(native, "_load", native._load.__wrapped__)  # not the process's loaded library

@@ -60,7 +60,7 @@ _SOURCES = (
     "quant_formats.py",
     "kernels.py",
     "native.py",
-    "csrc/q4_q8_linear.cpp",
+    "csrc/q8dot.cpp",
 )  # the code a package compiles
 PACKAGE_FORMAT = 4  # bump when ``export_graph`` (the inputs, their sizes) or the package's layout changes
 GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)

@@ -5,8 +5,9 @@ Only ``quant="gguf"`` chooses: ``"int4"`` and ``"int8"`` exist to show what quan
 Owns ``KERNELS`` (the choices, in words), ``default_kernel`` (the choice for this machine: the probe
 ``cpu_capability`` is the only place it and ``machine_name`` look; ``kleidiai_available`` says whether the
 KleidiAI choice runs on its real kernels here), and
-``KleidiAILinear`` and ``Q8DotLinear``, which ``quant.quantize_model`` builds instead of ``quant.Int4Linear`` when
-that kernel is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
+``KleidiAILinear``, ``Q8DotLinear`` and ``Q8DotHead``, which ``quant.quantize_model`` builds instead of
+``quant.Int4Linear`` (and, for the output matrix, ``quant.TopExactInt8Linear``) when that kernel is chosen
+(``"int8rows"`` builds ``quant.Int8Linear``). The choices:
 
 - ``"int4pack"``: torch's packed 4-bit kernel (``_weight_int4pack_mm_for_cpu``, bfloat16 inputs),
   which the compiled step replaces by inductor's weight-only micro-GEMM. That template is written for
@@ -29,13 +30,14 @@ that kernel is chosen (``"int8rows"`` builds ``quant.Int8Linear``). The choices:
   accuracy budget on SmolLM2 (top-1 97.8 %, mean KL 1.1e-2 against float32; the budget is 99 % and
   2e-3), and its speed on ARM is not measured here.
 
-- ``"q8dot"``: ``Q8DotLinear``, our own kernel (``native``: ``csrc/q4_q8_linear.cpp``, built once per machine with
+- ``"q8dot"``: ``Q8DotLinear``, our own kernel (``native``: ``csrc/q8dot.cpp``, built once per machine with
   its C++ compiler): llama.cpp's arithmetic on the file's own blocks. The 4-bit codes stay packed with a float16
   scale and low per group of 32 (Q4_0's and Q4_1's exactly as stored), the inputs are rounded to int8 per group of
-  32 on the fly, and each group's dot is an exact int32 sum (AVX2 ``maddubs``). The compiled step calls its C entry
-  point directly. The Q8_0 output matrix runs as on ``int8rows`` (its top 64 logits exact). Needs AVX2 and a
-  compiler; reads 0.625 bytes a weight where ``int8rows`` reads 1. The default on AVX2: a compiled step decodes
-  1.09× llama.cpp's speed there (``int8rows`` 0.97×), within the same accuracy budget (docs/benchmarks.md).
+  32 on the fly, and each group's dot is an exact int32 sum (AVX2 ``maddubs``). The Q8_0 output matrix the same
+  way (``Q8DotHead``: the file's int8 codes and scales, int8 inputs), each row's top 64 logits then computed again
+  with the float inputs. The compiled step calls the kernels' C entry points directly. Needs AVX2 and a compiler;
+  reads 0.625 bytes a 4-bit weight where ``int8rows`` reads 1, and keeps no second copy of the output matrix. The
+  default on AVX2: faster than llama.cpp there within the same accuracy budget (docs/benchmarks.md).
 
 An exact float32 formulation (the int8 codes with each group's scale and zero, as tensor ops that inductor
 compiles into the step) was measured too and left out: ~10× slower than the packed kernels. Measured in
@@ -48,7 +50,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .quant_formats import GROUP, Int4Groups
+from .quant_formats import GROUP, Int4Groups, Int8Groups
 
 KERNELS = {
     "int4pack": "torch's packed 4-bit kernel (bfloat16 inputs; inductor's AVX-512 template when compiled)",
@@ -191,3 +193,54 @@ class Q8DotLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, 4-bit groups of {GROUP} (int8 dots)"
+
+
+class Q8DotHead(nn.Module):
+    """The Q8_0 output matrix through our kernel: every logit from the file's codes and scales times x rounded to int8
+    per group of 32 (``torch.ops.llmx.q8_q8_linear``, llama.cpp's Q8_0 × Q8_0 arithmetic); then each row's ``top``
+    largest (the greedy token, the candidates the pages list, nearly all of the probability) computed again from the
+    same codes and scales with x itself, in float32 (``q8_rows_at``), and put in their places. ``groups`` is the
+    file's codes and scales (the token table's own when tied: one copy of each), and ``dense_weight`` their weights."""
+
+    def __init__(self, groups: Int8Groups, bias: torch.Tensor | None, device: torch.device, top: int) -> None:
+        from . import native
+
+        super().__init__()
+        native.load()
+        self.out_features, self.in_features = groups.codes.shape
+        if self.in_features % GROUP:
+            raise ValueError(f"weight groups need an input size divisible by {GROUP}, got {self.in_features}")
+        self.top = min(top, self.out_features)
+        self.register_buffer("group_codes", groups.codes.to(device).contiguous())  # (N, K) int8: the file's codes
+        self.register_buffer("group_scale", groups.scale.to(device).contiguous())  # (N, K/32): the file's scales
+        self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
+
+    @property
+    def groups(self) -> Int8Groups:
+        return Int8Groups(self.group_codes, self.group_scale)
+
+    @groups.setter
+    def groups(self, groups: Int8Groups) -> None:  # a tied table's own codes and scales: one copy of each
+        self.group_codes, self.group_scale = groups.codes.contiguous(), groups.scale.contiguous()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).float()  # (M, K)
+        y = torch.ops.llmx.q8_q8_linear(flat, self.group_codes, self.group_scale)  # (M, N)
+        if self.bias is not None:
+            y = y + self.bias
+        top = y.topk(self.top, dim=-1).indices  # (M, T): the outputs as the layer returns them, ranked
+        exact = torch.ops.llmx.q8_rows_at(flat, self.group_codes, self.group_scale, top)  # (M, T)
+        if self.bias is not None:
+            exact = exact + self.bias[top]
+        y = y.scatter(-1, top, exact)  # (M, N)
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)  # (..., N)
+
+    def dense_weight(self) -> torch.Tensor:
+        """The weights (N, K) every output is computed with: the groups' q · d (x rounded for all but the top)."""
+        return self.groups.dequantize()
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, 8-bit groups of {GROUP} (int8 dots), "
+            f"the top {self.top} outputs with float inputs"
+        )

@@ -1,9 +1,10 @@
-"""Our own CPU kernel (``csrc/q4_q8_linear.cpp``, the op ``torch.ops.llmx.q4_q8_linear``): built once per machine with
-the system's C++ compiler against the installed torch, kept beside the converted models, and loaded into torch's
-dispatcher, where the eager modules find it; a compiled decode step calls its C entry point directly (``C_SHIM``,
-``compile_options``), linked against the library by its soname, which ``load`` has loaded before any step is.
+"""Our own CPU kernels (``csrc/q8dot.cpp``, the ops ``torch.ops.llmx.q4_q8_linear``, ``q8_q8_linear`` and
+``q8_rows_at``): built once per machine with the system's C++ compiler against the installed torch, kept beside the
+converted models, and loaded into torch's dispatcher, where the eager modules find them; a compiled decode step calls
+their C entry points directly (``C_SHIMS``, ``compile_options``), linked against the library by its soname, which
+``load`` has loaded before any step is.
 
-``problem()`` says why the kernel cannot run here (no AVX2, no compiler, a failed build), None when it can;
+``problem()`` says why the kernels cannot run here (no AVX2, no compiler, a failed build), None when it can;
 ``load()`` builds what is missing and loads it, once per process. The build takes ~10 s, under a lock other
 processes share, and its library is keyed by the source, torch's version and the compiler flags.
 """
@@ -25,14 +26,17 @@ import torch
 
 from ..settings import current as current_settings
 
-SOURCE = Path(__file__).with_name("csrc") / "q4_q8_linear.cpp"
+SOURCE = Path(__file__).with_name("csrc") / "q8dot.cpp"
 FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-fPIC", "-shared", "-std=c++20", "-w")
-OP = "llmx::q4_q8_linear"
-LIBRARY = "llmx_q4_q8"  # libllmx_q4_q8.so: its soname, which a compiled step that calls it names
-C_SHIM = (  # the op's C entry point, which a compiled step calls directly (csrc/q4_q8_linear.cpp)
-    "AOTITorchError aoti_torch_cpu_q4_q8_linear(AtenTensorHandle x, AtenTensorHandle codes, AtenTensorHandle scale, "
-    "AtenTensorHandle low, AtenTensorHandle* out)"
-)
+LIBRARY = "llmx_q8dot"  # libllmx_q8dot.so: its soname, which a compiled step that calls it names
+C_SHIMS = {  # each op's C entry point, which a compiled step calls directly (csrc/q8dot.cpp)
+    "q4_q8_linear": "AOTITorchError aoti_torch_cpu_q4_q8_linear(AtenTensorHandle x, AtenTensorHandle codes, "
+    "AtenTensorHandle scale, AtenTensorHandle low, AtenTensorHandle* out)",
+    "q8_q8_linear": "AOTITorchError aoti_torch_cpu_q8_q8_linear(AtenTensorHandle x, AtenTensorHandle codes, "
+    "AtenTensorHandle scale, AtenTensorHandle* out)",
+    "q8_rows_at": "AOTITorchError aoti_torch_cpu_q8_rows_at(AtenTensorHandle x, AtenTensorHandle codes, "
+    "AtenTensorHandle scale, AtenTensorHandle index, AtenTensorHandle* out)",
+}
 
 
 class NativeKernelError(RuntimeError):
@@ -138,18 +142,28 @@ def _load() -> Path:
                 staging.rename(path)
     torch.ops.load_library(str(path))
 
-    @torch.library.register_fake(OP)
-    def _shape(x, codes, scale, low):  # (M, K) x (N, K/2) codes -> (M, N)
+    @torch.library.register_fake("llmx::q4_q8_linear")
+    def _q4_shape(x, codes, scale, low):  # (M, K) x (N, K/2) codes -> (M, N)
         return x.new_empty(x.shape[0], codes.shape[0])
+
+    @torch.library.register_fake("llmx::q8_q8_linear")
+    def _q8_shape(x, codes, scale):  # (M, K) x (N, K) codes -> (M, N)
+        return x.new_empty(x.shape[0], codes.shape[0])
+
+    @torch.library.register_fake("llmx::q8_rows_at")
+    def _rows_shape(x, codes, scale, index):  # (M, K), index (M, T) -> (M, T)
+        return x.new_empty(index.shape)
 
     return path
 
 
 def compile_options() -> dict:
-    """AOTInductor's options for a step that calls the op: its C entry point, declared and linked by soname (found
+    """AOTInductor's options for a step that calls the ops: their C entry points, declared and linked by soname (found
     through ``LIBRARY_PATH`` at the link, ``link_environment``; already loaded by ``load`` when the step is)."""
     return {
-        "aot_inductor.custom_ops_to_c_shims": {torch.ops.llmx.q4_q8_linear.default: [C_SHIM]},
+        "aot_inductor.custom_ops_to_c_shims": {
+            getattr(torch.ops.llmx, name).default: [shim] for name, shim in C_SHIMS.items()
+        },
         "aot_inductor.custom_op_libs": [LIBRARY],
     }
 

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .errors import ModelLoadError
-from .kernels import KERNELS, KleidiAILinear, Q8DotLinear, default_kernel, default_reason
+from .kernels import KERNELS, KleidiAILinear, Q8DotHead, Q8DotLinear, default_kernel, default_reason
 from .quant_formats import (
     GROUP,
     INT4_FORMATS,
@@ -111,6 +111,8 @@ def kernel_problem(device: torch.device, kernel: str = "int4pack") -> str | None
         q8 = Int8Groups(rows.codes, rows.scale[:, None].expand(-1, weight.shape[1] // GROUP).contiguous())
         split = Int8GroupLinear(q8, None, device)  # the output matrix's 8-bit groups, as one 4-bit call
         layers.append((split, split.dense_weight()))
+        if kernel == "q8dot":  # the output matrix's int8 dots (its top outputs with float inputs)
+            layers.append((Q8DotHead(q8, None, device, top=8), "per group"))
     for layer, dense in layers:
         try:
             got = layer(x.to(device)).float().cpu()
@@ -359,6 +361,16 @@ class QuantSummary:
     kernel: str = "int4pack"  # what multiplies by the weight groups (``kernels.KERNELS``)
     kernel_reason: str = ""  # why that one: "chosen for AVX2" or "asked for"
 
+    def _q8dot_inputs(self) -> str:
+        """What q8dot's products take, from the kinds of matrix it built: int8 groups into its own kernel, bfloat16
+        into torch's 8-bit rows (what it re-quantized: Q5_0, Q6_K, ...)."""
+        own = ["the 4-bit matmuls"] if any(kind.startswith("4-bit groups") for kind in self.layers) else []
+        own += ["the output matrix"] if any("with int8 inputs" in kind for kind in self.layers) else []
+        parts = [f"int8 inputs (per group of 32) to {' and '.join(own)}"] if own else []
+        if any(kind.startswith("8-bit rows") for kind in self.layers):
+            parts.append("bfloat16 inputs to the 8-bit rows")
+        return ", ".join([*parts, "float32 everywhere else"])
+
     def describe(self) -> str:
         """In words, what the weights are, what multiplies by them, and what the activations are."""
         kinds = ", ".join(f"{count} × {kind}" for kind, count in self.layers.most_common())
@@ -369,8 +381,7 @@ class QuantSummary:
             "int4pack": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "int8rows": "bfloat16 inputs to the quantized matmuls, float32 everywhere else",
             "kleidiai": "int8 inputs (per row) to the 4-bit matmuls, float32 everywhere else",
-            "q8dot": "int8 inputs (per group of 32) to the 4-bit matmuls, bfloat16 inputs to the output matrix, "
-            "float32 everywhere else",
+            "q8dot": self._q8dot_inputs(),
         }[self.kernel]
         if self.mode != "gguf":  # quantized on load: torch's own kernels, no choice made
             return f"{kinds} ({origin}); {inputs}"
@@ -433,7 +444,8 @@ def quantize_model(
     embed = gguf_weights.get("embed") if gguf_weights else None
     if embed and embed[0].type_name in INT8_FORMATS:
         tied = (
-            isinstance(model.lm_head, (Int8GroupLinear, TopExactInt8Linear)) and embed[0] is gguf_weights["lm_head"][0]
+            isinstance(model.lm_head, (Int8GroupLinear, TopExactInt8Linear, Q8DotHead))
+            and embed[0] is gguf_weights["lm_head"][0]
         )
         rows = model.lm_head.groups if tied else INT8_FORMATS["Q8_0"](embed[0].raw)  # tied: one copy of the codes
         model.embed = QuantEmbedding(rows, device)
@@ -510,7 +522,10 @@ def _quantized_linear(
         return module, f"4-bit groups ({origin}, exact)"
     if types <= set(INT8_FORMATS):
         groups = INT8_FORMATS["Q8_0"](parts[0].raw) if len(parts) == 1 else _cat_int8([p.raw for p in parts])
-        if kernel in ("int8rows", "q8dot") and name == "lm_head":  # the logits that decide exact, the rest rows
+        if kernel == "q8dot" and name == "lm_head":  # int8 dots, the logits that decide with float inputs
+            module = Q8DotHead(groups, bias, device, top=EXACT_TOP)
+            return module, f"8-bit groups (Q8_0 with int8 inputs; the top {module.top} logits with float inputs)"
+        if kernel == "int8rows" and name == "lm_head":  # the logits that decide exact, the rest rows
             module = TopExactInt8Linear(groups, bias, device)
             return module, f"8-bit rows (re-quantized from Q8_0; the top {module.top} logits exact)"
         # KleidiAI's kernel is 4-bit only; any other Q8_0 matrix stays exact everywhere

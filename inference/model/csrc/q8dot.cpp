@@ -1,0 +1,356 @@
+// Our int8-dot kernels on a GGUF file's own blocks, inputs quantized on the fly to int8 per group of 32 (q_x =
+// round(x / d_x), d_x = max|x| / 127) as llama.cpp quantizes them; each group's dot exact in int32 (AVX2 maddubs),
+// scaled by the weight group's scale times d_x. Built and loaded by inference/model/native.py.
+// - llmx::q4_q8_linear: y = x @ W.T, W in 4-bit groups of 32 (w = scale * q + low, q in 0..15, scale and low
+//   float16 per row and group; llama.cpp's Q8_1 x Q4_1), plus low * d_x * sum(q_x). Codes packed two to a byte,
+//   (N, K/2): byte j of group g holds code j of the group in its low nibble and code 16 + j in its high nibble
+//   (GGUF's own order within a block). Called by inference.model.kernels.Q8DotLinear.
+// - llmx::q8_q8_linear: the same with Q8_0's groups (w = scale * q, q in -127..127 one a byte, scale float16 or
+//   float32).
+// - llmx::q8_rows_at: chosen outputs of a Q8_0 product in float32 from x itself (no rounding of x).
+//   Both called by inference.model.kernels.Q8DotHead (the output matrix).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
+#include <torch/library.h>
+#include <immintrin.h>
+#include <algorithm>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kGroup = 32;
+
+inline float hsum(__m256 v) {
+  __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_add_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);
+}
+
+// one group of 32 float32 inputs -> 32 int8 codes q = round(x / d), d = max|x| / 127; returns d, writes d * sum(q)
+inline float quantize_group(const float* xs, int8_t* out, float* dsum) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(xs + 8 * i);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+  }
+  __m128 h = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const float a = _mm_cvtss_f32(h);
+  const float d = a / 127.f;
+  const __m256 inv = _mm256_set1_ps(a > 0.f ? 127.f / a : 0.f);
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {
+    q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  s4 = _mm_hadd_epi32(s4, s4);
+  s4 = _mm_hadd_epi32(s4, s4);
+  __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
+  *dsum = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+  return d;
+}
+
+// sum over g of f16(low[g]) * sx[g]: the full blocks of 8 groups as 8 partial sums (a tile's starting sums, which
+// its final reduction adds up), the last G % 8 groups' sum in *tail
+inline __m256 low_sums(const uint16_t* low, const float* sx, int64_t G, float* tail) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= G; g += 8) {
+    const __m256 l = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low + g)));
+    acc = _mm256_fmadd_ps(l, _mm256_loadu_ps(sx + g), acc);
+  }
+  float sum = 0.f;
+  for (; g < G; ++g) sum += _cvtsh_ss(low[g]) * sx[g];
+  *tail = sum;
+  return acc;
+}
+
+// The sums of up to 8 vectors' lanes, [sum a[0], ..., sum a[n - 1]] (n <= 8), each added in the same order
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) whatever n is: a tile's size never changes an output's bits
+inline void lane_sums(const __m256* a, int n, float* out) {
+  __m256 v[8];
+  for (int t = 0; t < 8; ++t) v[t] = t < n ? a[t] : _mm256_setzero_ps();
+  const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));  // per 128-bit half
+  const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20), _mm256_permute2f128_ps(h0123, h4567, 0x31));
+  if (n == 8) {
+    _mm256_storeu_ps(out, sums);
+  } else {
+    alignas(32) float all[8];
+    _mm256_store_ps(all, sums);
+    for (int t = 0; t < n; ++t) out[t] = all[t];
+  }
+}
+
+// The two weight formats a tile reads, per group of 32: a weight group as 32 bytes the dot takes, the group's exact
+// int32 dot with 32 int8 inputs (8 partial sums), and its scale as float32.
+struct Q4 {  // codes 0..15 packed two to a byte (16 bytes a group), float16 scale and low: w = scale * q + low
+  using Scale = uint16_t;
+  static constexpr int64_t kBytes = kGroup / 2;
+  static __m256i load(const uint8_t* p) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0xF));  // (32,) 0..15
+  }
+  static __m256i dot(__m256i w, __m256i a) {  // unsigned codes times signed inputs
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1));
+  }
+};
+
+template <class S>
+struct Q8 {  // codes -127..127 (one byte each), a float16 (uint16_t) or float32 scale: w = scale * q
+  using Scale = S;
+  static constexpr int64_t kBytes = kGroup;
+  static __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static __m256i dot(__m256i w, __m256i a) {  // |w| times a with w's sign: maddubs takes one unsigned side
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
+                             _mm256_set1_epi16(1));
+  }
+};
+
+// out[g] = scale[g] * dx[g], the scale float16 or float32
+inline void scaled(const uint16_t* scale, const float* dx, int64_t G, float* out) {
+  int64_t g = 0;
+  for (; g + 8 <= G; g += 8) {
+    const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scale + g)));
+    _mm256_storeu_ps(out + g, _mm256_mul_ps(s, _mm256_loadu_ps(dx + g)));
+  }
+  for (; g < G; ++g) out[g] = _cvtsh_ss(scale[g]) * dx[g];
+}
+
+inline void scaled(const float* scale, const float* dx, int64_t G, float* out) {
+  for (int64_t g = 0; g < G; ++g) out[g] = scale[g] * dx[g];
+}
+
+inline float as_float(uint16_t half) { return _cvtsh_ss(half); }
+inline float as_float(float value) { return value; }
+
+// A tile of R weight rows times I input rows: sums[r * I + i] += factors[r][i][g] * (codes of row r . q of row i,
+// group g) over the groups g, as 8 partial sums each. Each weight group is loaded once for the tile's I input rows
+// and each input group once for its R weight rows; the R * I sums are independent.
+template <class F, int R, int I>
+inline void dot_tile(const uint8_t* codes, int64_t stride, const int8_t* q, int64_t K, int64_t G, const float* factors,
+                     __m256* sums) {
+  __m256 acc[R * I];  // in registers: sums may alias factors (__m256 may alias any float)
+  for (int t = 0; t < R * I; ++t) acc[t] = sums[t];
+  for (int64_t g = 0; g < G; ++g) {
+    __m256i w[R];
+    for (int r = 0; r < R; ++r) w[r] = F::load(codes + r * stride + g * F::kBytes);
+    for (int i = 0; i < I; ++i) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * K + g * kGroup));
+      for (int r = 0; r < R; ++r) {
+        const int t = r * I + i;
+        acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(factors + t * G + g), _mm256_cvtepi32_ps(F::dot(w[r], a)), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < R * I; ++t) sums[t] = acc[t];
+}
+
+// The weights of one call: codes (N rows of G groups, F::kBytes each), scales and (Q4) lows per row and group
+template <class F>
+struct Weights {
+  const uint8_t* codes;
+  const typename F::Scale* scale;
+  const uint16_t* low;  // nullptr: no low term (Q8)
+};
+
+// The inputs of one call, quantized: int8 codes (M, K), their steps d_x and d_x * sum(q_x) per row and group
+struct Inputs {
+  const int8_t* q;
+  const float* d;
+  const float* dsum;
+};
+
+// y rows [m, m + I) and columns [n, n + R) as one tile: its factors, then its sums starting from the low terms'
+// partial sums (Q4), reduced 8 outputs at a time, plus the low terms' last groups
+template <class F, int R, int I>
+inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const Weights<F>& W, const Inputs& X,
+                    float* factors, float* Y) {
+  constexpr int T = R * I;
+  __m256 acc[T];
+  float tails[T], sums[T];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < I; ++i) {
+      const int t = r * I + i;
+      scaled(W.scale + (n + r) * G, X.d + (m + i) * G, G, factors + t * G);
+      acc[t] = W.low ? low_sums(W.low + (n + r) * G, X.dsum + (m + i) * G, G, tails + t) : _mm256_setzero_ps();
+      if (!W.low) tails[t] = 0.f;
+    }
+  }
+  dot_tile<F, R, I>(W.codes + n * G * F::kBytes, G * F::kBytes, X.q + m * K, K, G, factors, acc);
+  for (int t = 0; t < T; t += 8) lane_sums(acc + t, std::min(8, T - t), sums + t);
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < I; ++i) Y[(m + i) * N + n + r] = sums[r * I + i] + tails[r * I + i];
+}
+
+// Tiles of R weight rows x I input rows over y[:, n0:n1], single rows and columns at the edges
+template <class F, int R, int I>
+void product(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, const Weights<F>& W, const Inputs& X, float* Y) {
+  const int64_t G = K / kGroup;
+  std::vector<float> factors(R * I * G);  // scale * d_x of each group, for the tile's pairs of rows
+  for (int64_t n = n0; n < n1; n += R) {
+    const bool full_n = n + R <= n1;
+    for (int64_t m = 0; m < M; m += I) {
+      if (full_n && m + I <= M) {
+        tile_at<F, R, I>(m, n, K, N, G, W, X, factors.data(), Y);
+      } else {
+        for (int64_t r = n; r < std::min(n + R, n1); ++r)
+          for (int64_t i = m; i < std::min(m + I, M); ++i) tile_at<F, 1, 1>(i, r, K, N, G, W, X, factors.data(), Y);
+      }
+    }
+  }
+}
+
+// x (M, K) float32 quantized per group of 32, then y = x @ W.T (M, N) over N's rows in parallel
+template <class F>
+at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
+  const int64_t M = x.size(0), K = x.size(1), G = K / kGroup;
+  const at::Tensor xc = x.contiguous();
+  at::Tensor qx = at::empty({M, K}, x.options().dtype(at::kChar));
+  at::Tensor dx = at::empty({M, G}, x.options());
+  at::Tensor sx = at::empty({M, G}, x.options());
+  const float* X = xc.data_ptr<float>();
+  int8_t* QX = qx.data_ptr<int8_t>();
+  float* DX = dx.data_ptr<float>();
+  float* SX = sx.data_ptr<float>();
+  for (int64_t i = 0; i < M * G; ++i) DX[i] = quantize_group(X + i * kGroup, QX + i * kGroup, SX + i);
+  const Inputs in{QX, DX, SX};
+  at::Tensor y = at::empty({M, N}, x.options());
+  float* Y = y.data_ptr<float>();
+  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
+    if (M < 4) {  // decode: four weight rows per pass over each input row
+      product<F, 4, 1>(M, K, N, n0, n1, W, in, Y);
+    } else {  // batches and prompts: two weight rows times four input rows
+      product<F, 2, 4>(M, K, N, n0, n1, W, in, Y);
+    }
+  });
+  return y;
+}
+
+void check_input(const at::Tensor& x, int64_t K) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "x: (M, K) float32");
+  TORCH_CHECK(x.size(1) == K, "x has ", x.size(1), " columns and the weights ", K);
+  TORCH_CHECK(K % kGroup == 0, "K must be a multiple of 32");
+}
+
+at::Tensor q4_q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scale, const at::Tensor& low) {
+  TORCH_CHECK(codes.dim() == 2 && codes.scalar_type() == at::kByte && codes.is_contiguous(), "codes: (N, K/2) uint8");
+  const int64_t N = codes.size(0), K = codes.size(1) * 2, G = K / kGroup;
+  check_input(x, K);
+  TORCH_CHECK(scale.scalar_type() == at::kHalf && low.scalar_type() == at::kHalf, "scale and low: float16");
+  TORCH_CHECK(scale.sizes() == at::IntArrayRef({N, G}) && low.sizes() == at::IntArrayRef({N, G}), "scale, low: (N, K/32)");
+  TORCH_CHECK(scale.is_contiguous() && low.is_contiguous(), "scale, low: contiguous");
+  const Weights<Q4> W{codes.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(scale.data_ptr<at::Half>()),
+                      reinterpret_cast<const uint16_t*>(low.data_ptr<at::Half>())};
+  return linear<Q4>(x, W, N);
+}
+
+void check_q8(const at::Tensor& codes, const at::Tensor& scale) {
+  TORCH_CHECK(codes.dim() == 2 && codes.scalar_type() == at::kChar && codes.is_contiguous(), "codes: (N, K) int8");
+  TORCH_CHECK(codes.size(1) % kGroup == 0, "K must be a multiple of 32");
+  TORCH_CHECK((scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kHalf) && scale.is_contiguous(),
+              "scale: contiguous float32 or float16");
+  TORCH_CHECK(scale.sizes() == at::IntArrayRef({codes.size(0), codes.size(1) / kGroup}), "scale: (N, K/32)");
+}
+
+at::Tensor q8_q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scale) {
+  check_q8(codes, scale);
+  check_input(x, codes.size(1));
+  const auto* C = reinterpret_cast<const uint8_t*>(codes.data_ptr<int8_t>());
+  if (scale.scalar_type() == at::kHalf) {
+    const Weights<Q8<uint16_t>> W{C, reinterpret_cast<const uint16_t*>(scale.data_ptr<at::Half>()), nullptr};
+    return linear<Q8<uint16_t>>(x, W, codes.size(0));
+  }
+  const Weights<Q8<float>> W{C, scale.data_ptr<float>(), nullptr};
+  return linear<Q8<float>>(x, W, codes.size(0));
+}
+
+// out[i] = sum over k of x[i / T, k] * codes[index[i], k] * scale[index[i], k / 32] for i < M * T, in float32 (x
+// not rounded): the outputs a caller wants exactly, each a float dot per group scaled by the group's scale
+template <class S>
+void rows_at(const float* X, const int8_t* C, const S* scale, const int64_t* I, int64_t M, int64_t T, int64_t K,
+             float* O) {
+  const int64_t G = K / kGroup;
+  at::parallel_for(0, M * T, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int8_t* row = C + I[i] * K;
+      const float* xs = X + (i / T) * K;
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t g = 0; g < G; ++g) {
+        __m256 part = _mm256_setzero_ps();
+        for (int j = 0; j < kGroup; j += 8) {
+          const __m128i c8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + g * kGroup + j));
+          part = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)), _mm256_loadu_ps(xs + g * kGroup + j), part);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(as_float(scale[I[i] * G + g])), part, acc);
+      }
+      O[i] = hsum(acc);
+    }
+  });
+}
+
+// out[m, t]: the outputs of x @ W.T (M, N) that index (M, T) names, x not rounded
+at::Tensor q8_rows_at(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scale, const at::Tensor& index) {
+  check_q8(codes, scale);
+  check_input(x, codes.size(1));
+  TORCH_CHECK(index.dim() == 2 && index.scalar_type() == at::kLong && index.size(0) == x.size(0), "index: (M, T) int64");
+  const int64_t M = x.size(0), K = x.size(1), T = index.size(1), N = codes.size(0);
+  const at::Tensor xc = x.contiguous(), ic = index.contiguous();
+  const int64_t* I = ic.data_ptr<int64_t>();
+  for (int64_t i = 0; i < M * T; ++i) TORCH_CHECK(I[i] >= 0 && I[i] < N, "index ", I[i], " out of range for ", N, " rows");
+  at::Tensor out = at::empty({M, T}, x.options());
+  if (scale.scalar_type() == at::kHalf) {
+    rows_at(xc.data_ptr<float>(), codes.data_ptr<int8_t>(), reinterpret_cast<const uint16_t*>(scale.data_ptr<at::Half>()),
+            I, M, T, K, out.data_ptr<float>());
+  } else {
+    rows_at(xc.data_ptr<float>(), codes.data_ptr<int8_t>(), scale.data_ptr<float>(), I, M, T, K, out.data_ptr<float>());
+  }
+  return out;
+}
+
+}  // namespace
+
+// The ops as AOTInductor's compiled step calls them directly (``aot_inductor.custom_ops_to_c_shims``), rather than
+// through the dispatcher's boxed calls (tens of microseconds each, a product of 576 x 576 takes ~15).
+#define LLMX_SHIM(call)                                               \
+  AOTI_TORCH_CONVERT_EXCEPTION_TO_ERROR_CODE({                        \
+    using torch::aot_inductor::tensor_handle_to_tensor_pointer;      \
+    *out = torch::aot_inductor::new_tensor_handle(call);              \
+  });
+
+#define T(h) (*tensor_handle_to_tensor_pointer(h))
+
+extern "C" AOTI_TORCH_EXPORT AOTITorchError aoti_torch_cpu_q4_q8_linear(
+    AtenTensorHandle x, AtenTensorHandle codes, AtenTensorHandle scale, AtenTensorHandle low, AtenTensorHandle* out) {
+  LLMX_SHIM(q4_q8_linear(T(x), T(codes), T(scale), T(low)))
+}
+
+extern "C" AOTI_TORCH_EXPORT AOTITorchError aoti_torch_cpu_q8_q8_linear(
+    AtenTensorHandle x, AtenTensorHandle codes, AtenTensorHandle scale, AtenTensorHandle* out) {
+  LLMX_SHIM(q8_q8_linear(T(x), T(codes), T(scale)))
+}
+
+extern "C" AOTI_TORCH_EXPORT AOTITorchError aoti_torch_cpu_q8_rows_at(
+    AtenTensorHandle x, AtenTensorHandle codes, AtenTensorHandle scale, AtenTensorHandle index, AtenTensorHandle* out) {
+  LLMX_SHIM(q8_rows_at(T(x), T(codes), T(scale), T(index)))
+}
+
+TORCH_LIBRARY(llmx, m) {
+  m.def("q4_q8_linear(Tensor x, Tensor codes, Tensor scale, Tensor low) -> Tensor");
+  m.def("q8_q8_linear(Tensor x, Tensor codes, Tensor scale) -> Tensor");
+  m.def("q8_rows_at(Tensor x, Tensor codes, Tensor scale, Tensor index) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(llmx, CPU, m) {
+  m.impl("q4_q8_linear", &q4_q8_linear);
+  m.impl("q8_q8_linear", &q8_q8_linear);
+  m.impl("q8_rows_at", &q8_rows_at);
+}
