@@ -234,7 +234,7 @@ def _q8dot_by_hand(x: torch.Tensor, module: Q8DotLinear) -> torch.Tensor:
     packed = module.codes.view(module.out_features, k // 32, 16)  # (N, G, 16)
     codes = torch.cat([packed & 0xF, packed >> 4], dim=-1).double()  # (N, G, 32)
     dots = torch.einsum("mgk,ngk->mng", q, codes)  # (M, N, G): exact integers
-    scale, low = module.scale.double(), module.low.double()  # (N, G)
+    scale, low = module.scale.double(), module.low.double().t()  # (N, G) each
     per_group = scale[None] * step[..., 0][:, None] * dots + low[None] * (step[..., 0] * q.sum(-1))[:, None]
     return per_group.sum(-1)  # (M, N)
 
@@ -337,6 +337,7 @@ def test_the_q8dot_output_matrix_has_int8_dots_and_its_top_logits_from_float_inp
 @needs_q8dot
 def test_the_q8dot_kernels_refuse_what_they_cannot_multiply():
     """Wrong shapes, dtypes or indices are a clear error from the op, not a read past its tensors."""
+    native.load()
     codes, scale = torch.zeros(40, 64, dtype=torch.int8), torch.ones(40, 2)
     x = torch.zeros(3, 64)
     with pytest.raises(RuntimeError, match="out of range for 40 rows"):
@@ -346,7 +347,9 @@ def test_the_q8dot_kernels_refuse_what_they_cannot_multiply():
     with pytest.raises(RuntimeError, match="scale: \\(N, K/32\\)"):
         torch.ops.llmx.q8_q8_linear(x, codes, torch.ones(40, 3))
     with pytest.raises(RuntimeError, match="x: \\(M, K\\) float32"):
-        torch.ops.llmx.q4_q8_linear(x.double(), torch.zeros(40, 32, dtype=torch.uint8), scale.half(), scale.half())
+        torch.ops.llmx.q4_q8_linear(x.double(), torch.zeros(40, 32, dtype=torch.uint8), scale.half(), scale.t().half())
+    with pytest.raises(RuntimeError, match="low: \\(K/32, N\\)"):  # a group's lows of all rows side by side
+        torch.ops.llmx.q4_q8_linear(x, torch.zeros(40, 32, dtype=torch.uint8), scale.half(), scale.half())
 
 
 @needs_q8dot

@@ -173,7 +173,9 @@ class Q8DotLinear(nn.Module):
         self.register_buffer("codes", packed.reshape(n, k // 2).contiguous().to(device))  # (N, K/2)
         self.register_buffer("scale", groups.scale.to(device, torch.float16).contiguous())  # (N, K/32)
         low = groups.zero - 8 * groups.scale  # w = (q - 8)·scale + zero = q·scale + low
-        self.register_buffer("low", low.to(device, torch.float16).contiguous())  # (N, K/32)
+        self.register_buffer(
+            "low", low.t().to(device, torch.float16).contiguous()
+        )  # (K/32, N): a group's rows side by side
         self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -188,7 +190,7 @@ class Q8DotLinear(nn.Module):
         n, k = self.out_features, self.in_features
         packed = self.codes.view(n, k // GROUP, GROUP // 2)  # (N, K/32, 16)
         codes = torch.cat([packed & 0xF, packed >> 4], dim=-1).float()  # (N, K/32, 32)
-        weights = codes * self.scale.float()[..., None] + self.low.float()[..., None]  # (N, K/32, 32)
+        weights = codes * self.scale.float()[..., None] + self.low.float().t()[..., None]  # (N, K/32, 32)
         return weights.reshape(n, k)
 
     def extra_repr(self) -> str:

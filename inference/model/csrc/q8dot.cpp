@@ -2,7 +2,8 @@
 // round(x / d_x), d_x = max|x| / 127) as llama.cpp quantizes them; each group's dot exact in int32 (AVX2 maddubs),
 // scaled by the weight group's scale times d_x. Built and loaded by inference/model/native.py.
 // - llmx::q4_q8_linear: y = x @ W.T, W in 4-bit groups of 32 (w = scale * q + low, q in 0..15, scale and low
-//   float16 per row and group; llama.cpp's Q8_1 x Q4_1), plus low * d_x * sum(q_x). Codes packed two to a byte,
+//   float16 per row and group, scale (N, K/32) and low (K/32, N); llama.cpp's Q8_1 x Q4_1), plus low * d_x *
+//   sum(q_x). Codes packed two to a byte,
 //   (N, K/2): byte j of group g holds code j of the group in its low nibble and code 16 + j in its high nibble
 //   (GGUF's own order within a block). Called by inference.model.kernels.Q8DotLinear.
 // - llmx::q8_q8_linear: the same with Q8_0's groups (w = scale * q, q in -127..127 one a byte, scale float16 or
@@ -15,6 +16,7 @@
 #include <torch/library.h>
 #include <immintrin.h>
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace {
@@ -58,19 +60,35 @@ inline float quantize_group(const float* xs, int8_t* out, float* dsum) {
   return d;
 }
 
-// sum over g of f16(low[g]) * sx[g]: the full blocks of 8 groups as 8 partial sums (a tile's starting sums, which
-// its final reduction adds up), the last G % 8 groups' sum in *tail
-inline __m256 low_sums(const uint16_t* low, const float* sx, int64_t G, float* tail) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t g = 0;
-  for (; g + 8 <= G; g += 8) {
-    const __m256 l = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low + g)));
-    acc = _mm256_fmadd_ps(l, _mm256_loadu_ps(sx + g), acc);
+// The low terms of y[:, n0:n1]: Y[m, n] = sum over g of f16(lowT[g, n]) * dsum[m, g], eight columns at a time (each
+// lowT row holds one group's lows of all N weight rows), MB input rows per pass; each output's sum is taken in the
+// same order (fused multiply-adds over g) wherever its column and row fall
+template <int MB>
+inline void low_block(const uint16_t* lowT, const float* dsum, int64_t m, int64_t n, int64_t G, int64_t N, float* Y) {
+  __m256 acc[MB];
+  for (int j = 0; j < MB; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    const __m256 l = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lowT + g * N + n)));
+    for (int j = 0; j < MB; ++j) acc[j] = _mm256_fmadd_ps(l, _mm256_broadcast_ss(dsum + (m + j) * G + g), acc[j]);
   }
-  float sum = 0.f;
-  for (; g < G; ++g) sum += _cvtsh_ss(low[g]) * sx[g];
-  *tail = sum;
-  return acc;
+  for (int j = 0; j < MB; ++j) _mm256_storeu_ps(Y + (m + j) * N + n, acc[j]);
+}
+
+inline void low_terms(const uint16_t* lowT, const float* dsum, int64_t M, int64_t G, int64_t N, int64_t n0, int64_t n1,
+                      float* Y) {
+  int64_t n = n0;
+  for (; n + 8 <= n1; n += 8) {
+    int64_t m = 0;
+    for (; m + 8 <= M; m += 8) low_block<8>(lowT, dsum, m, n, G, N, Y);
+    for (; m < M; ++m) low_block<1>(lowT, dsum, m, n, G, N, Y);
+  }
+  for (; n < n1; ++n) {
+    for (int64_t m = 0; m < M; ++m) {
+      float sum = 0.f;
+      for (int64_t g = 0; g < G; ++g) sum = std::fma(_cvtsh_ss(lowT[g * N + n]), dsum[m * G + g], sum);
+      Y[m * N + n] = sum;
+    }
+  }
 }
 
 // The sums of up to 8 vectors' lanes, [sum a[0], ..., sum a[n - 1]] (n <= 8), each added in the same order
@@ -115,22 +133,27 @@ struct Q8 {  // codes -127..127 (one byte each), a float16 (uint16_t) or float32
   }
 };
 
-// out[g] = scale[g] * dx[g], the scale float16 or float32
-inline void scaled(const uint16_t* scale, const float* dx, int64_t G, float* out) {
-  int64_t g = 0;
-  for (; g + 8 <= G; g += 8) {
-    const __m256 s = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scale + g)));
-    _mm256_storeu_ps(out + g, _mm256_mul_ps(s, _mm256_loadu_ps(dx + g)));
-  }
-  for (; g < G; ++g) out[g] = _cvtsh_ss(scale[g]) * dx[g];
+// out[g] = scale[g] * dx[g], eight groups at a time; the last G % 8 as the last eight again (the same products, from
+// G >= 8 on), the scale float16 or float32
+inline __m256 load_scale(const uint16_t* scale) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scale)));
 }
 
-inline void scaled(const float* scale, const float* dx, int64_t G, float* out) {
-  for (int64_t g = 0; g < G; ++g) out[g] = scale[g] * dx[g];
-}
+inline __m256 load_scale(const float* scale) { return _mm256_loadu_ps(scale); }
 
 inline float as_float(uint16_t half) { return _cvtsh_ss(half); }
 inline float as_float(float value) { return value; }
+
+template <class S>
+inline void scaled(const S* scale, const float* dx, int64_t G, float* out) {
+  int64_t g = 0;
+  for (; g + 8 <= G; g += 8) _mm256_storeu_ps(out + g, _mm256_mul_ps(load_scale(scale + g), _mm256_loadu_ps(dx + g)));
+  if (g < G && G >= 8) {
+    _mm256_storeu_ps(out + G - 8, _mm256_mul_ps(load_scale(scale + G - 8), _mm256_loadu_ps(dx + G - 8)));
+    g = G;
+  }
+  for (; g < G; ++g) out[g] = as_float(scale[g]) * dx[g];
+}
 
 // A tile of R weight rows times I input rows: sums[r * I + i] += factors[r][i][g] * (codes of row r . q of row i,
 // group g) over the groups g, as 8 partial sums each. Each weight group is loaded once for the tile's I input rows
@@ -154,12 +177,13 @@ inline void dot_tile(const uint8_t* codes, int64_t stride, const int8_t* q, int6
   for (int t = 0; t < R * I; ++t) sums[t] = acc[t];
 }
 
-// The weights of one call: codes (N rows of G groups, F::kBytes each), scales and (Q4) lows per row and group
+// The weights of one call: codes (N rows of G groups, F::kBytes each), scales per row and group, (Q4) lows per
+// group and row (G, N)
 template <class F>
 struct Weights {
   const uint8_t* codes;
   const typename F::Scale* scale;
-  const uint16_t* low;  // nullptr: no low term (Q8)
+  const uint16_t* low;  // (G, N); nullptr: no low term (Q8)
 };
 
 // The inputs of one call, quantized: int8 codes (M, K), their steps d_x and d_x * sum(q_x) per row and group
@@ -169,26 +193,29 @@ struct Inputs {
   const float* dsum;
 };
 
-// y rows [m, m + I) and columns [n, n + R) as one tile: its factors, then its sums starting from the low terms'
-// partial sums (Q4), reduced 8 outputs at a time, plus the low terms' last groups
+// y rows [m, m + I) and columns [n, n + R) as one tile: its factors, then its sums, reduced 8 outputs at a time,
+// plus the low terms already in Y (Q4)
 template <class F, int R, int I>
 inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const Weights<F>& W, const Inputs& X,
                     float* factors, float* Y) {
   constexpr int T = R * I;
   __m256 acc[T];
-  float tails[T], sums[T];
+  float sums[T];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < I; ++i) {
       const int t = r * I + i;
       scaled(W.scale + (n + r) * G, X.d + (m + i) * G, G, factors + t * G);
-      acc[t] = W.low ? low_sums(W.low + (n + r) * G, X.dsum + (m + i) * G, G, tails + t) : _mm256_setzero_ps();
-      if (!W.low) tails[t] = 0.f;
+      acc[t] = _mm256_setzero_ps();
     }
   }
   dot_tile<F, R, I>(W.codes + n * G * F::kBytes, G * F::kBytes, X.q + m * K, K, G, factors, acc);
   for (int t = 0; t < T; t += 8) lane_sums(acc + t, std::min(8, T - t), sums + t);
-  for (int r = 0; r < R; ++r)
-    for (int i = 0; i < I; ++i) Y[(m + i) * N + n + r] = sums[r * I + i] + tails[r * I + i];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < I; ++i) {
+      float* y = Y + (m + i) * N + n + r;
+      *y = W.low ? sums[r * I + i] + *y : sums[r * I + i];
+    }
+  }
 }
 
 // Tiles of R weight rows x I input rows over y[:, n0:n1], single rows and columns at the edges
@@ -214,22 +241,29 @@ template <class F>
 at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
   const int64_t M = x.size(0), K = x.size(1), G = K / kGroup;
   const at::Tensor xc = x.contiguous();
-  at::Tensor qx = at::empty({M, K}, x.options().dtype(at::kChar));
-  at::Tensor dx = at::empty({M, G}, x.options());
-  at::Tensor sx = at::empty({M, G}, x.options());
   const float* X = xc.data_ptr<float>();
-  int8_t* QX = qx.data_ptr<int8_t>();
-  float* DX = dx.data_ptr<float>();
-  float* SX = sx.data_ptr<float>();
-  for (int64_t i = 0; i < M * G; ++i) DX[i] = quantize_group(X + i * kGroup, QX + i * kGroup, SX + i);
-  const Inputs in{QX, DX, SX};
   at::Tensor y = at::empty({M, N}, x.options());
   float* Y = y.data_ptr<float>();
   at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
+    // each thread rounds the inputs itself, into its own buffers (kept between calls, up to 4 MiB): no serial
+    // part before the products, and the rounded inputs in the cache of the core that reads them
+    thread_local std::vector<int8_t> qx;
+    thread_local std::vector<float> dx, sx;
+    qx.resize(M * K);
+    dx.resize(M * G);
+    sx.resize(M * G);
+    for (int64_t i = 0; i < M * G; ++i) dx[i] = quantize_group(X + i * kGroup, qx.data() + i * kGroup, sx.data() + i);
+    const Inputs in{qx.data(), dx.data(), sx.data()};
+    if (W.low) low_terms(W.low, in.dsum, M, G, N, n0, n1, Y);
     if (M < 4) {  // decode: four weight rows per pass over each input row
       product<F, 4, 1>(M, K, N, n0, n1, W, in, Y);
     } else {  // batches and prompts: two weight rows times four input rows
       product<F, 2, 4>(M, K, N, n0, n1, W, in, Y);
+    }
+    if (qx.capacity() > (1 << 22)) {  // a long prompt's: not held until the next one
+      std::vector<int8_t>().swap(qx);
+      std::vector<float>().swap(dx);
+      std::vector<float>().swap(sx);
     }
   });
   return y;
@@ -246,7 +280,8 @@ at::Tensor q4_q8_linear(const at::Tensor& x, const at::Tensor& codes, const at::
   const int64_t N = codes.size(0), K = codes.size(1) * 2, G = K / kGroup;
   check_input(x, K);
   TORCH_CHECK(scale.scalar_type() == at::kHalf && low.scalar_type() == at::kHalf, "scale and low: float16");
-  TORCH_CHECK(scale.sizes() == at::IntArrayRef({N, G}) && low.sizes() == at::IntArrayRef({N, G}), "scale, low: (N, K/32)");
+  TORCH_CHECK(scale.sizes() == at::IntArrayRef({N, G}), "scale: (N, K/32)");
+  TORCH_CHECK(low.sizes() == at::IntArrayRef({G, N}), "low: (K/32, N)");
   TORCH_CHECK(scale.is_contiguous() && low.is_contiguous(), "scale, low: contiguous");
   const Weights<Q4> W{codes.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(scale.data_ptr<at::Half>()),
                       reinterpret_cast<const uint16_t*>(low.data_ptr<at::Half>())};
