@@ -25,6 +25,7 @@ from inference.model.quant import (
     Int8GroupLinear,
     Int8Linear,
     QuantizationError,
+    QuantSummary,
     TopExactInt8Linear,
     kernel_problem,
     quantize_model,
@@ -363,6 +364,28 @@ def test_the_q8dot_output_matrix_is_the_token_tables_own_codes():
     assert isinstance(head, Q8DotHead) and head.group_codes is engine.model.embed.codes
     assert head.group_scale is engine.model.embed.scale and head.group_scale.dtype == torch.float16
     assert "8-bit groups (Q8_0 with int8 inputs; the top 64 logits with float inputs)" in engine.weights_description
+
+
+def test_the_q8dot_engine_line_names_what_each_kind_of_matrix_takes():
+    """The inputs each product takes, from the kinds of matrix built (Gemma's file: Q4_K groups, Q5_0 and Q6_K
+    re-quantized to 8-bit rows, the Q8_0 output matrix; SmolLM2's: Q4_1 groups and the output matrix)."""
+    gemma = QuantSummary("gguf", kernel="q8dot", kernel_reason="chosen for AVX2")
+    gemma.layers.update(
+        {
+            "4-bit groups (Q4_K; scales rounded to float16)": 27,
+            "8-bit rows (re-quantized from Q5_0)": 27,
+            "8-bit groups (Q8_0 with int8 inputs; the top 64 logits with float inputs)": 1,
+        }
+    )
+    assert gemma.describe().endswith(
+        "int8 inputs (per group of 32) to the 4-bit matmuls and the output matrix, bfloat16 inputs to the 8-bit rows, "
+        "float32 everywhere else"
+    )
+    rows_only = QuantSummary("gguf", kernel="q8dot", kernel_reason="asked for")
+    rows_only.layers.update({"8-bit rows (re-quantized from Q6_K)": 2, "8-bit groups (Q8_0, exact)": 1})
+    assert rows_only.describe().endswith(
+        "bfloat16 inputs to the 8-bit rows and the exact 8-bit groups, float32 everywhere else"
+    )
 
 
 def test_q8dot_says_why_it_cannot_run(monkeypatch, tmp_path):

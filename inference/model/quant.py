@@ -363,12 +363,20 @@ class QuantSummary:
 
     def _q8dot_inputs(self) -> str:
         """What q8dot's products take, from the kinds of matrix it built: int8 groups into its own kernel, bfloat16
-        into torch's 8-bit rows (what it re-quantized: Q5_0, Q6_K, ...)."""
+        into torch's 8-bit kernels (what it re-quantized: Q5_0, Q6_K, ...; a Q8_0 matrix other than the output)."""
         own = ["the 4-bit matmuls"] if any(kind.startswith("4-bit groups") for kind in self.layers) else []
         own += ["the output matrix"] if any("with int8 inputs" in kind for kind in self.layers) else []
         parts = [f"int8 inputs (per group of 32) to {' and '.join(own)}"] if own else []
-        if any(kind.startswith("8-bit rows") for kind in self.layers):
-            parts.append("bfloat16 inputs to the 8-bit rows")
+        torchs = [
+            name
+            for name, prefix in (
+                ("the 8-bit rows", "8-bit rows"),
+                ("the exact 8-bit groups", "8-bit groups (Q8_0, exact)"),
+            )
+            if any(kind.startswith(prefix) for kind in self.layers)
+        ]
+        if torchs:
+            parts.append(f"bfloat16 inputs to {' and '.join(torchs)}")
         return ", ".join([*parts, "float32 everywhere else"])
 
     def describe(self) -> str:
