@@ -1,6 +1,6 @@
 """The candidate kernels for the 4-bit products, each inside one compiled graph: one token's products alone.
 
-    python -m inference.bench.kernels [--kinds int4pack,int8rows,groups,groups-bf16,groups-flat,dyn-int8]
+    python -m inference.bench.kernels [--kinds int4pack,int8rows,q8dot,groups,groups-bf16,groups-flat,dyn-int8]
                                       [--threads 2,1] [--rounds 5] [--packages DIR]
 
 A decode step of SmolLM2 multiplies one row by 121 matrices: 30 layers × (Q/K/V stacked, O,
@@ -13,7 +13,9 @@ at each thread count, medians over rounds. The candidates:
 - ``int4pack``: today's modules (``quant.Int4Linear``, ``quant.Int8GroupLinear``): torch's packed 4-bit kernel,
   bfloat16 inputs (on AVX-512 inductor swaps in its weight-only micro-GEMM);
 - ``int8rows``: ATen's ``_weight_int8pack_mm`` on the weights re-quantized to 8 bits per row (not exact: a
-  row's scale cannot hold Q4_1's per-group scales and minimums), the engine's AVX2 choice;
+  row's scale cannot hold Q4_1's per-group scales and minimums), the engine's AVX2 choice without a compiler;
+- ``q8dot``: our own kernels (``kernels.Q8DotLinear``, ``kernels.Q8DotHead``: int8 inputs per group of 32 times the
+  file's codes, the output matrix's top 64 again with float inputs), the engine's AVX2 choice where it builds;
 - ``groups``: ``GroupCodes``: int8 codes, each group's scale and zero in float32, float32 inputs, the product
   as tensor ops inductor compiles into the graph (exact);
   ``groups-bf16`` the same with inputs rounded to bfloat16 first; ``groups-flat`` the weights dequantized in the
@@ -30,6 +32,7 @@ gguf-compiled@int4pack,gguf-compiled@groups`` times the whole step; ``python -m 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -38,16 +41,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..model import native
 from ..model.gguf import cache_root, default_gguf_path, read_raw_weights
+from ..model.kernels import Q8DotHead, Q8DotLinear
 from ..model.loader import model_folder, read_config
-from ..model.quant import Int4Linear, Int8GroupLinear, Int8Linear
+from ..model.quant import EXACT_TOP, Int4Linear, Int8GroupLinear, Int8Linear
 from ..model.quant_formats import GROUP, INT4_FORMATS, INT8_FORMATS, Int4Groups, Int8Groups, int8_rows_from_float
 from ..model.weights import projection_sources
 from ..number_text import whole_arg
 from ..threads import set_threads
 from .__main__ import cpu_kernels
 
-KINDS = ("int4pack", "int8rows", "groups", "groups-bf16", "groups-flat", "dyn-int8")
+KINDS = ("int4pack", "int8rows", "q8dot", "groups", "groups-bf16", "groups-flat", "dyn-int8")
 OPTIONS = {"freezing": True, "max_autotune": True}  # the engine's (``decode_step.INDUCTOR_OPTIONS``)
 CPU = torch.device("cpu")
 
@@ -136,6 +141,12 @@ def candidate(kind: str, groups) -> nn.Module:
         return Int4Linear(groups, None, CPU) if isinstance(groups, Int4Groups) else Int8GroupLinear(groups, None, CPU)
     if kind == "int8rows":
         return Int8Linear(int8_rows_from_float(groups.dequantize()), None, CPU)
+    if kind == "q8dot":
+        return (
+            Q8DotLinear(groups, None, CPU)
+            if isinstance(groups, Int4Groups)
+            else Q8DotHead(groups, None, CPU, EXACT_TOP)
+        )
     if kind in ("groups", "groups-bf16", "groups-flat"):
         return GroupCodes(groups, bf16=kind == "groups-bf16", flat=kind == "groups-flat")
     if kind == "dyn-int8":
@@ -161,13 +172,16 @@ def compiled_pass(kind: str, part: str, groups: dict, folder: Path):
     model = Products([candidate(kind, groups[n]) for n in names], [groups[n].codes.shape[1] for n in names]).eval()
     narrow_width = next(g.codes.shape[1] for g in groups.values())
     wide_width = max(g.codes.shape[1] for g in groups.values())
-    path = folder / f"{kind}-{part}-{torch.backends.cpu.get_cpu_capability()}-{torch.__version__}.pt2"
+    ours = kind == "q8dot"  # the package calls our kernels' C entry points: keyed by their library too
+    build = f"-{native.library_path().parent.name}" if ours else ""
+    path = folder / f"{kind}-{part}-{torch.backends.cpu.get_cpu_capability()}-{torch.__version__}{build}.pt2"
     if not path.exists():
         rows = torch.export.Dim("rows", min=1, max=4096)
         example = (torch.randn(3, narrow_width), torch.randn(3, wide_width))
-        with torch.no_grad():
+        options = {**OPTIONS, **native.compile_options()} if ours else OPTIONS
+        with torch.no_grad(), native.linking() if ours else contextlib.nullcontext():
             exported = torch.export.export(model, example, dynamic_shapes=({0: rows}, {0: rows}), strict=False)
-            torch._inductor.aoti_compile_and_package(exported, package_path=str(path), inductor_configs=OPTIONS)
+            torch._inductor.aoti_compile_and_package(exported, package_path=str(path), inductor_configs=options)
     runner = torch._inductor.aoti_load_package(str(path))
     inputs = (torch.randn(1, narrow_width), torch.randn(1, wide_width))
     with torch.no_grad():

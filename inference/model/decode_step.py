@@ -224,13 +224,13 @@ class DecodeStep:
             import torch._inductor  # compiling needs all of it (loading a package does not: ``load_package``)
 
             exported = export_graph(self._graph, name)
-            options, environment = dict(self.options), {}
+            options, linking = dict(self.options), contextlib.nullcontext()
             if getattr(getattr(self._graph.model, "quantization", None), "kernel", None) == "q8dot":
-                from . import native  # the step calls our kernel's C entry point, linked against its library
+                from . import native  # the step calls our kernels' C entry points, linked against their library
 
                 options.update(native.compile_options())
-                environment = native.link_environment()
-            with _environment(environment):
+                linking = native.linking()
+            with linking:
                 torch._inductor.aoti_compile_and_package(
                     exported, package_path=str(staging / "step.pt2"), inductor_configs=options
                 )
@@ -239,21 +239,6 @@ class DecodeStep:
             shutil.rmtree(folder, ignore_errors=True)
             staging.rename(folder)
             return path, f"{name}: compiled in {seconds:.0f} s"
-
-
-@contextlib.contextmanager
-def _environment(values: dict[str, str]):
-    """``values`` set in the process's environment while the block runs (the compiler's subprocesses read it)."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def package_constants(path: Path, graph: torch.nn.Module) -> dict[str, torch.Tensor]:

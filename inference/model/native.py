@@ -11,6 +11,7 @@ processes share, and its library is keyed by the source, torch's version and the
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -159,7 +160,7 @@ def _load() -> Path:
 
 def compile_options() -> dict:
     """AOTInductor's options for a step that calls the ops: their C entry points, declared and linked by soname (found
-    through ``LIBRARY_PATH`` at the link, ``link_environment``; already loaded by ``load`` when the step is)."""
+    through ``LIBRARY_PATH`` at the link, ``linking``; already loaded by ``load`` when the step is)."""
     return {
         "aot_inductor.custom_ops_to_c_shims": {
             getattr(torch.ops.llmx, name).default: [shim] for name, shim in C_SHIMS.items()
@@ -168,8 +169,17 @@ def compile_options() -> dict:
     }
 
 
-def link_environment() -> dict[str, str]:
-    """The environment under which the compiler links a step against the library (its folder on ``LIBRARY_PATH``)."""
+@contextlib.contextmanager
+def linking():
+    """While the block runs, the compiler links against the library: its folder on ``LIBRARY_PATH`` (the compiler's
+    subprocesses read the process's environment), the variable as it was afterwards."""
     folder = str(load().parent)
-    paths = [folder, *filter(None, os.environ.get("LIBRARY_PATH", "").split(os.pathsep))]
-    return {"LIBRARY_PATH": os.pathsep.join(paths)}
+    before = os.environ.get("LIBRARY_PATH")
+    os.environ["LIBRARY_PATH"] = os.pathsep.join([folder, *filter(None, (before or "").split(os.pathsep))])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("LIBRARY_PATH", None)
+        else:
+            os.environ["LIBRARY_PATH"] = before
