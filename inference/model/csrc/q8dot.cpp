@@ -109,10 +109,11 @@ inline void lane_sums(const __m256* a, int n, float* out) {
 }
 
 // The two weight formats a tile reads, per group of 32: a weight group as 32 bytes the dot takes, the group's exact
-// int32 dot with 32 int8 inputs (8 partial sums), and its scale as float32.
+// int32 dot with 32 int8 inputs (8 partial sums), its scale as float32, and how many tiles ahead to prefetch.
 struct Q4 {  // codes 0..15 packed two to a byte (16 bytes a group), float16 scale and low: w = scale * q + low
   using Scale = uint16_t;
   static constexpr int64_t kBytes = kGroup / 2;
+  static constexpr int kAhead = 0;  // no prefetch: measured no faster
   static __m256i load(const uint8_t* p) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0xF));  // (32,) 0..15
@@ -126,6 +127,7 @@ template <class S>
 struct Q8 {  // codes -127..127 (one byte each), a float16 (uint16_t) or float32 scale: w = scale * q
   using Scale = S;
   static constexpr int64_t kBytes = kGroup;
+  static constexpr int kAhead = 2;  // rows prefetched two tiles ahead: the output matrix at 1 row 1.5 -> 1.0 ms
   static __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static __m256i dot(__m256i w, __m256i a) {  // |w| times a with w's sign: maddubs takes one unsigned side
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
@@ -165,7 +167,11 @@ inline void dot_tile(const uint8_t* codes, int64_t stride, const int8_t* q, int6
   for (int t = 0; t < R * I; ++t) acc[t] = sums[t];
   for (int64_t g = 0; g < G; ++g) {
     __m256i w[R];
-    for (int r = 0; r < R; ++r) w[r] = F::load(codes + r * stride + g * F::kBytes);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (F::kAhead > 0)  // the same group of the rows kAhead tiles on, on its way from memory
+        _mm_prefetch(reinterpret_cast<const char*>(codes + (r + F::kAhead * R) * stride + g * F::kBytes), _MM_HINT_T0);
+      w[r] = F::load(codes + r * stride + g * F::kBytes);
+    }
     for (int i = 0; i < I; ++i) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * K + g * kGroup));
       for (int r = 0; r < R; ++r) {
