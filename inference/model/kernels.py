@@ -50,7 +50,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .quant_formats import GROUP, Int4Groups, Int8Groups
+from .quant_formats import GROUP, HeldInt8Groups, Int4Groups, Int8Groups
 
 KERNELS = {
     "int4pack": "torch's packed 4-bit kernel (bfloat16 inputs; inductor's AVX-512 template when compiled)",
@@ -197,7 +197,7 @@ class Q8DotLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, 4-bit groups of {GROUP} (int8 dots)"
 
 
-class Q8DotHead(nn.Module):
+class Q8DotHead(HeldInt8Groups, nn.Module):
     """The Q8_0 output matrix through our kernel: every logit from the file's codes and scales times x rounded to int8
     per group of 32 (``torch.ops.llmx.q8_q8_linear``, llama.cpp's Q8_0 × Q8_0 arithmetic); then each row's ``top``
     largest (the greedy token, the candidates the pages list, nearly all of the probability) computed again from the
@@ -216,14 +216,6 @@ class Q8DotHead(nn.Module):
         self.register_buffer("group_codes", groups.codes.to(device).contiguous())  # (N, K) int8: the file's codes
         self.register_buffer("group_scale", groups.scale.to(device).contiguous())  # (N, K/32): the file's scales
         self.bias = None if bias is None else nn.Parameter(bias.detach().float().to(device), requires_grad=False)
-
-    @property
-    def groups(self) -> Int8Groups:
-        return Int8Groups(self.group_codes, self.group_scale)
-
-    @groups.setter
-    def groups(self, groups: Int8Groups) -> None:  # a tied table's own codes and scales: one copy of each
-        self.group_codes, self.group_scale = groups.codes.contiguous(), groups.scale.contiguous()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).float()  # (M, K)

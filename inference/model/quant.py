@@ -38,6 +38,7 @@ from .quant_formats import (
     GROUP,
     INT4_FORMATS,
     INT8_FORMATS,
+    HeldInt8Groups,
     Int4Groups,
     Int8Groups,
     Int8Rows,
@@ -266,7 +267,7 @@ EXACT_TOP = 64  # outputs of each row that ``TopExactInt8Linear`` recomputes fro
 EXACT_ROWS_AT_ONCE = 64  # input rows per recomputation outside a compiled graph: (64, 64, K) float32 at most
 
 
-class TopExactInt8Linear(Int8Linear):
+class TopExactInt8Linear(HeldInt8Groups, Int8Linear):
     """Q8_0 groups through torch's 8-bit row kernel, each row's ``top`` largest outputs recomputed exactly (``int8rows``).
 
     For the output matrix on AVX2: the row kernel takes one scale per row, so the groups are re-quantized to 8-bit
@@ -284,14 +285,6 @@ class TopExactInt8Linear(Int8Linear):
         self.layout = f"8-bit rows, the top {self.top} outputs exact from 8-bit groups of {GROUP}"
         self.register_buffer("group_codes", groups.codes.to(device))  # (N, K) int8: the file's codes
         self.register_buffer("group_scale", groups.scale.to(device))  # (N, K/32): the file's scales
-
-    @property
-    def groups(self) -> Int8Groups:
-        return Int8Groups(self.group_codes, self.group_scale)
-
-    @groups.setter
-    def groups(self, groups: Int8Groups) -> None:  # a tied table's own codes and scales: one copy of each
-        self.group_codes, self.group_scale = groups.codes, groups.scale
 
     def _product(self, flat: torch.Tensor) -> torch.Tensor:
         y = super()._product(flat).float()  # (M, N): every output through the re-quantized rows

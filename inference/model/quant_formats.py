@@ -53,6 +53,22 @@ class Int8Groups:
         return (self.codes.float().view(n, k // GROUP, GROUP) * self.scale.float()[..., None]).view(n, k)
 
 
+class HeldInt8Groups:
+    """For a module that holds a Q8_0 matrix as the buffers ``group_codes`` (N, K) and ``group_scale`` (N, K/32):
+    ``groups`` reads them as ``Int8Groups`` and, set to a tied token table's own, holds one copy of each."""
+
+    group_codes: torch.Tensor
+    group_scale: torch.Tensor
+
+    @property
+    def groups(self) -> Int8Groups:
+        return Int8Groups(self.group_codes, self.group_scale)
+
+    @groups.setter
+    def groups(self, groups: Int8Groups) -> None:
+        self.group_codes, self.group_scale = groups.codes.contiguous(), groups.scale.contiguous()
+
+
 @dataclass
 class Int8Rows:
     codes: torch.Tensor  # (N, K) int8

@@ -3,9 +3,9 @@
 // scaled by the weight group's scale times d_x. Built and loaded by inference/model/native.py.
 // - llmx::q4_q8_linear: y = x @ W.T, W in 4-bit groups of 32 (w = scale * q + low, q in 0..15, scale and low
 //   float16 per row and group, scale (N, K/32) and low (K/32, N); llama.cpp's Q8_1 x Q4_1), plus low * d_x *
-//   sum(q_x). Codes packed two to a byte,
-//   (N, K/2): byte j of group g holds code j of the group in its low nibble and code 16 + j in its high nibble
-//   (GGUF's own order within a block). Called by inference.model.kernels.Q8DotLinear.
+//   sum(q_x). Codes packed two to a byte, (N, K/2): byte j of group g holds code j of the group in its low nibble
+//   and code 16 + j in its high nibble (GGUF's own order within a block). Called by
+//   inference.model.kernels.Q8DotLinear.
 // - llmx::q8_q8_linear: the same with Q8_0's groups (w = scale * q, q in -127..127 one a byte, scale float16 or
 //   float32).
 // - llmx::q8_rows_at: chosen outputs of a Q8_0 product in float32 from x itself (no rounding of x).
@@ -157,14 +157,14 @@ inline void scaled(const S* scale, const float* dx, int64_t G, float* out) {
   for (; g < G; ++g) out[g] = as_float(scale[g]) * dx[g];
 }
 
-// A tile of R weight rows times I input rows: sums[r * I + i] += factors[r][i][g] * (codes of row r . q of row i,
-// group g) over the groups g, as 8 partial sums each. Each weight group is loaded once for the tile's I input rows
+// A tile of R weight rows times I input rows: sums[r * I + i] = the sum over the groups g of factors[r][i][g] *
+// (codes of row r . q of row i, group g), as 8 partial sums each. Each weight group is loaded once for the tile's I input rows
 // and each input group once for its R weight rows; the R * I sums are independent.
 template <class F, int R, int I>
 inline void dot_tile(const uint8_t* codes, int64_t stride, const int8_t* q, int64_t K, int64_t G, const float* factors,
                      __m256* sums) {
-  __m256 acc[R * I];  // in registers: sums may alias factors (__m256 may alias any float)
-  for (int t = 0; t < R * I; ++t) acc[t] = sums[t];
+  __m256 acc[R * I];  // in registers, stored once: sums may alias factors (__m256 may alias any float)
+  for (int t = 0; t < R * I; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
     __m256i w[R];
     for (int r = 0; r < R; ++r) {
@@ -209,9 +209,8 @@ inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const
   float sums[T];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < I; ++i) {
-      const int t = r * I + i;
+      const int t = r * I + i;  // the pair's place in the tile
       scaled(W.scale + (n + r) * G, X.d + (m + i) * G, G, factors + t * G);
-      acc[t] = _mm256_setzero_ps();
     }
   }
   dot_tile<F, R, I>(W.codes + n * G * F::kBytes, G * F::kBytes, X.q + m * K, K, G, factors, acc);
