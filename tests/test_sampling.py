@@ -7,6 +7,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inference import SamplingError, SamplingParams, sample
 from inference.generation.sampling import generator_for, min_p_mask, top_k_mask, top_p_mask
@@ -148,6 +150,42 @@ def test_sample_many_equals_repeated_sample():
     later = sample_many(logits, params, 5, previous_ids=[1, 2], first=35)  # draw N is computed, not replayed
     assert [r.u for r in later] == [r.u for r in one_by_one[35:]]
     assert [r.token_id for r in sample_many(logits, SamplingParams(temperature=0), 3)] == [int(logits.argmax())] * 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    vocab=st.integers(1, 300),
+    levels=st.sampled_from([3, 12, 1_000_000]),  # few levels: many ties, at the heads' edges too
+    scale=st.sampled_from([0.3, 2.0, 8.0, 40.0]),
+    top_k=st.sampled_from([0, 1, 5, 60]),
+    heads=st.sampled_from([(1,), (2, 8), (4, 32), (16,), (64, 128)]),
+    seed=st.integers(0, 2**16),
+)
+def test_one_draw_without_the_full_order_is_the_full_orders_draw(vocab, levels, scale, top_k, heads, seed):
+    """``draw`` (the heads first) gives the token, probability and u of ``Ranges.from_probs(...).draw``, for draws
+    landing in the heads, past them, at ties on their edge, and with few survivors."""
+    from inference.generation.sampling import Ranges, draw
+
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randint(0, levels, (vocab,), generator=generator).float() / levels * scale  # (V,)
+    probs = logits.softmax(-1) * top_k_mask(logits, top_k)
+    probs = probs / probs.sum()
+    for index in range(20):
+        params = SamplingParams(seed=seed)
+        full = Ranges.from_probs(probs).draw(generator_for(params, index))
+        assert draw(probs, generator_for(params, index), heads) == full
+
+
+@pytest.mark.parametrize("temperature", [0.3, 1.0, 2.5])
+def test_sampling_a_vocabulary_draws_what_the_recorded_ranges_draw(temperature):
+    """On SmolLM2's vocabulary size, a plain ``sample`` (the heads first) and a recorded one (every survivor
+    ordered) give the same token, probability and u, whether u lands in the first heads or past them all."""
+    logits = torch.randn(49_152, generator=torch.Generator().manual_seed(2)) * 4  # (V,)
+    params = SamplingParams(temperature=temperature, seed=5)
+    for index in range(60):
+        plain = sample(logits, params, generator_for(params, index))
+        recorded = sample(logits, params, generator_for(params, index), record=True)
+        assert (plain.token_id, plain.probability, plain.u) == (recorded.token_id, recorded.probability, recorded.u)
 
 
 @pytest.mark.parametrize(

@@ -209,6 +209,18 @@ def _renormalise(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return kept / total(kept).float()
 
 
+# The most probable tokens a single draw orders first (``draw``); a u past their mass orders every survivor.
+DRAW_HEADS = (256, 4096)
+
+
+def _ordered(probs: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``ids`` (M,), ascending, in descending probability (ties keep id order, as a stable sort of all V does),
+    their probabilities and running sums (float64 partial sums rounded to float32, in order: the first M of the
+    sums over every survivor, bit for bit)."""
+    values, order = probs[ids].sort(descending=True, stable=True)  # (M,), (M,)
+    return ids[order], values, values.cumsum(0)
+
+
 @dataclass
 class Ranges:
     """The final distribution's survivors laid end to end on [0, 1), most probable first."""
@@ -220,21 +232,46 @@ class Ranges:
 
     @classmethod
     def from_probs(cls, probs: torch.Tensor) -> Ranges:
-        survivors = int((probs > 0).sum())
-        if survivors == 0:  # NaN or -inf logits everywhere: nothing to draw from
+        survivors = (probs > 0).nonzero().squeeze(1)  # (K,) ascending ids
+        if not len(survivors):  # NaN or -inf logits everywhere: nothing to draw from
             raise SamplingError("no token has a positive probability: the logits are not finite numbers")
-        sorted_probs, order = probs.sort(descending=True, stable=True)
-        sorted_probs, order = sorted_probs[:survivors], order[:survivors]  # (K,)
-        ends = sorted_probs.cumsum(0)  # (K,)
+        token_ids, sorted_probs, ends = _ordered(probs, survivors)  # (K,) each
         ends[-1] = 1.0  # float rounding must not leave a gap at the top of [0, 1)
         starts = torch.cat([ends.new_zeros(1), ends[:-1]])  # (K,) ranges tile [0, 1) exactly
-        return cls(order, sorted_probs, starts, ends)
+        return cls(token_ids, sorted_probs, starts, ends)
 
     def draw(self, generator: torch.Generator) -> tuple[int, float, float]:
         """(token id, its probability, u): one u ~ U[0, 1) and the range it lands in."""
         u = float(torch.rand((), generator=generator))
+        return (*self.at(u), u)
+
+    def at(self, u: float) -> tuple[int, float]:
+        """The token whose range holds ``u``, and its probability."""
         slot = min(int(torch.searchsorted(self.ends, torch.tensor(u), right=True)), len(self.ends) - 1)
-        return int(self.token_ids[slot]), float(self.probs[slot]), u
+        return int(self.token_ids[slot]), float(self.probs[slot])
+
+
+def draw(
+    probs: torch.Tensor, generator: torch.Generator, heads: tuple[int, ...] = DRAW_HEADS
+) -> tuple[int, float, float]:
+    """``Ranges.from_probs(probs).draw(generator)``, the same (token id, probability, u), without ordering every
+    survivor: u mostly lands among the most probable few hundred tokens, whose ranges are the first of the full
+    order. Orders the tokens at least as probable as the k-th (each k of ``heads`` in turn) and takes u's range
+    there when it lies before their last end (which is not the forced 1.0: more tokens survive); else all of them."""
+    u = float(torch.rand((), generator=generator))
+    survivors = int((probs > 0).sum())
+    for k in heads:
+        if k >= survivors:
+            break
+        threshold = probs.topk(k, sorted=False).values.min()  # the k-th largest probability, > 0
+        head = (probs >= threshold).nonzero().squeeze(1)  # (M,) ascending ids; M >= k, more where ties reach it
+        if not k <= len(head) < survivors:  # ties reach the last survivor (its end is 1.0), or a NaN
+            break
+        token_ids, values, ends = _ordered(probs, head)  # (M,) each
+        slot = int(torch.searchsorted(ends, torch.tensor(u), right=True))
+        if slot < len(head):
+            return int(token_ids[slot]), float(values[slot]), u
+    return (*Ranges.from_probs(probs).at(u), u)
 
 
 def _stages(
@@ -287,11 +324,14 @@ def sample(
     if params.greedy:  # no draw: the argmax, whatever the seed
         token = int(probs.argmax())
         return SampleResult(token_id=token, probability=1.0, stage_probs=stages)
+    generator = generator if generator is not None else generator_for(params, 0)
+    if not record:
+        token, probability, u = draw(probs, generator)
+        return SampleResult(token_id=token, probability=probability, u=u, stage_probs=stages)
     ranges = Ranges.from_probs(probs)
-    token, probability, u = ranges.draw(generator if generator is not None else generator_for(params, 0))
+    token, probability, u = ranges.draw(generator)
     result = SampleResult(token_id=token, probability=probability, u=u, stage_probs=stages)
-    if record:
-        result.range_token_ids, result.range_starts, result.range_ends = ranges.token_ids, ranges.starts, ranges.ends
+    result.range_token_ids, result.range_starts, result.range_ends = ranges.token_ids, ranges.starts, ranges.ends
     return result
 
 

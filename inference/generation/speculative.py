@@ -48,7 +48,7 @@ from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tolerances import model_tolerance
 from ..number_text import NumberError, whole
 from .run import StepsRun
-from .sampling import Candidate, Ranges, SamplingParams, filtered_probs, finish_reason, generator_for, total
+from .sampling import Candidate, Ranges, SamplingParams, draw, filtered_probs, finish_reason, generator_for, total
 
 DRAFTERS = ("lookup", "self")
 MAX_DRAFT_TOKENS = 16
@@ -297,7 +297,7 @@ def _draw(
     the ranges."""
     if params.greedy:
         return int(probs.argmax()), 1.0, None
-    return Ranges.from_probs(probs).draw(generator)
+    return draw(probs, generator)
 
 
 class _Request:
@@ -479,7 +479,7 @@ class _Request:
         residual = (p - q).clamp(min=0.0)  # (V,)
         mass = float(total(residual))
         residual = residual / mass if mass > 0 else p  # mass 0 only when p == q, where nothing is rejected
-        drawn, probability, u = Ranges.from_probs(residual).draw(generator)  # its third
+        drawn, probability, u = draw(residual, generator)  # its third
         return FinalToken(position, drawn, self._text(drawn), "residual", probability, u, self._top(residual), mass)
 
     def _plain_token(self, logits: torch.Tensor) -> FinalToken:
