@@ -41,7 +41,7 @@ def test_a_deep_link_opens_the_samples_replay_at_its_step_and_the_slider_replays
     assert_clean(at)
     assert "after step 0" in chart(at, "paged_grid")["layout"]["title"]["text"]
     page = " ".join(m.value for m in at.markdown)
-    assert "is forked from the first answer" in page
+    assert "is forked from the sequence whose prefill computed the same prompt" in page
     counts = plotly_array(chart(at, "paged_tables")["data"][0]["z"])
     assert (counts[:, 0] == 4).all()  # after the fork every sample's first block is shared by all four
     assert "paged_step" not in at.query_params  # back at the default: left out of the link

@@ -62,7 +62,7 @@ def test_the_step_slider_replays_the_scheduler(model, shared_server, browser, tm
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=3 * RENDER_S * 1000)
         _wait_for_run_to_finish(page)
         assert _grid_title(page, "The pool after step 0:").startswith("The pool after step 0:")
-        assert page.get_by_text("is forked from the first answer").count() >= 1
+        assert page.get_by_text("is forked from the sequence whose prefill computed the same prompt").count() >= 1
         step = _slider_right(page, "Scheduler step", 2)
         assert step == "2"
         assert _grid_title(page, "The pool after step 2:").startswith("The pool after step 2:")

@@ -1,10 +1,10 @@
 """The Paged KV cache page's scenarios on both real models: each does what its story says, and every sentence the
 page prints carries the replay's own numbers.
 
-The class and the shared system prompt share exactly the full blocks their prompts have in common; n samples copy
-the partly filled last block once per sample but the last (none when the prompt fills whole blocks); the long
-request is preempted, resumes, and answers as it does alone; the paged cache never holds more than the slot
-cache reserves for the same sequences.
+The class asking at once is forked from the first student's prefill; the shared system prompt shares exactly the
+full blocks its questions have in common; n samples copy the partly filled last block once per sample but the last
+(none when the prompt fills whole blocks); the long request is preempted, resumes, and answers as it does alone; the
+paged cache never holds more than the slot cache reserves for the same sequences.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def assert_sentences_carry_the_numbers(replay) -> None:
     run = claims.run_sentence(trace)
     assert f"shared {trace.prefix_hits} block" in run and f"copied {trace.copies}" in run
     forked = sum(len(e.blocks) for step in trace.steps for e in step.events if e.kind == "fork")
-    assert trace.forked == forked and (f"samples shared {forked} block" in run) == (forked > 0)
+    assert trace.forked == forked and (f"forking shared {forked} block" in run) == (forked > 0)
     assert f"{trace.preemptions} preemption" in run and f"{trace.num_blocks} blocks of {trace.block_size}" in run
     for step in trace.steps:
         # blocks never hold more than slots reserve for the same sequences, but for each one's last block rounding
@@ -63,8 +63,21 @@ def assert_sentences_carry_the_numbers(replay) -> None:
     assert f"({peak_slot / peak_paged:.1f}× the paged peak)" in claims.peak_sentence(trace)
 
 
-@pytest.mark.parametrize(("key", "block_size"), [("class", 8), ("system", 16)])
-def test_the_class_and_the_system_prompt_share_exactly_their_common_full_blocks(client, key, block_size):
+@pytest.mark.parametrize("block_size", [8, 16])
+def test_the_class_asking_at_once_is_forked_from_the_first_students_prefill(client, block_size):
+    replay = compute.replay_on(client, "class", block_size, SEED)
+    trace = replay.trace
+    n = len(compute.SCENARIOS["class"].prompts)
+    length = trace.prompt_lengths[0]
+    assert trace.steps[0].rows == (0,) and trace.steps[0].fed == (length,)  # the prompt computed once
+    assert counts(trace, "fork") == n - 1 and trace.forked == (n - 1) * -(-length // block_size)
+    assert trace.prefix_hits == 0 and trace.preemptions == 0
+    assert trace.copies == (n - 1 if length % block_size else 0)  # the partly filled last block, once each
+    assert_sentences_carry_the_numbers(replay)
+
+
+@pytest.mark.parametrize(("key", "block_size"), [("system", 8), ("system", 16)])
+def test_the_system_prompt_shares_exactly_its_common_full_blocks(client, key, block_size):
     replay = compute.replay_on(client, key, block_size, SEED)
     trace = replay.trace
     ids = [client.encode_prompt(p) for p in compute.SCENARIOS[key].prompts]

@@ -69,10 +69,28 @@ def test_a_shared_start_is_computed_once_and_read_by_both(tiny):
 
 
 def test_a_class_on_one_prompt_computes_it_once(tiny):
-    """Six requests on one 38-token prompt arrive together: the first computes it, the rest wait one step
-    and share its nine full blocks, each writing only its own last block."""
+    """Six requests on one 38-token prompt arrive together: the first's prefill computes it and the other five
+    are forked from it in the same step, sampled from its row, each copying only the shared last block on write."""
     batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
     class_ = [batcher.add(LONG[:38], SamplingParams(seed=s, max_new_tokens=6, stop_on_eos=False)) for s in range(6)]
+    record = batcher.step()
+    assert record.phase == "prefill" and sorted(record.request_ids) == [seq.request_id for seq in class_]
+    assert record.new_tokens == {class_[0].request_id: 38, **{seq.request_id: 0 for seq in class_[1:]}}
+    manager = batcher.cache.groups[0].manager
+    assert manager.num_used == 10  # one copy of the prompt for the six
+    while batcher.has_work:
+        batcher.step()
+    assert manager.copies == 5  # the partly filled last block, once for each forked request
+    assert len({tuple(seq.output_ids) for seq in class_}) > 1  # each its own seed
+    assert_equals_solo(tiny, batcher, class_)
+
+
+def test_a_class_on_one_start_computes_it_once(tiny):
+    """Six requests whose 38-token prompts share a 36-token start arrive together: the first computes it, the
+    rest wait one step and share its nine full blocks, each writing only its own last block."""
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
+    params = SamplingParams(seed=1, max_new_tokens=6, stop_on_eos=False)
+    class_ = [batcher.add(LONG[:36] + [s, s + 1], params) for s in range(6)]
     assert batcher.step().request_ids == [class_[0].request_id]
     assert batcher.step().request_ids == [seq.request_id for seq in class_[1:]]
     manager = batcher.cache.groups[0].manager
@@ -80,6 +98,22 @@ def test_a_class_on_one_prompt_computes_it_once(tiny):
     while batcher.has_work:
         batcher.step()
     assert_equals_solo(tiny, batcher, class_)
+
+
+def test_an_identical_prompt_is_computed_whole_with_prefix_sharing_off_and_an_answer_not_forked_can_be_cancelled(
+    tiny,
+):
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True, share_prefixes=False)
+    params = SamplingParams(seed=2, max_new_tokens=4, stop_on_eos=False)
+    both = [batcher.add(LONG[:10], params) for _ in range(2)]
+    assert batcher.step().new_tokens == {seq.request_id: 10 for seq in both}
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True)
+    stays, leaves = batcher.add_parallel(LONG[:10], [params, SamplingParams(seed=3, max_new_tokens=4)])
+    assert batcher.cancel(leaves.request_id) is leaves and batcher.cancel(leaves.request_id) is None  # not forked yet
+    while batcher.has_work:
+        batcher.step()
+    assert (stays.finish_reason, leaves.finish_reason, leaves.output_ids) == ("length", "cancelled", [])
+    assert batcher.cache.groups[0].manager.num_free == batcher.cache.num_blocks
 
 
 def test_seeded_sampling_is_the_same_paged_or_not(tiny):

@@ -52,8 +52,10 @@ def assert_consistent(tiny, trace) -> None:
 
 
 def test_a_prefix_hit_shares_the_first_requests_blocks(tiny):
-    """Three requests on one prompt: the first computes it, the others share its 5 full blocks a step later."""
-    run = run_paged_traced(tiny, [PROMPT] * 3, [greedy(5, stop_on_eos=False)] * 3, PagedKV(block_size=4))
+    """Three requests on one 20-token start, each with its own last two tokens: the first computes it, the
+    others share its 5 full blocks a step later."""
+    prompts = [PROMPT, PROMPT[:20] + [3, 4], PROMPT[:20] + [5, 6]]
+    run = run_paged_traced(tiny, prompts, [greedy(5, stop_on_eos=False)] * 3, PagedKV(block_size=4))
     trace = run.paging
     assert_consistent(tiny, trace)
     first = trace.steps[0]
@@ -69,6 +71,23 @@ def test_a_prefix_hit_shares_the_first_requests_blocks(tiny):
     assert second.used_bytes - second.distinct_bytes == 2 * 20 * trace.position_bytes  # two copies not stored
     assert {e.sequence for _, e in events(trace, "finish")} == {0, 1, 2}
     assert trace.steps[-1].paged_bytes == 0  # every block given back
+    assert [result.token_ids for result in run.results] == [
+        solo(tiny, p, greedy(5, stop_on_eos=False))[0] for p in prompts
+    ]
+
+
+def test_requests_on_one_prompt_in_one_step_are_forked_from_the_first(tiny):
+    """Three requests on one prompt at once: the first's prefill computes it, the others are forked from it in the
+    same step (every block shared) and copy the partly filled last block on their first write."""
+    run = run_paged_traced(tiny, [PROMPT] * 3, [greedy(5, stop_on_eos=False)] * 3, PagedKV(block_size=4))
+    trace = run.paging
+    assert_consistent(tiny, trace)
+    first = trace.steps[0]
+    assert first.phase == "prefill" and first.rows == (0,) and first.fed == (22,)
+    blocks = tuple(first.tables[0])
+    assert [(step, e.sequence, e.blocks) for step, e in events(trace, "fork")] == [(0, 1, blocks), (0, 2, blocks)]
+    assert (first.ref_counts[list(blocks)] == 3).all()
+    assert trace.prefix_hits == 0 and trace.forked == 2 * 6 and trace.copies == 2 and trace.preemptions == 0
     alone, _ = solo(tiny, PROMPT, greedy(5, stop_on_eos=False))
     assert all(result.token_ids == alone for result in run.results)
 

@@ -6,9 +6,12 @@ is the nano-vllm loop, one forward per call:
 
 1. schedule: a prefill of the waiting sequences whose prompts fit the free blocks (their cached
    start, a prefix hit, is not fed again; one whose next block this step's prefill computes for
-   another waits a step and shares it: a class on one prompt computes it once), or else a decode of every running sequence. When a decode
-   step lacks blocks, the newest running sequence gives all of its blocks back and waits again
-   (preemption by recompute, vLLM's default); on its return it feeds its prompt and outputs so far;
+   another waits a step and shares it: a class on one prompt computes it once; one whose whole prompt
+   another of this step's prefills feeds is forked from it, as ``add_parallel``'s answers are: the
+   Sampling page's four settings on one prompt compute it once), or else a decode of every running
+   sequence. When a decode step lacks blocks, the newest running sequence gives all of its blocks back
+   and waits again (preemption by recompute, vLLM's default); on its return it feeds its prompt and
+   outputs so far;
 2. run: one forward over those rows through the paged cache;
 3. postprocess: sample each row with its own settings and seeded stream (draw i from (seed, i):
    ``generator_for``), retire the finished sequences and free their blocks.
@@ -149,6 +152,12 @@ class PagedBatcher:
                         self._finish(child, "cancelled")
                 self._finish(seq, "cancelled")
                 return seq
+        for children in self.forks.values():  # an answer not forked yet
+            for child in children:
+                if child.request_id == request_id:
+                    children.remove(child)
+                    self._finish(child, "cancelled")
+                    return child
         return None
 
     def step(self) -> BatchStep | None:
@@ -198,11 +207,19 @@ class PagedBatcher:
         admitted, budget, computing = [], self.max_prefill_tokens, set()
         size, share = self.cache.block_size, self.share_prefixes
         seats = self.max_running - len(self.running) if self.max_running is not None else None
+        feeding: dict[tuple[int, ...], Sequence] = {}  # this step's prefills by the positions they hold after it
         while self.waiting:
             seq = self.waiting[0]
             needs = 1 + len(self.forks.get(seq, []))  # its forked answers run beside it from the next step
             if seats is not None and needs > seats and (self.running or admitted):
                 break  # (alone, a request of more answers than seats still runs, so nothing waits forever)
+            twin = feeding.get(tuple(seq.all_ids)) if share else None
+            if twin is not None:  # the same positions as a prefill of this step: forked from it, sampled from its row
+                self.waiting.pop(0)
+                self.forks.setdefault(twin, []).extend([seq, *self.forks.pop(seq, [])])
+                if seats is not None:
+                    seats -= needs
+                continue
             if not self.cache.can_add(seq.all_ids, share):
                 break
             hits = self.cache.prefix_hits(seq.all_ids) if share else 0
@@ -222,6 +239,7 @@ class PagedBatcher:
             seq.status = SequenceStatus.RUNNING
             if next_block is not None:
                 computing.add(next_block)
+            feeding[tuple(seq.all_ids)] = seq
             self._admitted[seq] = next(self._order)
             budget -= to_compute
             if seats is not None:

@@ -83,7 +83,7 @@ class PagingTrace:
     prompt_lengths: tuple[int, ...]  # per sequence
     steps: tuple[PagingStep, ...]
     prefix_hits: int  # blocks shared through the prefix cache, over the run
-    forked: int  # blocks shared by forking a parallel sample from its first (one count per sample and block)
+    forked: int  # blocks shared by forking (one count per forked sequence and block): samples, identical prompts
     copies: int  # copy-on-write copies, over the run
     preemptions: int
 

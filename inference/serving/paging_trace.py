@@ -41,7 +41,7 @@ class _RecordingManager(BlockManager):
     def __init__(self, num_blocks: int, block_size: int) -> None:
         super().__init__(num_blocks, block_size)
         self.log: list[tuple[str, int, tuple[int, ...]]] = []
-        self.forked = 0  # blocks a forked sample shares with its first, over the run
+        self.forked = 0  # blocks a forked sequence shares with the one whose prefill it rides, over the run
 
     def add(self, seq_id: int, token_ids: list[int], hits: int = 0, shareable: bool = True) -> int:
         cached = super().add(seq_id, token_ids, hits, shareable)

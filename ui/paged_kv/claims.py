@@ -38,8 +38,8 @@ def run_sentence(trace: PagingTrace) -> str:
         f"pool of {trace.num_blocks} blocks of {trace.block_size} positions ({size(trace.position_bytes * trace.block_size)} "
         f"of K/V each, every layer). The prefix cache shared {_plural(trace.prefix_hits, 'block')}, "
         + (
-            f"forking the parallel samples shared {_plural(trace.forked, 'block')} (each sample's prompt blocks, "
-            "counted once per sample), "
+            f"forking shared {_plural(trace.forked, 'block')} (each forked sequence's prompt blocks, counted once "
+            "per sequence), "
             if trace.forked
             else ""
         )
@@ -78,7 +78,10 @@ def event_sentence(event: PagingEvent, labels: tuple[str, ...], block_size: int)
                 f"{n * block_size} positions it shares instead of computing."
             )
         case "fork":
-            return f"{who} is forked from the first answer: it shares all {_plural(n, 'block')} ({_blocks(blocks)})."
+            return (
+                f"{who} is forked from the sequence whose prefill computed the same prompt: it shares all "
+                f"{_plural(n, 'block')} ({_blocks(blocks)})."
+            )
         case "copy_on_write":
             return (
                 f"{who} is about to write into block {blocks[0]}, which another sequence shares: copy-on-write gives "

@@ -53,8 +53,9 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     "class": Scenario(
         "A class on one prompt",
-        "the first student computes the prompt's blocks; the others share its full blocks (prefix-cache hits) "
-        "and each writes only its own last, partly filled block and its answer.",
+        "the students ask at once, so the first one's prefill computes the prompt and the others are forked from it: "
+        "they share every block, and a shared block that is only partly filled is copied when one of them first "
+        "writes into it (copy-on-write).",
         (_LESSON,) * 6,
         tuple(f"student {i}" for i in range(6)),
         (8,) * 6,
