@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
 from ui.common.chart import Chart, cell_table
 from ui.common.conventions import shared_colour_top
+from ui.common.subplots import subplots
 from ui.common.token_text import visible
 
 MASKED_COLOUR = "#d9d9d9"  # cells a query may not see (future keys) are left empty on this background
@@ -39,7 +39,7 @@ def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str, win
     """Query (rows) × key (columns) attention weights, grey where masked (the future, and keys outside a
     local layer's ``window``), row sums beside it."""
     labels = _labels(pieces)
-    fig = make_subplots(
+    fig = subplots(
         rows=1,
         cols=2,
         column_widths=[0.88, 0.12],
@@ -172,7 +172,7 @@ def make_score_steps(
         "3. mask (future keys → −∞)",
         f"4. softmax → weights (sum {probs.sum():.4f})",
     ]
-    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=titles)
+    fig = subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=titles)
     colours = ["#9c755f", "#f28e2b", "#e15759", "#4e79a7"]
     for row, (values, colour) in enumerate(
         zip((raw, scaled, np.where(visible_keys, masked, np.nan), probs), colours), 1

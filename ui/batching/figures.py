@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells
+from ui.common.subplots import subplots
 from ui.common.token_text import visible
 from ui.common.traces import discrete_scale
 
@@ -187,7 +187,7 @@ def make_request_latency(
 ) -> go.Figure:
     """Per request, both modes side by side: time to first token and time per output token (bars from 0)."""
     names = [f"request {r}" for r in labels]
-    fig = make_subplots(
+    fig = subplots(
         rows=1,
         cols=2,
         subplot_titles=["time to first token (ms)", "time per output token (ms)"],
@@ -226,7 +226,7 @@ def make_memory_chart(
     continuous_used: Sequence[int],
 ) -> go.Figure:
     """KV cache reserved for the rows/slots in use against the part holding real tokens, step by step (MiB)."""
-    fig = make_subplots(
+    fig = subplots(
         rows=1, cols=2, subplot_titles=["static batch", "continuous slots"], shared_yaxes=True, horizontal_spacing=0.05
     )
     for col, (reserved, used) in enumerate(((static_reserved, static_used), (continuous_reserved, continuous_used)), 1):
@@ -264,7 +264,7 @@ def make_throughput_curve(
     batch_sizes: Sequence[int], tokens_per_second: Sequence[float], step_ms: Sequence[float]
 ) -> go.Figure:
     """Measured decode throughput (tokens/s, from 0) and step time against the batch size."""
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig = subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(
         go.Scatter(
             x=list(batch_sizes),

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
 from ui.common.chart import Chart, cell_table
 from ui.common.conventions import flat_note, spread_out
+from ui.common.subplots import subplots
 from ui.common.token_text import visible
 
 # The PCA map's label placement assumes a plot area at least this large (px) and labels this tall:
@@ -219,7 +219,7 @@ LABEL_GAP_RAD = 0.45  # labels of arrows closer than this (radians) on a circle 
 
 def make_rope_rotation(angles: np.ndarray, pairs: list[int], wavelengths: np.ndarray) -> go.Figure:
     """For a few frequency pairs, where the unit vector (1, 0) ends up at each position: arrows on a circle."""
-    fig = make_subplots(
+    fig = subplots(
         rows=1,
         cols=len(pairs),
         subplot_titles=[f"pair {p}: a turn every<br>{wavelengths[p]:,.0f} positions" for p in pairs],

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
 from ui.common.chart import Chart, ranked_table
 from ui.common.conventions import shared_range
+from ui.common.subplots import subplots
 from ui.tokenization.figures import chip_html, chips_html, visible
 
 PROMPT_COLOR, SAMPLED_COLOR, FORCED_COLOR = "#e9ecef", "#cfe2ff", "#ffd8a8"
@@ -77,7 +77,7 @@ def make_kv_heatmaps(
     """
     n_kv, n_pos, head_dim = keys.shape
     titles = [f"K, head {h}" for h in range(n_kv)] + [f"V, head {h}" for h in range(n_kv)]
-    fig = make_subplots(
+    fig = subplots(
         rows=2, cols=n_kv, subplot_titles=titles, shared_yaxes=True, vertical_spacing=0.12, horizontal_spacing=0.03
     )
     ticks = [f"{i}: {visible(t)}" for i, t in enumerate(labels)]

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
 from ui.common.chart import Chart
+from ui.common.subplots import subplots
 from ui.common.token_text import visible_token
 
 CODE_COLOR, VALUE_COLOR, HELD_COLOR = "#6f42c1", "#1f77b4", "#ff7f0e"
@@ -37,7 +37,7 @@ def make_block_layout(
     n = len(decoded)
     groups = n // group_size
     zero_drawn = zero_code is not None and code_range[0] <= zero_code <= code_range[1]
-    fig = make_subplots(
+    fig = subplots(
         rows=2,
         cols=1,
         shared_xaxes=True,
@@ -151,7 +151,7 @@ def make_bytes_chart(
     formats: Sequence[str], megabytes_per_token: Sequence[float], ceilings: Sequence[float], bandwidth_gb_s: float
 ) -> go.Figure:
     """Bytes a decode step reads per format (bars, from zero) and the tok/s this machine's memory speed allows."""
-    fig = make_subplots(
+    fig = subplots(
         rows=1,
         cols=2,
         subplot_titles=(

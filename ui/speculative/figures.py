@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui.common import format as fmt
 from ui.common.chart import Chart
 from ui.common.conventions import fit_cells, shared_range
+from ui.common.subplots import subplots
 from ui.common.token_text import visible
 
 # A cell's kind in the step rows -> (colour, legend label)
@@ -293,7 +293,7 @@ def make_sweep(
 ) -> go.Figure:
     """Drafts kept, tokens per forward and speed-up against plain decoding, for each setting (depth k or n-gram
     length n); a setting that drafted nothing has no acceptance bar (and says so on hover)."""
-    fig = make_subplots(
+    fig = subplots(
         rows=1,
         cols=3,
         subplot_titles=("drafts kept", "tokens per forward", "speed-up vs plain"),
