@@ -191,14 +191,15 @@ def test_batching_gives_each_request_its_solo_tokens(backend, ids):
 
 
 def test_batching_on_paged_blocks_gives_solo_tokens_and_a_plain_frozen_trace(backend, ids):
-    solo = backend.complete(ids, GREEDY).token_ids
-    run = backend.run_batch([ids, ids], [GREEDY, GREEDY], paged=PagedKV(block_size=2, samples=2))
+    other = ids[:-1] + [(ids[-1] + 1) % backend.info.config.vocab_size]  # the same start, its own last token
+    solo = [backend.complete(prompt, GREEDY).token_ids for prompt in (ids, other)]
+    run = backend.run_batch([ids, other], [GREEDY, GREEDY], paged=PagedKV(block_size=2, samples=2))
     assert [r.index for r in run.results] == [0, 1, 2, 3]  # two answers per prompt, in order
-    assert all(r.token_ids == solo for r in run.results)
+    assert [r.token_ids for r in run.results] == [solo[0], solo[0], solo[1], solo[1]]
     trace = run.paging
     assert isinstance(trace, PagingTrace) and trace.block_size == 2 and trace.prompt_of == (0, 0, 1, 1)
     kinds = {e.kind for step in trace.steps for e in step.events}
-    assert {"allocate", "fork", "prefix_hit", "finish"} <= kinds  # answer 1 forked, prompt 1 hits prompt 0's blocks
+    assert {"allocate", "fork", "prefix_hit", "finish"} <= kinds  # answers 1 and 3 forked, prompt 1 hits prompt 0's
     assert len(trace.steps) == len(run.steps)
     check_plain(trace, "a paging trace")
     for record in (trace, trace.steps[0], trace.steps[0].events[0]):
