@@ -76,6 +76,7 @@ def test_a_class_on_one_prompt_computes_it_once(tiny):
     record = batcher.step()
     assert record.phase == "prefill" and sorted(record.request_ids) == [seq.request_id for seq in class_]
     assert record.new_tokens == {class_[0].request_id: 38, **{seq.request_id: 0 for seq in class_[1:]}}
+    assert {seq.max_batch_size for seq in class_} == {6}  # the six requests rode one forward
     manager = batcher.cache.groups[0].manager
     assert manager.num_used == 10  # one copy of the prompt for the six
     while batcher.has_work:

@@ -168,8 +168,10 @@ class PagedBatcher:
             return None
         fed = {seq.request_id: len(seq.pending_ids) for seq in rows}
         reused = {seq.request_id: seq.cached for seq in rows if phase == "prefill" and seq.cached}
+        # the requests this forward serves: its rows and the answers forked from them after it
+        served = len(rows) + sum(len(self.forks.get(seq, [])) for seq in rows)
         for seq in rows:
-            seq.max_batch_size = max(seq.max_batch_size, len(rows))
+            seq.max_batch_size = max(seq.max_batch_size, served)
         logits = self._run(phase, rows)  # (B, V)
         sampled, finished = self._postprocess(rows, logits)
         self.steps_done += 1
