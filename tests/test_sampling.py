@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inference import SamplingError, SamplingParams, sample
-from inference.generation.sampling import generator_for, min_p_mask, top_k_mask, top_p_mask
+from inference.generation.sampling import argmax, generator_for, min_p_mask, top_k_mask, top_p_mask
 from ui.common.stats import chi_square_gof
 
 PROBS = torch.tensor([0.05, 0.4, 0.1, 0.3, 0.15])  # sorted: 1 (0.4), 3 (0.3), 4 (0.15), 2 (0.1), 0 (0.05)
@@ -268,3 +268,30 @@ def test_greedy_settings_differing_only_in_what_greedy_ignores_share_one_key_and
     assert sample(logits, fussy).token_id == sample(logits, plain).token_id == int(logits.argmax())
     assert SamplingParams(temperature=0, max_new_tokens=5).canonical() != plain.canonical()  # the length still counts
     assert SamplingParams(temperature=0.5, seed=1).canonical() != SamplingParams(temperature=0.5, seed=2).canonical()
+
+
+finite_or_not = st.one_of(
+    st.floats(width=32, allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 1.0, float("nan")])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(finite_or_not, min_size=1, max_size=64), st.integers(0, 3))
+def test_argmax_is_torchs_argmax_ties_nans_and_signed_zeros_included(values, repeats):
+    """``argmax`` (numpy's reduction) picks what ``Tensor.argmax`` picks: the first of ties, a NaN as the largest."""
+    logits = torch.tensor(values * (repeats + 1), dtype=torch.float32)  # repeated: every maximum tied
+    assert argmax(logits) == int(logits.argmax())
+    assert argmax(logits[::2]) == int(logits[::2].argmax())  # a strided view
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-30, 30, width=32), min_size=2, max_size=40), st.floats(1.0, 2.0), st.booleans())
+def test_greedy_without_the_stages_is_greedy_with_them(values, penalty, bfloat16):
+    """A greedy draw that records nothing skips the one-hot: the same token as when the stages are recorded."""
+    logits = torch.tensor(values, dtype=torch.bfloat16 if bfloat16 else torch.float32)
+    params = SamplingParams(temperature=0, repetition_penalty=penalty)
+    previous = list(range(0, len(values), 3))
+    plain = sample(logits, params, previous_ids=previous)
+    recorded = sample(logits, params, previous_ids=previous, record=True)
+    assert plain.token_id == recorded.token_id == int(recorded.stage_probs["final"].argmax())
+    assert plain.probability == recorded.probability == 1.0

@@ -274,17 +274,29 @@ def draw(
     return (*Ranges.from_probs(probs).at(u), u)
 
 
+def argmax(values: torch.Tensor) -> int:
+    """The index of the largest of ``values`` (V,), a CPU float tensor, as ``Tensor.argmax`` gives it: the first of
+    ties, a NaN counting as the largest. Through numpy: its reduction takes ~6 µs on a 49,152-token vocabulary where
+    ATen's CPU argmax takes ~67 (2-core Zen 2), and greedy decoding takes one per row and step."""
+    return int(values.detach().numpy().argmax())
+
+
+def _penalised(logits: torch.Tensor, params: SamplingParams, previous_ids: list[int] | None) -> torch.Tensor:
+    """Stage 1: the logits (V,) in float32 on the CPU, with the repetition penalty applied."""
+    logits = logits.detach().to("cpu", torch.float32)
+    return apply_repetition_penalty(logits, previous_ids or [], params.repetition_penalty)
+
+
 def _stages(
     logits: torch.Tensor, params: SamplingParams, previous_ids: list[int] | None, record: bool
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Stages 1-5: the final distribution (V,) and, with ``record``, the one after each stage."""
-    logits = logits.detach().to("cpu", torch.float32)
-    logits = apply_repetition_penalty(logits, previous_ids or [], params.repetition_penalty)
+    logits = _penalised(logits, params, previous_ids)
     stages: dict[str, torch.Tensor] = {}
     if record:
         stages["softmax"] = logits.softmax(-1)
     if params.greedy:
-        probs = torch.zeros_like(logits).index_fill_(0, logits.argmax().reshape(1), 1.0)
+        probs = torch.zeros_like(logits).index_fill_(0, torch.tensor([argmax(logits)]), 1.0)
         if record:
             stages["final"] = probs
         return probs, stages
@@ -320,10 +332,11 @@ def sample(
     record: bool = False,
 ) -> SampleResult:
     """Pick the next token from ``logits`` (V,) following the stages in the module docstring."""
+    if params.greedy and not record:  # no draw: the argmax, whatever the seed (no one-hot built)
+        return SampleResult(token_id=argmax(_penalised(logits, params, previous_ids)), probability=1.0)
     probs, stages = _stages(logits, params, previous_ids, record)
-    if params.greedy:  # no draw: the argmax, whatever the seed
-        token = int(probs.argmax())
-        return SampleResult(token_id=token, probability=1.0, stage_probs=stages)
+    if params.greedy:
+        return SampleResult(token_id=argmax(probs), probability=1.0, stage_probs=stages)
     generator = generator if generator is not None else generator_for(params, 0)
     if not record:
         token, probability, u = draw(probs, generator)
@@ -348,7 +361,7 @@ def sample_many(
         raise SamplingError(f"n must be >= 0, got {n}")
     probs, _ = _stages(logits, params, previous_ids, record=False)
     if params.greedy:
-        return [SampleResult(token_id=int(probs.argmax()), probability=1.0) for _ in range(n)]
+        return [SampleResult(token_id=argmax(probs), probability=1.0) for _ in range(n)]
     ranges = Ranges.from_probs(probs)
     draws = (ranges.draw(generator_for(params, index)) for index in range(first, first + n))
     return [SampleResult(token, probability, u) for token, probability, u in draws]

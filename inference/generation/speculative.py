@@ -48,7 +48,17 @@ from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tolerances import model_tolerance
 from ..number_text import NumberError, whole
 from .run import StepsRun
-from .sampling import Candidate, Ranges, SamplingParams, draw, filtered_probs, finish_reason, generator_for, total
+from .sampling import (
+    Candidate,
+    Ranges,
+    SamplingParams,
+    argmax,
+    draw,
+    filtered_probs,
+    finish_reason,
+    generator_for,
+    total,
+)
 
 DRAFTERS = ("lookup", "self")
 MAX_DRAFT_TOKENS = 16
@@ -296,7 +306,7 @@ def _draw(
     """(token, probability, u) drawn from ``probs`` as ``sample`` draws: the argmax when greedy, else one u on
     the ranges."""
     if params.greedy:
-        return int(probs.argmax()), 1.0, None
+        return argmax(probs), 1.0, None
     return draw(probs, generator)
 
 
