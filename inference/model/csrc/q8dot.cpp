@@ -5,7 +5,7 @@
 //   float16 per row and group, scale (N, K/32) and low (K/32, N); llama.cpp's Q8_1 x Q4_1), plus low * d_x *
 //   sum(q_x). Codes packed two to a byte, (N, K/2): byte j of group g holds code j of the group in its low nibble
 //   and code 16 + j in its high nibble (GGUF's own order within a block). Called by
-//   inference.model.kernels.Q8DotLinear.
+//   inference.model.kernels.Q8DotLinear. Two groups at a time (dot_pairs): one madd, conversion and fma a pair.
 // - llmx::q8_q8_linear: the same with Q8_0's groups (w = scale * q, q in -127..127 one a byte, scale float16 or
 //   float32).
 // - llmx::q8_rows_at: chosen outputs of a Q8_0 product in float32 from x itself (no rounding of x).
@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -58,6 +59,18 @@ inline float quantize_group(const float* xs, int8_t* out, float* dsum) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), packed);
   *dsum = d * static_cast<float>(_mm_cvtsi128_si32(s4));
   return d;
+}
+
+// Group g's 32 rounded inputs into its row's buffer, laid out for the 4-bit pairs of groups (dot_pairs): 64 bytes a
+// pair, [g's 0..15 | g + 1's 0..15 | g's 16..31 | g + 1's 16..31]; a last odd group as it is
+inline void place(const int8_t* codes, int64_t g, int64_t G, int8_t* row) {
+  if (g + 1 == G && G % 2) {
+    std::memcpy(row + g * kGroup, codes, kGroup);
+    return;
+  }
+  int8_t* pair = row + (g / 2) * 2 * kGroup + (g % 2) * 16;
+  std::memcpy(pair, codes, 16);
+  std::memcpy(pair + kGroup, codes + 16, 16);
 }
 
 // The low terms of y[:, n0:n1]: Y[m, n] = sum over g of f16(lowT[g, n]) * dsum[m, g], eight columns at a time (each
@@ -114,6 +127,7 @@ struct Q4 {  // codes 0..15 packed two to a byte (16 bytes a group), float16 sca
   using Scale = uint16_t;
   static constexpr int64_t kBytes = kGroup / 2;
   static constexpr int kAhead = 0;  // no prefetch: measured no faster
+  static constexpr bool kPaired = true;  // two groups at a time (dot_pairs)
   static __m256i load(const uint8_t* p) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0xF));  // (32,) 0..15
@@ -128,6 +142,7 @@ struct Q8 {  // codes -127..127 (one byte each), a float16 (uint16_t) or float32
   using Scale = S;
   static constexpr int64_t kBytes = kGroup;
   static constexpr int kAhead = 2;  // rows prefetched two tiles ahead: the output matrix at 1 row 1.5 -> 1.0 ms
+  static constexpr bool kPaired = false;  // |w . a| over two bytes reaches 2 * 127 * 127: no room to add in int16
   static __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static __m256i dot(__m256i w, __m256i a) {  // |w| times a with w's sign: maddubs takes one unsigned side
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
@@ -155,6 +170,81 @@ inline void scaled(const S* scale, const float* dx, int64_t G, float* out) {
     g = G;
   }
   for (; g < G; ++g) out[g] = as_float(scale[g]) * dx[g];
+}
+
+// The 4-bit tile two groups at a time. One 32-byte load holds a pair of groups' packed codes: its low nibbles are
+// codes 0..15 of both groups, its high nibbles codes 16..31, and the inputs are laid out to match (``place``). The
+// two halves' maddubs are added in int16 (|sum| <= 2 * 2 * 15 * 127) before one madd, so a pair of groups takes one
+// madd, one conversion and one fma where one group took each: lanes 0..3 carry the first group's partial sums and
+// lanes 4..7 the second's, each times its own factor, ``factor.pair(r, i, g)`` = [f(g) x4 | f(g + 1) x4]. A last
+// odd group alone, as Q4::dot, times ``factor.last(r, i)``. Every output's arithmetic is the same whatever its
+// tile and wherever the factors come from (the same float products).
+template <int R, int I, class Factor>
+inline void dot_pairs(const uint8_t* codes, int64_t stride, const int8_t* q, int64_t K, int64_t G, const Factor& factor,
+                      __m256* sums) {
+  __m256 acc[R * I];
+  for (int t = 0; t < R * I; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i nibble = _mm256_set1_epi8(0xF);
+  int64_t g = 0;
+  for (; g + 2 <= G; g += 2) {
+    __m256i lo[R], hi[R];
+    for (int r = 0; r < R; ++r) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + r * stride + g * Q4::kBytes));
+      lo[r] = _mm256_and_si256(raw, nibble);
+      hi[r] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble);
+    }
+    for (int i = 0; i < I; ++i) {
+      const int8_t* a = q + i * K + g * kGroup;
+      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + kGroup));
+      for (int r = 0; r < R; ++r) {
+        const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[r], a_lo), _mm256_maddubs_epi16(hi[r], a_hi));
+        const __m256 dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+        acc[r * I + i] = _mm256_fmadd_ps(factor.pair(r, i, g), dots, acc[r * I + i]);
+      }
+    }
+  }
+  if (g < G) {
+    __m256i w[R];
+    for (int r = 0; r < R; ++r) w[r] = Q4::load(codes + r * stride + g * Q4::kBytes);
+    for (int i = 0; i < I; ++i) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i * K + g * kGroup));
+      for (int r = 0; r < R; ++r) {
+        const __m256 dots = _mm256_cvtepi32_ps(Q4::dot(w[r], a));
+        acc[r * I + i] = _mm256_fmadd_ps(_mm256_set1_ps(factor.last(r, i)), dots, acc[r * I + i]);
+      }
+    }
+  }
+  for (int t = 0; t < R * I; ++t) sums[t] = acc[t];
+}
+
+// Factors from the tile's own table, factors[(r * I + i) * G + g] = scale * d_x (the few rows of decode)
+template <int I>
+struct TileFactors {
+  const float* f;
+  int64_t G;
+  __m256 pair(int r, int i, int64_t g) const {
+    const float* at = f + (r * I + i) * G + g;
+    return _mm256_set_m128(_mm_broadcast_ss(at + 1), _mm_broadcast_ss(at));
+  }
+  float last(int r, int i) const { return f[(r * I + i) * G + G - 1]; }
+};
+
+// Factors as the product of the weight rows' scales and the input rows' steps, each spread for pairs of groups once
+// per call or per block of rows (``spread_pairs``, S floats a row; sf and d: the same as (rows, G) floats)
+struct SpreadFactors {
+  const float *sv, *dv, *sf, *d;
+  int64_t S, G;
+  __m256 pair(int r, int i, int64_t g) const {
+    return _mm256_mul_ps(_mm256_loadu_ps(sv + r * S + g * 4), _mm256_loadu_ps(dv + i * S + g * 4));
+  }
+  float last(int r, int i) const { return sf[r * G + G - 1] * d[i * G + G - 1]; }
+};
+
+// v (G,) spread for pairs of groups: out[8p, 8p + 8) = [v[2p] x4 | v[2p + 1] x4] for p < G / 2
+inline void spread_pairs(const float* v, int64_t G, float* out) {
+  for (int64_t p = 0; p < G / 2; ++p)
+    _mm256_storeu_ps(out + 8 * p, _mm256_set_m128(_mm_set1_ps(v[2 * p + 1]), _mm_set1_ps(v[2 * p])));
 }
 
 // A tile of R weight rows times I input rows: sums[r * I + i] = the sum over the groups g of factors[r][i][g] *
@@ -213,7 +303,12 @@ inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const
       scaled(W.scale + (n + r) * G, X.d + (m + i) * G, G, factors + t * G);
     }
   }
-  dot_tile<F, R, I>(W.codes + n * G * F::kBytes, G * F::kBytes, X.q + m * K, K, G, factors, acc);
+  const uint8_t* codes = W.codes + n * G * F::kBytes;
+  if constexpr (F::kPaired) {
+    dot_pairs<R, I>(codes, G * F::kBytes, X.q + m * K, K, G, TileFactors<I>{factors, G}, acc);
+  } else {
+    dot_tile<F, R, I>(codes, G * F::kBytes, X.q + m * K, K, G, factors, acc);
+  }
   for (int t = 0; t < T; t += 8) lane_sums(acc + t, std::min(8, T - t), sums + t);
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < I; ++i) {
@@ -241,6 +336,44 @@ void product(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, const Weig
   }
 }
 
+// The 4-bit product of many input rows over y[:, n0:n1] (dv: their steps spread, once per call), in tiles of R
+// weight rows x I input rows: each block of R weight rows has its scales converted and spread once for all its
+// tiles (rather than a table of factors per tile); single rows and columns at the edges, the same arithmetic
+template <int R, int I>
+void product_spread(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, const Weights<Q4>& W, const Inputs& X,
+                    const float* dv, float* Y) {
+  const int64_t G = K / kGroup, S = (G / 2) * 8;
+  std::vector<float> sf(R * G), sv(R * S + 8);
+  for (int64_t n = n0; n < n1; n += R) {
+    const int64_t rows = std::min<int64_t>(R, n1 - n);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t g = 0; g < G; ++g) sf[r * G + g] = _cvtsh_ss(W.scale[(n + r) * G + g]);
+      spread_pairs(sf.data() + r * G, G, sv.data() + r * S);
+    }
+    for (int64_t m = 0; m < M; m += I) {
+      const bool whole = rows == R && m + I <= M;
+      for (int64_t r = 0; r < rows; r += whole ? R : 1) {
+        for (int64_t i = m; i < std::min(m + I, M); i += whole ? I : 1) {
+          const SpreadFactors factor{sv.data() + r * S, dv + i * S, sf.data() + r * G, X.d + i * G, S, G};
+          const uint8_t* codes = W.codes + (n + r) * G * Q4::kBytes;
+          __m256 acc[R * I];
+          float sums[R * I];
+          if (whole) {
+            dot_pairs<R, I>(codes, G * Q4::kBytes, X.q + i * K, K, G, factor, acc);
+            for (int t = 0; t < R * I; t += 8) lane_sums(acc + t, std::min(8, R * I - t), sums + t);
+            for (int a = 0; a < R; ++a)
+              for (int b = 0; b < I; ++b) Y[(i + b) * N + n + r + a] += sums[a * I + b];
+          } else {
+            dot_pairs<1, 1>(codes, G * Q4::kBytes, X.q + i * K, K, G, factor, acc);
+            lane_sums(acc, 1, sums);
+            Y[i * N + n + r] += sums[0];
+          }
+        }
+      }
+    }
+  }
+}
+
 // x (M, K) float32 quantized per group of 32, then y = x @ W.T (M, N) over N's rows in parallel
 template <class F>
 at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
@@ -257,13 +390,30 @@ at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
     qx.resize(M * K);
     dx.resize(M * G);
     sx.resize(M * G);
-    for (int64_t i = 0; i < M * G; ++i) dx[i] = quantize_group(X + i * kGroup, qx.data() + i * kGroup, sx.data() + i);
+    for (int64_t i = 0; i < M * G; ++i) {
+      if constexpr (F::kPaired) {
+        alignas(32) int8_t codes[kGroup];
+        dx[i] = quantize_group(X + i * kGroup, codes, sx.data() + i);
+        place(codes, i % G, G, qx.data() + (i / G) * K);
+      } else {
+        dx[i] = quantize_group(X + i * kGroup, qx.data() + i * kGroup, sx.data() + i);
+      }
+    }
     const Inputs in{qx.data(), dx.data(), sx.data()};
     if (W.low) low_terms(W.low, in.dsum, M, G, N, n0, n1, Y);
-    if (M < 4) {  // decode: four weight rows per pass over each input row
-      product<F, 4, 1>(M, K, N, n0, n1, W, in, Y);
-    } else {  // batches and prompts: two weight rows times four input rows
-      product<F, 2, 4>(M, K, N, n0, n1, W, in, Y);
+    const int64_t whole = M < 4 ? 0 : M - M % 4;  // rows in blocks of four (batches and prompts)
+    if (whole > 0 && F::kPaired) {  // two weight rows times four input rows, the steps spread once
+      thread_local std::vector<float> dv;
+      const int64_t S = (G / 2) * 8;
+      dv.resize(whole * S + 8);
+      for (int64_t i = 0; i < whole; ++i) spread_pairs(in.d + i * G, G, dv.data() + i * S);
+      if constexpr (F::kPaired) product_spread<2, 4>(whole, K, N, n0, n1, W, in, dv.data(), Y);
+    } else if (whole > 0) {
+      product<F, 2, 4>(whole, K, N, n0, n1, W, in, Y);
+    }
+    if (whole < M) {  // decode, and a batch's last M % 4 rows: four weight rows per pass over each input row
+      const Inputs rest{in.q + whole * K, in.d + whole * G, in.dsum + whole * G};
+      product<F, 4, 1>(M - whole, K, N, n0, n1, W, rest, Y + whole * N);
     }
     if (qx.capacity() > (1 << 22)) {  // a long prompt's: not held until the next one
       std::vector<int8_t>().swap(qx);
