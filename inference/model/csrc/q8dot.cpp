@@ -402,12 +402,14 @@ at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
     const Inputs in{qx.data(), dx.data(), sx.data()};
     if (W.low) low_terms(W.low, in.dsum, M, G, N, n0, n1, Y);
     const int64_t whole = M < 4 ? 0 : M - M % 4;  // rows in blocks of four (batches and prompts)
-    if (whole > 0 && F::kPaired) {  // two weight rows times four input rows, the steps spread once
-      thread_local std::vector<float> dv;
-      const int64_t S = (G / 2) * 8;
-      dv.resize(whole * S + 8);
-      for (int64_t i = 0; i < whole; ++i) spread_pairs(in.d + i * G, G, dv.data() + i * S);
-      if constexpr (F::kPaired) product_spread<2, 4>(whole, K, N, n0, n1, W, in, dv.data(), Y);
+    thread_local std::vector<float> dv;  // their steps spread for pairs of groups (4-bit)
+    if constexpr (F::kPaired) {
+      if (whole > 0) {  // two weight rows times four input rows, the steps spread once
+        const int64_t S = (G / 2) * 8;
+        dv.resize(whole * S + 8);
+        for (int64_t i = 0; i < whole; ++i) spread_pairs(in.d + i * G, G, dv.data() + i * S);
+        product_spread<2, 4>(whole, K, N, n0, n1, W, in, dv.data(), Y);
+      }
     } else if (whole > 0) {
       product<F, 2, 4>(whole, K, N, n0, n1, W, in, Y);
     }
@@ -419,6 +421,7 @@ at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
       std::vector<int8_t>().swap(qx);
       std::vector<float>().swap(dx);
       std::vector<float>().swap(sx);
+      std::vector<float>().swap(dv);
     }
   });
   return y;
