@@ -295,3 +295,25 @@ def test_greedy_without_the_stages_is_greedy_with_them(values, penalty, bfloat16
     recorded = sample(logits, params, previous_ids=previous, record=True)
     assert plain.token_id == recorded.token_id == int(recorded.stage_probs["final"].argmax())
     assert plain.probability == recorded.probability == 1.0
+
+
+@pytest.mark.parametrize("top_k", [0, 5])
+def test_top_k_always_renormalises_and_a_filter_that_is_off_changes_nothing(top_k):
+    """The softmax's float32 sum is not exactly 1, and top-p counts running masses: the top-k stage renormalises
+    even when off. Top-p and min-p, when off, pass that distribution on bit for bit; when on, they renormalise."""
+    logits = torch.randn(262_144, generator=torch.Generator().manual_seed(3)) * 4
+    stages = sample(logits, SamplingParams(temperature=1.0, top_k=top_k), record=True).stage_probs
+    softmax = stages["temperature"]
+    kept = top_k_mask(softmax, top_k)
+    assert torch.equal(
+        stages["top_k"],
+        torch.where(kept, softmax, 0.0) / torch.where(kept, softmax, 0.0).double().cumsum(0)[-1].float(),
+    )
+    assert (
+        stages["top_p"] is stages["top_k"] and stages["min_p"] is stages["top_k"] and stages["final"] is stages["top_k"]
+    )
+    on = sample(logits, SamplingParams(temperature=1.0, top_k=top_k, top_p=0.9, min_p=0.01), record=True).stage_probs
+    assert int((on["top_p"] > 0).sum()) < int((on["top_k"] > 0).sum())  # top-p dropped the tail
+    by_hand = torch.where(min_p_mask(on["top_p"], 0.01), on["top_p"], 0.0)
+    assert torch.equal(on["min_p"], by_hand / by_hand.double().cumsum(0)[-1].float())
+    assert float(on["final"].double().sum()) == pytest.approx(1.0, abs=1e-6)

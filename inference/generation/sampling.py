@@ -13,7 +13,8 @@ transformers' ``generate``):
 4. top-p: keep the smallest set, by descending probability, whose mass reaches p
    (the token that crosses p is kept);
 5. min-p: drop tokens whose probability is below min_p × p_max;
-6. renormalise, lay the survivors end to end on [0, 1) in descending order of
+   3 renormalises what it keeps (all of them when it is off), and 4 and 5 do when they are on;
+6. lay the survivors end to end on [0, 1) in descending order of
    probability (the cumulative ranges), draw u ~ U[0, 1) from the draw's own seeded
    ``torch.Generator`` (``generator_for``), and take the token whose range holds u.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import torch
 
 
@@ -205,7 +207,7 @@ def total(probs: torch.Tensor) -> torch.Tensor:
 
 
 def _renormalise(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    kept = torch.where(keep, probs, torch.zeros_like(probs))
+    kept = torch.where(keep, probs, 0.0)
     return kept / total(kept).float()
 
 
@@ -232,7 +234,7 @@ class Ranges:
 
     @classmethod
     def from_probs(cls, probs: torch.Tensor) -> Ranges:
-        survivors = (probs > 0).nonzero().squeeze(1)  # (K,) ascending ids
+        survivors = torch.from_numpy(np.flatnonzero(probs.numpy() > 0))  # (K,) ascending ids
         if not len(survivors):  # NaN or -inf logits everywhere: nothing to draw from
             raise SamplingError("no token has a positive probability: the logits are not finite numbers")
         token_ids, sorted_probs, ends = _ordered(probs, survivors)  # (K,) each
@@ -259,13 +261,14 @@ def draw(
     order. Orders the tokens at least as probable as the k-th (each k of ``heads`` in turn) and takes u's range
     there when it lies before their last end (which is not the forced 1.0: more tokens survive); else all of them."""
     u = float(torch.rand((), generator=generator))
-    survivors = int((probs > 0).sum())
+    flat = probs.numpy()  # (V,) the same memory: numpy's passes over one vector are 3-8x faster than ATen's here
+    survivors = int(np.count_nonzero(flat > 0))
     for k in heads:
         if k >= survivors:
             break
-        threshold = probs.topk(k, sorted=False).values.min()  # the k-th largest probability, > 0
-        head = (probs >= threshold).nonzero().squeeze(1)  # (M,) ascending ids; M >= k, more where ties reach it
-        if not k <= len(head) < survivors:  # ties reach the last survivor (its end is 1.0), or a NaN
+        threshold = np.partition(flat, flat.size - k)[flat.size - k]  # the k-th largest probability, > 0
+        head = torch.from_numpy(np.flatnonzero(flat >= threshold))  # (M,) ascending ids; M >= k with ties
+        if not k <= len(head) < survivors:  # ties reach the last survivor (its end is 1.0), or NaNs among the top k
             break
         token_ids, values, ends = _ordered(probs, head)  # (M,) each
         slot = int(torch.searchsorted(ends, torch.tensor(u), right=True))
@@ -303,12 +306,16 @@ def _stages(
     probs = (logits / params.temperature).softmax(-1)  # (V,)
     if record:
         stages["temperature"] = probs
-    for name, keep in (
-        ("top_k", lambda p: top_k_mask(p, params.top_k)),
-        ("top_p", lambda p: top_p_mask(p, params.top_p)),
-        ("min_p", lambda p: min_p_mask(p, params.min_p)),
+    # top-k renormalises even when it is off: a float32 softmax over a large vocabulary sums to 1 within ~3e-5
+    # (Gemma's 262,144 tokens), and top-p compares running masses with p. A later filter that is off keeps every
+    # token as it is, and renormalising again would only move the last bits.
+    for name, on, keep in (
+        ("top_k", True, lambda p: top_k_mask(p, params.top_k)),
+        ("top_p", params.top_p < 1.0, lambda p: top_p_mask(p, params.top_p)),
+        ("min_p", params.min_p > 0, lambda p: min_p_mask(p, params.min_p)),
     ):
-        probs = _renormalise(probs, keep(probs))
+        if on:
+            probs = _renormalise(probs, keep(probs))
         if record:
             stages[name] = probs
     if record:
