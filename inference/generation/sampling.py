@@ -206,8 +206,9 @@ def total(probs: torch.Tensor) -> torch.Tensor:
     return probs.double().cumsum(0)[-1]
 
 
-def _renormalise(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    kept = torch.where(keep, probs, 0.0)
+def _renormalise(probs: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """``probs`` (V,) with the tokens ``keep`` drops set to 0, divided by their new sum (None: every token kept)."""
+    kept = probs if keep is None else torch.where(keep, probs, 0.0)
     return kept / total(kept).float()
 
 
@@ -310,7 +311,7 @@ def _stages(
     # (Gemma's 262,144 tokens), and top-p compares running masses with p. A later filter that is off keeps every
     # token as it is, and renormalising again would only move the last bits.
     for name, on, keep in (
-        ("top_k", True, lambda p: top_k_mask(p, params.top_k)),
+        ("top_k", True, lambda p: top_k_mask(p, params.top_k) if 0 < params.top_k < p.numel() else None),
         ("top_p", params.top_p < 1.0, lambda p: top_p_mask(p, params.top_p)),
         ("min_p", params.min_p > 0, lambda p: min_p_mask(p, params.min_p)),
     ):
