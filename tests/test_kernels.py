@@ -242,13 +242,14 @@ def _q8dot_by_hand(x: torch.Tensor, module: Q8DotLinear) -> torch.Tensor:
 
 @needs_q8dot
 @pytest.mark.parametrize(
-    "rows, outputs, inputs", [(1, 64, 96), (3, 17, 32), (8, 100, 576), (19, 33, 160), (26, 41, 192), (4, 3, 1536)]
+    "rows, outputs, inputs",
+    [(1, 64, 96), (3, 17, 32), (8, 100, 576), (19, 33, 160), (26, 41, 192), (4, 3, 1536), (9, 5, 32)],
 )
 def test_q8dot_computes_the_int8_dots_of_its_inputs_per_group(rows, outputs, inputs):
     """Against the same arithmetic by hand (float64, exact integer dots): only the float32 sums differ. Against the
     dense product of its weights: within half an int8 step of each input group. Inputs with a zero group and an
-    outlier; an odd and an even number of groups (the kernel takes them two at a time); rows past the kernel's blocks
-    of 4 and an odd number of outputs (its tiles' edges); a bias; leading dimensions and bfloat16 kept."""
+    outlier; an odd and an even number of groups and one alone (the kernel takes them two at a time); rows past
+    its blocks of 4 and an odd number of outputs (its tiles' edges); a bias; leading dimensions and bfloat16 kept."""
     generator = torch.Generator().manual_seed(rows)
     groups = int4_from_float(torch.randn(outputs, inputs, generator=generator))
     bias = torch.randn(outputs, generator=generator)
