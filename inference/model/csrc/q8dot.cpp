@@ -122,11 +122,11 @@ inline void lane_sums(const __m256* a, int n, float* out) {
 }
 
 // The two weight formats a tile reads, per group of 32: a weight group as 32 bytes the dot takes, the group's exact
-// int32 dot with 32 int8 inputs (8 partial sums), its scale as float32, and how many tiles ahead to prefetch.
+// int32 dot with 32 int8 inputs (8 partial sums), its scale as float32, and (Q8, read by dot_tile) how many tiles
+// ahead to prefetch; the 4-bit rows (dot_pairs) are not prefetched: measured no faster.
 struct Q4 {  // codes 0..15 packed two to a byte (16 bytes a group), float16 scale and low: w = scale * q + low
   using Scale = uint16_t;
   static constexpr int64_t kBytes = kGroup / 2;
-  static constexpr int kAhead = 0;  // no prefetch: measured no faster
   static constexpr bool kPaired = true;  // two groups at a time (dot_pairs)
   static __m256i load(const uint8_t* p) {
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -289,14 +289,26 @@ struct Inputs {
   const float* dsum;
 };
 
+// A tile's sums into y (Y at y[m, n], N columns a row): each output's 8 partial sums reduced (lane_sums), stored or,
+// with ``add``, added to the low terms already there
+template <int R, int I>
+inline void store_tile(const __m256* acc, bool add, float* Y, int64_t N) {
+  float sums[R * I];
+  for (int t = 0; t < R * I; t += 8) lane_sums(acc + t, std::min(8, R * I - t), sums + t);
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < I; ++i) {
+      float* y = Y + i * N + r;
+      *y = add ? sums[r * I + i] + *y : sums[r * I + i];
+    }
+  }
+}
+
 // y rows [m, m + I) and columns [n, n + R) as one tile: its factors, then its sums, reduced 8 outputs at a time,
 // plus the low terms already in Y (Q4)
 template <class F, int R, int I>
 inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const Weights<F>& W, const Inputs& X,
                     float* factors, float* Y) {
-  constexpr int T = R * I;
-  __m256 acc[T];
-  float sums[T];
+  __m256 acc[R * I];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < I; ++i) {
       const int t = r * I + i;  // the pair's place in the tile
@@ -309,13 +321,7 @@ inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const
   } else {
     dot_tile<F, R, I>(codes, G * F::kBytes, X.q + m * K, K, G, factors, acc);
   }
-  for (int t = 0; t < T; t += 8) lane_sums(acc + t, std::min(8, T - t), sums + t);
-  for (int r = 0; r < R; ++r) {
-    for (int i = 0; i < I; ++i) {
-      float* y = Y + (m + i) * N + n + r;
-      *y = W.low ? sums[r * I + i] + *y : sums[r * I + i];
-    }
-  }
+  store_tile<R, I>(acc, W.low != nullptr, Y + m * N + n, N);
 }
 
 // Tiles of R weight rows x I input rows over y[:, n0:n1], single rows and columns at the edges
@@ -357,16 +363,12 @@ void product_spread(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, con
           const SpreadFactors factor{sv.data() + r * S, dv + i * S, sf.data() + r * G, X.d + i * G, S, G};
           const uint8_t* codes = W.codes + (n + r) * G * Q4::kBytes;
           __m256 acc[R * I];
-          float sums[R * I];
           if (whole) {
             dot_pairs<R, I>(codes, G * Q4::kBytes, X.q + i * K, K, G, factor, acc);
-            for (int t = 0; t < R * I; t += 8) lane_sums(acc + t, std::min(8, R * I - t), sums + t);
-            for (int a = 0; a < R; ++a)
-              for (int b = 0; b < I; ++b) Y[(i + b) * N + n + r + a] += sums[a * I + b];
+            store_tile<R, I>(acc, true, Y + i * N + n + r, N);
           } else {
             dot_pairs<1, 1>(codes, G * Q4::kBytes, X.q + i * K, K, G, factor, acc);
-            lane_sums(acc, 1, sums);
-            Y[i * N + n + r] += sums[0];
+            store_tile<1, 1>(acc, true, Y + i * N + n + r, N);
           }
         }
       }
