@@ -317,3 +317,28 @@ def test_top_k_always_renormalises_and_a_filter_that_is_off_changes_nothing(top_
     by_hand = torch.where(min_p_mask(on["top_p"], 0.01), on["top_p"], 0.0)
     assert torch.equal(on["min_p"], by_hand / by_hand.double().cumsum(0)[-1].float())
     assert float(on["final"].double().sum()) == pytest.approx(1.0, abs=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.sampled_from([0.0, -0.0, 1e-45, 1.0, float("inf"), float("nan"), -1.0, 0.25]),
+            st.floats(0, 1, width=32),
+        ),
+        min_size=0,
+        max_size=60,
+    ),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    subset=st.integers(0, 2**60),
+)
+def test_the_descending_order_is_a_stable_descending_sort(values, dtype, subset):
+    """``descending`` (one int64 key sort for non-negative float32 without NaN, ATen's sort otherwise) orders any
+    subset of ids as a stable descending sort does: ties, zeros, subnormals, infinities, and through the fallback
+    signed zeros, negatives, NaNs and float64."""
+    from inference.generation.sampling import descending
+
+    probs = torch.tensor(values, dtype=dtype)  # (V,)
+    ids = torch.tensor([i for i in range(len(values)) if subset >> (i % 60) & 1], dtype=torch.long)  # (M,) ascending
+    expected = ids[probs[ids].sort(descending=True, stable=True).indices]
+    assert descending(probs, ids).tolist() == expected.tolist()

