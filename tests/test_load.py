@@ -16,6 +16,8 @@ The bigger run is ``scripts/bench_load.py``.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streamlit.proto.Element_pb2 import Element
 
 from tests.load_scenario import (
@@ -25,12 +27,14 @@ from tests.load_scenario import (
     WARM_UP_MARKER,
     AppServer,
     StudentReport,
+    _has_word,
     check_page,
     follow_class,
     latency_line,
     run_class,
     student,
     timings_of,
+    words_in,
 )
 from tests.streamlit_client import Run
 
@@ -62,6 +66,21 @@ def test_the_page_check_sees_another_tabs_word_and_a_missing_own_word():
     check_page(page("The prompt ends with **·zebras**"), report, ["lion"], "plural")
     assert report.leaks == ["leaky: 'lion'"]  # generated text (**Greedy:**) is not the prompt: no leak
     assert report.missing == ["leaky", "plural"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        st.one_of(st.sampled_from(["lion", "lions", "sealion", "li", "on", "Lion", "seal"]), st.text(max_size=4)),
+        max_size=30,
+    ),
+    words=st.lists(st.sampled_from(["lion", "seal", "sealion", "on", "lions", "li"]), min_size=1, max_size=6),
+)
+def test_the_one_pass_word_scan_finds_what_the_per_word_check_finds(pieces, words):
+    """``words_in`` (one alternation over the page) and ``_has_word`` (one scan a word) agree, with words inside,
+    around and beside one another, prefixes of each other, other cases and any characters between."""
+    text = "".join(pieces)
+    assert words_in(text, words) == {word for word in words if _has_word(text, word)}
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,7 @@ from tests.load_scenario import (
     WARM_UP_MARKER,
     _has_word,
     prompt_for,
+    words_in,
 )
 from tests.redis_server import RedisServer
 from tests.school import HAPROXY, HEALTH_CHECK_S, INSTALL_HINT, School
@@ -286,8 +287,7 @@ def test_five_followers_on_b_apply_each_of_three_broadcasts_of_a_teacher_on_a(sc
         f"{f.name} on {page}: {w!r}"
         for f in followers
         for _, page, _, text in f.runs
-        for w in MARKERS + [WARM_UP_MARKER]
-        if w not in words and _has_word(text, w)
+        for w in sorted(words_in(text, MARKERS + [WARM_UP_MARKER]) - set(words))
     ]
     assert leaks == []
 
