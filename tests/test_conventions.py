@@ -115,3 +115,22 @@ def test_every_chart_keeps_all_its_tick_labels(monkeypatch):
     axis = drawn[0].layout.xaxis
     assert axis.automargin is True and axis.ticklabeloverflow == "allow"
     assert list(axis.ticktext) == ["·This", "other<br>(49,142 tokens)"]  # the labels themselves untouched
+
+
+def test_keeping_tick_labels_sets_what_update_xaxes_sets_on_every_chart():
+    """``keep_tick_labels`` sets each x axis itself (a third of ``update_xaxes``'s Python); on every chapter's chart
+    spec, with its hand-made arguments (subplots with many x axes among them), the figure's JSON is the same."""
+    import importlib
+
+    from tests.chart_samples import SAMPLES
+    from ui.common.charts import keep_tick_labels
+
+    subplots = 0
+    for name, (args, kwargs) in SAMPLES.items():
+        chapter, spec = name.split(".")
+        chart = getattr(importlib.import_module(f"ui.{chapter}.figures"), spec)(*args, **kwargs)
+        fig = chart.figure()  # built twice (not a deep copy: that alone changes the JSON's bytes)
+        expected = chart.figure().update_xaxes(automargin=True, ticklabeloverflow="allow")
+        assert keep_tick_labels(fig).to_json() == expected.to_json(), name
+        subplots += "xaxis2" in fig.layout
+    assert subplots >= 3  # the check reached figures with several x axes

@@ -186,7 +186,7 @@ def test_cumulative_ranges_write_start_and_width():
         ["a", "b"], [0.0, 0.5], [0.5, 0.8], u=0.6, chosen_index=1, title="t", other_label="rest"
     )
     rows = read(figure_csv(fig))
-    assert [r["trace"] for r in rows] == ["a", "b", "rest"]
+    assert [r["trace"] for r in rows] == ["ranges"] * 3
     assert np.allclose(floats(rows, "base"), [0.0, 0.5, 0.8]) and np.allclose(floats(rows, "x"), [0.5, 0.3, 0.2])
     assert rows[0]["text"] == "a 0.00–0.50"  # Plotly's <br> written as a space
 

@@ -17,11 +17,17 @@ def test_cumulative_ranges_mark_u_and_add_the_tail():
     fig = make_cumulative_ranges(
         ["a", "b"], [0.0, 0.5], [0.5, 0.8], u=0.6, chosen_index=1, title="t", other_label="5 other tokens"
     )
-    assert [t.name for t in fig.data] == ["a", "b", "5 other tokens"]
-    assert fig.data[2].base[0] == pytest.approx(0.8) and fig.data[2].x[0] == pytest.approx(0.2)
-    assert fig.data[1].marker.line.width == 4 and fig.data[0].marker.line.width == 1
-    assert fig.layout.shapes[0].x0 == 0.6
+    (bars,) = fig.data  # one trace, a bar per range
+    assert list(bars.customdata) == ["a", "b", "5 other tokens"] and list(bars.y) == ["", "", ""]
+    assert list(bars.base) == pytest.approx([0.0, 0.5, 0.8]) and list(bars.x) == pytest.approx([0.5, 0.3, 0.2])
+    assert list(bars.marker.line.width) == [1, 4, 1]  # the range u = 0.6 lands in
+    assert bars.marker.line.color[1] != "white" and bars.marker.line.color[0] == "white"
+    assert bars.marker.color[2] != bars.marker.color[0]  # the remainder in its own grey
+    assert bars.text[0] == "a<br>0.00–0.50" and "p = " in bars.hovertemplate[2]
+    assert fig.layout.shapes[0].x0 == 0.6 and fig.layout.annotations[0].text.startswith("u = 0.6")
     assert "·on" in make_cumulative_ranges([" on"], [0.0], [1.0], 0.5, 0, "t").data[0].text[0]
+    nothing_shown = make_cumulative_ranges(["a"], [0.0], [0.5], 0.7, None, "t", other_label="9 other tokens")
+    assert list(nothing_shown.data[0].marker.line.width) == [1, 4]  # u past the shown ranges: the remainder holds it
     assert (
         make_cumulative_ranges(["token 0"], [0.0], [1.0], 0.5, 0, "t", token_labels=False)
         .data[0]

@@ -53,37 +53,34 @@ def make_cumulative_ranges(
     ``token_labels`` the labels are token texts and their whitespace is made visible.
     """
     shown = visible_token if token_labels else str
-    fig = go.Figure()
     segments = list(zip(labels, starts, ends))
     if other_label and ends and ends[-1] < 1.0:
         segments.append((other_label, ends[-1], 1.0))
     holding = segments[chosen_index] if chosen_index is not None else (segments[-1] if segments else (0.0, 1.0))
     u_decimals = fmt.interval_digits(holding[-2], holding[-1], *([u] if u is not None else []))
+    # one trace, a bar per range (each its own colour, outline, text and hover): a trace per range took ~1.6 ms
+    # each to build, most of a Sampling page run's Python under a class's load (docs/benchmarks.md)
+    names, colors, outlines, widths, texts, hovers = [], [], [], [], [], []
     for i, (label, start, end) in enumerate(segments):
         is_other = other_label is not None and i == len(labels)
         chosen = (i == chosen_index) or (is_other and chosen_index is None and u is not None)
-        color = OTHER_COLOR if is_other else _PALETTE[i % len(_PALETTE)]
         width = end - start
         name = label if is_other else shown(label)
-        inside = f"{name}<br>{start:.2f}–{end:.2f}" if width > 0.07 else ""
-        fig.add_trace(
-            go.Bar(
-                x=[width],
-                base=[start],
-                y=[""],
-                orientation="h",
-                name=label,
-                marker_color=color,
-                marker_line={"color": GREEDY_COLOR if chosen else "white", "width": 4 if chosen else 1},
-                text=[inside],
-                textposition="inside",
-                insidetextanchor="middle",
-                showlegend=False,
-                hovertemplate=f"{name}: {fmt.interval(start, end)} · p = {fmt.prob(width, 4)}<extra></extra>",
-            )
-        )
-    if u is not None:  # written into the layout directly: add_vline is slow
-        fig.layout.shapes = [
+        names.append(label)
+        colors.append(OTHER_COLOR if is_other else _PALETTE[i % len(_PALETTE)])
+        outlines.append(GREEDY_COLOR if chosen else "white")
+        widths.append(4 if chosen else 1)
+        texts.append(f"{name}<br>{start:.2f}–{end:.2f}" if width > 0.07 else "")
+        hovers.append(f"{name}: {fmt.interval(start, end)} · p = {fmt.prob(width, 4)}<extra></extra>")
+    layout = {
+        "title": title,
+        "barmode": "overlay",
+        "height": 200,
+        "margin": {"t": 70, "b": 30, "l": 10, "r": 10},
+        "xaxis": {"range": [0, 1], "tickformat": ".1f", "dtick": 0.1, "title": "[0, 1)"},
+    }
+    if u is not None:  # a line and its label in the layout itself: add_vline is slow
+        layout["shapes"] = [
             {
                 "type": "line",
                 "xref": "x",
@@ -95,7 +92,7 @@ def make_cumulative_ranges(
                 "line": {"color": GREEDY_COLOR, "width": 3},
             }
         ]
-        fig.layout.annotations = [
+        layout["annotations"] = [
             {
                 "x": u,
                 "y": 1.12,
@@ -107,13 +104,22 @@ def make_cumulative_ranges(
                 "font": {"color": GREEDY_COLOR},
             }
         ]
-    fig.update_layout(
-        title=title,
-        barmode="overlay",
-        height=200,
-        margin={"t": 70, "b": 30, "l": 10, "r": 10},
-        xaxis={"range": [0, 1], "tickformat": ".1f", "dtick": 0.1, "title": "[0, 1)"},
-    )
+    bars = {
+        "type": "bar",
+        "x": [end - start for _, start, end in segments],  # (S,) each range's width
+        "base": [start for _, start, _ in segments],  # (S,)
+        "y": [""] * len(segments),  # one row: the ranges end to end
+        "orientation": "h",
+        "name": "ranges",
+        "customdata": names,  # (S,) each range's token as the sampler gave it
+        "marker": {"color": colors, "line": {"color": outlines, "width": widths}},
+        "text": texts,
+        "textposition": "inside",
+        "insidetextanchor": "middle",
+        "showlegend": False,
+        "hovertemplate": hovers,
+    }
+    fig = go.Figure(data=[bars], layout=layout)  # plain dicts: validated once, as the figure is made
     return fig
 
 
