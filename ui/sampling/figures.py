@@ -190,40 +190,47 @@ def make_token_strips(
         z[r, : len(probs)] = probs
         text[r, : len(tokens)] = [drawn[visible_token(t)] for t in tokens]
         hover[r, : len(tokens)] = [f"{visible_token(t)}<br>p = {fmt.prob(p)}" for t, p in zip(tokens, probs)]
-    fig = go.Figure(
-        share_heatmap(
-            z,
-            row_labels,
-            "YlGnBu",
-            3,
-            "p",
-            text=text,
-            texttemplate="%{text}",
-            textfont={"size": size},
-            customdata=hover,
-            hovertemplate="position %{x}: %{customdata}<extra>%{y}</extra>",
-        )
+    layout = {
+        "title": title,
+        "height": 140 + 55 * len(rows),
+        "margin": {"t": 70, "b": 40, "l": 10},
+        "xaxis": {"title": "generated token #", "dtick": 1},
+        "yaxis": {"autorange": "reversed"},
+    }
+    if diverge_index is not None and diverge_index < width:  # the first divergence boxed, its label above
+        layout["shapes"] = [
+            {
+                "type": "rect",
+                "x0": diverge_index - 0.5,
+                "x1": diverge_index + 0.5,
+                "y0": -0.5,
+                "y1": len(rows) - 0.5,
+                "line": {"color": GREEDY_COLOR, "width": 3},
+            }
+        ]
+        layout["annotations"] = [
+            {
+                "x": diverge_index,
+                "y": -0.5,
+                "yanchor": "bottom",
+                "text": "first divergence",
+                "showarrow": False,
+                "font": {"color": GREEDY_COLOR},
+            }
+        ]
+    strips = share_heatmap(
+        z,
+        row_labels,
+        "YlGnBu",
+        3,
+        "p",
+        text=text,
+        texttemplate="%{text}",
+        textfont={"size": size},
+        customdata=hover,
+        hovertemplate="position %{x}: %{customdata}<extra>%{y}</extra>",
     )
-    if diverge_index is not None and diverge_index < width:
-        fig.add_shape(
-            type="rect",
-            x0=diverge_index - 0.5,
-            x1=diverge_index + 0.5,
-            y0=-0.5,
-            y1=len(rows) - 0.5,
-            line={"color": GREEDY_COLOR, "width": 3},
-        )
-        fig.add_annotation(
-            x=diverge_index,
-            y=-0.5,
-            yanchor="bottom",
-            text="first divergence",
-            showarrow=False,
-            font={"color": GREEDY_COLOR},
-        )
-    fig.update_xaxes(title="generated token #", dtick=1)
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=title, height=140 + 55 * len(rows), margin={"t": 70, "b": 40, "l": 10})
+    fig = go.Figure(data=[strips], layout=layout)  # the layout as one dict: validated once, no relayouts
     return fig
 
 
