@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
 
-from ui.common.subplots import subplots
+from ui.common.subplots import grid_figure, subplots
 
 GRIDS = [
     # attention's heatmap with its row sums, and its four steps
@@ -51,3 +51,36 @@ def test_each_figure_is_its_own_and_the_grid_it_came_from_stays_as_it_was():
 def test_an_argument_that_is_not_a_json_value_is_refused_clearly():
     with pytest.raises(TypeError, match="not JSON serializable"):
         subplots(rows=1, cols=2, subplot_titles=[object(), "b"])
+
+
+@pytest.mark.parametrize("arguments", [g for g in GRIDS if "specs" not in g])
+def test_a_grid_made_in_one_construction_is_the_grid_updated_call_by_call(arguments):
+    """``grid_figure`` (plain dicts, one construction) against ``make_subplots`` with ``add_trace(row=, col=)``,
+    ``update_xaxes``/``update_yaxes(row=, col=)`` and ``update_layout``: the same figure, nested settings merged
+    into the grid's own axes (domains, anchors, shared axes) rather than replacing them."""
+    rows, cols = int(arguments.get("rows", 1)), int(arguments.get("cols", 1))
+    cells = [(row, col) for row in range(1, rows + 1) for col in range(1, cols + 1)]
+    figure = make_subplots(**arguments)
+    for row, col in cells:
+        figure.add_trace(go.Bar(x=[row, col], y=[1, 2], name=f"{row},{col}", marker_color="red"), row=row, col=col)
+        figure.update_xaxes(title_text=f"x {row},{col}", tickangle=-60, row=row, col=col)
+        figure.update_yaxes(type="log", tickfont_size=9, row=row, col=col)
+    figure.update_layout(title="a title", height=400, yaxis_title="the first y", margin={"t": 10})
+    made = grid_figure(
+        arguments,
+        [
+            ({"type": "bar", "x": [r, c], "y": [1, 2], "name": f"{r},{c}", "marker": {"color": "red"}}, r, c)
+            for r, c in cells
+        ],
+        {
+            (r, c): (
+                {"title": {"text": f"x {r},{c}"}, "tickangle": -60},
+                {"type": "log", "tickfont": {"size": 9}},
+            )
+            for r, c in cells
+        },
+        {"title": {"text": "a title"}, "height": 400, "yaxis": {"title": {"text": "the first y"}}, "margin": {"t": 10}},
+    )
+    assert made.to_dict() == figure.to_dict()  # as Streamlit reads a figure (the default template written out)
+    made.add_trace(go.Scatter(x=[0], y=[0]), row=rows, col=cols)  # the grid stays addressable afterwards
+    assert made.data[-1].xaxis == figure.get_subplot(rows, cols).xaxis.anchor.replace("y", "x")

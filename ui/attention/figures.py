@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from ui.common import format as fmt
 from ui.common.chart import Chart, cell_table
 from ui.common.conventions import shared_colour_top
-from ui.common.subplots import subplots
+from ui.common.subplots import grid_figure
 from ui.common.token_text import visible
 
 MASKED_COLOUR = "#d9d9d9"  # cells a query may not see (future keys) are left empty on this background
@@ -39,57 +39,57 @@ def make_attention_heatmap(probs: np.ndarray, pieces: list[str], title: str, win
     """Query (rows) × key (columns) attention weights, grey where masked (the future, and keys outside a
     local layer's ``window``), row sums beside it."""
     labels = _labels(pieces)
-    fig = subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.88, 0.12],
-        horizontal_spacing=0.02,
-        shared_yaxes=True,
-        subplot_titles=["", "row sum"],
-    )
     shown = _causal(probs, window)
     weights = [[fmt.prob(w, 4) if np.isfinite(w) else "masked" for w in row] for row in shown]
-    fig.add_trace(
-        go.Heatmap(
-            z=shown,
-            x=labels,
-            y=labels,
-            zmin=0,
-            zmax=1,
-            colorscale="Blues",
-            customdata=weights,
-            colorbar=dict(title="weight", x=1.02),
-            hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata}<extra></extra>",
-        ),
-        row=1,
-        col=1,
-    )
+    heatmap = {
+        "type": "heatmap",
+        "z": shown,
+        "x": labels,
+        "y": labels,
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": "Blues",
+        "customdata": weights,
+        "colorbar": {"title": {"text": "weight"}, "x": 1.02},
+        "hovertemplate": "query %{y}<br>key %{x}<br>weight %{customdata}<extra></extra>",
+    }
     sums = probs.sum(axis=-1)
-    fig.add_trace(
-        go.Bar(
-            x=sums,
-            y=labels,
-            orientation="h",
-            marker_color="#9ecae1",
-            text=[f"{s:.3f}" for s in sums],
-            textposition="inside",
-            textfont=dict(size=12),
-            hovertemplate="%{y}: Σ = %{x:.6f}<extra></extra>",
-            showlegend=False,
-        ),
-        row=1,
-        col=2,
-    )
-    size = max(360, 120 + 24 * len(pieces))
-    fig.update_yaxes(autorange="reversed", type="category", row=1, col=1)
-    fig.update_xaxes(type="category", tickangle=-60, title_text="key (attended to)", row=1, col=1)
-    fig.update_xaxes(range=[0, 1.05], showticklabels=False, row=1, col=2)
-    fig.update_layout(
-        title=title,
-        height=size,
-        plot_bgcolor=MASKED_COLOUR,
-        yaxis_title="query (attending)",
-        margin=dict(l=10, r=10, t=60, b=10),
+    row_sums = {
+        "type": "bar",
+        "x": sums,
+        "y": labels,
+        "orientation": "h",
+        "marker": {"color": "#9ecae1"},
+        "text": [f"{s:.3f}" for s in sums],
+        "textposition": "inside",
+        "textfont": {"size": 12},
+        "hovertemplate": "%{y}: Σ = %{x:.6f}<extra></extra>",
+        "showlegend": False,
+    }
+    fig = grid_figure(
+        {
+            "rows": 1,
+            "cols": 2,
+            "column_widths": [0.88, 0.12],
+            "horizontal_spacing": 0.02,
+            "shared_yaxes": True,
+            "subplot_titles": ["", "row sum"],
+        },
+        [(heatmap, 1, 1), (row_sums, 1, 2)],
+        {
+            (1, 1): (
+                {"type": "category", "tickangle": -60, "title": {"text": "key (attended to)"}},
+                {"autorange": "reversed", "type": "category"},
+            ),
+            (1, 2): ({"range": [0, 1.05], "showticklabels": False}, {}),
+        },
+        {
+            "title": {"text": title},
+            "height": max(360, 120 + 24 * len(pieces)),
+            "plot_bgcolor": MASKED_COLOUR,
+            "yaxis": {"title": {"text": "query (attending)"}},
+            "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+        },
     )
     return fig
 
@@ -172,44 +172,47 @@ def make_score_steps(
         "3. mask (future keys → −∞)",
         f"4. softmax → weights (sum {probs.sum():.4f})",
     ]
-    fig = subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=titles)
     colours = ["#9c755f", "#f28e2b", "#e15759", "#4e79a7"]
-    for row, (values, colour) in enumerate(
-        zip((raw, scaled, np.where(visible_keys, masked, np.nan), probs), colours), 1
-    ):
-        fig.add_trace(
-            go.Bar(
-                x=labels,
-                y=values,
-                marker_color=colour,
-                showlegend=False,
-                text=[("−∞" if row == 3 and not visible_keys[i] else f"{v:.3g}") for i, v in enumerate(values)],
-                textposition="outside",
-                cliponaxis=False,
-                hovertemplate="key %{x}<br>%{y:.5f}<extra></extra>",
-            ),
-            row=row,
-            col=1,
+    traces = [
+        (
+            {
+                "type": "bar",
+                "x": labels,
+                "y": values,
+                "marker": {"color": colour},
+                "showlegend": False,
+                "text": [("−∞" if row == 3 and not visible_keys[i] else f"{v:.3g}") for i, v in enumerate(values)],
+                "textposition": "outside",
+                "cliponaxis": False,
+                "hovertemplate": "key %{x}<br>%{y:.5f}<extra></extra>",
+            },
+            row,
+            1,
         )
+        for row, (values, colour) in enumerate(
+            zip((raw, scaled, np.where(visible_keys, masked, np.nan), probs), colours), 1
+        )
+    ]
     hidden = [label for label, ok in zip(labels, visible_keys) if not ok]
-    fig.add_trace(
-        go.Scatter(
-            x=hidden,
-            y=[0.0] * len(hidden),
-            mode="text",
-            text=["−∞"] * len(hidden),
-            textposition="top center",
-            showlegend=False,
-            hoverinfo="skip",
-        ),
-        row=3,
-        col=1,
-    )
-    fig.update_xaxes(type="category", tickangle=-60)
-    fig.update_layout(
-        title=f"Query {labels[query]}: from scores to attention weights",
-        height=820,
-        margin=dict(l=40, r=10, t=80, b=10),
+    minus_infinity = {
+        "type": "scatter",
+        "x": hidden,
+        "y": [0.0] * len(hidden),
+        "mode": "text",
+        "text": ["−∞"] * len(hidden),
+        "textposition": "top center",
+        "showlegend": False,
+        "hoverinfo": "skip",
+    }
+    fig = grid_figure(
+        {"rows": 4, "cols": 1, "shared_xaxes": True, "vertical_spacing": 0.06, "subplot_titles": titles},
+        [*traces, (minus_infinity, 3, 1)],
+        {(row, 1): ({"type": "category", "tickangle": -60}, {}) for row in range(1, 5)},
+        {
+            "title": {"text": f"Query {labels[query]}: from scores to attention weights"},
+            "height": 820,
+            "margin": {"l": 40, "r": 10, "t": 80, "b": 10},
+        },
     )
     return fig
 

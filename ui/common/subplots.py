@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -38,4 +39,36 @@ def subplots(**arguments: Any) -> go.Figure:
     return go.Figure({"layout": copy.deepcopy(layout), "_grid_str": grid_str, "_grid_ref": grid_ref})
 
 
-__all__ = ["subplots"]
+def _merge(into: dict, more: Mapping[str, Any]) -> dict:
+    """``more`` written into ``into``, nested settings merged key by key (as ``update_layout`` merges them)."""
+    for key, value in more.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def grid_figure(
+    grid: Mapping[str, Any],
+    traces: Sequence[tuple[Mapping[str, Any], int, int]],
+    axes: Mapping[tuple[int, int], tuple[Mapping[str, Any], Mapping[str, Any]]] | None = None,
+    layout: Mapping[str, Any] | None = None,
+) -> go.Figure:
+    """``subplots(**grid)`` with its traces, axis settings and layout, made in one construction from plain dicts:
+    ``traces`` are (trace, row, col), each placed on its cell's axes as ``add_trace(row=, col=)`` places it;
+    ``axes[(row, col)]`` is (x axis settings, y axis settings) of that cell, as ``update_xaxes(row=, col=)`` and
+    ``update_yaxes`` set them; ``layout`` the rest. The same figure as those calls (``tests/test_subplots.py``), with
+    each property validated once: a figure of several traces and axis updates took 3-4x the Python the other way."""
+    base, grid_str, grid_ref = _grid(json.dumps(dict(grid), sort_keys=True))
+    full = copy.deepcopy(base)
+    for (row, col), (x, y) in (axes or {}).items():
+        x_key, y_key = grid_ref[row - 1][col - 1][0].layout_keys
+        _merge(full.setdefault(x_key, {}), x)
+        _merge(full.setdefault(y_key, {}), y)
+    _merge(full, layout or {})
+    data = [{**trace, **grid_ref[row - 1][col - 1][0].trace_kwargs} for trace, row, col in traces]
+    return go.Figure({"data": data, "layout": full, "_grid_str": grid_str, "_grid_ref": grid_ref})
+
+
+__all__ = ["grid_figure", "subplots"]
