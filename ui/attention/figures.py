@@ -131,26 +131,27 @@ def make_heads_grid(
                 font=dict(size=12),
             )
         )
-    fig = go.Figure(
-        go.Heatmap(
-            z=mosaic,
-            customdata=info if detailed_hover else None,
-            zmin=0,
-            zmax=1,
-            colorscale="Blues",
-            colorbar=dict(title="weight"),
-            hovertemplate=("%{customdata}<extra></extra>" if detailed_hover else "weight %{z:.3~g}<extra></extra>"),
-        )
-    )
-    fig.update_xaxes(visible=False, constrain="domain")
-    fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
-    fig.update_layout(
-        title=f"Layer {layer}: every head (blank upper triangles = future keys, masked)",
-        annotations=annotations,
-        height=260 * rows,
-        plot_bgcolor="white",
-        margin=dict(l=10, r=10, t=70, b=10),
-    )
+    mosaic_trace = {
+        "type": "heatmap",
+        "z": mosaic,
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": "Blues",
+        "colorbar": {"title": {"text": "weight"}},
+        "hovertemplate": "%{customdata}<extra></extra>" if detailed_hover else "weight %{z:.3~g}<extra></extra>",
+    }
+    if detailed_hover:
+        mosaic_trace["customdata"] = info
+    layout = {  # made with the figure (one validation, no relayouts)
+        "xaxis": {"visible": False, "constrain": "domain"},
+        "yaxis": {"visible": False, "autorange": "reversed", "scaleanchor": "x"},
+        "title": {"text": f"Layer {layer}: every head (blank upper triangles = future keys, masked)"},
+        "annotations": annotations,
+        "height": 260 * rows,
+        "plot_bgcolor": "white",
+        "margin": {"l": 10, "r": 10, "t": 70, "b": 10},
+    }
+    fig = go.Figure(data=[mosaic_trace], layout=layout)
     return fig
 
 
@@ -220,26 +221,26 @@ def make_score_steps(
 def make_query_over_layers(weights: np.ndarray, pieces: list[str], query: int) -> go.Figure:
     """Layers (rows) × keys (columns): where one query looks, averaged over heads, layer by layer."""
     labels = _labels(pieces)
-    fig = go.Figure(
-        go.Heatmap(
-            z=weights,
-            x=labels,
-            y=[f"layer {i}" for i in range(weights.shape[0])],
-            zmin=0,
-            zmax=1,
-            colorscale="Blues",
-            customdata=[[fmt.prob(w) for w in row] for row in weights],
-            colorbar=dict(title="mean weight"),
-            hovertemplate="%{y}<br>key %{x}<br>%{customdata}<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title=f"Where {labels[query]} looks, layer by layer (mean over heads)",
-        xaxis=dict(type="category", tickangle=-60),
-        yaxis=dict(autorange="reversed"),
-        height=max(420, 40 + 18 * weights.shape[0]),
-        margin=dict(l=10, r=10, t=50, b=10),
-    )
+    layers = {
+        "type": "heatmap",
+        "z": weights,
+        "x": labels,
+        "y": [f"layer {i}" for i in range(weights.shape[0])],
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": "Blues",
+        "customdata": [[fmt.prob(w) for w in row] for row in weights],
+        "colorbar": {"title": {"text": "mean weight"}},
+        "hovertemplate": "%{y}<br>key %{x}<br>%{customdata}<extra></extra>",
+    }
+    layout = {  # made with the figure (one validation, no relayouts)
+        "title": {"text": f"Where {labels[query]} looks, layer by layer (mean over heads)"},
+        "xaxis": {"type": "category", "tickangle": -60},
+        "yaxis": {"autorange": "reversed"},
+        "height": max(420, 40 + 18 * weights.shape[0]),
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+    }
+    fig = go.Figure(data=[layers], layout=layout)
     return fig
 
 

@@ -27,14 +27,9 @@ CUT_COLOR = "#d9d9d9"
 LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"}  # one row, right
 
 
-def _token_axis(fig: go.Figure, tokens: Sequence[str], row: int | None = None, col: int | None = None) -> None:
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(len(tokens))),
-        ticktext=[visible_token(t) for t in tokens],
-        row=row,
-        col=col,
-    )
+def token_axis(tokens: Sequence[str]) -> dict:
+    """An x axis labelled with the tokens' visible texts at positions 0..n-1."""
+    return {"tickmode": "array", "tickvals": list(range(len(tokens))), "ticktext": [visible_token(t) for t in tokens]}
 
 
 def token_bars(
@@ -73,18 +68,18 @@ def compared_bars(x: list[int], values: Sequence[float], name: str, labels: Sequ
     )
 
 
-def _mark_greedy(fig: go.Figure, index: int, top: float, arrow: int, shift: int) -> None:
+def _greedy_note(index: int, top: float, arrow: int, shift: int) -> dict:
     """The "greedy pick" label above bar ``index`` (its top at ``top``), its arrow ``arrow`` px long."""
-    fig.add_annotation(
-        x=index,
-        y=top,
-        text="greedy pick",
-        showarrow=True,
-        arrowhead=2,
-        ay=-arrow,
-        yshift=shift,
-        font={"color": GREEDY_COLOR},
-    )
+    return {
+        "x": index,
+        "y": top,
+        "text": "greedy pick",
+        "showarrow": True,
+        "arrowhead": 2,
+        "ay": -arrow,
+        "yshift": shift,
+        "font": {"color": GREEDY_COLOR},
+    }
 
 
 def make_logits_bar(
@@ -97,25 +92,24 @@ def make_logits_bar(
     below the line); the greedy pick in red and labelled."""
     colors = [GREEDY_COLOR if i == greedy_index else BAR_COLOR for i in range(len(tokens))]
     labels = [f"{v:.2f}" for v in logits]
-    fig = go.Figure(
-        token_bars(tokens, logits, labels, "%{hovertext}: logit %{y:.3f}<extra></extra>", marker_color=colors)
-    )
-    if 0 <= greedy_index < len(tokens):
-        _mark_greedy(fig, greedy_index, float(logits[greedy_index]), arrow=45, shift=18)
-    _token_axis(fig, tokens)
     low, high = (min(0.0, min(logits)), max(0.0, max(logits))) if len(logits) else (0.0, 1.0)
     span = max(high - low, 1e-6)  # the axis always holds 0: bars start there, and room for the labels
-    fig.update_layout(
-        title=title,
-        margin={"t": 60, "b": 40},
-        height=360,
-        yaxis={
-            "title": "logit (raw score, can be negative)",
+    layout = {  # made with the figure (one validation, no relayouts)
+        "title": {"text": title},
+        "margin": {"t": 60, "b": 40},
+        "height": 360,
+        "xaxis": token_axis(tokens),
+        "yaxis": {
+            "title": {"text": "logit (raw score, can be negative)"},
             "zeroline": True,
             "zerolinewidth": 2,
             "range": [low - (0.12 * span if low < 0 else 0), high + 0.3 * span],
         },
-    )
+    }
+    if 0 <= greedy_index < len(tokens):
+        layout["annotations"] = [_greedy_note(greedy_index, float(logits[greedy_index]), arrow=45, shift=18)]
+    bars = token_bars(tokens, logits, labels, "%{hovertext}: logit %{y:.3f}<extra></extra>", marker_color=colors)
+    fig = go.Figure(data=[bars], layout=layout)
     return fig
 
 
@@ -129,39 +123,37 @@ def make_probability_overlay(
 ) -> go.Figure:
     """Two softmax distributions over the same tokens as grouped bars (e.g. T = 1 against the chosen T)."""
     x = list(range(len(tokens)))
-    fig = go.Figure(
-        [
-            reference_bars(
-                x,
-                probs_a,
-                label_a,
-                customdata=[fmt.prob(p, 4) for p in probs_a],
-                hovertemplate="%{customdata}<extra>" + label_a + "</extra>",
-            ),
-            compared_bars(
-                x,
-                probs_b,
-                label_b,
-                [fmt.prob(p, 2, 2) for p in probs_b],
-                customdata=[fmt.prob(p, 4) for p in probs_b],
-                hovertemplate="%{customdata}<extra>" + label_b + "</extra>",
-            ),
-        ]
-    )
+    bars = [
+        reference_bars(
+            x,
+            probs_a,
+            label_a,
+            customdata=[fmt.prob(p, 4) for p in probs_a],
+            hovertemplate="%{customdata}<extra>" + label_a + "</extra>",
+        ),
+        compared_bars(
+            x,
+            probs_b,
+            label_b,
+            [fmt.prob(p, 2, 2) for p in probs_b],
+            customdata=[fmt.prob(p, 4) for p in probs_b],
+            hovertemplate="%{customdata}<extra>" + label_b + "</extra>",
+        ),
+    ]
     top = max([*probs_a, *probs_b, 0.05])
+    layout = {  # made with the figure (one validation, no relayouts)
+        "barmode": "group",
+        "title": {"text": "Probabilities after softmax: two temperatures"},
+        "xaxis": token_axis(tokens),
+        "yaxis": {"title": {"text": "probability"}, "range": [0, min(1.0, top) * 1.3]},
+        "height": 360,
+        "legend": LEGEND_ABOVE,
+        "margin": {"t": 70, "b": 40},
+    }
     if 0 <= greedy_index < len(tokens):
-        _mark_greedy(
-            fig, greedy_index, max(float(probs_a[greedy_index]), float(probs_b[greedy_index])), arrow=30, shift=16
-        )
-    _token_axis(fig, tokens)
-    fig.update_layout(
-        barmode="group",
-        title="Probabilities after softmax: two temperatures",
-        yaxis={"title": "probability", "range": [0, min(1.0, top) * 1.3]},
-        height=360,
-        legend=LEGEND_ABOVE,
-        margin={"t": 70, "b": 40},
-    )
+        top_there = max(float(probs_a[greedy_index]), float(probs_b[greedy_index]))
+        layout["annotations"] = [_greedy_note(greedy_index, top_there, arrow=30, shift=16)]
+    fig = go.Figure(data=bars, layout=layout)
     return fig
 
 
@@ -263,27 +255,26 @@ def make_stage_figure(
         f"{label} · {count:,} left" if isinstance(count, int) else f"{label} · {count}"
         for label, count in zip(stage_labels, survivors)
     ]
-    fig = go.Figure(
-        share_heatmap(
-            shown,
-            rows,
-            "Blues",
-            2,
-            "p",
-            text=text,
-            texttemplate="%{text}",
-            textfont={"size": 13},
-            hovertemplate="%{y}<br>%{text}<extra></extra>",
-        )
+    stages = share_heatmap(
+        shown,
+        rows,
+        "Blues",
+        2,
+        "p",
+        text=text,
+        texttemplate="%{text}",
+        textfont={"size": 13},
+        hovertemplate="%{y}<br>%{text}<extra></extra>",
     )
-    _token_axis(fig, tokens)
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(
-        title="Which tokens survive each stage (engine order, top to bottom)",
-        plot_bgcolor=CUT_COLOR,
-        height=120 + 48 * len(rows),
-        margin={"t": 60, "b": 40, "l": 10},
-    )
+    layout = {  # made with the figure (one validation, no relayouts)
+        "title": {"text": "Which tokens survive each stage (engine order, top to bottom)"},
+        "xaxis": token_axis(tokens),
+        "yaxis": {"autorange": "reversed"},
+        "plot_bgcolor": CUT_COLOR,
+        "height": 120 + 48 * len(rows),
+        "margin": {"t": 60, "b": 40, "l": 10},
+    }
+    fig = go.Figure(data=[stages], layout=layout)
     return fig
 
 

@@ -45,25 +45,26 @@ def token_chips_html(pieces: list[str], ids: list[int] | None = None, special: l
 def make_token_id_chart(pieces: list[str], ids: list[int]) -> go.Figure:
     """One bar per token at its id: the heights are arbitrary labels, not quantities."""
     labels = [f"{i}: {visible(p)}" for i, p in enumerate(pieces)]
-    fig = go.Figure(
-        go.Bar(
-            x=labels,
-            y=ids,
-            text=[str(i) for i in ids],
-            textposition="outside",
-            marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(ids))],
-            marker_line_color="#888",
-            marker_line_width=1,
-            hovertemplate="position %{x}<br>id %{y}<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title="Token ids by position (an id is a row number in the vocabulary, not a quantity)",
-        xaxis_title="position: token",
-        yaxis_title="token id",
-        height=360,
-        margin=dict(l=40, r=20, t=50, b=80),
-    )
+    bars = {
+        "type": "bar",
+        "x": labels,
+        "y": ids,
+        "text": [str(i) for i in ids],
+        "textposition": "outside",
+        "marker": {
+            "color": [PALETTE[i % len(PALETTE)] for i in range(len(ids))],
+            "line": {"color": "#888", "width": 1},
+        },
+        "hovertemplate": "position %{x}<br>id %{y}<extra></extra>",
+    }
+    layout = {  # made with the figure (one validation, no relayouts)
+        "title": {"text": "Token ids by position (an id is a row number in the vocabulary, not a quantity)"},
+        "xaxis": {"title": {"text": "position: token"}},
+        "yaxis": {"title": {"text": "token id"}},
+        "height": 360,
+        "margin": {"l": 40, "r": 20, "t": 50, "b": 80},
+    }
+    fig = go.Figure(data=[bars], layout=layout)
     return fig
 
 
