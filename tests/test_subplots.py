@@ -84,3 +84,16 @@ def test_a_grid_made_in_one_construction_is_the_grid_updated_call_by_call(argume
     assert made.to_dict() == figure.to_dict()  # as Streamlit reads a figure (the default template written out)
     made.add_trace(go.Scatter(x=[0], y=[0]), row=rows, col=cols)  # the grid stays addressable afterwards
     assert made.data[-1].xaxis == figure.get_subplot(rows, cols).xaxis.anchor.replace("y", "x")
+
+
+def test_a_grid_made_in_one_construction_leaves_the_callers_settings_as_they_were():
+    """The settings are merged into copies: one dict handed to several cells and the layout is never written into."""
+    import copy
+
+    shared = {"title": {"text": "x"}, "tickangle": -60}
+    layout = {"xaxis": {"title": {"font": {"size": 9}}}, "title": {"text": "t"}}
+    before = copy.deepcopy((shared, layout))
+    fig = grid_figure(GRIDS[1], [], {(row, 1): (shared, shared) for row in range(1, 5)}, layout)
+    assert (shared, layout) == before
+    assert fig.layout.xaxis.title.text == "x" and fig.layout.xaxis.title.font.size == 9
+    assert fig.layout.xaxis2.title.font.size is None  # the layout's setting reached the first x axis alone

@@ -40,9 +40,12 @@ def subplots(**arguments: Any) -> go.Figure:
 
 
 def _merge(into: dict, more: Mapping[str, Any]) -> dict:
-    """``more`` written into ``into``, nested settings merged key by key (as ``update_layout`` merges them)."""
+    """``more`` written into ``into``, nested settings merged key by key (as ``update_layout`` merges them); a
+    nested mapping is copied, so a later merge never writes into the caller's own dicts."""
     for key, value in more.items():
-        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+        if isinstance(value, Mapping):
+            if not isinstance(into.get(key), dict):
+                into[key] = {}
             _merge(into[key], value)
         else:
             into[key] = value
