@@ -181,7 +181,7 @@ def top_p_mask(probs: torch.Tensor, p: float) -> torch.Tensor:
     """True for the smallest descending-probability set whose mass reaches p."""
     if p >= 1.0:
         return probs > 0
-    order = descending(probs, torch.arange(probs.numel()))  # (V,)
+    order = descending(probs, torch.arange(probs.numel(), device=probs.device))  # (V,)
     sorted_probs = probs[order]  # (V,)
     mass_before = sorted_probs.cumsum(0) - sorted_probs  # mass of the strictly more probable tokens
     keep_sorted = mass_before < p  # the token that crosses p is kept
