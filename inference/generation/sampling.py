@@ -226,9 +226,10 @@ def descending(probs: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """
     flat = probs.detach().numpy() if probs.dtype == torch.float32 and probs.device.type == "cpu" else None
     if flat is not None:
-        bits = flat[ids.numpy()].view(np.int32)  # (M,)
+        at = ids.numpy()  # (M,)
+        bits = flat[at].view(np.int32)  # (M,)
         if not len(bits) or (bits.min() >= 0 and bits.max() <= 0x7F800000):  # no sign bit, no NaN
-            keys = ((0x7FFFFFFF - bits.astype(np.int64)) << 32) | ids.numpy()  # (M,)
+            keys = ((0x7FFFFFFF - bits.astype(np.int64)) << 32) | at  # (M,)
             keys.sort()
             return torch.from_numpy(keys & 0xFFFFFFFF)
     return ids[probs[ids].sort(descending=True, stable=True).indices]

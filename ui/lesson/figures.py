@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from ui.common.chart import Chart
 from ui.common.token_text import visible_token
-from ui.logits.figures import token_bars
+from ui.logits.figures import token_axis, token_bars
 
 MODEL_COLOR = "#d62728"  # the model's answer (as the greedy pick on the Logits page)
 BAR_COLOR = "#1f77b4"
@@ -26,9 +26,7 @@ HEIGHT = 380
 
 
 def _token_axis(fig: go.Figure, labels: Sequence[str]) -> None:
-    fig.update_xaxes(
-        tickmode="array", tickvals=list(range(len(labels))), ticktext=[visible_token(t) for t in labels], tickangle=-35
-    )
+    fig.update_xaxes(**token_axis(labels), tickangle=-35)
 
 
 def _room_for_title(fig: go.Figure, title: str) -> None:
