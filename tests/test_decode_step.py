@@ -28,6 +28,7 @@ from inference import run_continuous, run_static
 from inference.model import decode_step as decode_step_module
 from inference.model.decode_step import INDUCTOR_OPTIONS, DecodeStep, artifact_key, compiler_problem
 from inference.model.quant import quantize_model
+from inference.serving.paged import PagedBatcher
 from tests.test_batching import PROMPTS, greedy, solo, tiny_engine
 from tests.test_quant import _gguf_weights
 from tests.tolerances import max_abs_diff, model_tolerance, top2_margin
@@ -57,6 +58,7 @@ def step_cache(tmp_path_factory):
 _COMPILED: dict[tuple[str, str], tuple] = {}  # one compile per family and mode for the whole module
 
 
+DENSE = ("any",)  # the graph the dense caches read: every test compiles it, and the paged one only where it runs it
 SHIPPED = {("llama", "float32"), ("llama", "gguf"), ("gemma3", "gguf")}  # compiled with the app's own options
 WITHOUT_AUTOTUNE = {**INDUCTOR_OPTIONS, "max_autotune": False}
 
@@ -67,10 +69,25 @@ def compiled_pair(family: str, mode: str, step_cache):
         eager = eager_engine(family, mode)
         compiled = copy.deepcopy(eager)
         options = None if (family, mode) in SHIPPED else WITHOUT_AUTOTUNE
-        compiled.model.decode_step = DecodeStep(compiled.model, mode, step_cache, background=False, options=options)
+        compiled.model.decode_step = DecodeStep(
+            compiled.model, mode, step_cache, background=False, options=options, graphs=DENSE
+        )
         assert compiled.step_status.state == "ready", compiled.step_status
         _COMPILED[family, mode] = eager, compiled
     return _COMPILED[family, mode]
+
+
+def paged_pair(family: str, step_cache):
+    """(eager, compiled) float32 engines whose compiled step is the paged graph only (what a paged cache reads)."""
+    if (family, "paged") not in _COMPILED:
+        eager = eager_engine(family, "float32")
+        compiled = copy.deepcopy(eager)
+        compiled.model.decode_step = DecodeStep(
+            compiled.model, "float32", step_cache, background=False, options=WITHOUT_AUTOTUNE, graphs=("paged",)
+        )
+        assert compiled.step_status.state == "ready", compiled.step_status
+        _COMPILED[family, "paged"] = eager, compiled
+    return _COMPILED[family, "paged"]
 
 
 @pytest.fixture(scope="module", params=[(FAMILY, m) for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
@@ -188,6 +205,38 @@ def test_compiled_batches_equal_solo(engines, runner):
         assert_same_run(eager, result.token_ids, result.logits, *solo(eager, prompt, p))
 
 
+@pytest.fixture(scope="module")
+def paged_engines(step_cache):
+    return paged_pair(FAMILY, step_cache)
+
+
+def test_compiled_paged_steps_equal_solo(paged_engines):
+    """The paged graph reads each row's blocks in place through its table: rows that join and leave, a 4-position
+    block (so Gemma's local layers give back the blocks that slid out of their window, and the tables hold released
+    entries), and two answers forked from one prompt (copy-on-write on their shared last block). Every decode step
+    runs compiled and gives the eager solo run's logits."""
+    eager, compiled = paged_engines
+    params = [greedy(n, stop_on_eos=False) for n in (6, 20, 9, 3)]
+    forked = [dataclasses.replace(greedy(8, stop_on_eos=False), temperature=0.9, seed=seed) for seed in (1, 2)]
+    calls, restore = counting(compiled)
+    try:
+        batcher = PagedBatcher(compiled, num_blocks=96, block_size=4, keep_logits=True)
+        sequences = [batcher.add(prompt, p) for prompt, p in zip(PROMPTS, params)]
+        sequences += batcher.add_parallel(PROMPTS[2], forked)
+        released = False
+        while batcher.has_work:
+            batcher.step()
+            tables = [table.blocks for group in batcher.cache.groups for table in group.manager.tables.values()]
+            released |= any(block is None for blocks in tables for block in blocks)
+    finally:
+        restore()
+    assert len(calls) >= 19 and all(calls)  # every decode step (20 tokens: 19 after the prefill's) ran compiled
+    windowed = eager.config.sliding_window is not None
+    assert released == windowed  # a local layer's table held a released block while the graph read it
+    for sequence, prompt, p in zip(sequences, [*PROMPTS, PROMPTS[2], PROMPTS[2]], [*params, *forked]):
+        assert_same_run(eager, sequence.output_ids, batcher.logits[sequence], *solo(eager, prompt, p))
+
+
 def test_the_package_is_found_on_disk_and_keyed_by_model_and_mode(step_cache):
     llama = eager_engine("llama", "float32")
     key, manifest = artifact_key(llama.model, "float32", "any")
@@ -203,7 +252,7 @@ def test_the_package_is_found_on_disk_and_keyed_by_model_and_mode(step_cache):
     # the float32 Llama compiled for this module left its package: a second step on these weights loads it
     compiled_pair("llama", "float32", step_cache)
     assert (step_cache / key / "step.pt2").exists()
-    reloaded = DecodeStep(llama.model, "float32", step_cache, background=False)
+    reloaded = DecodeStep(llama.model, "float32", step_cache, background=False, graphs=DENSE)
     assert reloaded.status.state == "ready" and "loaded from disk" in reloaded.status.detail
 
 
@@ -247,7 +296,7 @@ from inference.bench.memory import COMPILER_MODULES
 from inference.model.decode_step import DecodeStep
 from tests.test_decode_step import eager_engine
 engine = eager_engine("llama", "{mode}")
-engine.model.decode_step = DecodeStep(engine.model, "{mode}", Path(sys.argv[1]), background=False)
+engine.model.decode_step = DecodeStep(engine.model, "{mode}", Path(sys.argv[1]), background=False, graphs=("any",))
 cache = engine.new_cache(8)
 engine.prefill([5, 6, 7], cache)
 torch.save(engine.decode_step(8, cache), sys.argv[2])
@@ -341,7 +390,7 @@ def test_a_step_the_package_cannot_run_falls_back_for_good(step_cache):
     """A failing compiled call (say, a size beyond the package's ranges) gives the eager step's logits and says so."""
     eager, _ = compiled_pair("llama", "float32", step_cache)  # its package is on disk
     engine = copy.deepcopy(eager)
-    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=False)  # from disk
+    engine.model.decode_step = DecodeStep(engine.model, "float32", step_cache, background=False, graphs=DENSE)
 
     class Refusing:
         def boxed_run(self, inputs):

@@ -13,9 +13,11 @@ import pytest
 from tests.test_decode_step import (  # noqa: F401 (the fixture and the tests run here on Gemma's engines)
     MODES,
     compiled_pair,
+    paged_pair,
     pytestmark,
     step_cache,
     test_compiled_batches_equal_solo,
+    test_compiled_paged_steps_equal_solo,
     test_compiled_solo_equals_eager_past_the_window,
     test_speculation_through_the_compiled_step_equals_eager_plain,
 )
@@ -26,3 +28,8 @@ FAMILY = "gemma3"
 @pytest.fixture(scope="module", params=[(FAMILY, m) for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
 def engines(request, step_cache):  # noqa: F811 (step_cache: the imported fixture)
     return compiled_pair(*request.param, step_cache)
+
+
+@pytest.fixture(scope="module")
+def paged_engines(step_cache):  # noqa: F811 (step_cache: the imported fixture)
+    return paged_pair(FAMILY, step_cache)

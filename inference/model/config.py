@@ -120,6 +120,12 @@ class ModelConfig:
         """How many keys (itself included) a query of ``layer`` may see; ``None``: all before it."""
         return self.sliding_window if self.is_local(layer) else None
 
+    def layer_groups(self) -> list[tuple[int | None, tuple[int, ...]]]:
+        """The layers grouped by their window, as a paged cache keeps one pool per group: (window, layers) each, the
+        global layers (``None``) first, each group's layers in order."""
+        windows = sorted({self.window_for(i) for i in range(self.n_layers)}, key=lambda w: w or 0)
+        return [(w, tuple(i for i in range(self.n_layers) if self.window_for(i) == w)) for w in windows]
+
     @classmethod
     def from_hf_dict(cls, hf: dict[str, Any], name: str = "model") -> ModelConfig:
         """Build from a transformers ``config.json`` dict (Llama, GPT-2 or Gemma 3 family)."""

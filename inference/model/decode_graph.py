@@ -1,6 +1,7 @@
 """The whole one-token decode step as one function of tensors: what AOTInductor compiles into one graph.
 
-Owns ``StepGraph`` (and its variant ``AnglesGivenStepGraph``), an ``nn.Module`` around a loaded ``Transformer``
+Owns ``StepGraph`` (and its variants ``AnglesGivenStepGraph`` and ``PagedStepGraph``, which reads a paged cache's
+blocks through the rows' block tables), an ``nn.Module`` around a loaded ``Transformer``
 whose ``forward`` is one decode step of every row of a batch: the embedding, every block (norms, fused QKV, RoPE,
 attention over the cache, the MLP), the final norm and the output matrix, returning the next token's logits and each
 layer's new keys and values. Its inputs are tensors only, with no Python number that changes from
@@ -67,6 +68,14 @@ class StepGraph(nn.Module):
         values: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``forward`` with the RoPE cos and sin given (``rope_inputs``) instead of the positions."""
+        seen = key_ok.shape[1]
+        return self.layers_step(
+            ids, rope, columns, key_ok, lambda index: (keys[index][slots, :, :seen], values[index][slots, :, :seen])
+        )
+
+    def layers_step(self, ids: torch.Tensor, rope: torch.Tensor, columns: torch.Tensor, key_ok: torch.Tensor, read):
+        """The step, with each layer's cached keys and values given by ``read(layer)``: (B, n_kv, S, hd) each, the S
+        columns of ``key_ok``; the column ``columns`` of each row is stale (its new K/V stand in for it)."""
         model, config = self.model, self.model.config
         x = model.embed(ids[:, None])  # (B, 1, D)
         if config.embed_scale != 1.0:
@@ -87,9 +96,7 @@ class StepGraph(nn.Module):
                 local_angles if local else angles,
                 local_ok if local else key_ok,
                 is_new,
-                keys[index],
-                values[index],
-                slots,
+                *read(index),
             )
             x = _after_attention(block, x, attn_output)  # (B, 1, D)
             new_keys.append(k)
@@ -106,6 +113,39 @@ class AnglesGivenStepGraph(StepGraph):
 
     def forward(self, ids, rope, slots, columns, key_ok, keys, values):  # (B,), (B, bases, 2, hd), ...: see ``step``
         return self.step(ids, rope, slots, columns, key_ok, keys, values)  # every input named: export keeps the names
+
+
+class PagedStepGraph(StepGraph):
+    """The step over a paged cache (``inference.serving.paged_cache``), compiled as its own graph: each layer reads its
+    keys and values from its group's pool of blocks through the rows' block tables, in place (the gather is fused
+    into the loops that read it), where the eager step gathers every layer's blocks into a dense copy first.
+
+    Inputs: ``ids`` (B,); ``rope`` (B, bases, 2, hd) as ``AnglesGivenStepGraph``'s; ``held`` (B,) the keys each row
+    holds once this step's is written (its position + 1); ``tables`` (G, B, W) each layer group's physical block of
+    each row's logical blocks 0..W-1 (a block released from a window, or past the row's end: any block, masked);
+    ``pools``: each group's keys and values (L_g, n_kv, NB, bs, hd), groups in ``ModelConfig.layer_groups`` order.
+    Column c of a row is its position c, so the masks are ``Transformer.forward``'s: c < held, and inside a local
+    layer's window."""
+
+    def forward(self, ids, rope, held, tables, *pools):  # every input named: export keeps the names
+        config = self.model.config
+        block_size = pools[0].shape[3]
+        key_len = tables.shape[2] * block_size  # S = W * bs: every column of the rows' tables
+        key_ok = torch.arange(key_len, device=held.device)[None, :] < held[:, None]  # (B, S)
+        where = {layer: (g, i) for g, (_, layers) in enumerate(config.layer_groups()) for i, layer in enumerate(layers)}
+
+        def read(index: int) -> tuple[torch.Tensor, torch.Tensor]:
+            group, within = where[index]
+            table = tables[group]  # (B, W)
+            return _gather(pools[2 * group][within], table), _gather(pools[2 * group + 1][within], table)
+
+        return self.layers_step(ids, rope, held - 1, key_ok, read)
+
+
+def _gather(pool: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Each row's blocks of one layer's pool (n_kv, NB, bs, hd), in table order (B, W): (B, n_kv, W * bs, hd)."""
+    blocks = pool[:, table]  # (n_kv, B, W, bs, hd)
+    return blocks.transpose(0, 1).flatten(2, 3)  # (B, n_kv, W, bs, hd) -> (B, n_kv, W * bs, hd)
 
 
 def _angles(rope: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,12 +170,11 @@ def _attention(
     angles,
     key_ok: torch.Tensor,
     is_new: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    slots: torch.Tensor,
+    cached_keys: torch.Tensor,
+    cached_values: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The attention sub-layer's output (B, 1, D), and this step's K and V (B, n_kv, hd) for the cache; x (B, 1, D)
-    normed, keys/values this layer's (P, n_kv, C, hd)."""
+    normed, cached_keys/cached_values the columns of key_ok each row reads, (B, n_kv, S, hd)."""
     config = attn.config
     batch, n_heads, n_kv, head_dim = x.shape[0], config.n_heads, config.n_kv_heads, config.head_dim
     q, k, v = attn.qkv(x).split([n_heads * head_dim, n_kv * head_dim, n_kv * head_dim], dim=-1)
@@ -145,10 +184,9 @@ def _attention(
     if attn.q_norm is not None:
         q, k = attn.q_norm(q), attn.k_norm(k)
     q, k = apply_rotary(q, angles), apply_rotary(k, angles)
-    seen = key_ok.shape[1]
     new = is_new[:, None, :, None]  # (B, 1, S, 1): the row's own column holds this step's K/V
-    cached_k = torch.where(new, k, keys[slots, :, :seen]).float()  # (B, n_kv, S, hd)
-    cached_v = torch.where(new, v, values[slots, :, :seen]).float()  # (B, n_kv, S, hd)
+    cached_k = torch.where(new, k, cached_keys).float()  # (B, n_kv, S, hd)
+    cached_v = torch.where(new, v, cached_values).float()  # (B, n_kv, S, hd)
     grouped = q.reshape(batch, n_kv, n_heads // n_kv, head_dim).float()  # (B, n_kv, group, hd): a K/V head's queries
     scores = (grouped[:, :, :, None, :] * cached_k[:, :, None, :, :]).sum(-1) * attn.scale  # (B, n_kv, group, S)
     probs = scores.masked_fill(~key_ok[:, None, None, :], float("-inf")).softmax(dim=-1)

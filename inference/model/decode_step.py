@@ -1,5 +1,5 @@
-"""The compiled one-token decode step: ``decode_graph.AnglesGivenStepGraph`` compiled whole, in the background, kept
-on disk.
+"""The compiled one-token decode step: ``decode_graph.AnglesGivenStepGraph`` (a dense cache) and
+``decode_graph.PagedStepGraph`` (a paged one) compiled whole, in the background, kept on disk.
 
 Owns ``DecodeStep``, what ``load_model(compile=True)`` attaches to a model, and ``StepStatus``, what it
 says about itself. The whole step (embedding, every block, final norm, output matrix) is one graph,
@@ -8,7 +8,9 @@ freezing and max-autotune) into a package on disk, so a step is one call into co
 between layers and no guards to check. Every size in the graph is dynamic (rows, the cache's rows
 and capacity, the key length), so the one graph serves every plain decode step: one request of
 ``generate`` or the stepper, a left-padded static batch, the slot pool of continuous batching; no
-step ever recompiles.
+step ever recompiles. The paged graph serves the decode steps of the generation server's paged cache (its block
+tables' width, the pool's blocks and the block size dynamic); a cache says which graph reads it (``decode_graph``,
+"any" unless it says "paged").
 
 Compiling never blocks a caller: it runs in a background thread that starts when the model loads;
 until the graph is ready (or if compiling fails) the step runs eagerly through ``Transformer.forward``,
@@ -42,8 +44,8 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
-from .decode_graph import FAMILIES, AnglesGivenStepGraph
-from .kv_cache import DecodeView
+from .decode_graph import FAMILIES, AnglesGivenStepGraph, PagedStepGraph
+from .kv_cache import DecodeView, PagedDecodeView
 from .memory import release_freed_memory
 
 INDUCTOR_OPTIONS = {
@@ -63,7 +65,8 @@ _SOURCES = (
     "csrc/q8dot.cpp",
 )  # the code a package compiles
 PACKAGE_FORMAT = 4  # bump when ``export_graph`` (the inputs, their sizes) or the package's layout changes
-GRAPHS = ("any",)  # the graphs a step can be compiled as ("any": every size dynamic)
+GRAPHS = ("any", "paged")  # the graphs a step is compiled as ("any": a dense cache, "paged": a paged one; every size
+# dynamic in both)
 
 
 def compiler_problem() -> str | None:
@@ -120,6 +123,7 @@ class DecodeStep:
         self.options = dict(INDUCTOR_OPTIONS if options is None else options)  # inductor's (part of the key)
         # a copy of the module tree that shares the tensors: export swaps tensors on its modules, not the model's
         self._graph = AnglesGivenStepGraph(_sharing_copy(model)).eval()
+        self._graphs = {"any": self._graph, "paged": PagedStepGraph(self._graph.model).eval()}  # one module tree
         self._cache_dtype = _cache_dtype(model)
         self._runners: dict[str, object] = {}
         self._constants: dict[str, dict[str, torch.Tensor]] = {}  # each runner's weights (``package_constants``)
@@ -161,26 +165,30 @@ class DecodeStep:
     def __call__(self, input_ids: torch.Tensor, kv_cache, positions: torch.Tensor | None) -> torch.Tensor | None:
         """Logits (B, 1, V) of one step, its K/V written and committed; None when no compiled graph serves it
         (not ready yet, or not a plain decode step), so the caller runs the eager forward instead."""
-        runner = self._runners.get("any")
+        name = getattr(kv_cache, "decode_graph", "any")  # a paged cache is read by the paged graph
+        runner = self._runners.get(name)
         if runner is None:
             return None
         view = kv_cache.decode_view(input_ids.shape[0])
         if view is None or not _fits(view, self._cache_dtype):
             return None
-        if positions is None:
-            positions = view.columns[:, None]  # (B, 1): no padding, so the column is the position
+        if positions is None:  # (B, 1): no padding, so the column is the position
+            positions = (view.held - 1 if isinstance(view, PagedDecodeView) else view.columns)[:, None]
         inputs = _graph_inputs(input_ids[:, 0], self._graph.rope_inputs(positions[:, 0]), view)
         try:
             with self._lock:
                 logits, new_keys, new_values = runner.boxed_run(list(inputs))  # (B, V), (B, L, n_kv, hd) twice
         except RuntimeError as exc:  # a size outside the package's ranges: this step (and the next) run eagerly
-            self._runners.pop("any", None)
+            self._runners.pop(name, None)
             self._status = StepStatus(
-                "eager", f"the compiled step failed ({str(exc).splitlines()[0][:200]}); the eager step runs"
+                "eager", f"the compiled {name} step failed ({str(exc).splitlines()[0][:200]}); the eager step runs"
             )
             return None  # the eager forward computes the step instead
-        view.keys[:, view.slots, :, view.columns] = new_keys  # every layer's new column, one indexed copy each
-        view.values[:, view.slots, :, view.columns] = new_values
+        if isinstance(view, PagedDecodeView):
+            view.store(new_keys, new_values)  # into the blocks the step reserved
+        else:
+            view.keys[:, view.slots, :, view.columns] = new_keys  # every layer's new column, one indexed copy each
+            view.values[:, view.slots, :, view.columns] = new_values
         kv_cache.commit()
         return logits[:, None]  # (B, 1, V)
 
@@ -191,7 +199,7 @@ class DecodeStep:
             for name in graphs:
                 path, note = self._package(name)
                 runner = load_package(path)
-                constants = package_constants(path, self._graph)
+                constants = package_constants(path, self._graphs[name])
                 runner.load_constants(constants, False, True, True, False)  # active set, full, user-managed, no copy
                 self._constants[name] = constants  # the runner holds their pointers only: kept alive here
                 self._runners[name] = runner
@@ -223,7 +231,7 @@ class DecodeStep:
             staging.mkdir(parents=True)
             import torch._inductor  # compiling needs all of it (loading a package does not: ``load_package``)
 
-            exported = export_graph(self._graph, name)
+            exported = export_graph(self._graphs[name], name)
             options, linking = dict(self.options), contextlib.nullcontext()
             if getattr(getattr(self._graph.model, "quantization", None), "kernel", None) == "q8dot":
                 from . import native  # the step calls our kernels' C entry points, linked against their library
@@ -275,14 +283,10 @@ def package_constants(path: Path, graph: torch.nn.Module) -> dict[str, torch.Ten
     return constants
 
 
-def _fits(view: DecodeView, cache_dtype: torch.dtype) -> bool:
+def _fits(view: DecodeView | PagedDecodeView, cache_dtype: torch.dtype) -> bool:
     """Whether the package can read this cache: it indexes its inputs by the strides and dtype it was built for."""
-    return (
-        view.keys.dtype == cache_dtype
-        and view.values.dtype == cache_dtype
-        and view.keys.is_contiguous()
-        and view.values.is_contiguous()
-    )
+    caches = view.pools if isinstance(view, PagedDecodeView) else (view.keys, view.values)
+    return all(cache.dtype == cache_dtype and cache.is_contiguous() for cache in caches)
 
 
 def _sharing_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -302,10 +306,12 @@ def _sharing_copy(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model, memo)
 
 
-def export_graph(graph: AnglesGivenStepGraph, name: str = "any"):
-    """``torch.export`` of the step on example inputs, with every size dynamic."""
+def export_graph(graph: AnglesGivenStepGraph | PagedStepGraph, name: str = "any"):
+    """``torch.export`` of the step (graph ``name``) on example inputs, with every size dynamic."""
     from torch.export import Dim
 
+    if name == "paged":
+        return _export_paged(graph)
     config = graph.model.config
     cache_dtype, device = _cache_dtype(graph.model), next(graph.model.parameters()).device
     batch, pool, capacity, seen = 3, 5, 64, 9  # example sizes only, all different (export must not equate them)
@@ -335,13 +341,41 @@ def export_graph(graph: AnglesGivenStepGraph, name: str = "any"):
         return torch.export.export(graph, inputs, dynamic_shapes=dynamic, strict=False)
 
 
+def _export_paged(graph: PagedStepGraph):
+    """``torch.export`` of the paged step on example inputs: rows, table width, pool blocks and block size dynamic."""
+    from torch.export import Dim
+
+    config = graph.model.config
+    cache_dtype, device = _cache_dtype(graph.model), next(graph.model.parameters()).device
+    batch, width, blocks, size = 3, 4, 7, 5  # example sizes only, all different (export must not equate them)
+    groups = config.layer_groups()
+    pools = [
+        torch.zeros(len(layers), config.n_kv_heads, blocks, size, config.head_dim, dtype=cache_dtype, device=device)
+        for _, layers in groups
+        for _ in range(2)  # (L_g, n_kv, NB, bs, hd): keys, values
+    ]
+    held = torch.tensor([1, 9, 17], device=device)  # (B,): each within its row's width * size columns
+    tables = torch.arange(len(groups) * batch * width, device=device).remainder(blocks).view(len(groups), batch, width)
+    rope = graph.rope_inputs(held - 1)  # (B, bases, 2, hd)
+    inputs = (torch.zeros(batch, dtype=torch.long, device=device), rope, held, tables, *pools)
+    rows = Dim("rows", min=1, max=4096)
+    pool = {2: Dim("blocks", min=1, max=1 << 20), 3: Dim("block_size", min=2, max=4096)}
+    dynamic = ({0: rows}, {0: rows}, {0: rows}, {1: rows, 2: Dim("width", min=1, max=config.max_seq_len)})
+    with torch.no_grad():
+        return torch.export.export(graph, inputs, dynamic_shapes=(*dynamic, (pool,) * len(pools)), strict=False)
+
+
 def _cache_dtype(model: torch.nn.Module) -> torch.dtype:
     """The dtype of the model's activations and KV cache (the engine's rule: its first parameter's)."""
     return next(model.parameters()).dtype
 
 
-def _graph_inputs(ids: torch.Tensor, rope: torch.Tensor, view: DecodeView) -> tuple:
-    """``AnglesGivenStepGraph.forward``'s arguments: contiguous, as the package indexes them by the example's strides."""
+def _graph_inputs(ids: torch.Tensor, rope: torch.Tensor, view: DecodeView | PagedDecodeView) -> tuple:
+    """The graph's arguments (``AnglesGivenStepGraph.forward``'s, or ``PagedStepGraph.forward``'s for a paged view):
+    contiguous, as the package indexes them by the example's strides."""
+    if isinstance(view, PagedDecodeView):
+        small = (ids, rope, view.held, view.tables)
+        return (*(t.contiguous() for t in small), *view.pools)
     small = (ids, rope, view.slots, view.columns, view.key_ok)
     return (*(t.contiguous() for t in small), view.keys, view.values)
 

@@ -11,6 +11,7 @@ too: no rolling buffer (``ModelConfig.rolling_kv_cache_bytes`` says what one wou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +32,17 @@ class DecodeView:
     key_ok: torch.Tensor  # (B, S) bool: the columns it attends to, its new one included
     keys: torch.Tensor  # (L, P, n_kv, C, hd) the whole cache (the step's new column is written after the graph)
     values: torch.Tensor  # (L, P, n_kv, C, hd)
+
+
+@dataclass(frozen=True)
+class PagedDecodeView:
+    """One decode step's view of a paged cache (``inference.serving.paged_cache``), as ``decode_graph.PagedStepGraph``
+    reads it: the rows' block tables and the pools, read in place; ``store`` writes the step's new K/V."""
+
+    held: torch.Tensor  # (B,) keys each row holds once this step's is written (its position + 1)
+    tables: torch.Tensor  # (G, B, W) each layer group's physical block of each row's logical blocks 0..W-1
+    pools: tuple[torch.Tensor, ...]  # each group's keys and values, (L_g, n_kv, NB, bs, hd) each
+    store: Callable[[torch.Tensor, torch.Tensor], None]  # the new keys and values (B, L, n_kv, hd) into their blocks
 
 
 class KVCache:

@@ -9,7 +9,8 @@ into ``Transformer.forward`` through the same methods as ``SlotKVCache`` (``appe
 Reading is a gather: for each row, the blocks its queries can see are gathered from the pool into
 a dense (B, n_kv, S, hd) tensor, in logical order, and scaled_dot_product_attention runs on it with
 a mask that hides the columns past the row's end (and outside a local layer's window). The same
-code runs on CPU and CUDA; a paged-attention kernel would read the blocks in place instead.
+code runs on CPU and CUDA. A model loaded with its compiled step reads the blocks in place on a decode step instead
+(``decode_view``: the rows' block tables and the pools, for ``decode_graph.PagedStepGraph``).
 
 Layer groups: a model with sliding-window layers (Gemma 3) keeps two pools and two managers, one for
 the global layers and one for the local ones. After each step the local group gives back the blocks
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from ..model.config import ModelConfig
+from ..model.kv_cache import PagedDecodeView
 from .block_manager import BlockManager, OutOfBlocksError
 
 
@@ -63,9 +65,12 @@ class _StepPlan:
     real: torch.Tensor  # (B, T) True at the columns holding real new tokens
     all_real: bool
     groups: list[_GroupPlan]
+    held: list[int]  # each row's keys once the step is written
 
 
 class PagedKVCache:
+    decode_graph = "paged"  # the compiled step's graph that reads this cache (``decode_view``)
+
     def __init__(
         self,
         config: ModelConfig,
@@ -81,8 +86,7 @@ class PagedKVCache:
         self.num_blocks = num_blocks
         self.device = torch.device(device)
         self.groups: list[_LayerGroup] = []
-        for window in sorted({config.window_for(i) for i in range(config.n_layers)}, key=lambda w: w or 0):
-            layers = tuple(i for i in range(config.n_layers) if config.window_for(i) == window)
+        for window, layers in config.layer_groups():
             # Head-major blocks: a gathered row is one contiguous (S, hd) matrix per head, as SDPA reads it.
             shape = (len(layers), config.n_kv_heads, num_blocks, block_size, config.head_dim)
             self.groups.append(
@@ -95,6 +99,7 @@ class PagedKVCache:
                 )
             )
         self._where = {layer: (g, i) for g, group in enumerate(self.groups) for i, layer in enumerate(group.layers)}
+        self._layer_ids = [torch.tensor(group.layers, device=self.device) for group in self.groups]  # (L_g,) each
         self._plan: _StepPlan | None = None
         self.length = 0  # longest cached row of the step in progress (the model reads it only for traces)
 
@@ -197,7 +202,8 @@ class PagedKVCache:
             blocks_offsets = torch.tensor(targets, device=self.device, dtype=torch.long)  # (N, 2)
             write.append((blocks_offsets[:, 0], blocks_offsets[:, 1]))
         plans = [self._plan_reads(group, rows, cached, positions, real) for group in self.groups]
-        self._plan = _StepPlan(rows, write, real, bool(real.all()), plans)
+        held = [start + len(row.token_ids) for row, start in zip(rows, cached)]
+        self._plan = _StepPlan(rows, write, real, bool(real.all()), plans, held)
         self.length = max(cached)
         return positions
 
@@ -257,6 +263,37 @@ class PagedKVCache:
         keys = keys.view(n_kv, batch, width, head_dim)[:, :, : reads.key_len].transpose(0, 1)  # (B, n_kv, S, hd)
         values = values.view(n_kv, batch, width, head_dim)[:, :, : reads.key_len].transpose(0, 1)  # (B, n_kv, S, hd)
         return keys, values
+
+    def decode_view(self, batch: int) -> PagedDecodeView | None:
+        """The planned step as the compiled paged step reads it (``inference.model.decode_graph.PagedStepGraph``): each
+        row's table from its logical block 0 (a block released from a window reads as block 0, outside the window's
+        mask), or None when the step is not one new token per row."""
+        plan = self._require_plan()
+        if not plan.all_real or plan.real.shape[1] != 1 or len(plan.rows) != batch:
+            return None
+        size = self.block_size
+        width = -(-max(plan.held) // size)  # W: the longest row's blocks
+        tables = []
+        for group in self.groups:
+            for row, held in zip(plan.rows, plan.held):
+                blocks = group.manager.tables[row.seq_id].blocks[: -(-held // size)]
+                tables.append([0 if block is None else block for block in blocks] + [0] * (width - len(blocks)))
+        tables = torch.tensor(tables, device=self.device).view(len(self.groups), batch, width)  # (G, B, W)
+        held = torch.tensor(plan.held, device=self.device)  # (B,)
+        pools = tuple(pool for group in self.groups for pool in (group.keys, group.values))
+        return PagedDecodeView(held, tables, pools, self._store_decoded)
+
+    def _store_decoded(self, new_keys: torch.Tensor, new_values: torch.Tensor) -> None:
+        """Write a compiled step's new keys and values (B, L, n_kv, hd) into the blocks ``begin_step`` reserved."""
+        plan = self._require_plan()
+        for g, group in enumerate(self.groups):
+            blocks, offsets = plan.write[g]  # (B,) each: one new token per row
+            layers = self._layer_ids[g]
+            whole = len(self.groups) == 1
+            keys = new_keys if whole else new_keys.index_select(1, layers)  # (B, L_g, n_kv, hd)
+            values = new_values if whole else new_values.index_select(1, layers)  # (B, L_g, n_kv, hd)
+            group.keys[:, :, blocks, offsets] = keys.permute(1, 2, 0, 3)  # (L_g, n_kv, B, hd)
+            group.values[:, :, blocks, offsets] = values.permute(1, 2, 0, 3)  # (L_g, n_kv, B, hd)
 
     def attention_mask(self, query_len: int, window: int | None = None) -> torch.Tensor:
         """Boolean mask (B, 1, T, S) over the key columns ``append`` returns for layers with ``window``."""
