@@ -201,18 +201,17 @@ class PagedKVCache:
             targets = [target for row in rows for target in group.manager.write_targets(row.seq_id)]
             blocks_offsets = torch.tensor(targets, device=self.device, dtype=torch.long)  # (N, 2)
             write.append((blocks_offsets[:, 0], blocks_offsets[:, 1]))
-        plans = [self._plan_reads(group, rows, cached, positions, real) for group in self.groups]
-        held = [start + len(row.token_ids) for row, start in zip(rows, cached)]
+        held = [start + len(row.token_ids) for row, start in zip(rows, cached)]  # each row's keys after this step
+        plans = [self._plan_reads(group, rows, cached, held, positions, real) for group in self.groups]
         self._plan = _StepPlan(rows, write, real, bool(real.all()), plans, held)
         self.length = max(cached)
         return positions
 
-    def _plan_reads(self, group, rows, cached, positions, real) -> _GroupPlan:
+    def _plan_reads(self, group, rows, cached, held, positions, real) -> _GroupPlan:
         """The blocks each batch row reads for ``group`` (the window's first to the row's last), and the mask over them."""
         size = self.block_size
         first, last = [], []
-        for row, start in zip(rows, cached):
-            end = start + len(row.token_ids)  # positions held after this step
+        for start, end in zip(cached, held):
             first_key = 0 if group.window is None else max(0, start - group.window + 1)
             first.append(first_key // size)
             last.append((end - 1) // size)
@@ -225,7 +224,6 @@ class PagedKVCache:
         logical = torch.tensor(first, device=self.device)[:, None] + torch.arange(width, device=self.device)  # (B, W)
         offset = torch.arange(size, device=self.device)  # (bs,)
         key_pos = (logical[:, :, None] * size + offset).reshape(len(rows), width * size)  # (B, S)
-        held = [start + len(row.token_ids) for row, start in zip(rows, cached)]
         ends = torch.tensor(held, device=self.device)  # (B,)
         # The columns past every row's last held key are cut off: a global layer then reads exactly the slot
         # cache's S columns (the longest row's keys), so attention sums over the same shapes as there.
