@@ -179,6 +179,18 @@ def browser():
         instance.close()
 
 
+@pytest.fixture(autouse=True)
+def _contexts_closed(request) -> Iterator[None]:
+    """Every browser context a test opened is closed when it ends, passed or failed. A failed class test's teacher tab
+    would otherwise go on broadcasting on the module's shared class server, and the next test's students would follow
+    it there ("Another teacher is broadcasting"): one failure would fail the tests after it."""
+    yield
+    browser = request.node.funcargs.get("browser")
+    if browser is not None:
+        for context in list(browser.contexts):
+            context.close()
+
+
 # A page's run is over when no sample of its script state, taken every ``SAMPLE_S``, has found it busy for
 # ``QUIET_S`` (counted from the wait's start at the earliest). Busy: running, or a rerun the page asked for and the
 # server has not started (a click's or a widget's), or no app yet. A sampled wait, not a watch of every change: on a
