@@ -55,7 +55,7 @@ def step_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("compiled-steps")
 
 
-_COMPILED: dict[tuple[str, str], tuple] = {}  # one compile per family and mode for the whole module
+_COMPILED: dict[tuple, tuple] = {}  # one compile per family, mode and graphs for the whole module
 
 
 DENSE = ("any",)  # the graph the dense caches read: every test compiles it, and the paged one only where it runs it
@@ -63,31 +63,19 @@ SHIPPED = {("llama", "float32"), ("llama", "gguf"), ("gemma3", "gguf")}  # compi
 WITHOUT_AUTOTUNE = {**INDUCTOR_OPTIONS, "max_autotune": False}
 
 
-def compiled_pair(family: str, mode: str, step_cache):
-    """(eager, compiled) engines on the same weights; the compiled one's step compiled before it is returned."""
-    if (family, mode) not in _COMPILED:
+def compiled_pair(family: str, mode: str, step_cache, graphs: tuple[str, ...] = DENSE):
+    """(eager, compiled) engines on the same weights; the compiled one's step (``graphs``) compiled before it is
+    returned. The app's own options on the dense graph of a shipped mode; every other compile without autotune."""
+    if (family, mode, graphs) not in _COMPILED:
         eager = eager_engine(family, mode)
         compiled = copy.deepcopy(eager)
-        options = None if (family, mode) in SHIPPED else WITHOUT_AUTOTUNE
+        options = None if (family, mode) in SHIPPED and graphs == DENSE else WITHOUT_AUTOTUNE
         compiled.model.decode_step = DecodeStep(
-            compiled.model, mode, step_cache, background=False, options=options, graphs=DENSE
+            compiled.model, mode, step_cache, background=False, options=options, graphs=graphs
         )
         assert compiled.step_status.state == "ready", compiled.step_status
-        _COMPILED[family, mode] = eager, compiled
-    return _COMPILED[family, mode]
-
-
-def paged_pair(family: str, step_cache):
-    """(eager, compiled) float32 engines whose compiled step is the paged graph only (what a paged cache reads)."""
-    if (family, "paged") not in _COMPILED:
-        eager = eager_engine(family, "float32")
-        compiled = copy.deepcopy(eager)
-        compiled.model.decode_step = DecodeStep(
-            compiled.model, "float32", step_cache, background=False, options=WITHOUT_AUTOTUNE, graphs=("paged",)
-        )
-        assert compiled.step_status.state == "ready", compiled.step_status
-        _COMPILED[family, "paged"] = eager, compiled
-    return _COMPILED[family, "paged"]
+        _COMPILED[family, mode, graphs] = eager, compiled
+    return _COMPILED[family, mode, graphs]
 
 
 @pytest.fixture(scope="module", params=[(FAMILY, m) for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
@@ -207,7 +195,7 @@ def test_compiled_batches_equal_solo(engines, runner):
 
 @pytest.fixture(scope="module")
 def paged_engines(step_cache):
-    return paged_pair(FAMILY, step_cache)
+    return compiled_pair(FAMILY, "float32", step_cache, graphs=("paged",))  # what a paged cache reads
 
 
 def test_compiled_paged_steps_equal_solo(paged_engines):

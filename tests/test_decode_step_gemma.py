@@ -13,7 +13,6 @@ import pytest
 from tests.test_decode_step import (  # noqa: F401 (the fixture and the tests run here on Gemma's engines)
     MODES,
     compiled_pair,
-    paged_pair,
     pytestmark,
     step_cache,
     test_compiled_batches_equal_solo,
@@ -32,4 +31,4 @@ def engines(request, step_cache):  # noqa: F811 (step_cache: the imported fixtur
 
 @pytest.fixture(scope="module")
 def paged_engines(step_cache):  # noqa: F811 (step_cache: the imported fixture)
-    return paged_pair(FAMILY, step_cache)
+    return compiled_pair(FAMILY, "float32", step_cache, graphs=("paged",))
