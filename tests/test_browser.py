@@ -768,8 +768,9 @@ def _in_view(page, locator) -> bool:
 
 def test_class_link_key_panel_and_a_reload(class_server, browser, tmp_path):
     """The teacher-only link leaves the browser's history (the entry is replaced, not pushed: Back does not send the
-    key again); the class controls fit a 1366×768 laptop without scrolling; a wrong key keeps the panel open; a
-    student's draws survive a reload (its cookie) and count once; the teacher's follower count is live."""
+    key again); the class controls fit a 1366×768 laptop without scrolling; the teacher panel a student opened stays
+    open through a rerun the room causes (a new round) and beside a wrong key's answer; a student's draws survive a
+    reload (its cookie) and count once; the teacher's follower count is live."""
     teacher = browser.new_context(viewport=LAPTOP).new_page()
     requested = _record_requests(teacher)
     teacher.goto("about:blank")
@@ -804,7 +805,13 @@ def test_class_link_key_panel_and_a_reload(class_server, browser, tmp_path):
             page.screenshot(path=str(Path(os.environ["BROWSER_SCREENSHOTS"]) / f"{name}.png"))
     panel = student.locator('[data-testid="stSidebar"] [data-testid="stExpander"]').filter(has_text="I am the teacher")
     panel.get_by_text("I am the teacher").click()
-    panel.get_by_label("Teacher key").fill("still not it")
+    key_box = panel.get_by_label("Teacher key")
+    key_box.wait_for(timeout=RENDER_S * 1000)
+    teacher.get_by_role("button", name="New draw round on my prompt and settings", exact=True).click()
+    _wait_text(student, "Draw round 2:")  # the room's new round reran the student's whole page ...
+    _wait_for_run_to_finish(student)
+    assert key_box.is_visible()  # ... and the panel the student opened stayed open (its state is the browser's)
+    key_box.fill("still not it")
     panel.get_by_role("button", name="Unlock teacher mode").click()
     _wait_text(student, "That is not the teacher key")
     _wait_for_run_to_finish(student)

@@ -458,11 +458,9 @@ def _unlock() -> None:
     st.session_state[state.CLASS_KEY_BOX] = ""  # the key is not kept in the widget
     if not given.strip():  # nothing typed (or a click delivered twice, the box already cleared): not a try
         if not is_teacher():
-            st.session_state[state.CLASS_TEACHER_PANEL] = True
             st.session_state[state.CLASS_KEY_MESSAGE] = ("info", "Type the teacher key first.")
         return
-    if not _prove(given):
-        st.session_state[state.CLASS_TEACHER_PANEL] = True  # keep the panel open beside its message
+    if not _prove(given):  # the answer goes inside the panel, which a held message opens (render_sidebar)
         st.session_state[state.CLASS_KEY_MESSAGE] = st.session_state.pop(state.CLASS_MESSAGE)
 
 
@@ -545,7 +543,11 @@ def render_sidebar() -> None:
             "Follow the teacher", key=state.widget_key(state.CLASS_FOLLOW), on_change=_step_on, help=_follow_help()
         )
         _heartbeat()
-        with st.expander("I am the teacher", key=state.CLASS_TEACHER_PANEL, on_change="rerun"):
+        # The panel's open state is the browser's (keyed, kept across redraws; no rerun on a click): a state the
+        # server held could close it under the student's typing when a click's rerun met a follower's rerun.
+        # A held answer to a key opens it.
+        held = state.CLASS_KEY_MESSAGE in st.session_state
+        with st.expander("I am the teacher", key=state.CLASS_TEACHER_PANEL, expanded=held):
             _notice(state.CLASS_KEY_MESSAGE, state.CLASS_KEY_MESSAGE_OK)
             if st.session_state.get(state.CLASS_TRIES, 0) >= MAX_KEY_TRIES:
                 st.caption(f"{MAX_KEY_TRIES} wrong keys: this tab does not ask again.")
