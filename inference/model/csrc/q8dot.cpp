@@ -324,30 +324,60 @@ inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const
   store_tile<R, I>(acc, W.low != nullptr, Y + m * N + n, N);
 }
 
-// Tiles of R weight rows x I input rows over y[:, n0:n1], single rows and columns at the edges
+// Tiles of R weight rows x I input rows over y[:, n0:n1]: the last M % I input rows of each block of R weight rows in
+// one tile of their own (the weights still in cache), single rows at the last columns. Flattened (every call in it
+// inlined), as product_spread is: GCC left parts of the tiles out of line, a few percent at every row count
+// (docs/benchmarks.md, "The kernel's last rows")
 template <class F, int R, int I>
-void product(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, const Weights<F>& W, const Inputs& X, float* Y) {
+__attribute__((flatten)) void product(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, const Weights<F>& W,
+                                      const Inputs& X, float* Y) {
   const int64_t G = K / kGroup;
   std::vector<float> factors(R * I * G);  // scale * d_x of each group, for the tile's pairs of rows
   for (int64_t n = n0; n < n1; n += R) {
     const bool full_n = n + R <= n1;
     for (int64_t m = 0; m < M; m += I) {
-      if (full_n && m + I <= M) {
+      const int64_t take = std::min<int64_t>(I, M - m);
+      if (full_n && take == I) {
         tile_at<F, R, I>(m, n, K, N, G, W, X, factors.data(), Y);
+      } else if (full_n && take == 3) {
+        if constexpr (I > 3) tile_at<F, R, 3>(m, n, K, N, G, W, X, factors.data(), Y);
+      } else if (full_n && take == 2) {
+        if constexpr (I > 2) tile_at<F, R, 2>(m, n, K, N, G, W, X, factors.data(), Y);
+      } else if (full_n) {
+        if constexpr (I > 1) tile_at<F, R, 1>(m, n, K, N, G, W, X, factors.data(), Y);
       } else {
-        for (int64_t r = n; r < std::min(n + R, n1); ++r)
-          for (int64_t i = m; i < std::min(m + I, M); ++i) tile_at<F, 1, 1>(i, r, K, N, G, W, X, factors.data(), Y);
+        for (int64_t r = n; r < n1; ++r)
+          for (int64_t i = m; i < m + take; ++i) tile_at<F, 1, 1>(i, r, K, N, G, W, X, factors.data(), Y);
       }
     }
   }
 }
 
+// A block of weight rows' scales (sf: (R, G) floats; sv: spread for pairs, S floats a row) and the input rows' steps
+// spread (dv, S floats a row)
+struct Spread {
+  const float *sv, *dv, *sf;
+  int64_t S;
+};
+
+// Weight rows [n + r, n + r + RT) times input rows [i, i + T) as one tile, added to the low terms in Y
+template <int RT, int T>
+inline void spread_tile(const Spread& s, const Weights<Q4>& W, const Inputs& X, int64_t K, int64_t N, int64_t G,
+                        int64_t n, int64_t r, int64_t i, float* Y) {
+  const SpreadFactors factor{s.sv + r * s.S, s.dv + i * s.S, s.sf + r * G, X.d + i * G, s.S, G};
+  __m256 acc[RT * T];
+  dot_pairs<RT, T>(W.codes + (n + r) * G * Q4::kBytes, G * Q4::kBytes, X.q + i * K, K, G, factor, acc);
+  store_tile<RT, T>(acc, true, Y + i * N + n + r, N);
+}
+
 // The 4-bit product of many input rows over y[:, n0:n1] (dv: their steps spread, once per call), in tiles of R
 // weight rows x I input rows: each block of R weight rows has its scales converted and spread once for all its
-// tiles (rather than a table of factors per tile); single rows and columns at the edges, the same arithmetic
+// tiles (rather than a table of factors per tile), and its last M % I input rows are one tile of their own; single
+// weight rows at the last columns. The same arithmetic for every output whatever its tile.
 template <int R, int I>
-void product_spread(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, const Weights<Q4>& W, const Inputs& X,
-                    const float* dv, float* Y) {
+__attribute__((flatten)) void product_spread(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1,
+                                             const Weights<Q4>& W, const Inputs& X, const float* dv, float* Y) {
+  static_assert(I == 4, "a last tile of 1, 2 or 3 input rows");
   const int64_t G = K / kGroup, S = (G / 2) * 8;
   std::vector<float> sf(R * G), sv(R * S + 8);
   for (int64_t n = n0; n < n1; n += R) {
@@ -356,21 +386,20 @@ void product_spread(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1, con
       for (int64_t g = 0; g < G; ++g) sf[r * G + g] = _cvtsh_ss(W.scale[(n + r) * G + g]);
       spread_pairs(sf.data() + r * G, G, sv.data() + r * S);
     }
+    const Spread spread{sv.data(), dv, sf.data(), S};
     for (int64_t m = 0; m < M; m += I) {
-      const bool whole = rows == R && m + I <= M;
-      for (int64_t r = 0; r < rows; r += whole ? R : 1) {
-        for (int64_t i = m; i < std::min(m + I, M); i += whole ? I : 1) {
-          const SpreadFactors factor{sv.data() + r * S, dv + i * S, sf.data() + r * G, X.d + i * G, S, G};
-          const uint8_t* codes = W.codes + (n + r) * G * Q4::kBytes;
-          __m256 acc[R * I];
-          if (whole) {
-            dot_pairs<R, I>(codes, G * Q4::kBytes, X.q + i * K, K, G, factor, acc);
-            store_tile<R, I>(acc, true, Y + i * N + n + r, N);
-          } else {
-            dot_pairs<1, 1>(codes, G * Q4::kBytes, X.q + i * K, K, G, factor, acc);
-            store_tile<1, 1>(acc, true, Y + i * N + n + r, N);
-          }
-        }
+      const int64_t take = std::min<int64_t>(I, M - m);
+      if (rows == R && take == I) {
+        spread_tile<R, I>(spread, W, X, K, N, G, n, 0, m, Y);
+      } else if (rows == R && take == 3) {
+        spread_tile<R, 3>(spread, W, X, K, N, G, n, 0, m, Y);
+      } else if (rows == R && take == 2) {
+        spread_tile<R, 2>(spread, W, X, K, N, G, n, 0, m, Y);
+      } else if (rows == R) {
+        spread_tile<R, 1>(spread, W, X, K, N, G, n, 0, m, Y);
+      } else {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t i = m; i < m + take; ++i) spread_tile<1, 1>(spread, W, X, K, N, G, n, r, i, Y);
       }
     }
   }
@@ -388,7 +417,7 @@ at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
     // each thread rounds the inputs itself, into its own buffers (kept between calls, up to 4 MiB): no serial
     // part before the products, and the rounded inputs in the cache of the core that reads them
     thread_local std::vector<int8_t> qx;
-    thread_local std::vector<float> dx, sx;
+    thread_local std::vector<float> dx, sx, dv;  // dv: a batch's steps spread for pairs of groups (4-bit)
     qx.resize(M * K);
     dx.resize(M * G);
     sx.resize(M * G);
@@ -403,21 +432,15 @@ at::Tensor linear(const at::Tensor& x, const Weights<F>& W, int64_t N) {
     }
     const Inputs in{qx.data(), dx.data(), sx.data()};
     if (W.low) low_terms(W.low, in.dsum, M, G, N, n0, n1, Y);
-    const int64_t whole = M < 4 ? 0 : M - M % 4;  // rows in blocks of four (batches and prompts)
-    thread_local std::vector<float> dv;  // their steps spread for pairs of groups (4-bit)
-    if constexpr (F::kPaired) {
-      if (whole > 0) {  // two weight rows times four input rows, the steps spread once
-        const int64_t S = (G / 2) * 8;
-        dv.resize(whole * S + 8);
-        for (int64_t i = 0; i < whole; ++i) spread_pairs(in.d + i * G, G, dv.data() + i * S);
-        product_spread<2, 4>(whole, K, N, n0, n1, W, in, dv.data(), Y);
-      }
-    } else if (whole > 0) {
-      product<F, 2, 4>(whole, K, N, n0, n1, W, in, Y);
-    }
-    if (whole < M) {  // decode, and a batch's last M % 4 rows: four weight rows per pass over each input row
-      const Inputs rest{in.q + whole * K, in.d + whole * G, in.dsum + whole * G};
-      product<F, 4, 1>(M - whole, K, N, n0, n1, W, rest, Y + whole * N);
+    if (M < 4) {  // decode: four weight rows per pass over each input row
+      product<F, 4, 1>(M, K, N, n0, n1, W, in, Y);
+    } else if constexpr (F::kPaired) {  // batches and prompts: two weight rows times four input rows
+      const int64_t S = (G / 2) * 8;
+      dv.resize(M * S + 8);
+      for (int64_t i = 0; i < M; ++i) spread_pairs(in.d + i * G, G, dv.data() + i * S);
+      product_spread<2, 4>(M, K, N, n0, n1, W, in, dv.data(), Y);
+    } else {
+      product<F, 2, 4>(M, K, N, n0, n1, W, in, Y);
     }
     if (qx.capacity() > (1 << 22)) {  // a long prompt's: not held until the next one
       std::vector<int8_t>().swap(qx);
