@@ -126,6 +126,10 @@ class ModelConfig:
         windows = sorted({self.window_for(i) for i in range(self.n_layers)}, key=lambda w: w or 0)
         return [(w, tuple(i for i in range(self.n_layers) if self.window_for(i) == w)) for w in windows]
 
+    def layer_places(self) -> dict[int, tuple[int, int]]:
+        """Each layer's place in ``layer_groups``: (its group, its index within the group)."""
+        return {layer: (g, i) for g, (_, layers) in enumerate(self.layer_groups()) for i, layer in enumerate(layers)}
+
     @classmethod
     def from_hf_dict(cls, hf: dict[str, Any], name: str = "model") -> ModelConfig:
         """Build from a transformers ``config.json`` dict (Llama, GPT-2 or Gemma 3 family)."""

@@ -132,7 +132,7 @@ class PagedStepGraph(StepGraph):
         block_size = pools[0].shape[3]
         key_len = tables.shape[2] * block_size  # S = W * bs: every column of the rows' tables
         key_ok = torch.arange(key_len, device=held.device)[None, :] < held[:, None]  # (B, S)
-        where = {layer: (g, i) for g, (_, layers) in enumerate(config.layer_groups()) for i, layer in enumerate(layers)}
+        where = config.layer_places()
 
         def read(index: int) -> tuple[torch.Tensor, torch.Tensor]:
             group, within = where[index]

@@ -98,7 +98,7 @@ class PagedKVCache:
                     torch.zeros(shape, device=device, dtype=dtype),  # (L_group, n_kv, blocks, bs, hd)
                 )
             )
-        self._where = {layer: (g, i) for g, group in enumerate(self.groups) for i, layer in enumerate(group.layers)}
+        self._where = config.layer_places()  # the groups above are config.layer_groups(), in order
         self._layer_ids = [torch.tensor(group.layers, device=self.device) for group in self.groups]  # (L_g,) each
         self._plan: _StepPlan | None = None
         self.length = 0  # longest cached row of the step in progress (the model reads it only for traces)
