@@ -543,8 +543,8 @@ def render_sidebar() -> None:
             "Follow the teacher", key=state.widget_key(state.CLASS_FOLLOW), on_change=_step_on, help=_follow_help()
         )
         _heartbeat()
-        # The panel's open state is the browser's (keyed, kept across redraws; no rerun on a click): a state the
-        # server held could close it under the student's typing when a click's rerun met a follower's rerun.
+        # The panel's open state is the browser's (keyed, kept across redraws; no rerun on a click): held by the
+        # server (a widget), a following student's panel once closed right after the click and stayed closed.
         # A held answer to a key opens it.
         held = state.CLASS_KEY_MESSAGE in st.session_state
         with st.expander("I am the teacher", key=state.CLASS_TEACHER_PANEL, expanded=held):
