@@ -8,8 +8,12 @@ several rows), so float32 sums are taken in other orders: logits must agree with
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from inference import SamplingParams
 from inference.serving.block_manager import OutOfBlocksError
@@ -230,3 +234,138 @@ def test_a_cancelled_request_gives_its_blocks_back_and_its_mates_go_on(tiny):
     assert batcher.result(stays, 0).token_ids == solo(tiny, PROMPTS[2], stays.params)[0]
     with pytest.raises(ValueError, match="interventions run on the slot cache"):
         batcher.add(PROMPTS[0], interventions=object())
+
+
+def _decode_rows(records) -> int:
+    """The rows the decode forwards fed (an answer riding another's row feeds nothing)."""
+    return sum(sum(1 for fed in step.new_tokens.values() if fed) for step in records if step.phase == "decode")
+
+
+def _agreeing_run(engine, prompts, params, share):
+    """Each prompt asked for once per settings in ``params`` (the Sampling page's way: separate requests, one
+    seed), all at once; the batcher, the sequences and each step's record."""
+    batcher = PagedBatcher(engine, 200, 4, keep_logits=True, share_agreeing=share)
+    sequences = [batcher.add(prompt, p) for prompt in prompts for p in params]
+    records = []
+    while batcher.has_work:
+        records.append(batcher.step())
+    return batcher, sequences, records
+
+
+def _distinct_prefixes(outputs: list[list[int]]) -> int:
+    """The decode rows answers need when the ones that agree so far share one: each distinct output prefix
+    (token 1 onwards) is fed once."""
+    return len({tuple(out[:k]) for out in outputs for k in range(1, len(out))})
+
+
+def test_answers_that_agree_share_a_row_until_they_part_and_each_equals_itself_alone(tiny):
+    """One seed, five temperatures, on two prompts: the low ones agree for a while, the high ones part; each
+    answer's tokens and logits are its own alone, and the decodes fed one row per distinct prefix."""
+    temperatures, lengths = (0.0, 0.001, 0.3, 1.0, 3.0), (8, 8, 6, 8, 3)
+    params = [
+        SamplingParams(temperature=t, seed=11, max_new_tokens=n, stop_on_eos=False)
+        for t, n in zip(temperatures, lengths)
+    ]
+    prompts = [PROMPTS[2], LONG[:13]]
+    batcher, sequences, records = _agreeing_run(tiny, prompts, params, share=True)
+    assert_equals_solo(tiny, batcher, sequences)
+    _, alone, alone_records = _agreeing_run(tiny, prompts, params, share=False)
+    assert [seq.output_ids for seq in sequences] == [seq.output_ids for seq in alone]
+    expected = sum(
+        _distinct_prefixes([seq.output_ids for seq in sequences[i * len(params) : (i + 1) * len(params)]])
+        for i in range(len(prompts))
+    )
+    assert _decode_rows(records) == expected < _decode_rows(alone_records) == sum(n - 1 for n in lengths) * 2
+    assert batcher.cache.groups[0].manager.num_free == batcher.cache.num_blocks
+    assert all(seq.max_batch_size == len(sequences) for seq in sequences)  # every answer served in the first forward
+
+
+def test_a_cancelled_row_hands_its_riders_on_and_a_cancelled_rider_leaves(tiny):
+    params = [SamplingParams(temperature=t, seed=5, max_new_tokens=6, stop_on_eos=False) for t in (0.0, 0.01, 0.02)]
+    batcher = PagedBatcher(tiny, 100, 4, keep_logits=True, share_agreeing=True)
+    row, first, second = (batcher.add(PROMPTS[2], p) for p in params)
+    batcher.step()
+    batcher.step()
+    assert batcher.running == [row] and batcher.forks[row] == [first, second]  # greedy-like: they agree
+    assert batcher.cancel(row.request_id) is row and batcher.running == [first]
+    assert batcher.cancel(second.request_id) is second and batcher.forks.get(first) == []
+    while batcher.has_work:
+        batcher.step()
+    assert (row.finish_reason, second.finish_reason, first.finish_reason) == ("cancelled", "cancelled", "length")
+    assert_equals_solo(tiny, batcher, [first])
+    assert batcher.cache.groups[0].manager.num_free == batcher.cache.num_blocks
+
+
+def test_a_preempted_row_takes_its_riders_back_with_it(tiny):
+    """A pool too small for every row: rows with riders are preempted and recomputed, and every answer is still
+    its own alone."""
+    params = [SamplingParams(temperature=t, seed=3, max_new_tokens=16, stop_on_eos=False) for t in (0.0, 0.001, 2.0)]
+    prompts = [LONG[:30], PROMPTS[3][:33], PROMPTS[2][:26]]
+    batcher = PagedBatcher(tiny, 24, 4, keep_logits=True, share_agreeing=True)
+    riders_when_preempted = []
+    preempt = batcher._preempt
+
+    def watched(seq):
+        riders_when_preempted.append(len(batcher.forks.get(seq, [])))
+        preempt(seq)
+
+    batcher._preempt = watched
+    sequences = [batcher.add(prompt, p) for prompt in prompts for p in params]
+    while batcher.has_work:
+        batcher.step()
+    assert max(riders_when_preempted) >= 1  # a row carrying another answer gave its blocks back
+    assert_equals_solo(tiny, batcher, sequences)
+    assert batcher.cache.groups[0].manager.num_free == batcher.cache.num_blocks
+
+
+@pytest.mark.real_model
+def test_real_model_the_sampling_pages_four_settings_share_rows_where_they_agree(engine):
+    """The Sampling page's four continuations (greedy, T, 0.3, 1.5 on one seed) through the server's batcher:
+    each equals ``Engine.generate``'s tokens, and the decodes fed one row per distinct prefix."""
+    from inference.serving.config import ServeConfig
+
+    prompt = engine.encode_prompt("The cat sat on the mat because it was tired.")
+    params = [SamplingParams(temperature=t, seed=0, max_new_tokens=10) for t in (0.0, 0.8, 0.3, 1.5)]
+    batcher = PagedBatcher.for_server(engine, ServeConfig(), keep_logits=True)
+    assert batcher.share_agreeing
+    sequences = [batcher.add(prompt, p) for p in params]
+    records = []
+    while batcher.has_work:
+        records.append(batcher.step())
+    for seq, p in zip(sequences, params):
+        assert seq.output_ids == [step.token_id for step in engine.generate(prompt, p)]
+    assert _decode_rows(records) == _distinct_prefixes([seq.output_ids for seq in sequences])
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    answers=st.lists(
+        st.tuples(st.sampled_from([0.0, 0.001, 0.01, 0.5, 2.0]), st.integers(1, 7), st.integers(0, 1)),
+        min_size=2,
+        max_size=6,
+    ),
+    seed=st.integers(0, 3),
+    num_blocks=st.sampled_from([14, 200]),
+    cancel_at=st.one_of(st.none(), st.tuples(st.integers(0, 6), st.integers(0, 5))),
+)
+def test_riding_answers_any_mix_equal_themselves_alone(tiny, answers, seed, num_blocks, cancel_at):
+    """Any mix of settings on one seed, two prompts, a pool that may preempt, one request cancelled mid-way: every
+    answer left equals itself alone, the seats are never over-filled, and every block comes back."""
+    prompts = [PROMPTS[2][:20], LONG[:18]]
+    batcher = PagedBatcher(tiny, num_blocks, 4, keep_logits=True, max_running=5, share_agreeing=True)
+    sequences = [
+        batcher.add(prompts[which], SamplingParams(temperature=t, seed=seed, max_new_tokens=n, stop_on_eos=False))
+        for t, n, which in answers
+    ]
+    cancelled = None
+    for step in itertools.count():
+        if not batcher.has_work:
+            break
+        if cancel_at is not None and step == cancel_at[0]:
+            cancelled = batcher.cancel(sequences[cancel_at[1] % len(sequences)].request_id)
+        batcher.step()
+        assert len(batcher.running) + batcher._riding() <= 5
+    left = [seq for seq in sequences if seq is not cancelled]
+    assert all(seq.finish_reason == "length" and len(seq.output_ids) == seq.params.max_new_tokens for seq in left)
+    assert_equals_solo(tiny, batcher, left)
+    assert batcher.cache.groups[0].manager.num_free == batcher.cache.num_blocks

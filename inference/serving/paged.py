@@ -21,6 +21,11 @@ alone, and its K/V are recomputed from the same tokens. ``add_parallel`` asks fo
 one prompt: the prompt is computed once, then each further answer forks the first's block table
 (sharing every block, copy-on-write on the partly filled last one) and samples from the same logits.
 
+With ``share_agreeing`` (the server's batcher), an answer is forked only when its token differs: answers on one
+row that drew the same token go on riding that row, since their next logits are the row's. The Sampling page's four
+settings on one seed agree for some tokens (greedy and T = 0.3 often for several), and each agreeing token is one
+row fewer in the forward. Every answer's tokens and logits are still those it would have alone.
+
 ``PagedBatcher.for_server`` is the shared engine server's batcher (``server.py``): at most ``n_slots``
 sequences run, on a pool of the positions those slots would reserve. The slot cache (``continuous.py``)
 stays for the pages that compare the two, and for requests with interventions, which this batcher refuses.
@@ -59,10 +64,12 @@ class PagedBatcher:
         max_running: int | None = None,
         position_limit: int | None = None,
         share_prefixes: bool = True,
+        share_agreeing: bool = False,
     ) -> None:
         """``max_running`` bounds the sequences that run at once (None: as many as the blocks hold);
         ``position_limit`` a sequence's prompt + answer (None: the model's context); ``share_prefixes``
-        off: no prefix hits, every prompt computed whole (its blocks never keyed)."""
+        off: no prefix hits, every prompt computed whole (its blocks never keyed); ``share_agreeing``: answers
+        forked from one row share it while they draw the same tokens (off: each is forked after its first)."""
         if max_running is not None and max_running < 1:
             raise ValueError(f"max_running must be >= 1 or None, got {max_running}")
         self.engine = engine
@@ -71,9 +78,10 @@ class PagedBatcher:
         self.max_prefill_tokens = max_prefill_tokens
         self.max_running = max_running
         self.share_prefixes = share_prefixes
+        self.share_agreeing = share_agreeing
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []  # in admission order: the last is preempted first
-        self.forks: dict[Sequence, list[Sequence]] = {}  # first answer -> the answers forked from it after prefill
+        self.forks: dict[Sequence, list[Sequence]] = {}  # a row -> the answers riding it (forked when they part)
         self.preemptions = 0
         self.logits: dict[Sequence, list[torch.Tensor]] | None = {} if keep_logits else None  # (V,) per token
         self.steps_done = 0
@@ -101,6 +109,7 @@ class PagedBatcher:
             max_running=config.n_slots,
             position_limit=limit,
             share_prefixes=config.share_prefixes,
+            share_agreeing=True,
         )
 
     def add(
@@ -143,16 +152,22 @@ class PagedBatcher:
         return bool(self.waiting or self.running)
 
     def cancel(self, request_id: int) -> Sequence | None:
-        """Stop a request wherever it is (its blocks given back); it, or None if unknown or already finished."""
+        """Stop a request wherever it is (its blocks given back; the answers riding on it go on without it); it, or
+        None if unknown or already finished."""
         for seq in [*self.waiting, *self.running]:
             if seq.request_id == request_id:
+                riders = self.forks.pop(seq, [])
+                if riders and seq in self.waiting:  # the first rider waits in its place
+                    self.waiting[self.waiting.index(seq)] = riders[0]
+                    self.forks[riders[0]] = riders[1:]
+                elif riders:  # the first rider takes over its row (a fork of its table)
+                    self._fork(seq, riders[0])
+                    self.forks[riders[0]] = riders[1:]
                 if seq in self.waiting:
                     self.waiting.remove(seq)
-                    for child in self.forks.pop(seq, []):
-                        self._finish(child, "cancelled")
                 self._finish(seq, "cancelled")
                 return seq
-        for children in self.forks.values():  # an answer not forked yet
+        for children in self.forks.values():  # an answer riding another
             for child in children:
                 if child.request_id == request_id:
                     children.remove(child)
@@ -168,10 +183,11 @@ class PagedBatcher:
             return None
         fed = {seq.request_id: len(seq.pending_ids) for seq in rows}
         reused = {seq.request_id: seq.cached for seq in rows if phase == "prefill" and seq.cached}
-        # the requests this forward serves: its rows and the answers forked from them after it
+        # the requests this forward serves: its rows and the answers riding them
         served = len(rows) + sum(len(self.forks.get(seq, [])) for seq in rows)
         for seq in rows:
-            seq.max_batch_size = max(seq.max_batch_size, served)
+            for member in [seq, *self.forks.get(seq, [])]:
+                member.max_batch_size = max(member.max_batch_size, served)
         logits = self._run(phase, rows)  # (B, V)
         sampled, finished = self._postprocess(rows, logits)
         self.steps_done += 1
@@ -184,7 +200,7 @@ class PagedBatcher:
             sampled=sampled,
             batch_positions=width * len(rows),
             wasted_positions=width * len(rows) - sum(fed.values()),
-            cache_slots_in_use=len(self.running),
+            cache_slots_in_use=len(self.running) + self._riding(),  # the answers riding rows hold seats too
             cache_slots_total=self.max_running or len(self.running),
             cache_positions_in_use=sum(seq.cached for seq in self.running),
             cache_positions_reserved=self.cache.groups[0].manager.num_used * self.cache.block_size,
@@ -208,7 +224,7 @@ class PagedBatcher:
     def _schedule(self) -> tuple[str, list[Sequence]]:
         admitted, budget, computing = [], self.max_prefill_tokens, set()
         size, share = self.cache.block_size, self.share_prefixes
-        seats = self.max_running - len(self.running) if self.max_running is not None else None
+        seats = self.max_running - len(self.running) - self._riding() if self.max_running is not None else None
         feeding: dict[tuple[int, ...], Sequence] = {}  # this step's prefills by the positions they hold after it
         while self.waiting:
             seq = self.waiting[0]
@@ -256,6 +272,10 @@ class PagedBatcher:
             return self._schedule()
         return "decode", list(self.running)
 
+    def _riding(self) -> int:
+        """The answers served on running rows that are not their own."""
+        return sum(len(self.forks.get(seq, [])) for seq in self.running)
+
     def _preempt(self, seq: Sequence) -> None:
         """``seq`` gives back its blocks and waits at the front; it is recomputed when it returns."""
         self.cache.free(seq.request_id)
@@ -275,22 +295,52 @@ class PagedBatcher:
 
     # 3. postprocess ----------------------------------------------------------------------
     def _postprocess(self, rows: list[Sequence], logits: torch.Tensor) -> tuple[dict[int, int], list[Sequence]]:
-        """Sample every row (and the answers forked from it); the tokens by request and the finished sequences."""
+        """Sample every row (and the answers riding it); the tokens by request and the finished sequences."""
         now = time.perf_counter()
         sampled, finished = {}, []
         for seq, row_logits in zip(rows, logits):
             seq.cached += len(seq.pending_ids)
-            for child in self.forks.pop(seq, []):  # parallel answers: share the prompt, sample the same logits
-                self.cache.fork(seq.request_id, child.request_id)
-                child.cached, child.status = seq.cached, SequenceStatus.RUNNING
-                child.max_batch_size = seq.max_batch_size
-                self._admitted[child] = next(self._order)
-                self.running.append(child)
-                sampled[child.request_id] = self._emit(child, row_logits, now, finished)
-            sampled[seq.request_id] = self._emit(seq, row_logits, now, finished)
+            riders = self.forks.pop(seq, [])
+            if not self.share_agreeing:  # each answer a row of its own from the next step
+                for child in riders:
+                    self._fork(seq, child)
+            for member in [*riders, seq]:  # parallel answers: share the prompt, sample the same logits
+                sampled[member.request_id] = self._draw(member, row_logits, now)
+            done = {}
+            for member in [seq, *riders]:
+                reason = finish_reason(
+                    member.params, self.engine.eos_ids, member.output_ids, len(member.all_ids), self.position_limit
+                )
+                if reason is not None:
+                    done[member] = reason
+            if self.share_agreeing:
+                self._seat(seq, [member for member in [seq, *riders] if member not in done])
+            for member, reason in done.items():
+                self._finish(member, reason, now)
+                finished.append(member)
         return sampled, finished
 
-    def _emit(self, seq: Sequence, logits: torch.Tensor, now: float, finished: list[Sequence]) -> int:
+    def _seat(self, row: Sequence, going: list[Sequence]) -> None:
+        """The answers of ``row``'s forward that go on (``row`` first if it does), grouped by the token they drew:
+        ``row``'s group stays on it; each other group's first answer takes a fork of ``row``'s table, the rest ride."""
+        groups: dict[int, list[Sequence]] = {}
+        for member in going:
+            groups.setdefault(member.output_ids[-1], []).append(member)
+        for head, *rest in groups.values():
+            if head is not row:
+                self._fork(row, head)
+            if rest:
+                self.forks[head] = rest
+
+    def _fork(self, row: Sequence, child: Sequence) -> None:
+        """``child`` runs on a row of its own from the next step, on a fork of ``row``'s table (every block shared)."""
+        self.cache.fork(row.request_id, child.request_id)
+        child.cached, child.status = row.cached, SequenceStatus.RUNNING
+        child.max_batch_size = max(child.max_batch_size, row.max_batch_size)
+        self._admitted[child] = next(self._order)
+        self.running.append(child)
+
+    def _draw(self, seq: Sequence, logits: torch.Tensor, now: float) -> int:
         params = seq.params
         if self.logits is not None:
             self.logits.setdefault(seq, []).append(logits.clone())
@@ -299,10 +349,6 @@ class PagedBatcher:
         seq.output_probs.append(choice.probability)
         if seq.first_token_at is None:
             seq.first_token_at = now
-        reason = finish_reason(params, self.engine.eos_ids, seq.output_ids, len(seq.all_ids), self.position_limit)
-        if reason is not None:
-            self._finish(seq, reason, now)
-            finished.append(seq)
         return choice.token_id
 
     def _finish(self, seq: Sequence, reason: str, now: float | None = None) -> None:
