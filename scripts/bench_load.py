@@ -10,8 +10,8 @@ uses new prompts, so the page caches must evict. Prints, per page and overall, t
 and p95 time of a slider move (send → script_finished) next to the same move made by
 one tab alone on the same server in the same run (the ratio is what to compare across
 machines), the largest generation batch the Sampling page reported, the server's RSS (with its
-child processes) after each round, and every finding (an error, another tab's word, a missing own word).
-Writes ``bench-results/load.json``.
+child processes) after each round with its growth (round to round, and the least-squares line over the rounds), and
+every finding (an error, another tab's word, a missing own word). Writes ``bench-results/load.json``.
 
 ``--replicas N`` compares a school with one server in the same run (``compare_replicas``): one server as today
 (the room in its memory) and N replicas behind HAProxy sharing a Redis room (``tests/school.py``, the config
@@ -153,6 +153,20 @@ def measure(args, env: dict[str, str]) -> dict:
     }
 
 
+def rss_growth(after_rounds: list[float]) -> dict:
+    """Round to round, the RSS's change in per cent; over three rounds or more, also the least-squares line through
+    them (MiB, and per cent of their mean, a round): one step moves by a few per cent either way (the heaps, the
+    moment it is read), so the line says more about growth than any one step."""
+    if len(after_rounds) < 2:
+        return {}
+    growth = {"steps_percent": [100 * (b - a) / a for a, b in zip(after_rounds, after_rounds[1:])]}
+    if len(after_rounds) >= 3:
+        slope = statistics.linear_regression(range(len(after_rounds)), after_rounds).slope
+        growth["trend_mib"] = slope
+        growth["trend_percent"] = 100 * slope / statistics.fmean(after_rounds)
+    return growth
+
+
 def report(args, result: dict) -> dict:
     """Print one server's table; return its figures (seconds) by name."""
     every, reference = result["every"], result["reference"]
@@ -227,10 +241,22 @@ def report(args, result: dict) -> dict:
         f"(of {len(batch_sizes)} pages with continuations; {sum(b > 1 for b in batch_sizes)} batched with others)"
     )
     print("server RSS: " + ", ".join(f"{name} {value:,.0f} MiB" for name, value in result["rss"].items()))
+    growth = rss_growth([value for name, value in result["rss"].items() if name.startswith("after round")])
+    if growth:
+        print(
+            "RSS growth a round: "
+            + ", ".join(f"{step:+.1f} %" for step in growth["steps_percent"])
+            + (
+                f"; least-squares trend {growth['trend_mib']:+.1f} MiB ({growth['trend_percent']:+.2f} %) a round"
+                if "trend_mib" in growth
+                else ""
+            )
+        )
     print(f"findings: {len(problems)}" + "".join(f"\n  {p}" for p in problems[:20]))
     return {
         "figures": figures,
         "rss_mib": result["rss"],
+        "rss_growth": growth,
         "findings": problems,
         "max_batch_size": max(batch_sizes, default=0),
         "round_seconds": [rnd["seconds"] for rnd in result["rounds"]],

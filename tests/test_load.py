@@ -162,3 +162,20 @@ def test_followers_track_the_teacher_and_see_nothing_else(server):
     # page switch (Streamlit folds a fragment timer's rerun into a pending st.switch_page and keeps the old
     # page, and the follower had already counted the broadcast as applied; fixed in ui/classroom.follow).
     assert all(seconds < FOLLOW_REACH_S for seconds in flat), report.missed
+
+
+def test_the_benchmarks_growth_is_each_step_and_the_least_squares_line():
+    """``scripts/bench_load.py`` reports the RSS's growth round to round and, over three rounds or more, the line's
+    slope: one step back does not hide the rise."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("bench_load", Path(__file__).parents[1] / "scripts" / "bench_load.py")
+    bench_load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_load)
+    growth = bench_load.rss_growth([1000.0, 1030.0, 1020.0, 1030.0])
+    assert growth["steps_percent"] == pytest.approx([3.0, -100 / 103, 100 / 102])
+    assert growth["trend_mib"] == pytest.approx(8.0)  # least squares through (0, 1000), (1, 1030), (2, 1020), (3, 1030)
+    assert growth["trend_percent"] == pytest.approx(100 * 8.0 / 1020.0)
+    assert bench_load.rss_growth([1000.0, 1010.0]) == {"steps_percent": [pytest.approx(1.0)]}
+    assert bench_load.rss_growth([1000.0]) == {}
