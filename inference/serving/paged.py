@@ -24,8 +24,8 @@ one prompt: the prompt is computed once, then each further answer forks the firs
 With ``share_agreeing`` (the server's batcher), an answer is forked only when its token differs: answers on one
 row that drew the same token go on riding that row, since their next logits are the row's. Answers on one seed (the
 Sampling page's four settings) draw the same u at each step, so they agree wherever u falls in the same token's
-range under each one's settings, and each agreeing token is one row fewer in the forward. Every answer's tokens and
-logits are still those it would have alone.
+range under each one's settings, and each agreeing token is one row fewer in the forward. A rider is given the logits
+of its own tokens at its own positions, read from the same blocks: what a row of its own would compute.
 
 ``PagedBatcher.for_server`` is the shared engine server's batcher (``server.py``): at most ``n_slots``
 sequences run, on a pool of the positions those slots would reserve. The slot cache (``continuous.py``)
