@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -324,6 +325,17 @@ inline void tile_at(int64_t m, int64_t n, int64_t K, int64_t N, int64_t G, const
   store_tile<R, I>(acc, W.low != nullptr, Y + m * N + n, N);
 }
 
+// tile(std::integral_constant<int, T>{}) with T = take, for a take of 1 to I input rows: a tile's count of input rows
+// as a compile-time constant, so that the last M % I rows are one tile of their own
+template <int I, class Tile>
+inline void with_rows(int64_t take, const Tile& tile) {
+  if (take == I) {
+    tile(std::integral_constant<int, I>{});
+  } else if constexpr (I > 1) {
+    with_rows<I - 1>(take, tile);
+  }
+}
+
 // Tiles of R weight rows x I input rows over y[:, n0:n1]: the last M % I input rows of each block of R weight rows in
 // one tile of their own (the weights still in cache), single rows at the last columns. Flattened (every call in it
 // inlined), as product_spread is: GCC left parts of the tiles out of line, a few percent at every row count
@@ -337,14 +349,8 @@ __attribute__((flatten)) void product(int64_t M, int64_t K, int64_t N, int64_t n
     const bool full_n = n + R <= n1;
     for (int64_t m = 0; m < M; m += I) {
       const int64_t take = std::min<int64_t>(I, M - m);
-      if (full_n && take == I) {
-        tile_at<F, R, I>(m, n, K, N, G, W, X, factors.data(), Y);
-      } else if (full_n && take == 3) {
-        if constexpr (I > 3) tile_at<F, R, 3>(m, n, K, N, G, W, X, factors.data(), Y);
-      } else if (full_n && take == 2) {
-        if constexpr (I > 2) tile_at<F, R, 2>(m, n, K, N, G, W, X, factors.data(), Y);
-      } else if (full_n) {
-        if constexpr (I > 1) tile_at<F, R, 1>(m, n, K, N, G, W, X, factors.data(), Y);
+      if (full_n) {
+        with_rows<I>(take, [&](auto t) { tile_at<F, R, decltype(t)::value>(m, n, K, N, G, W, X, factors.data(), Y); });
       } else {
         for (int64_t r = n; r < n1; ++r)
           for (int64_t i = m; i < m + take; ++i) tile_at<F, 1, 1>(i, r, K, N, G, W, X, factors.data(), Y);
@@ -377,7 +383,6 @@ inline void spread_tile(const Spread& s, const Weights<Q4>& W, const Inputs& X, 
 template <int R, int I>
 __attribute__((flatten)) void product_spread(int64_t M, int64_t K, int64_t N, int64_t n0, int64_t n1,
                                              const Weights<Q4>& W, const Inputs& X, const float* dv, float* Y) {
-  static_assert(I == 4, "a last tile of 1, 2 or 3 input rows");
   const int64_t G = K / kGroup, S = (G / 2) * 8;
   std::vector<float> sf(R * G), sv(R * S + 8);
   for (int64_t n = n0; n < n1; n += R) {
@@ -389,14 +394,8 @@ __attribute__((flatten)) void product_spread(int64_t M, int64_t K, int64_t N, in
     const Spread spread{sv.data(), dv, sf.data(), S};
     for (int64_t m = 0; m < M; m += I) {
       const int64_t take = std::min<int64_t>(I, M - m);
-      if (rows == R && take == I) {
-        spread_tile<R, I>(spread, W, X, K, N, G, n, 0, m, Y);
-      } else if (rows == R && take == 3) {
-        spread_tile<R, 3>(spread, W, X, K, N, G, n, 0, m, Y);
-      } else if (rows == R && take == 2) {
-        spread_tile<R, 2>(spread, W, X, K, N, G, n, 0, m, Y);
-      } else if (rows == R) {
-        spread_tile<R, 1>(spread, W, X, K, N, G, n, 0, m, Y);
+      if (rows == R) {
+        with_rows<I>(take, [&](auto t) { spread_tile<R, decltype(t)::value>(spread, W, X, K, N, G, n, 0, m, Y); });
       } else {
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t i = m; i < m + take; ++i) spread_tile<1, 1>(spread, W, X, K, N, G, n, r, i, Y);
