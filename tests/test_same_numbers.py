@@ -35,6 +35,7 @@ after it with it. Such a strip is compared up to that step: the first such step 
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -399,7 +400,7 @@ def test_a_strip_may_part_only_from_a_draw_the_bound_can_turn():
     eps = model_eps(stored["models"][GEMMA])
 
     def checked(rows: list[list[str]]) -> list[str]:
-        kept = up_to_open_draws(json.loads(json.dumps(expected)), _csv([expected["header"], *rows]), query, eps)
+        kept = up_to_open_draws(copy.deepcopy(expected), _csv([expected["header"], *rows]), query, eps)
         return compare(name, "two_settings", kept, _csv([expected["header"], *kept.pop("actual")]), eps)
 
     b_parts = [list(row) for row in expected["rows"]]
