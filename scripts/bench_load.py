@@ -10,8 +10,9 @@ uses new prompts, so the page caches must evict. Prints, per page and overall, t
 and p95 time of a slider move (send → script_finished) next to the same move made by
 one tab alone on the same server in the same run (the ratio is what to compare across
 machines), the largest generation batch the Sampling page reported, the server's RSS (with its
-child processes) after each round with its growth (round to round, and the least-squares line over the rounds), and
-every finding (an error, another tab's word, a missing own word). Writes ``bench-results/load.json``.
+child processes) after each round with its growth (round to round, and the least-squares line over the rounds), the
+CPU seconds a student action cost the server process (the page runs) and the engine's processes below it over the
+rounds, and every finding (an error, another tab's word, a missing own word). Writes ``bench-results/load.json``.
 
 ``--replicas N`` compares a school with one server in the same run (``compare_replicas``): one server as today
 (the room in its memory) and N replicas behind HAProxy sharing a Redis room (``tests/school.py``, the config
@@ -122,6 +123,7 @@ def measure(args, env: dict[str, str]) -> dict:
         rss["warmed up"] = server.rss_mib()
         reference = alone(server.url, args.reference_moves)
         rounds = []
+        cpu_before = cpu_split(server.proc.pid)
         for round_index in range(args.rounds):
             started = time.perf_counter()
             reports = run_class(server.url, args.students, round_index, args.pages, args.slider_moves, args.timeout)
@@ -132,6 +134,7 @@ def measure(args, env: dict[str, str]) -> dict:
                 f"RSS {rss[f'after round {round_index + 1}']:,.0f} MiB",
                 flush=True,
             )
+        cpu_after = cpu_split(server.proc.pid)
         follow = (
             follow_class(
                 server.url, args.followers, MARKERS[-args.broadcasts :], args.timeout, new_rounds=args.new_rounds
@@ -149,6 +152,7 @@ def measure(args, env: dict[str, str]) -> dict:
         "rounds": rounds,
         "every": every,
         "rss": rss,
+        "cpu_rounds": {what: cpu_after[what] - cpu_before[what] for what in cpu_before},
         "follow": follow,
     }
 
@@ -252,6 +256,16 @@ def report(args, result: dict) -> dict:
                 else ""
             )
         )
+    actions = sum(len(r.timings) for r in every)
+    wall = sum(rnd["seconds"] for rnd in result["rounds"])
+    cpu = {what: seconds / actions for what, seconds in result["cpu_rounds"].items()}
+    print(
+        f"CPU a student action ({actions} actions in {wall:.0f} s of rounds): "
+        + ", ".join(
+            f"{what} {1000 * per:.0f} ms (busy {result['cpu_rounds'][what] / wall:.0%} of one core)"
+            for what, per in cpu.items()
+        )
+    )
     print(f"findings: {len(problems)}" + "".join(f"\n  {p}" for p in problems[:20]))
     return {
         "figures": figures,
@@ -260,6 +274,7 @@ def report(args, result: dict) -> dict:
         "findings": problems,
         "max_batch_size": max(batch_sizes, default=0),
         "round_seconds": [rnd["seconds"] for rnd in result["rounds"]],
+        "cpu_seconds_per_action": cpu,
     }
 
 
@@ -280,14 +295,23 @@ def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU seconds of these processes and every process below them (``/proc/<pid>/stat``)."""
     from tests.load_scenario import _process_tree
 
-    total = 0
-    for pid in {child for root in pids for child in _process_tree(root)}:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(own_cpu_seconds(pid) for pid in {child for root in pids for child in _process_tree(root)})
+
+
+def own_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of this one process, all its threads (0 once it has ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14 and 15 of stat)
+
+
+def cpu_split(pid: int) -> dict[str, float]:
+    """CPU seconds so far of the server process itself (the page runs, under one GIL) and of the processes below it
+    (the engine's), which is where a class's time goes on a 2-core machine."""
+    own = own_cpu_seconds(pid)
+    return {"server": own, "engine": cpu_seconds([pid]) - own}
 
 
 def compare_replicas(args) -> dict:
