@@ -4,9 +4,12 @@ during iteration", a follower's Attention page on a two-replica school)."""
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import plotly.graph_objects as go
+import plotly.io
+import plotly.tools
 import pytest
 
 from ui.common import charts
@@ -85,3 +88,41 @@ def test_sessions_showing_one_shared_figure_at_once_do_not_collide():
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_a_finished_figure_serialises_as_the_figure_it_was_built_from():
+    """``st.plotly_chart`` reads a figure through ``to_dict``: a finished one hands out the dict made when it was
+    built (one object, not a deep copy a run), and it is the very dict the figure itself gives."""
+    built = make_bars(("a", "b", "c"), (0.2, 0.3, 0.5))
+    plain = plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(built, True), validate=False)
+    finished = charts.FinishedFigure.of(make_bars(("a", "b", "c"), (0.2, 0.3, 0.5)))
+    assert finished.to_dict() is finished.to_dict()
+    assert plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(finished, True), validate=False) == plain
+    assert plotly.io.to_json(finished.to_dict(), validate=False) == plain  # streamlit's read left it as it was
+
+
+def test_a_copy_of_a_finished_figure_is_a_plain_figure_free_to_change():
+    """Presenter mode draws from ``copy.deepcopy`` of the shared figure and grows its text: the copy changes, the
+    shared figure and the dict it hands out do not."""
+    shared = charts.show(BARS(("a", "b"), (0.5, 0.5)), key="bars", shared=True)
+    assert isinstance(shared, charts.FinishedFigure)
+    before = plotly_json(shared)
+    big = charts.presenter_copy(shared)
+    assert type(big) is go.Figure and big.layout.font.size == round(12 * charts.FONT_SCALE)
+    assert plotly_json(shared) == before and shared.layout.font.size is None
+    again = copy.deepcopy(shared)
+    again.update_layout(title="changed")
+    assert plotly_json(shared) == before and plotly_json(again) != before
+
+
+def test_a_finished_subplot_grid_survives_a_copy():
+    from ui.common.subplots import subplots
+
+    fig = charts.FinishedFigure.of(subplots(rows=1, cols=2))
+    copied = copy.deepcopy(fig)
+    copied.add_trace(go.Bar(x=["a"], y=[1]), row=1, col=2)  # needs the grid
+    assert copied.data[0].xaxis == "x2"
+
+
+def plotly_json(fig: go.Figure) -> str:
+    return plotly.io.to_json(fig.to_dict(), validate=False)

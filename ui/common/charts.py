@@ -163,9 +163,33 @@ def shared(builder: Callable[..., go.Figure], max_entries: int = 16) -> Callable
 
     @functools.wraps(builder)  # the cache's key reads the builder's own name and source
     def finished(*args, **kwargs) -> go.Figure:
-        return keep_tick_labels(builder(*args, **kwargs))
+        return FinishedFigure.of(keep_tick_labels(builder(*args, **kwargs)))
 
     return st.cache_resource(max_entries=max_entries, show_spinner=False)(finished)
+
+
+class FinishedFigure(go.Figure):
+    """A shared figure, finished: its dict (what ``st.plotly_chart`` serialises, through ``to_dict``) is made once
+    when it is built, not deep-copied again for every session on every run (~4 ms of a class server's page run,
+    docs/benchmarks.md). The dict is read, never changed: ``st.plotly_chart`` only reads it. A copy (``presenter_copy``'s
+    ``copy.deepcopy``, a pickle) is a plain ``go.Figure`` again, built from a dict of its own, free to change."""
+
+    _dict: dict
+
+    @classmethod
+    def of(cls, fig: go.Figure) -> FinishedFigure:
+        """``fig`` itself, finished: the same object (no second validation of its properties), its dict made now."""
+        fig.__class__ = cls  # go.Figure and this class hold the very same attributes
+        fig._dict = go.Figure.to_dict(fig)
+        return fig
+
+    def to_dict(self) -> dict:
+        return self._dict
+
+    def __reduce__(self):  # plotly's own, with a fresh dict and the plain class
+        props = go.Figure.to_dict(self)
+        props["_grid_str"], props["_grid_ref"] = self._grid_str, self._grid_ref
+        return (go.Figure, (props,))
 
 
 _shared_cache = shared  # ``show``'s own ``shared`` flag hides the name there
