@@ -16,6 +16,7 @@ def _spinners(monkeypatch) -> list[str]:
         return contextlib.nullcontext()
 
     monkeypatch.setattr(resources.st, "spinner", spinner)
+    monkeypatch.setattr(resources, "_ready", set())  # no model built yet, whatever ran before in this process
     return shown
 
 
@@ -45,3 +46,24 @@ def test_a_load_is_marked_while_it_runs_and_unmarked_after_even_when_it_fails(mo
     monkeypatch.setattr(resources, "client_for", lambda model: None)
     resources.client_with_notice("tiny")
     assert "first use on this server" in shown[0]
+
+
+def test_a_built_client_is_handed_out_with_no_spinner_and_a_failed_one_is_tried_again_with_it(monkeypatch):
+    shown = _spinners(monkeypatch)
+    outcomes = iter([OSError("no such file"), "client"])
+
+    def client_for(model):
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(resources, "client_for", client_for)
+    try:
+        resources.client_with_notice("tiny")
+    except OSError:
+        pass
+    assert len(shown) == 1 and "tiny" not in resources._ready
+    assert resources.client_with_notice("tiny") == "client" and len(shown) == 2
+    monkeypatch.setattr(resources, "client_for", lambda model: "client")
+    assert resources.client_with_notice("tiny") == "client" and len(shown) == 2  # built: no spinner again

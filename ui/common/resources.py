@@ -52,6 +52,10 @@ def engine_for(model: str) -> Engine:
 
 
 _loading_since: dict[str, float] = {}  # model -> monotonic time its load began, while one runs (any session)
+# Models whose client is built. ``client_for`` keeps every allowlisted model (``models.MAX_MODELS``), so it stays
+# built; the spinner is left out for these: Streamlit starts a timer thread for each one, ~2 % of a class server's
+# page runs (docs/benchmarks.md).
+_ready: set[str] = set()
 
 
 def client_with_notice(model: str) -> EngineClient:
@@ -61,6 +65,8 @@ def client_with_notice(model: str) -> EngineClient:
     cached call (pages reach it inside cached helpers, where Streamlit hides it). A second session waits on the
     cache's lock with no sign; this names the model and who is loading it. A loaded model returns at once (a
     spinner shows only after half a second)."""
+    if model in _ready:
+        return client_for(model)
     since = _loading_since.get(model)
     who = (
         f"another session began loading it {time.monotonic() - since:.0f} s ago; this page waits for that load"
@@ -68,7 +74,9 @@ def client_with_notice(model: str) -> EngineClient:
         else "the first use on this server reads its weights from disk"
     )
     with st.spinner(f"Waiting for the model {model} to load ({who})…", show_time=True):
-        return client_for(model)
+        client = client_for(model)
+    _ready.add(model)
+    return client
 
 
 def engine_settings(model: str) -> dict:
