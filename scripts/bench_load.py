@@ -14,6 +14,10 @@ child processes) after each round with its growth (round to round, and the least
 CPU seconds a student action cost the server process (the page runs) and the engine's processes below it over the
 rounds, and every finding (an error, another tab's word, a missing own word). Writes ``bench-results/load.json``.
 
+``--heartbeats N`` adds N tabs that only keep their heartbeat through the rounds (the sidebar's fragment, every
+0.5 s): a browser's tab runs it all the time, the test client's student tabs never do, so 20 give a real class's
+load.
+
 ``--replicas N`` compares a school with one server in the same run (``compare_replicas``): one server as today
 (the room in its memory) and N replicas behind HAProxy sharing a Redis room (``tests/school.py``, the config
 ``scripts/run-school.sh`` generates), with the same class settings each, all started together; then, ``--rounds``
@@ -48,6 +52,7 @@ from tests.load_scenario import (  # noqa: E402
     SLIDERS,
     WARM_UP_MARKER,
     AppServer,
+    Heartbeats,
     StudentReport,
     follow_class,
     percentile,
@@ -123,18 +128,20 @@ def measure(args, env: dict[str, str]) -> dict:
         rss["warmed up"] = server.rss_mib()
         reference = alone(server.url, args.reference_moves)
         rounds = []
-        cpu_before = cpu_split(server.proc.pid)
-        for round_index in range(args.rounds):
-            started = time.perf_counter()
-            reports = run_class(server.url, args.students, round_index, args.pages, args.slider_moves, args.timeout)
-            rounds.append({"seconds": time.perf_counter() - started, "reports": reports})
-            rss[f"after round {round_index + 1}"] = server.rss_mib()
-            print(
-                f"round {round_index + 1}: {args.students} tabs in {rounds[-1]['seconds']:.1f} s, "
-                f"RSS {rss[f'after round {round_index + 1}']:,.0f} MiB",
-                flush=True,
-            )
-        cpu_after = cpu_split(server.proc.pid)
+        with Heartbeats(server.url, args.heartbeats, args.timeout) as beats:
+            time.sleep(2.0 if args.heartbeats else 0.0)  # their tabs open first
+            cpu_before, polls_before = cpu_split(server.proc.pid), beats.polls
+            for round_index in range(args.rounds):
+                started = time.perf_counter()
+                reports = run_class(server.url, args.students, round_index, args.pages, args.slider_moves, args.timeout)
+                rounds.append({"seconds": time.perf_counter() - started, "reports": reports})
+                rss[f"after round {round_index + 1}"] = server.rss_mib()
+                print(
+                    f"round {round_index + 1}: {args.students} tabs in {rounds[-1]['seconds']:.1f} s, "
+                    f"RSS {rss[f'after round {round_index + 1}']:,.0f} MiB",
+                    flush=True,
+                )
+            cpu_after, polls = cpu_split(server.proc.pid), beats.polls - polls_before
         follow = (
             follow_class(
                 server.url, args.followers, MARKERS[-args.broadcasts :], args.timeout, new_rounds=args.new_rounds
@@ -153,6 +160,7 @@ def measure(args, env: dict[str, str]) -> dict:
         "every": every,
         "rss": rss,
         "cpu_rounds": {what: cpu_after[what] - cpu_before[what] for what in cpu_before},
+        "heartbeats": {"tabs": args.heartbeats, "polls": polls, "problems": beats.problems},
         "follow": follow,
     }
 
@@ -258,9 +266,17 @@ def report(args, result: dict) -> dict:
         )
     actions = sum(len(r.timings) for r in every)
     wall = sum(rnd["seconds"] for rnd in result["rounds"])
+    beats = result["heartbeats"]
+    problems += beats["problems"]
+    if beats["tabs"]:
+        print(
+            f"heartbeats: {beats['tabs']} more tabs, {beats['polls']} fragment runs ({beats['polls'] / wall:.0f} a s)"
+        )
     cpu = {what: seconds / actions for what, seconds in result["cpu_rounds"].items()}
     print(
-        f"CPU a student action ({actions} actions in {wall:.0f} s of rounds): "
+        f"CPU a student action ({actions} actions in {wall:.0f} s of rounds"
+        + (", with the heartbeats'" if beats["tabs"] else "")
+        + "): "
         + ", ".join(
             f"{what} {1000 * per:.0f} ms (busy {result['cpu_rounds'][what] / wall:.0%} of one core)"
             for what, per in cpu.items()
@@ -472,6 +488,13 @@ def main() -> None:
         type=int,
         default=3,
         help="then draw rounds the teacher starts on the Class page, each reaching the followers' open page",
+    )
+    parser.add_argument(
+        "--heartbeats",
+        type=int,
+        default=0,
+        help="N more tabs that only run their heartbeat through the rounds (every 0.5 s), as the students' own tabs "
+        "do in a browser and the test client's do not (20: a real class's load)",
     )
     parser.add_argument("--lever", choices=sorted(LEVERS), help="run once with the setting as it was, once as now")
     parser.add_argument(

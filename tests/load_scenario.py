@@ -363,6 +363,43 @@ class FollowReport:
     round_latencies: list[list[float]] = field(default_factory=list)  # [new round][follower]: on its open Class page
 
 
+class Heartbeats:
+    """``n`` tabs that only keep their heartbeat, as every open tab does in a browser (the sidebar's fragment,
+    ``run_every`` 0.5 s) and the test client's student tabs do not: started with the scenario, stopped after it
+    (a context manager). ``polls`` counts the fragment runs they asked for."""
+
+    def __init__(self, url: str, n: int, timeout: float = 120.0) -> None:
+        self.url, self.n, self.timeout = url, n, timeout
+        self.polls = 0
+        self.problems: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._tab, args=(i,), name=f"heartbeat-{i}") for i in range(n)]
+
+    def _tab(self, i: int) -> None:
+        try:
+            with StreamlitSession(self.url, timeout=self.timeout) as tab:
+                tab.open("")
+                while not self._stop.is_set():
+                    started = time.perf_counter()
+                    run = tab.poll()
+                    self.polls += 1
+                    self.problems += [f"heartbeat tab {i}: {p}" for p in run.problems]
+                    interval = min(tab.fragments.values(), default=0.5)
+                    self._stop.wait(max(0.0, interval - (time.perf_counter() - started)))  # the browser's timer
+        except Exception as exc:  # noqa: BLE001  (a finding, not a crash)
+            self.problems.append(f"heartbeat tab {i}: {type(exc).__name__}: {exc}")
+
+    def __enter__(self) -> Heartbeats:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+
 def follow_class(
     url: str, n_followers: int, words: list[str], timeout: float = 120.0, reach_s: float = 60.0, new_rounds: int = 0
 ) -> FollowReport:

@@ -15,6 +15,8 @@ The bigger run is ``scripts/bench_load.py``.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +28,7 @@ from tests.load_scenario import (
     MARKERS,
     WARM_UP_MARKER,
     AppServer,
+    Heartbeats,
     StudentReport,
     _has_word,
     check_page,
@@ -130,6 +133,20 @@ def test_a_class_of_twenty_on_one_server(server):
 
     assert max(rss_after) < rss_warm + RSS_HEADROOM_MIB
     assert all(later - earlier < RSS_ROUND_GROWTH_MIB for earlier, later in zip(rss_after, rss_after[1:]))
+
+
+@pytest.mark.load
+@pytest.mark.real_model
+def test_heartbeat_tabs_keep_polling_as_a_browsers_tabs_do(server):
+    """``bench_load.py --heartbeats``: tabs that only run the sidebar's fragment on its timer, until stopped."""
+    with Heartbeats(server.url, 3) as beats:
+        deadline = time.monotonic() + 60
+        while beats.polls < 6 and time.monotonic() < deadline:  # two runs a tab (each opens its page first)
+            time.sleep(0.1)
+    assert beats.problems == [] and beats.polls >= 6
+    stopped = beats.polls
+    time.sleep(1.0)
+    assert beats.polls == stopped  # their threads ended with the block
 
 
 N_FOLLOWERS = 10
