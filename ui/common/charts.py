@@ -170,7 +170,7 @@ def shared(builder: Callable[..., go.Figure], max_entries: int = 16) -> Callable
 
 class FinishedFigure(go.Figure):
     """A shared figure, finished: its dict (what ``st.plotly_chart`` serialises, through ``to_dict``) is made once
-    when it is built, not deep-copied again for every session on every run (~4 ms of a class server's page run,
+    when it is built, not deep-copied again for every session on every run (up to 7 ms of a page run, the Logits page:
     docs/benchmarks.md). The dict is read, never changed: ``st.plotly_chart`` only reads it. A copy (``presenter_copy``'s
     ``copy.deepcopy``, a pickle) is a plain ``go.Figure`` again, built from a dict of its own, free to change."""
 
