@@ -224,11 +224,11 @@ else:
         if step.merged is None:
             label = f"start (single {unit})"
         else:
-            left_piece, right_piece = (visible(tok.model_piece_text(model, p)) for p in step.merged)
+            left_piece, right_piece = (visible(text) for text in step.merged_texts)
             label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"
         left, right = st.columns([1, 3])
         left.markdown(label)
-        right.markdown(token_chips_html([tok.model_piece_text(model, p) for p in step.parts]), unsafe_allow_html=True)
+        right.markdown(token_chips_html(step.texts), unsafe_allow_html=True)
     cut = len(pieces[0]) > tok.MAX_BPE_BYTES
     st.caption(
         claims.merge_replay_caption(

@@ -16,11 +16,14 @@ def real(ui_engine):
 @pytest.mark.real_model
 @pytest.mark.parametrize("word", ["thecatsatonthemat", " inference", " tokenization", "héllo", " 🙂"])
 def test_replayed_merges_match_the_tokenizer(real, word):
-    from ui.tokenization.compute import bpe_steps
+    from ui.tokenization.compute import bpe_steps, model_piece_text
 
     steps = bpe_steps(MODEL, word)
     assert steps[0].merged is None and all(s.rank is not None for s in steps[1:])
     assert steps[-1].parts == real.tokenizer.raw_tokens(real.tokenizer.encode(word))
+    for step in steps:  # the texts the page draws, made with the steps: each part's own text
+        assert step.texts == [model_piece_text(MODEL, part) for part in step.parts]
+        assert step.merged_texts == (step.merged and tuple(model_piece_text(MODEL, part) for part in step.merged))
 
 
 @pytest.mark.real_model

@@ -133,6 +133,8 @@ class MergeStep:
     parts: list[str]  # the word's pieces after this step (byte-level alphabet)
     merged: tuple[str, str] | None  # the pair merged to get here (None for the start)
     rank: int | None  # that merge's rank in the model's list (lower = learned earlier)
+    texts: list[str]  # ``parts`` as text (``model_piece_text``), made with the step: the page draws every step
+    merged_texts: tuple[str, str] | None  # ``merged`` as text
 
 
 def pre_tokens(model: str, text: str) -> list[str]:
@@ -152,7 +154,11 @@ def bpe_steps(model: str, word: str) -> list[MergeStep]:
     tokenizer = client_for(model).tokenizer
     parts = tokenizer.bpe_symbols(pieces[0][:MAX_BPE_BYTES]) if pieces else []
     ranks = tokenizer.merge_ranks
-    steps = [MergeStep(parts[:], None, None)]
+
+    def text(part: str) -> str:
+        return piece_text(part, False, tokenizer)
+
+    steps = [MergeStep(parts[:], None, None, [text(p) for p in parts], None)]
     while len(parts) > 1:
         candidates = [(ranks[(a, b)], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if (a, b) in ranks]
         if not candidates:
@@ -160,7 +166,7 @@ def bpe_steps(model: str, word: str) -> list[MergeStep]:
         rank, i = min(candidates)
         pair = (parts[i], parts[i + 1])
         parts = parts[:i] + [pair[0] + pair[1]] + parts[i + 2 :]
-        steps.append(MergeStep(parts[:], pair, rank))
+        steps.append(MergeStep(parts[:], pair, rank, [text(p) for p in parts], (text(pair[0]), text(pair[1]))))
     return steps
 
 
