@@ -220,9 +220,10 @@ else:
             f"first {tok.MAX_BPE_BYTES}."
         )
     steps = tok.bpe_steps(model, bpe_word)
+    start = tok.replay_start(steps[0].parts)
     for n, step in enumerate(steps):
         if step.merged is None:
-            label = f"start (single {unit})"
+            label = claims.merge_start_label(unit, start.fallback_characters)
         else:
             left_piece, right_piece = (visible(text) for text in step.merged_texts)
             label = f"merge {n}: `{left_piece}` + `{right_piece}` (rank {step.rank:,})"
@@ -238,6 +239,8 @@ else:
             steps[-1].parts == tok.tokenizer_split(model, bpe_word),
             cut,
             unit,
+            start.fallback_characters,
+            start.fallback_bytes,
         )
     )
 

@@ -277,6 +277,29 @@ def test_embedding_sentences_quote_the_matrix(real):
     assert "`·the` appears at positions 0 and 3" in text and repeat[0] == repeat[3]
 
 
+@pytest.mark.parametrize(
+    ("counts", "start"),
+    [
+        ((17, 5, "bytes", 0, 0), "12 merges from 17 bytes to 5 tokens"),
+        ((1, 1, "bytes", 0, 0), "12 merges from 1 byte to 1 token"),
+        ((22, 22, "code points", 5, 20), "from 7 code points (5 of them outside the vocabulary, spelled as 20 byte "),
+        ((2, 2, "code points", 2, 2), "from 2 code points (all of them outside the vocabulary, spelled as 2 byte "),
+        (
+            (4, 4, "code points", 1, 4),
+            "from 1 code point (outside the vocabulary, spelled as 4 byte tokens: 4 symbols)",
+        ),
+    ],
+)
+def test_the_merge_caption_counts_what_the_replay_starts_from(counts, start):
+    """Byte-level BPE starts from bytes; SentencePiece from code points, a code point outside its vocabulary as its
+    byte tokens: the caption counts code points and says how many symbols they make (``compute.replay_start``)."""
+    n_symbols, n_parts, unit, fallback_characters, fallback_bytes = counts
+    caption = tokenization_claims.merge_replay_caption(
+        12, n_symbols, n_parts, True, False, unit, fallback_characters, fallback_bytes
+    )
+    assert start in caption
+
+
 @pytest.mark.parametrize("name", PROMPTS)
 def test_tokenization_sentences_quote_the_tokenizer(real, name):
     text = PROMPTS[name]

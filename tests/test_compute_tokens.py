@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
 
 MODEL = "SmolLM2-135M-Instruct"  # the name every helper below is asked about
 
@@ -75,3 +79,44 @@ def test_a_token_holding_part_of_a_character_is_flagged_from_its_bytes(real):
     assert "hold only part of a character" in prompt_notes(family, (), view.partial)[0]
     whole = [False] * len(view.partial)  # a tokenizer with whole tokens for them (Gemma): no split is claimed
     assert "no character is split" in prompt_notes(family, (), whole)[0]
+
+
+@given(text=hst.text(min_size=1, max_size=40), outside=hst.integers(0, 0x110000))
+def test_a_replays_start_counts_its_characters_whatever_falls_back_to_bytes(text, outside):
+    """SentencePiece's start (``Tokenizer.bpe_symbols``): each code point that is in the vocabulary (here: below
+    ``outside``) is one symbol, each other one its UTF-8 byte tokens. The counts recover the word's code points."""
+    from ui.tokenization.compute import replay_start
+
+    symbols = []
+    for ch in text:
+        symbols += [ch] if ord(ch) < outside else [f"<0x{byte:02X}>" for byte in ch.encode()]
+    start = replay_start(symbols)
+    fallen = [ch for ch in text if ord(ch) >= outside]
+    assert start.symbols == len(symbols) and start.characters == len(text)
+    assert start.fallback_characters == len(fallen)
+    assert start.fallback_bytes == sum(len(ch.encode()) for ch in fallen)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("word", ["thecatsatonthemat", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "👨\u200d👩\u200d👧", "é" * 70, "東京タワー"])
+def test_the_merge_captions_counts_are_the_words_on_both_models(both_models, word):
+    """The caption under "Merge by merge" counts what the replay starts from: bytes for SmolLM2's byte-level BPE;
+    for Gemma, code points, with those outside its vocabulary said apart (they start as their bytes)."""
+    from ui.tokenization import claims
+    from ui.tokenization.compute import MAX_BPE_BYTES, bpe_steps, pre_tokens, replay_start, symbol_unit
+
+    for model in both_models:
+        steps = bpe_steps(model, word)
+        start = replay_start(steps[0].parts)
+        replayed = pre_tokens(model, word)[0][:MAX_BPE_BYTES]  # byte-level: one alphabet character per byte
+        assert start.characters == len(replayed), model
+        unit = symbol_unit(model)
+        caption = claims.merge_replay_caption(
+            len(steps) - 1, start.symbols, len(steps[-1].parts), True, False, unit, *astuple(start)[2:]
+        )
+        assert f" from {len(replayed):,} {unit}" in caption
+        if model == "gemma-3-270m" and word[0] == "𝔘":  # five of its letters are not in Gemma's vocabulary
+            assert start.fallback_characters > 0
+        if start.fallback_characters:
+            assert unit == "code points" and f"{start.symbols:,} symbols" in caption
+            assert claims.merge_start_label(unit, start.fallback_characters).endswith("as byte tokens)")

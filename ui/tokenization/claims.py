@@ -116,17 +116,47 @@ def id_neighbours_sentence(
 
 
 def merge_replay_caption(
-    n_merges: int, n_symbols: int, n_parts: int, same_as_tokenizer: bool, cut: bool, unit: str = "bytes"
+    n_merges: int,
+    n_symbols: int,
+    n_parts: int,
+    same_as_tokenizer: bool,
+    cut: bool,
+    unit: str = "bytes",
+    fallback_characters: int = 0,
+    fallback_bytes: int = 0,
 ) -> str:
     """The merge-by-merge summary; it claims agreement with the real tokenizer only when the split is the same.
 
-    ``unit``: what the replay starts from ("bytes" for byte-level BPE, "code points" for SentencePiece)."""
-    text = f"{fmt.count(n_merges, 'merge')} from {n_symbols:,} {unit} to {fmt.count(n_parts, 'token')}"
+    ``unit``: what the replay starts from ("bytes" for byte-level BPE, "code points" for SentencePiece).
+    ``fallback_characters`` of the word's code points are outside the vocabulary and start as ``fallback_bytes``
+    byte tokens (SentencePiece's byte fallback), so the replay starts from ``n_symbols`` symbols, not that many
+    code points (``compute.replay_start``)."""
+    characters = n_symbols - fallback_bytes + fallback_characters
+    start = fmt.count(characters, unit.removesuffix("s"), unit)  # "1 byte", "7 code points"
+    if fallback_characters:
+        if characters == 1:
+            which = ""
+        elif fallback_characters == characters:
+            which = "all of them "
+        else:
+            which = f"{fallback_characters:,} of them "
+        start += (
+            f" ({which}outside the vocabulary, spelled as {fmt.count(fallback_bytes, 'byte token')}: "
+            f"{fmt.count(n_symbols, 'symbol')})"
+        )
+    text = f"{fmt.count(n_merges, 'merge')} from {start} to {fmt.count(n_parts, 'token')}"
     if cut:
-        return text + f": the replay stopped at the first {unit}, so it is not the tokenizer's whole split."
+        return text + ": the replay covers only the word's start, so it is not the tokenizer's whole split."
     if same_as_tokenizer:
         return text + ", the same split the tokenizer itself produces."
     return text + ": the tokenizer's own split differs (it applies more rules than these merges)."
+
+
+def merge_start_label(unit: str, fallback_characters: int = 0) -> str:
+    """The first row of the merge replay: what it starts from (``merge_replay_caption``'s counts)."""
+    if not fallback_characters:
+        return f"start (single {unit})"
+    return f"start (single {unit}; {fallback_characters:,} as byte tokens)"
 
 
 def tokenization_suggestions(has_template: bool, chat_on: bool) -> list[str]:

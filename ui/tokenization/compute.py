@@ -137,6 +137,28 @@ class MergeStep:
     merged_texts: tuple[str, str] | None  # ``merged`` as text
 
 
+FALLBACK_BYTE = re.compile(r"<0x([0-9A-F]{2})>")  # a SentencePiece byte token (byte fallback)
+
+
+@dataclass(frozen=True)
+class ReplayStart:
+    """What a merge replay starts from (its first step's parts): for byte-level BPE one symbol per byte; for
+    SentencePiece one per code point, but a code point outside the vocabulary is spelled as its UTF-8 byte tokens."""
+
+    symbols: int  # the parts the replay starts from
+    characters: int  # the word's bytes (byte-level) or code points (SentencePiece) those parts spell
+    fallback_characters: int  # code points outside the vocabulary, spelled as byte tokens
+    fallback_bytes: int  # the byte tokens they take
+
+
+def replay_start(parts: list[str]) -> ReplayStart:
+    """Count ``parts`` (a replay's start): every part is a single symbol of the model's alphabet or a byte token,
+    and the bytes of one code point begin with exactly one byte that is not a continuation byte (0x80-0xBF)."""
+    fallback = [int(match.group(1), 16) for part in parts if (match := FALLBACK_BYTE.fullmatch(part))]
+    leads = sum(not 0x80 <= byte <= 0xBF for byte in fallback)
+    return ReplayStart(len(parts), len(parts) - len(fallback) + leads, leads, len(fallback))
+
+
 def pre_tokens(model: str, text: str) -> list[str]:
     """How ``model``'s pre-tokenizer splits text before BPE (merges never cross these borders)."""
     return client_for(model).tokenizer.pre_tokens(text)
