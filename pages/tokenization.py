@@ -201,8 +201,14 @@ else:
 st.header("Merge by merge")
 unit = tok.symbol_unit(model)
 st.markdown(
-    f"Byte-pair encoding starts from single {unit} and repeatedly glues together the adjacent pair that "
-    "comes first in the model's list of learned merges (lower rank = learned earlier, more frequent)."
+    f"Byte-pair encoding starts from single {unit}"
+    + (
+        " (a code point outside the vocabulary starts as its byte tokens)"
+        if facts.scheme != "byte-level" and facts.byte_fallback
+        else ""
+    )
+    + " and repeatedly glues together the adjacent pair that comes first in the model's list of learned merges "
+    "(lower rank = learned earlier, more frequent)."
 )
 bpe_word = st.text_input("Word to build", **state.bind(state.TOK_BPE_WORD, "thecatsatonthemat"))
 pieces = tok.pre_tokens(model, bpe_word) if bpe_word else []
