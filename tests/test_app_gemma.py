@@ -9,6 +9,7 @@ the real-browser test (``test_browser.py``) opens the pages whose charts differ 
 from __future__ import annotations
 
 import re
+from dataclasses import astuple
 
 import numpy as np
 import pytest
@@ -148,3 +149,28 @@ def test_first_divergence_is_by_characters():
     split = first_divergence(" hungry.\nThe cat", " hungry and")
     assert (split.common, split.left_rest, split.right_rest) == (" hungry", ".\nThe cat", " and")
     assert first_divergence("same", "same").identical and first_divergence("", "x").common == ""
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("word", ["thecatsatonthemat", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "👨\u200d👩\u200d👧", "é" * 70, "東京タワー"])
+def test_the_merge_captions_counts_are_the_words_on_both_models(both_models, word):
+    """The caption under "Merge by merge" counts what the replay starts from: bytes for SmolLM2's byte-level BPE;
+    for Gemma, code points, with those outside its vocabulary said apart (they start as their bytes)."""
+    from ui.tokenization import claims
+    from ui.tokenization.compute import MAX_BPE_BYTES, bpe_steps, pre_tokens, replay_start, symbol_unit
+
+    for model in both_models:
+        steps = bpe_steps(model, word)
+        start = replay_start(steps[0].parts)
+        replayed = pre_tokens(model, word)[0][:MAX_BPE_BYTES]  # byte-level: one alphabet character per byte
+        assert start.characters == len(replayed), model
+        unit = symbol_unit(model)
+        caption = claims.merge_replay_caption(
+            len(steps) - 1, start.symbols, len(steps[-1].parts), True, False, unit, *astuple(start)[2:]
+        )
+        assert f" from {len(replayed):,} {unit}" in caption
+        if model == "gemma-3-270m" and word[0] == "𝔘":  # five of its letters are not in Gemma's vocabulary
+            assert start.fallback_characters > 0
+        if start.fallback_characters:
+            assert unit == "code points" and f"{start.symbols:,} symbols" in caption
+            assert claims.merge_start_label(unit, start.fallback_characters).endswith("as byte tokens)")
