@@ -326,8 +326,9 @@ def own_cpu_seconds(pid: int) -> float:
 def cpu_split(pid: int) -> dict[str, float]:
     """CPU seconds so far of the server process itself (the page runs, under one GIL) and of the processes below it
     (the engine's), which is where a class's time goes on a 2-core machine."""
-    own = own_cpu_seconds(pid)
-    return {"server": own, "engine": cpu_seconds([pid]) - own}
+    from tests.load_scenario import _process_tree
+
+    return {"server": own_cpu_seconds(pid), "engine": sum(own_cpu_seconds(p) for p in _process_tree(pid) if p != pid)}
 
 
 def compare_replicas(args) -> dict:

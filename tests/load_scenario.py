@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -363,6 +364,16 @@ class FollowReport:
     round_latencies: list[list[float]] = field(default_factory=list)  # [new round][follower]: on its open Class page
 
 
+def timer_polls(tab: StreamlitSession, stop: threading.Event) -> Iterator[Run]:
+    """The tab's timed fragment runs, one every ``run_every`` from the start of the last (the browser's timer), until
+    ``stop`` is set."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        yield tab.poll()
+        interval = min(tab.fragments.values(), default=0.5)
+        stop.wait(max(0.0, interval - (time.perf_counter() - started)))
+
+
 class Heartbeats:
     """``n`` tabs that only keep their heartbeat, as every open tab does in a browser (the sidebar's fragment,
     ``run_every`` 0.5 s) and the test client's student tabs do not: started with the scenario, stopped after it
@@ -370,22 +381,22 @@ class Heartbeats:
 
     def __init__(self, url: str, n: int, timeout: float = 120.0) -> None:
         self.url, self.n, self.timeout = url, n, timeout
-        self.polls = 0
+        self._polls = [0] * n  # each tab's own count (one writer each)
         self.problems: list[str] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._tab, args=(i,), name=f"heartbeat-{i}") for i in range(n)]
+
+    @property
+    def polls(self) -> int:
+        return sum(self._polls)
 
     def _tab(self, i: int) -> None:
         try:
             with StreamlitSession(self.url, timeout=self.timeout) as tab:
                 tab.open("")
-                while not self._stop.is_set():
-                    started = time.perf_counter()
-                    run = tab.poll()
-                    self.polls += 1
+                for run in timer_polls(tab, self._stop):
+                    self._polls[i] += 1
                     self.problems += [f"heartbeat tab {i}: {p}" for p in run.problems]
-                    interval = min(tab.fragments.values(), default=0.5)
-                    self._stop.wait(max(0.0, interval - (time.perf_counter() - started)))  # the browser's timer
         except Exception as exc:  # noqa: BLE001  (a finding, not a crash)
             self.problems.append(f"heartbeat tab {i}: {type(exc).__name__}: {exc}")
 
@@ -427,15 +438,11 @@ def follow_class(
                     ready.wait()
                 except threading.BrokenBarrierError:
                     return
-                while not stop.is_set():
-                    started = time.perf_counter()
-                    run = tab.poll()
+                for run in timer_polls(tab, stop):
                     report.poll_seconds.append(run.seconds)
                     report.problems += [f"follower {i}: {p}" for p in run.problems]
                     if run.full:
                         runs[i].append((time.perf_counter(), tab.page, run.texts(GENERATED_CHARTS, GENERATED_TEXTS)))
-                    interval = min(tab.fragments.values(), default=0.5)
-                    stop.wait(max(0.0, interval - (time.perf_counter() - started)))  # the browser's timer
         except Exception as exc:  # noqa: BLE001
             report.problems.append(f"follower {i}: {type(exc).__name__}: {exc}")
             if not ready.broken:
