@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import functools
 import io
 import json
 import math
@@ -330,7 +331,7 @@ def open_step(setting: str, query: dict[str, str], n_tokens: int, eps: float) ->
     (each edge, a sum of probabilities each off by at most a factor exp(2 eps / T) before top-p's renormalisation and
     as much after it, moves by at most 4 eps / T; two evaluations part by twice that), plus float32's rounding of
     the edges. Greedy: the top two logits within 4 eps."""
-    from inference import SamplingParams, load_engine
+    from inference import SamplingParams
     from ui.common.state import DEFAULT_PROMPT
 
     temperature = float(SETTING_T.search(setting).group(1))
@@ -343,8 +344,7 @@ def open_step(setting: str, query: dict[str, str], n_tokens: int, eps: float) ->
         seed=int(query.get("seed", 0)),
         max_new_tokens=n_tokens,
     ).canonical()
-    model = query.get("model")
-    engine = load_engine(model=None if model is None else model, device="cpu", dtype="float32")
+    engine = _solo_engine(query.get("model"))
     prompt = engine.encode_prompt(query.get("prompt", DEFAULT_PROMPT), chat=query.get("chat") == "1")
     for step in engine.generate(prompt, params, record_sampling=True, top_n=2):
         if params.greedy:
@@ -358,6 +358,14 @@ def open_step(setting: str, query: dict[str, str], n_tokens: int, eps: float) ->
         if edge <= 8 * eps / temperature + 2.0**-23:
             return step.index
     return None
+
+
+@functools.lru_cache(maxsize=1)  # the positive control asks twice, a parted link once per strip
+def _solo_engine(model: str | None):
+    """The model's own engine for ``open_step``'s solo runs (None: the default model)."""
+    from inference import load_engine
+
+    return load_engine(model=model, device="cpu", dtype="float32")
 
 
 def _csv(rows: list[list[str]]) -> str:
