@@ -6,24 +6,30 @@
    it is a press; every other run starts as asked.
 3. A fragment's request that finds the runner finishing never replaces it (that would drop the finished run's last
    messages): a timer tick is dropped, a press waits for the old runner to be gone and is then handed on.
+4. A run of fragments that starts while runs that ended are still queued for the browser leaves those runs whole;
+   what comes after them, and the queue at a full run's start, are cleared as Streamlit clears them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 from types import SimpleNamespace
 
 import pytest
 from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 from streamlit.runtime.app_session import AppSession, AppSessionState
+from streamlit.runtime.forward_msg_queue import ForwardMsgQueue
 from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests, ScriptRequestType
 
 from ui.common import fragment_races
 
 PAGE_A, PAGE_B = "a" * 32, "b" * 32
+STREAMLIT_CLEAR = inspect.unwrap(AppSession._clear_queue)  # Streamlit's own, also where app.py patched it already
 
 
 def _request(page: str, fragment: str = "", auto: bool = False) -> ClientState:
@@ -50,6 +56,7 @@ def patched(monkeypatch):
     monkeypatch.setattr(AppSession, "request_rerun", lambda self, client_state: received.append(client_state))
     monkeypatch.setattr(AppSession, "_create_scriptrunner", lambda self, data: created.append(data))
     monkeypatch.setattr(ScriptRunner, "_run_script", lambda self, data: ran.append(data))
+    monkeypatch.setattr(AppSession, "_clear_queue", STREAMLIT_CLEAR)
     fragment_races.install()
     fragment_races.install()
     return SimpleNamespace(received=received, created=created, ran=ran)
@@ -207,6 +214,98 @@ def test_a_waiting_press_is_dropped_when_the_session_closes(patched):
     assert asyncio.run(scenario()) == []
 
 
+# -- 4. runs that ended stay whole in the browser's queue --------------------------------------------------------
+HEARTBEAT = "heartbeat-fragment"
+DONE, FRAGMENT_DONE = ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+
+
+def _started(page: str = PAGE_B) -> ForwardMsg:
+    msg = ForwardMsg()
+    msg.new_session.page_script_hash = page
+    return msg
+
+
+def _element(path: tuple[int, ...], text: str, fragment: str = "") -> ForwardMsg:
+    msg = ForwardMsg()
+    msg.metadata.delta_path[:] = path
+    msg.delta.new_element.markdown.body = text
+    msg.delta.fragment_id = fragment
+    return msg
+
+
+def _finished(status=DONE) -> ForwardMsg:
+    msg = ForwardMsg()
+    msg.script_finished = status
+    return msg
+
+
+def _full_run() -> list[ForwardMsg]:
+    """A full run as Streamlit queues it: the sidebar's heartbeat block between two of the sidebar's elements."""
+    return [
+        _started(),
+        _element((1, 1), "Follow the teacher"),
+        _element((1, 2, 0), "Following the teacher", HEARTBEAT),
+        _element((1, 3), "I am the teacher"),
+        _finished(),
+    ]
+
+
+def _shown(queue: ForwardMsgQueue) -> list[tuple]:
+    values = {
+        "delta": lambda m: m.delta.new_element.markdown.body,
+        "script_finished": lambda m: m.script_finished,
+        "new_session": lambda m: m.new_session.page_script_hash,
+    }
+    return [(m.WhichOneof("type"), values[m.WhichOneof("type")](m)) for m in queue._queue]
+
+
+def _queued(messages: list[ForwardMsg]) -> SimpleNamespace:
+    """A session whose browser queue holds ``messages`` as queued one run after another (each run's start cleared the
+    queue's delta index, so no delta of a later run was composed into an earlier one's)."""
+    queue = ForwardMsgQueue()
+    queue._queue = [copy.deepcopy(msg) for msg in messages]
+    return SimpleNamespace(_browser_queue=queue)
+
+
+def test_streamlit_alone_drops_a_finished_full_runs_fragment_block(monkeypatch):
+    """The race itself, on Streamlit's own clear: a heartbeat run starting before the full run was flushed takes the
+    heartbeat's block out of that run, whose "finished" stays (the browser then drops the old block as stale)."""
+    monkeypatch.setattr(AppSession, "_clear_queue", STREAMLIT_CLEAR)
+    session = _queued(_full_run())
+    AppSession._clear_queue(session, [HEARTBEAT])
+    assert "Following the teacher" not in [body for _, body in _shown(session._browser_queue)]
+    assert ("script_finished", DONE) in _shown(session._browser_queue)
+
+
+def test_a_fragment_run_leaves_the_runs_that_ended_whole(patched):
+    session = _queued(_full_run())
+    before = _shown(session._browser_queue)
+    AppSession._clear_queue(session, [HEARTBEAT])
+    assert _shown(session._browser_queue) == before  # every element, in order, and "finished" as it was
+    session._browser_queue.enqueue(_started())  # the heartbeat's own run follows them (no delta composed into them)
+    session._browser_queue.enqueue(_element((1, 2, 0), "Following the teacher, again", HEARTBEAT))
+    assert _shown(session._browser_queue)[: len(before)] == before
+    assert _shown(session._browser_queue)[-1] == ("delta", "Following the teacher, again")
+
+
+def test_after_the_last_finished_and_at_a_full_runs_start_the_queue_is_cleared_as_streamlit_clears_it(patched):
+    ended = [*_full_run()[:-1], _finished(FRAGMENT_DONE)]
+    after = [_started(), _element((1, 2, 0), "half a heartbeat", HEARTBEAT), _element((0, 0), "half a page")]
+    for fragments in ([HEARTBEAT], None):
+        ours, theirs = _queued(ended + after), _queued(after if fragments else ended + after)
+        AppSession._clear_queue(ours, fragments)
+        STREAMLIT_CLEAR(theirs, fragments)
+        expected = ([*map(_shown_one, ended)] if fragments else []) + _shown(theirs._browser_queue)
+        assert _shown(ours._browser_queue) == expected, fragments
+    empty = _queued([])
+    AppSession._clear_queue(empty, [HEARTBEAT])
+    assert empty._browser_queue._queue == []
+
+
+def _shown_one(msg: ForwardMsg) -> tuple:
+    return _shown(SimpleNamespace(_queue=[msg]))[0]
+
+
 def test_the_patch_reads_attributes_streamlit_has():
     """The attributes the patch reads exist on Streamlit's classes (an upgrade that renames one fails here, not
     silently in a class)."""
@@ -218,6 +317,8 @@ def test_the_patch_reads_attributes_streamlit_has():
     assert hasattr(AppSession, "_create_scriptrunner")
     assert "_pages_manager" in ScriptRunner.__init__.__code__.co_names
     assert list(inspect.signature(ScriptRunner._run_script).parameters) == ["self", "rerun_data"]
+    assert list(inspect.signature(STREAMLIT_CLEAR).parameters) == ["self", "fragment_ids_this_run"]
+    assert "_browser_queue" in names and "_queue" in ForwardMsgQueue.__init__.__code__.co_names
 
 
 def test_the_patches_are_written_for_the_streamlit_that_runs():
@@ -231,12 +332,14 @@ def test_the_patches_are_written_for_the_streamlit_that_runs():
 
 
 def test_on_another_streamlit_the_patches_are_not_applied_and_a_warning_says_so(monkeypatch, caplog):
-    sentinel = [lambda self, client_state: None, lambda self, data: None, lambda self, data: None]
+    sentinel = [lambda self, client_state: None, lambda self, data: None, lambda self, data: None, STREAMLIT_CLEAR]
     monkeypatch.setattr(AppSession, "request_rerun", sentinel[0])
     monkeypatch.setattr(AppSession, "_create_scriptrunner", sentinel[1])
     monkeypatch.setattr(ScriptRunner, "_run_script", sentinel[2])
+    monkeypatch.setattr(AppSession, "_clear_queue", sentinel[3])
     with caplog.at_level("WARNING", logger=fragment_races.__name__):
         assert fragment_races.install(version="1.99.0") is False
-    assert [AppSession.request_rerun, AppSession._create_scriptrunner, ScriptRunner._run_script] == sentinel
+    patched = [AppSession.request_rerun, AppSession._create_scriptrunner, ScriptRunner._run_script]
+    assert [*patched, AppSession._clear_queue] == sentinel
     assert "Streamlit 1.99.0" in caplog.text and "not applied" in caplog.text
     assert fragment_races.install() is True and AppSession.request_rerun is not sentinel[0]  # the pinned one: applied

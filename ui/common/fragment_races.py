@@ -32,6 +32,18 @@ showed it (its URL kept ``step=1``), and its heartbeat saw nothing new. Fix: a f
 runner is gone (its ``SHUTDOWN`` handled, which comes after all its events) and is then handed to whichever runner
 exists; a timer tick is simply dropped (the next one follows). Full-app reruns are left alone: they redraw everything.
 
+**A fragment run that starts before a finished full run reached the browser loses that run's fragment blocks.** When
+a run starts, Streamlit clears the session's outgoing queue of what the browser need not see any more; for a run of
+fragments it drops every queued element of those fragments, also the ones a full run queued just before it, while
+that full run's other elements and its "finished" stay. A heartbeat tick right after a full run, before the server
+flushed the queue (tens of milliseconds under load), does this. The browser then gets a finished full run without the
+heartbeat's block, removes the old block as stale, and the sidebar's next element (a student's open "I am the
+teacher" panel) shifts into its place, where the tick's own block overwrites it: the panel is gone from the page until
+the next full run, and the room's next round redraws nothing it lost. Seen with the server's event loop slowed at
+random (``tests/test_fragment_races.py`` keeps the queue's shape; docs/testing.md says how it was traced). Fix: the
+runs that ended before the new one (up to the queue's last "finished") go to the browser whole; only what comes after
+is cleared as Streamlit clears it (``ended_runs``).
+
 None of this ever drops a user's input: a press inside a fragment is not a timer tick (it carries its trigger even
 when Streamlit folded a later tick into it), it waits rather than drops, and one that finds the session on another page
 runs there.
@@ -97,15 +109,23 @@ def _pressed(widget_states) -> bool:
     return False
 
 
+def ended_runs(messages: list) -> int:
+    """How many of a session's queued messages belong to runs that have ended: those up to its last "finished"."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].WhichOneof("type") == "script_finished":
+            return index + 1
+    return 0
+
+
 def _later(session: AppSession, callback, *args) -> None:
     """``callback(*args)`` on the session's event loop in ``RETRY_S`` (safe from any thread)."""
     session._event_loop.call_soon_threadsafe(session._event_loop.call_later, RETRY_S, callback, *args)
 
 
 def install(version: str | None = None) -> bool:
-    """Patch ``AppSession.request_rerun``, ``AppSession._create_scriptrunner`` and ``ScriptRunner._run_script`` once per
-    process (idempotent), on the Streamlit version they were written for only (``version``: the running one unless
-    given); whether the patches are in place."""
+    """Patch ``AppSession.request_rerun``, ``AppSession._create_scriptrunner``, ``AppSession._clear_queue`` and
+    ``ScriptRunner._run_script`` once per process (idempotent), on the Streamlit version they were written for only
+    (``version``: the running one unless given); whether the patches are in place."""
     if getattr(AppSession.request_rerun, _MARK, False):
         return True
     running = version or streamlit.__version__
@@ -121,6 +141,7 @@ def install(version: str | None = None) -> bool:
     original_request = AppSession.request_rerun
     original_create = AppSession._create_scriptrunner
     original_run = ScriptRunner._run_script
+    original_clear = AppSession._clear_queue
 
     @functools.wraps(original_request)
     def request_rerun(self: AppSession, client_state) -> None:
@@ -154,8 +175,20 @@ def install(version: str | None = None) -> bool:
             rerun_data = dataclasses.replace(rerun_data, page_script_hash=current, page_name="")
         original_run(self, rerun_data)
 
+    @functools.wraps(original_clear)
+    def clear_queue(self: AppSession, fragment_ids_this_run: list[str] | None = None) -> None:
+        queue = self._browser_queue
+        ended = ended_runs(queue._queue) if fragment_ids_this_run else 0
+        if not ended:  # a full run (which redraws everything), or nothing ended in the queue: as Streamlit does
+            original_clear(self, fragment_ids_this_run)
+            return
+        kept, queue._queue = queue._queue[:ended], queue._queue[ended:]
+        original_clear(self, fragment_ids_this_run)  # the rest, as Streamlit clears it (its delta index reset)
+        queue._queue = kept + queue._queue
+
     setattr(request_rerun, _MARK, True)
     AppSession.request_rerun = request_rerun
     AppSession._create_scriptrunner = create_scriptrunner
+    AppSession._clear_queue = clear_queue
     ScriptRunner._run_script = run_script
     return True
