@@ -635,8 +635,24 @@ def class_server(tmp_path_factory) -> Iterator[str]:
     yield from _serve(tmp_path_factory.mktemp("class-server"), env={"LLM_EXPLORER_TEACHER_KEY": CLASS_KEY})
 
 
+_SEEN = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const text = (selector) => ((document.querySelector(selector) || {}).innerText || "").slice(0, 600);
+    return {url: location.href, script: app && app.getAttribute("data-test-script-state"),
+            main: text('[data-testid="stMain"]'), sidebar: text('[data-testid="stSidebarContent"]')};
+}"""
+
+
 def _wait_text(page, text: str, timeout_s: float = RENDER_S) -> None:
-    page.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
+    """Until ``text`` is shown; a timeout says what the page showed instead (a rare race is known by its state)."""
+    try:
+        page.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
+    except Exception as error:  # noqa: BLE001  (Playwright's TimeoutError)
+        try:
+            seen = page.evaluate(_SEEN)
+        except Exception as unseen:  # noqa: BLE001  (the page itself is gone)
+            seen = repr(unseen)
+        raise AssertionError(f"{text!r} not shown in {timeout_s:g} s; the page showed {seen}") from error
 
 
 def _wait_for(page, predicate_js: str, timeout_s: float = 60) -> None:
@@ -808,7 +824,8 @@ def test_class_link_key_panel_and_a_reload(class_server, browser, tmp_path):
     key_box = panel.get_by_label("Teacher key")
     key_box.wait_for(timeout=RENDER_S * 1000)
     teacher.get_by_role("button", name="New draw round on my prompt and settings", exact=True).click()
-    _wait_text(student, "Draw round 2:")  # the room's new round reran the student's whole page ...
+    _wait_text(teacher, "Draw round 2:")  # the press started the round ...
+    _wait_text(student, "Draw round 2:")  # ... and the room's new round reran the student's whole page ...
     _wait_for_run_to_finish(student)
     assert key_box.is_visible()  # ... and the panel the student opened stayed open (its state is the browser's)
     key_box.fill("still not it")

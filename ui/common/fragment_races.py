@@ -39,10 +39,9 @@ that full run's other elements and its "finished" stay. A heartbeat tick right a
 flushed the queue (tens of milliseconds under load), does this. The browser then gets a finished full run without the
 heartbeat's block, removes the old block as stale, and the sidebar's next element (a student's open "I am the
 teacher" panel) shifts into its place, where the tick's own block overwrites it: the panel is gone from the page until
-the next full run, and the room's next round redraws nothing it lost. Seen with the server's event loop slowed at
-random (``tests/test_fragment_races.py`` keeps the queue's shape; docs/testing.md says how it was traced). Fix: the
-runs that ended before the new one (up to the queue's last "finished") go to the browser whole; only what comes after
-is cleared as Streamlit clears it (``ended_runs``).
+the next full run. Seen with the server slowed at random (``scripts/chaos``; docs/testing.md says how it was traced).
+Fix: the runs that ended before the new one (up to the queue's last "finished") go to the browser whole, as they do
+whenever the server flushed in between; only what comes after is cleared as Streamlit clears it (``ended_runs``).
 
 None of this ever drops a user's input: a press inside a fragment is not a timer tick (it carries its trigger even
 when Streamlit folded a later tick into it), it waits rather than drops, and one that finds the session on another page
