@@ -211,6 +211,22 @@ def _busy(page) -> bool:
         return True
 
 
+_SEEN = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const text = (selector) => ((document.querySelector(selector) || {}).innerText || "").slice(0, 600);
+    return {url: location.href, script: app && app.getAttribute("data-test-script-state"),
+            main: text('[data-testid="stMain"]'), sidebar: text('[data-testid="stSidebarContent"]')};
+}"""
+
+
+def _seen(page) -> str:
+    """What a page shows, for a failed wait's message (a rare race is known by the state it left)."""
+    try:
+        return repr(page.evaluate(_SEEN))
+    except Exception as error:  # noqa: BLE001  (Playwright's Error: the page itself is gone)
+        return repr(error)
+
+
 def _wait_for_run_to_finish(*pages) -> None:
     """Until the app's script (stApp's data-test-script-state) has not been found busy for ``QUIET_S``, in every
     page at once (the pages of a class watched together, not one after the other)."""
@@ -222,7 +238,7 @@ def _wait_for_run_to_finish(*pages) -> None:
         elif time.monotonic() - quiet_since >= QUIET_S:
             return
         time.sleep(SAMPLE_S)
-    raise TimeoutError("the page kept running")
+    raise TimeoutError(f"the page kept running: {'; '.join(_seen(page) for page in pages if _busy(page))}")
 
 
 def _charts_drawn(page) -> bool:
@@ -635,30 +651,21 @@ def class_server(tmp_path_factory) -> Iterator[str]:
     yield from _serve(tmp_path_factory.mktemp("class-server"), env={"LLM_EXPLORER_TEACHER_KEY": CLASS_KEY})
 
 
-_SEEN = """() => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    const text = (selector) => ((document.querySelector(selector) || {}).innerText || "").slice(0, 600);
-    return {url: location.href, script: app && app.getAttribute("data-test-script-state"),
-            main: text('[data-testid="stMain"]'), sidebar: text('[data-testid="stSidebarContent"]')};
-}"""
-
-
 def _wait_text(page, text: str, timeout_s: float = RENDER_S) -> None:
     """Until ``text`` is shown; a timeout says what the page showed instead (a rare race is known by its state)."""
     try:
         page.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
     except Exception as error:  # noqa: BLE001  (Playwright's TimeoutError)
-        try:
-            seen = page.evaluate(_SEEN)
-        except Exception as unseen:  # noqa: BLE001  (the page itself is gone)
-            seen = repr(unseen)
-        raise AssertionError(f"{text!r} not shown in {timeout_s:g} s; the page showed {seen}") from error
+        raise AssertionError(f"{text!r} not shown in {timeout_s:g} s; the page showed {_seen(page)}") from error
 
 
 def _wait_for(page, predicate_js: str, timeout_s: float = 60) -> None:
-    page.wait_for_function(
-        f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}", timeout=timeout_s * 1000
-    )
+    try:
+        page.wait_for_function(
+            f"() => {{ try {{ return !!({predicate_js}); }} catch (e) {{ return false; }} }}", timeout=timeout_s * 1000
+        )
+    except Exception as error:  # noqa: BLE001  (Playwright's TimeoutError)
+        raise AssertionError(f"{predicate_js} not true in {timeout_s:g} s; the page showed {_seen(page)}") from error
 
 
 def _has_text(text: str) -> str:
