@@ -54,6 +54,8 @@ from tests.load_scenario import (  # noqa: E402
     AppServer,
     Heartbeats,
     StudentReport,
+    _process_tree,
+    _rss_kib,
     follow_class,
     percentile,
     prompt_for,
@@ -309,8 +311,6 @@ def loadavg() -> str:
 
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU seconds of these processes and every process below them (``/proc/<pid>/stat``)."""
-    from tests.load_scenario import _process_tree
-
     return sum(own_cpu_seconds(pid) for pid in {child for root in pids for child in _process_tree(root)})
 
 
@@ -326,14 +326,11 @@ def own_cpu_seconds(pid: int) -> float:
 def cpu_split(pid: int) -> dict[str, float]:
     """CPU seconds so far of the server process itself (the page runs, under one GIL) and of the processes below it
     (the engine's), which is where a class's time goes on a 2-core machine."""
-    from tests.load_scenario import _process_tree
-
     return {"server": own_cpu_seconds(pid), "engine": sum(own_cpu_seconds(p) for p in _process_tree(pid) if p != pid)}
 
 
 def compare_replicas(args) -> dict:
     """One server and a school of ``args.replicas`` replicas, started together, the same scenario on each in turn."""
-    from tests.load_scenario import _rss_kib
     from tests.redis_server import REDIS_SERVER, RedisServer
     from tests.school import HAPROXY, School
 
