@@ -113,6 +113,38 @@ ODD_TEXTS = [
 ]
 
 
+def test_engines_of_one_folder_share_its_tokenizer_while_one_holds_it(tokenizer_folder, tmp_path, monkeypatch):
+    """A folder's tokenizer is read once while something holds it (a second engine of the model shares it); dropped by
+    all, it is gone and read again; a copy of the folder, or the folder with a tokenizer file rewritten, is read anew."""
+    import gc
+    import os
+    import shutil
+    import weakref
+
+    from inference.model.tokenizer import Tokenizer
+
+    folder, other = tmp_path / "model", tmp_path / "copy"  # copies: an engine of this worker may hold the original's
+    for target in (folder, other):
+        shutil.copytree(tokenizer_folder, target, ignore=shutil.ignore_patterns("*.safetensors"))
+    reads = []
+    read = Tokenizer._read
+    monkeypatch.setattr(Tokenizer, "_read", classmethod(lambda cls, path: reads.append(path) or read(path)))
+    first = Tokenizer.from_folder(folder)
+    assert Tokenizer.from_folder(str(folder)) is first and len(reads) == 1  # a str or a Path: one folder
+    held = weakref.ref(first)
+    del first
+    gc.collect()
+    assert held() is None  # the cache alone keeps no tokenizer alive
+    again = Tokenizer.from_folder(folder)
+    assert len(reads) == 2 and again.encode("The cat sat")
+    copied = Tokenizer.from_folder(other)
+    assert len(reads) == 3 and copied is not again and copied.encode("The cat sat") == again.encode("The cat sat")
+    config = other / "tokenizer_config.json"
+    config.write_text(config.read_text())  # rewritten (the same text): a new time, so a new key
+    os.utime(config, ns=(config.stat().st_atime_ns, config.stat().st_mtime_ns + 1_000_000))
+    assert Tokenizer.from_folder(other) is not copied and len(reads) == 4
+
+
 @pytest.mark.real_model
 @pytest.mark.parametrize("model", [None, "gemma-3-270m"], ids=["SmolLM2", "gemma-3-270m"])
 def test_the_generic_tokenizer_class_reads_a_conversion_as_autotokenizer_does(model):

@@ -23,6 +23,8 @@ import json
 import operator
 import re
 import sys
+import threading
+import weakref
 from functools import cached_property
 from pathlib import Path
 
@@ -68,6 +70,19 @@ def parse_merges(merges: list) -> list[tuple[str, str]]:
     return [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in merges]
 
 
+# The tokenizers engines hold, by folder key: an entry goes when the last engine holding it does.
+_SHARED: weakref.WeakValueDictionary[tuple, Tokenizer] = weakref.WeakValueDictionary()
+_READING = threading.Lock()  # two engines of one model loading at once read its tokenizer once
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+
+
+def _folder_key(folder: Path) -> tuple:
+    """The folder and the size and time of each file in it but the weights: what the tokenizer is read from."""
+    resolved = folder.resolve()
+    files = sorted(p for p in resolved.iterdir() if p.is_file() and not p.name.endswith(_WEIGHT_SUFFIXES))
+    return (str(resolved), *((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+
+
 class Tokenizer:
     def __init__(self, hf_tokenizer) -> None:
         if not getattr(hf_tokenizer, "is_fast", False):
@@ -77,10 +92,25 @@ class Tokenizer:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> Tokenizer:
-        """The folder's tokenizer. ``AutoTokenizer`` finds its class through the model's config and transformers'
-        model registry, which imports sympy and ``torch._dynamo`` (~70 MiB of modules in every engine process); a
-        folder that names the generic fast class (what a GGUF's conversion saves) is read by that class directly."""
-        config_path = Path(folder) / "tokenizer_config.json"
+        """The folder's tokenizer, read once while any engine holds it: a second engine of the same model (its
+        float32 and 4-bit forms, say) shares the first one's, as long as the folder's tokenizer files are unchanged
+        (their sizes and times are the key). Gemma's 262k-entry tokenizer takes ~2 s of CPU to read."""
+        if not Path(folder).is_dir():
+            return cls._read(Path(folder))  # transformers says what is missing
+        key = (cls, *_folder_key(Path(folder)))
+        with _READING:
+            tokenizer = _SHARED.get(key)
+            if tokenizer is None:
+                tokenizer = cls._read(Path(folder))
+                _SHARED[key] = tokenizer
+        return tokenizer
+
+    @classmethod
+    def _read(cls, folder: Path) -> Tokenizer:
+        """``AutoTokenizer`` finds the class through the model's config and transformers' model registry, which
+        imports sympy and ``torch._dynamo`` (~70 MiB of modules in every engine process); a folder that names the
+        generic fast class (what a GGUF's conversion saves) is read by that class directly."""
+        config_path = folder / "tokenizer_config.json"
         named = json.loads(config_path.read_text()).get("tokenizer_class") if config_path.is_file() else None
         if named in GENERIC_TOKENIZER_CLASSES:
             from transformers import PreTrainedTokenizerFast

@@ -28,7 +28,6 @@ from inference.api import (
     gguf_source,
     limit_heap_arenas,
     load_engine,
-    release_freed_memory,
     set_threads,
     settings,
 )
@@ -47,8 +46,7 @@ def engine_for(model: str) -> Engine:
         engine = load_engine(**engine_settings(model))
     finally:
         _loading_since.pop(model, None)
-    release_freed_memory()  # reading Gemma's 262k-entry tokenizer leaves ~300 MB of freed heap behind
-    return engine
+    return engine  # load_model gave the load's freed memory back (Gemma's tokenizer leaves ~300 MB)
 
 
 _loading_since: dict[str, float] = {}  # model -> monotonic time its load began, while one runs (any session)
