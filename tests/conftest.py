@@ -212,7 +212,8 @@ def ui_engine_and_server(engine, monkeypatch):
 # The files that take half a minute or more, longest first (seconds on one worker of a full run, 2 cores:
 # docs/testing.md). The test command hands whole files to its two workers in this order (``--no-loadscope-reorder``:
 # xdist's own order is by number of tests, which started the 3-test page sweep at 822 s of 1,063 and left the workers
-# ending 54 s apart), so only short files are left for the end.
+# ending 54 s apart), so only short files are left for the end. (A full run puts the three Chromium files in a process
+# of their own beside the workers, scripts/run-tests.sh; a selection runs them on the workers, first.)
 LONG_FILES = (
     "test_browser.py",  # 303
     "test_sweep.py",  # 111
