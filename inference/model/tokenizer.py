@@ -80,7 +80,7 @@ def _folder_key(folder: Path) -> tuple:
     """The folder and the size and time of each file in it but the weights: what the tokenizer is read from."""
     resolved = folder.resolve()
     files = sorted(p for p in resolved.iterdir() if p.is_file() and not p.name.endswith(_WEIGHT_SUFFIXES))
-    return (str(resolved), *((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    return (str(resolved), *((p.name, stat.st_size, stat.st_mtime_ns) for p in files for stat in (p.stat(),)))
 
 
 class Tokenizer:
@@ -95,13 +95,14 @@ class Tokenizer:
         """The folder's tokenizer, read once while any engine holds it: a second engine of the same model (its
         float32 and 4-bit forms, say) shares the first one's, as long as the folder's tokenizer files are unchanged
         (their sizes and times are the key). Gemma's 262k-entry tokenizer takes ~2 s of CPU to read."""
-        if not Path(folder).is_dir():
-            return cls._read(Path(folder))  # transformers says what is missing
-        key = (cls, *_folder_key(Path(folder)))
+        folder = Path(folder)
+        if not folder.is_dir():
+            return cls._read(folder)  # transformers says what is missing
+        key = (cls, *_folder_key(folder))
         with _READING:
             tokenizer = _SHARED.get(key)
             if tokenizer is None:
-                tokenizer = cls._read(Path(folder))
+                tokenizer = cls._read(folder)
                 _SHARED[key] = tokenizer
         return tokenizer
 
