@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -97,6 +100,30 @@ def test_cache_is_reused_when_intact(fake_cache):
     first = gguf_loader.converted_folder(source)
     second = gguf_loader.converted_folder(source)
     assert first == second and conversion.calls == 1
+
+
+def test_two_asking_at_once_on_a_cold_cache_build_it_once(fake_cache, monkeypatch):
+    """Two workers, servers or replicas started at once on a cold cache: the second waits on the folder's lock while
+    the first converts, then finds the folder built. (flock locks an open file, so two threads' opens conflict as two
+    processes' do.)"""
+    source, conversion = fake_cache
+    convert = conversion.__call__
+    both_asked = threading.Barrier(2)
+
+    def slow_conversion(gguf_path, out):  # long enough that the other asks while this one converts
+        time.sleep(0.3)
+        convert(gguf_path, out)
+
+    monkeypatch.setattr(gguf_loader, "_convert", slow_conversion)
+
+    def ask():
+        both_asked.wait()
+        return gguf_loader.converted_folder(source)
+
+    with ThreadPoolExecutor(2) as pool:
+        folders = list(pool.map(lambda _: ask(), range(2)))
+    assert folders[0] == folders[1] and conversion.calls == 1
+    assert (folders[0] / "model.safetensors").read_bytes() == b"weights" * 1000
 
 
 def test_corrupt_cache_is_detected_and_rebuilt(fake_cache):

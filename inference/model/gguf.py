@@ -13,6 +13,7 @@ tensors the file's blocks do not replace: the norms; ``read_raw_weights`` gives 
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import importlib.util
 import json
@@ -77,28 +78,35 @@ def converted_folder(gguf_path: Path) -> Path:
 def checksummed_folder(
     folder: Path, source: Path, source_hash: str, build: Callable[[Path], None], cache_format: int = CACHE_FORMAT
 ) -> Path:
-    """``folder`` if its manifest matches ``source_hash`` and every file's checksum; else built anew by ``build``."""
+    """``folder`` if its manifest matches ``source_hash`` and every file's checksum; else built anew by ``build``.
+
+    One process builds a folder at a time: a second one asking for it meanwhile (another worker, server or replica
+    started at once on a cold cache) waits on the folder's lock, then finds it built instead of building it again."""
     if _cache_is_valid(folder, source_hash, cache_format):
         return folder
-    shutil.rmtree(folder, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".partial-", dir=folder.parent))
-    try:
-        build(staging)
-        manifest = {
-            "format": cache_format,
-            "source": str(source),
-            "source_sha256": source_hash,
-            "files": {p.name: sha256_file(p) for p in sorted(staging.iterdir()) if p.is_file()},
-        }
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (a crashed builder's too)
+        if _cache_is_valid(folder, source_hash, cache_format):
+            return folder  # built by the process this one waited for
+        shutil.rmtree(folder, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=folder.name + ".partial-", dir=folder.parent))
         try:
-            os.replace(staging, folder)  # atomic: a crash leaves only a .partial folder behind
-        except OSError:  # another process finished the same folder meanwhile: use theirs if intact
-            if not _cache_is_valid(folder, source_hash, cache_format):
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            build(staging)
+            manifest = {
+                "format": cache_format,
+                "source": str(source),
+                "source_sha256": source_hash,
+                "files": {p.name: sha256_file(p) for p in sorted(staging.iterdir()) if p.is_file()},
+            }
+            (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
+            try:
+                os.replace(staging, folder)  # atomic: a crash leaves only a .partial folder behind
+            except OSError:  # a process that takes no lock (another version) finished it meanwhile: theirs if intact
+                if not _cache_is_valid(folder, source_hash, cache_format):
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return folder
 
 
