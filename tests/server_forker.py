@@ -29,6 +29,9 @@ transformers.AutoTokenizer
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 CONFIG_MAPPING["llama"], CONFIG_MAPPING["gemma3_text"]  # what AutoTokenizer imports to read a model's config
 from streamlit.web.cli import main
+import gc
+gc.collect()
+gc.freeze()  # what the imports made lives on in every child: their collections (an engine load's) skip it
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forker never waits: its children are reaped as they exit
 print("ready", flush=True)
 for line in sys.stdin:
