@@ -85,7 +85,7 @@ def checksummed_folder(
     if _cache_is_valid(folder, source_hash, cache_format):
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:  # empty, kept (unlinking one races its waiters)
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes (a crashed builder's too)
         if _cache_is_valid(folder, source_hash, cache_format):
             return folder  # built by the process this one waited for
