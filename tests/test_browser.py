@@ -48,11 +48,6 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    # V8's optimizing compilers (Maglev, TurboFan) off: a test's page lives seconds, and optimizing Streamlit's and
-    # Plotly's code for a later that never comes cost Chromium ~10 % of its CPU (the 16 pages by deep link on one
-    # server, interleaved: 57.6-77.4 CPU-s in six runs as shipped, median 67.0; 57.5-61.2 in five with these, median
-    # 60.5; docs/testing.md). What the code computes is the same; its interpreter and baseline compiler run it.
-    "--js-flags=--no-opt --no-maglev",
 ]
 STARTUP_S = 120  # server start + model load on 2 shared cores
 RENDER_S = 120
