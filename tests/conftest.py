@@ -27,6 +27,7 @@ def pytest_configure(config):
         os.environ["LLM_EXPLORER_THREADS"] = str(threads)
         os.environ[_APP_THREADS_SET_HERE] = "1"
     scan_installed_components_once()
+    wait_for_app_runs_without_polling()
 
 
 def pytest_collection_finish(session):
@@ -52,6 +53,38 @@ def scan_installed_components_once() -> None:
     except ImportError:  # the engine's tests on a lent GPU machine, which has no Streamlit
         return
     manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+
+
+def wait_for_app_runs_without_polling() -> None:
+    """``AppTest.run`` waits for its script in a loop that wakes every millisecond and scans every event the run has
+    sent so far (each of the page's deltas) for its end: the longer a page, the more of each millisecond went to
+    rescanning, in the process whose other thread runs the page. The same wait, woken by the end itself."""
+    import threading
+
+    try:
+        from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+        from streamlit.testing.v1 import local_script_runner
+    except ImportError:  # the engine's tests on a lent GPU machine, which has no Streamlit
+        return
+
+    def require_widgets_deltas(runner, timeout: float = 3) -> None:
+        ended = threading.Event()
+
+        def on_event(sender, event, **kwargs) -> None:
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                ended.set()
+
+        runner.on_event.connect(on_event, weak=False)
+        try:
+            if runner.script_stopped() or ended.wait(timeout):  # it may have ended before the connection
+                return
+        finally:
+            runner.on_event.disconnect(on_event)
+        runner.request_stop()  # as Streamlit's own: stop the script so it does not run on, then say so
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    local_script_runner.require_widgets_deltas = require_widgets_deltas
 
 
 def suite_threads() -> int:
