@@ -33,6 +33,14 @@ def long_ids(gemma_engine) -> list[int]:
     return ids
 
 
+@pytest.fixture(scope="module")
+def past_window(gemma_engine, long_ids) -> tuple[list[int], torch.Tensor]:
+    """16 tokens past the window and the engine's logits for them, computed once for the two tests that compare with
+    them (a forward of 528 positions through the 262,144-row output matrix: seconds on one core)."""
+    ids = long_ids[: gemma_engine.config.sliding_window + 16]
+    return ids, gemma_engine.forward_logits(ids)  # (T, V)
+
+
 def test_file_mixes_every_block_type_and_our_conversion_equals_transformers(gemma_gguf, gemma_engine, gemma_reference):
     from gguf import GGUFReader
     from safetensors.torch import load_file
@@ -96,10 +104,9 @@ def test_cache_equals_no_cache_past_the_window(gemma_engine, long_ids):
     assert worst <= bound
 
 
-def test_batched_equals_solo_with_padding_past_the_window(gemma_engine, long_ids):
-    ids = long_ids[: gemma_engine.config.sliding_window + 16]
+def test_batched_equals_solo_with_padding_past_the_window(gemma_engine, past_window):
+    ids, solo = past_window
     mates = [gemma_engine.tokenizer.encode("Bank is closed"), gemma_engine.tokenizer.encode(CAT)]
-    solo = gemma_engine.forward_logits(ids)
     padded, mask, positions = left_pad([mates[0], ids, mates[1]])  # (B, T) each; row 1 is the long prompt
     batched = gemma_engine.model(padded, positions=positions, padding_mask=mask)
     bound = model_tolerance(gemma_engine.config, solo, context=len(ids))
@@ -118,11 +125,11 @@ def test_continuous_batch_decodes_past_the_window_like_solo(gemma_engine, long_i
         assert result.token_ids == gemma_engine.complete(prompt, p).token_ids
 
 
-def test_traced_attention_shows_the_window(gemma_engine, long_ids):
+def test_traced_attention_shows_the_window(gemma_engine, past_window):
     config = gemma_engine.config
-    ids = long_ids[: config.sliding_window + 16]
+    ids, plain = past_window
     logits, trace = gemma_engine.traced_forward(ids)
-    assert max_abs_diff(logits, gemma_engine.forward_logits(ids)) <= model_tolerance(config, logits, context=len(ids))
+    assert max_abs_diff(logits, plain) <= model_tolerance(config, logits, context=len(ids))
     query = len(ids) - 1
     oldest_visible = query - config.sliding_window + 1
     local = trace.layers[config.local_layers[0]].attention_probs[0, :, query]  # (H, S)
