@@ -147,6 +147,7 @@ def transformers_gguf_model(gguf_path: Path, dtype: torch.dtype = torch.float32,
 
 
 def _save_gguf_reference(gguf_path: Path, out: Path) -> None:
+    import functools
     from unittest import mock
 
     import gguf
@@ -155,20 +156,10 @@ def _save_gguf_reference(gguf_path: Path, out: Path) -> None:
     # transformers opens the file twice (its config, then its weights), and each ``gguf.GGUFReader`` parses every
     # field again (Gemma 3: ~10 s a parse, its vocabulary's). The second opening gets the first one's reader: the
     # same package's parse of the same file, so the reference is still transformers' own reading of it.
-    readers: dict[tuple, object] = {}
-
-    def reader(path, mode="r"):
-        key = (str(path), mode)
-        if key not in readers:
-            readers[key] = real_reader(path, mode)
-        return readers[key]
-
-    real_reader = gguf.GGUFReader
-    with mock.patch.object(gguf, "GGUFReader", reader):
+    with mock.patch.object(gguf, "GGUFReader", functools.cache(gguf.GGUFReader)):
         model = AutoModelForCausalLM.from_pretrained(
             str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
         )
-    readers.clear()
     # The weights are already dequantized to float32; only the GGUF marker keeps them from being saved.
     del model.config.quantization_config
     model.hf_quantizer = None
