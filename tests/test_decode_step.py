@@ -239,7 +239,7 @@ def test_the_package_is_found_on_disk_and_keyed_by_model_and_mode(step_cache):
     assert manifest["torch"] == torch.__version__ and manifest["mode"] == "float32" and manifest["graph"] == "any"
     # the float32 Llama compiled for this module left its package: a second step on these weights loads it
     compiled_pair("llama", "float32", step_cache)
-    assert (step_cache / key / "step.pt2").exists()
+    assert (step_cache / key / "step.pt2").exists() and (step_cache / key / "unpacked").is_dir()
     reloaded = DecodeStep(llama.model, "float32", step_cache, background=False, graphs=DENSE)
     assert reloaded.status.state == "ready" and "loaded from disk" in reloaded.status.detail
 
@@ -278,7 +278,7 @@ def test_the_compiled_kernels_evaluate_no_cosine(step_cache, mode):
 
 
 LOAD_IN_A_FRESH_PROCESS = """
-import sys, torch
+import os, sys, torch
 from pathlib import Path
 from inference.bench.memory import COMPILER_MODULES
 from inference.model.decode_step import DecodeStep
@@ -288,7 +288,8 @@ engine.model.decode_step = DecodeStep(engine.model, "{mode}", Path(sys.argv[1]),
 cache = engine.new_cache(8)
 engine.prefill([5, 6, 7], cache)
 torch.save(engine.decode_step(8, cache), sys.argv[2])
-print(engine.step_status.detail, sorted(m for m in COMPILER_MODULES if m in sys.modules))
+print(engine.step_status.detail, sorted(m for m in COMPILER_MODULES if m in sys.modules), flush=True)
+os._exit(0)  # as a killed process ends: no destructor runs
 """
 
 
@@ -296,7 +297,9 @@ print(engine.step_status.detail, sorted(m for m in COMPILER_MODULES if m in sys.
 def test_a_step_loaded_from_disk_leaves_the_compiler_unimported(step_cache, tmp_path, mode):
     """A process that finds its step on disk loads it through torch's C++ loader: torch._inductor's Python side
     (with torch._dynamo and sympy, ~70 MiB of modules) is never imported, and the step gives the same logits as the
-    in-process one (the same library, handed the same weights)."""
+    in-process one (the same library, handed the same weights). It loads the package's unpacked folder: a process
+    that ends without its destructors (killed) leaves nothing in the temporary folder (given the zip, the loader
+    extracted 5.5 MB a graph there, removed only by its destructor)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -306,11 +309,13 @@ def test_a_step_loaded_from_disk_leaves_the_compiler_unimported(step_cache, tmp_
     compiled.prefill([5, 6, 7], cache)
     expected = compiled.decode_step(8, cache)
     out = tmp_path / "logits.pt"
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
         [sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS.format(mode=mode), str(step_cache), str(out)],
         cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env={**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(temporary)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -318,6 +323,7 @@ def test_a_step_loaded_from_disk_leaves_the_compiler_unimported(step_cache, tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "any: loaded from disk []", done.stdout
     assert torch.equal(torch.load(out), expected)
+    assert list(temporary.iterdir()) == []
 
 
 def test_background_compile_serves_eagerly_until_ready(step_cache, monkeypatch):

@@ -19,7 +19,8 @@ key digests the weights themselves, the config, the weights mode, the graph's sh
 defines it, torch's version, the CPU's instruction set and the kernel that multiplies by the weight
 groups (``kernels.py``): a restart loads it in seconds, and another
 model or mode can never pick it up. Two processes loading the same model (a process server's child
-beside the app) share one compile through a file lock. The package keeps its weights beside its library,
+beside the app) share one compile through a file lock. The package is kept unpacked too (``unpack``), and the
+step is loaded from that folder. The package keeps its weights beside its library,
 and the loaded step is handed the model's own tensors (``package_constants``): no second copy is held.
 
 Prefill, traced forwards, interventions and the GPT-2 family never take this path.
@@ -81,11 +82,36 @@ def compiler_problem() -> str | None:
 
 
 def load_package(path: Path):
-    """The compiled step of the package at ``path``, without its weights (``load_constants`` hands them over), through
-    torch's C++ loader: ``torch._inductor.aoti_load_package`` wraps the same loader but imports ``torch._dynamo`` and
-    sympy on the way (~70 MiB of Python modules in every process that only runs the step). Call it with
-    ``boxed_run(list of the graph's inputs)``; it returns the graph's outputs as a list."""
-    return torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)  # one runner, the CPU
+    """The compiled step of the package at ``path`` (read from its unpacked folder, ``unpack``), without its weights
+    (``load_constants`` hands them over), through torch's C++ loader: ``torch._inductor.aoti_load_package`` wraps the
+    same loader but imports ``torch._dynamo`` and sympy on the way (~70 MiB of Python modules in every process that
+    only runs the step). Call it with ``boxed_run(list of the graph's inputs)``; it returns the graph's outputs as a
+    list."""
+    return torch._C._aoti.AOTIModelPackageLoader(str(unpacked(path)), "model", False, 1, -1)  # one runner, the CPU
+
+
+def unpacked(path: Path) -> Path:
+    """Where the package at ``path`` is kept unpacked (``unpack``), beside it."""
+    return path.with_name("unpacked")
+
+
+def unpack(path: Path) -> Path:
+    """The package at ``path`` unpacked beside it, once (the caller holds the package's lock); its folder.
+
+    Why: given the zip, torch's loader extracts it into a temporary folder of its own at every load (5.5 MB a graph:
+    the library and its sources) and removes it only when the loader is destroyed, which a killed process (a server
+    stopped, a test's engine child) never does; given the folder, it reads the library where it is, and every process
+    maps the same file."""
+    import zipfile
+
+    folder = unpacked(path)
+    if not folder.exists():
+        staging = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        with zipfile.ZipFile(path) as archive:
+            archive.extractall(staging)
+        staging.rename(folder)
+    return folder
 
 
 @dataclass(frozen=True)
@@ -224,6 +250,7 @@ class DecodeStep:
         with open(self.cache_dir / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits here, then finds the package
             if path.exists() and (folder / "manifest.json").exists():
+                unpack(path)  # a package kept before packages were unpacked
                 return path, f"{name}: loaded from disk"
             started = time.perf_counter()
             staging = folder.with_name(folder.name + f".tmp{os.getpid()}")
@@ -243,6 +270,7 @@ class DecodeStep:
                     exported, package_path=str(staging / "step.pt2"), inductor_configs=options
                 )
             seconds = time.perf_counter() - started
+            unpack(staging / "step.pt2")
             (staging / "manifest.json").write_text(json.dumps({**manifest, "compile_seconds": seconds}, indent=1))
             shutil.rmtree(folder, ignore_errors=True)
             staging.rename(folder)
