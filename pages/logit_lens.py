@@ -29,9 +29,8 @@ traced = traced_prompt(model, prompt, chat)
 walk, lens = traced.walk, traced.lens
 if traced.traced_tokens < traced.prompt_tokens:
     st.warning(
-        f"The prompt has {traced.prompt_tokens:,} tokens; this page traces only its last "
-        f"{traced.traced_tokens} (a traced forward keeps every layer's attention, which grows as T²), "
-        "so the numbers here see a shortened context."
+        f"The prompt has {traced.prompt_tokens:,} tokens; this page traces only {traced.traced_part} (a traced "
+        "forward keeps every layer's attention, which grows as T²), so the numbers here see a shortened context."
     )
 
 # 1. One block, walked with the real activations at the last position

@@ -26,7 +26,7 @@ if path is not None:
             st.switch_page(target.script)
     if path.traced_tokens < path.prompt_tokens:
         st.caption(
-            f"The prompt has {path.prompt_tokens:,} tokens; the picture runs its last {path.traced_tokens} "
+            f"The prompt has {path.prompt_tokens:,} tokens; the picture runs {path.traced_part} "
             "(a traced forward keeps every layer's attention, which grows with the square of the length)."
         )
 if path is not None:

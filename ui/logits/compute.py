@@ -20,6 +20,7 @@ import streamlit as st
 
 from inference.api import Lens, RecordedDraw, SamplingParams, TracedPrompt, recorded_draw
 from ui.common import token_text
+from ui.common.prompt_tail import prompt_tail
 from ui.common.resources import client_for
 
 STAGE_LABELS: dict[str, str] = {  # in the sampler's order; "softmax" is the T = 1 reference row
@@ -187,7 +188,8 @@ class PromptTrace(TracedPrompt):
     """The engine's traced prompt (its lens as a ``LogitLens``, the block walk) and how much of the prompt it ran on."""
 
     prompt_tokens: int  # the whole prompt's length
-    traced_tokens: int  # how many of its last tokens the traced forward ran on
+    traced_tokens: int  # how many of its tokens the traced forward ran on (``traced_part`` says which)
+    traced_part: str  # which, in words ("its first token and its last 127")
 
 
 MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three times: T² memory
@@ -195,13 +197,19 @@ MAX_TRACED_TOKENS = 128  # a trace keeps every layer's (H, T, T) attention three
 
 @st.cache_data(max_entries=32, show_spinner="Running a traced forward (every layer recorded)…")
 def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) -> PromptTrace:
-    """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens of) the prompt, as the lens and the walk."""
+    """One traced forward of (the last ``MAX_TRACED_TOKENS`` tokens, after its BOS, of) the prompt, as the lens and
+    the walk."""
     client = client_for(model)
     all_ids = client.encode_prompt(prompt, chat=chat)
-    ids = all_ids[-MAX_TRACED_TOKENS:]
+    bos = client.tokenizer.bos_token
+    ids, part = prompt_tail(all_ids, MAX_TRACED_TOKENS, bos[0] if bos else None)
     traced = client.trace(ids, max(0, len(ids) - max_positions))
     return PromptTrace(
-        lens=lens_view(model, traced.lens, ids), walk=traced.walk, prompt_tokens=len(all_ids), traced_tokens=len(ids)
+        lens=lens_view(model, traced.lens, ids),
+        walk=traced.walk,
+        prompt_tokens=len(all_ids),
+        traced_tokens=len(ids),
+        traced_part=part,
     )
 
 

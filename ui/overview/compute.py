@@ -3,7 +3,7 @@
 Text → tokens → ids → the vectors the first block reads (embedding rows) → one block (where the last
 token's attention goes, what its feed-forward network adds) → the final vector → the logits' top 5 →
 the chosen token appended. Everything comes from a single traced forward (``client.last_position``) of (the last
-``MAX_TOKENS`` tokens of) the prompt, kept as small numpy arrays: the picture is light, and its
+``MAX_TOKENS`` tokens, after its BOS, of) the prompt, kept as small numpy arrays: the picture is light, and its
 numbers are the model's own for the current prompt and model.
 """
 
@@ -14,10 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
+from ui.common.prompt_tail import prompt_tail
 from ui.common.resources import client_for
 from ui.common.token_text import token_texts
 
 MAX_TOKENS = 128  # a traced forward keeps every layer's attention (T² each): a longer prompt is traced by its end
+# (after its BOS: ``prompt_tail``)
 SHOWN_TOKENS = 6  # tokens the picture draws (the prompt's last ones: the prediction is made at the end)
 STRIP = 16  # numbers of each vector the picture draws
 
@@ -27,7 +29,8 @@ class Overview:
     model: str
     prompt: str  # the user's text (without a chat template around it)
     prompt_tokens: int  # the whole prompt's length
-    traced_tokens: int  # how many of its last tokens the forward ran on
+    traced_tokens: int  # how many of its tokens the forward ran on (``traced_part`` says which)
+    traced_part: str  # which, in words ("its first token and its last 127")
     first_shown: int  # position (in the traced tokens) of the first token drawn
     token_ids: list[int]  # (N,) the tokens drawn
     token_strings: list[str]
@@ -61,7 +64,8 @@ def overview(model: str, prompt: str, chat: bool) -> Overview:
     """One traced forward of the prompt (its last ``MAX_TOKENS`` tokens), read out for the picture."""
     client = client_for(model)
     all_ids = client.encode_prompt(prompt, chat=chat)
-    ids = all_ids[-MAX_TOKENS:]
+    bos = client.tokenizer.bos_token
+    ids, part = prompt_tail(all_ids, MAX_TOKENS, bos[0] if bos else None)
     traced = client.last_position(ids)
     layer = _block_to_draw(traced.attention_last)
     first = max(0, len(ids) - SHOWN_TOKENS)
@@ -77,6 +81,7 @@ def overview(model: str, prompt: str, chat: bool) -> Overview:
         prompt=prompt,
         prompt_tokens=len(all_ids),
         traced_tokens=len(ids),
+        traced_part=part,
         first_shown=first,
         token_ids=ids[first:],
         token_strings=token_texts(client.tokenizer, ids[first:]),
