@@ -8,6 +8,7 @@ from inference.api import SpeculationError
 from ui.common import charts, models, presenter, state
 from ui.common import format as fmt
 from ui.common.navigation import redirect_legacy_run
+from ui.common.prompt_tail import prompt_tail
 from ui.common.resources import current_client
 from ui.common.token_text import visible
 from ui.sampling import controls as sampling_controls
@@ -91,7 +92,14 @@ except SpeculationError as error:
     st.error(f"Cannot speculate with these settings: {fmt.clause(error)}. Nothing was run; your settings are kept.")
     st.stop()
 params = dataclasses.replace(settings.params, max_new_tokens=int(new_tokens)).canonical()
-ids = tuple(view.ids)
+bos = client.tokenizer.bos_token
+tail, part = prompt_tail(list(view.ids), spec.MAX_PROMPT_TOKENS, bos[0] if bos else None)
+ids = tuple(tail)
+if len(ids) < len(view.ids):
+    st.warning(
+        f"The prompt has {len(view.ids):,} tokens; this page decodes from {part}: each of its whole requests "
+        "(plain and speculative, twice each, and the checks below) reads its prompt again."
+    )
 try:
     with st.spinner("Decoding speculatively and plainly, twice each…"):
         result = spec.run(model, ids, params, speculation)

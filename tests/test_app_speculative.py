@@ -93,3 +93,28 @@ def test_many_seeds_give_a_chi_square():
     text = shown(at)
     assert "Over 50 seeds (0…49)" in text and "checked against plain decoding itself on 3 seeds: 3 matched" in text
     assert re.search(r"χ² = [\d.]+ on \d+ degrees? of freedom, p = |nothing is tested", text), text
+
+
+def test_a_long_prompt_is_decoded_from_its_tail_and_the_page_says_so(monkeypatch, engine):
+    """Each whole request of the page reads its prompt again (four to six of them): a prompt over
+    ``MAX_PROMPT_TOKENS`` is decoded from its last tokens (after a BOS, ``prompt_tail``), and a warning says which."""
+    from inference.api import PromptError
+    from ui.speculative import compute as spec
+
+    asked = []
+
+    def recorded(model, ids, params, speculation, repeats=2):
+        asked.append(ids)
+        raise PromptError("recorded, not run")
+
+    monkeypatch.setattr(spec, "run", recorded)
+    prompt = "The cat sat on the mat. " * 180
+    n = len(engine.encode_prompt(prompt))  # 1,261 with SmolLM2's tokenizer (no BOS)
+    assert n > spec.MAX_PROMPT_TOKENS
+    at = open_page(SCRIPT, prompt)
+    assert_clean(at)
+    assert f"The prompt has {n:,} tokens; this page decodes from its last {spec.MAX_PROMPT_TOKENS:,}" in texts(
+        at.warning
+    )
+    assert [list(ids) for ids in asked] == [engine.encode_prompt(prompt)[-spec.MAX_PROMPT_TOKENS :]]
+    assert "Cannot run this request: recorded, not run" in texts(at.error)  # the page stopped at the recorded call

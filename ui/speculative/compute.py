@@ -47,6 +47,10 @@ DEFAULT_SEEDS, MIN_SEEDS, MAX_SEEDS = (
 CHECKED_SEEDS = 3  # seeds on which the replayed plain draws are checked against plain decoding itself
 POOL_BELOW = 10  # χ² cells seen fewer times than this (both samples together) are pooled into one
 ERRORS = (SpeculationError, SamplingError, PromptError)
+# The prompt the page decodes from, at most (its last tokens, after its BOS: ``prompt_tail``). The page runs it four
+# to six times as a whole request (plain and speculative, twice each; the greedy check), each reading the prompt
+# again: a 9,002-token prompt kept Gemma 3 270M's page busy for 316 s on two cores.
+MAX_PROMPT_TOKENS = 1024
 
 
 @st.cache_resource(show_spinner=False)
