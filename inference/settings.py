@@ -67,7 +67,11 @@ VARIABLES: tuple[Variable, ...] = (
         "slots × 1,024",
         "positions the paged K/V pool holds, at least 1,024; fewer than the slots reserve saves memory",
     ),
-    Variable("LLM_EXPLORER_CACHE", "~/.cache/llm-explorer", "where converted models are kept"),
+    Variable(
+        "LLM_EXPLORER_CACHE",
+        "~/.cache/llm-explorer",
+        "where converted models are kept (made when the settings are read; one that cannot be made or written stops the app with why)",
+    ),
 )
 
 
@@ -119,13 +123,30 @@ class Settings:
             kv_positions=_whole(
                 "KV_POSITIONS", get("KV_POSITIONS"), ServeConfig.slot_capacity, None, "(unset: slots × 1,024)"
             ),
-            cache=Path(get("CACHE")).expanduser() if get("CACHE") else _user_cache(env) / "llm-explorer",
+            cache=_cache_folder(get("CACHE"), env),
         )
 
 
 def _user_cache(env: Mapping[str, str]) -> Path:
     """The user's cache folder: ``XDG_CACHE_HOME``, or ``~/.cache``."""
     return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def _cache_folder(value: str, env: Mapping[str, str]) -> Path:
+    """``LLM_EXPLORER_CACHE`` (else ``_user_cache``'s llm-explorer), made now if it is missing (as the first model's
+    load would make it) and checked: a folder this user can write, else ``SettingsError`` (that load would otherwise
+    end in the operating system's own error, far from the setting)."""
+    folder = Path(value).expanduser() if value else _user_cache(env) / "llm-explorer"
+    named = f"{PREFIX}CACHE={value!r}" if value else f"the cache folder {str(folder)!r} ({PREFIX}CACHE unset)"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        why = f"cannot be made ({error.strerror or type(error).__name__})"
+    else:
+        if os.access(folder, os.W_OK | os.X_OK):
+            return folder
+        why = "cannot be written"
+    raise SettingsError(f"{named}: the folder {why}; use a folder this user can write")
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...], default: str | None) -> str | None:

@@ -4,6 +4,7 @@ message for a value the program cannot use; docs/settings.md's table says what `
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def test_a_rooms_password_is_never_in_a_message():
     assert "hunter2" not in str(raised.value)
 
 
-def test_every_value_is_read_and_checked():
+def test_every_value_is_read_and_checked(tmp_path):
     read = Settings.from_env(
         {
             "LLM_EXPLORER_MODEL": "models/x.gguf",
@@ -50,7 +51,7 @@ def test_every_value_is_read_and_checked():
             "LLM_EXPLORER_SLOTS": "32",
             "LLM_EXPLORER_KV": " Paged:8 ",
             "LLM_EXPLORER_KV_POSITIONS": "8192",
-            "LLM_EXPLORER_CACHE": "/tmp/cache",
+            "LLM_EXPLORER_CACHE": str(tmp_path / "cache"),
         }
     )
     assert read == Settings(
@@ -66,7 +67,7 @@ def test_every_value_is_read_and_checked():
         32,
         8,
         8192,
-        Path("/tmp/cache"),
+        tmp_path / "cache",
     )
     klass = ClassSettings.from_env(
         {
@@ -116,6 +117,30 @@ def test_a_value_the_program_cannot_use_is_named_with_what_it_accepts(name, valu
         reader.from_env({f"LLM_EXPLORER_{name}": value})
     assert message in str(raised.value)
     assert isinstance(raised.value, ModelListError) == (name == "MODELS")
+
+
+def test_the_cache_folder_is_made_or_named_with_why_it_cannot_be(tmp_path):
+    """The folder converted models are kept in is made when the settings are read (as a model's first load would
+    make it); one that cannot be made or written is named with the operating system's reason, not left for the
+    first load to fail on."""
+    made = tmp_path / "new" / "deep"
+    assert Settings.from_env({"LLM_EXPLORER_CACHE": str(made)}).cache == made and made.is_dir()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for value, why in ((a_file, "cannot be made (File exists)"), (a_file / "sub", "cannot be made (Not a directory)")):
+        with pytest.raises(SettingsError) as raised:
+            Settings.from_env({"LLM_EXPLORER_CACHE": str(value)})
+        assert str(raised.value) == (
+            f"LLM_EXPLORER_CACHE={str(value)!r}: the folder {why}; use a folder this user can write"
+        )
+    with pytest.raises(SettingsError) as raised:  # unset: the default under XDG_CACHE_HOME, named as such
+        Settings.from_env({"XDG_CACHE_HOME": str(a_file)})
+    assert str(raised.value).startswith(f"the cache folder {str(a_file / 'llm-explorer')!r} (LLM_EXPLORER_CACHE unset)")
+    if os.geteuid() != 0:  # root writes anywhere: a folder it cannot write exists only for other users
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(SettingsError, match="the folder cannot be written"):
+            Settings.from_env({"LLM_EXPLORER_CACHE": str(locked)})
 
 
 def test_kv_names_the_servers_block_size_or_the_slot_cache():
