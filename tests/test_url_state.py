@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st_h
 from streamlit.testing.v1 import AppTest
 
 from inference import settings
@@ -296,3 +299,46 @@ def test_model_comes_from_the_allowlist_and_keys_the_caches(tiny_model_offered):
     # the default session, rerun after the tiny one filled the caches, still gets its own numbers
     default.run()
     assert (plotly_array(chart(default, "logits_bar")["data"][0]["y"]) == default_logits).all()
+
+
+# ---- the parser, any value ------------------------------------------------------------------------------------
+
+_NUMBERISH = st_h.one_of(
+    st_h.text(max_size=80),
+    st_h.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st_h.integers(-(2**80), 2**80).map(str),
+    st_h.sampled_from(["nan", "-inf", "1e309", "-0", "0x10", "1_000", " 3 ", "٣", "1e-400", "2.", ".5", "+7", "1,5"]),
+    st_h.lists(st_h.sampled_from(["0", "1", "29", "30", ".", "-", ",", "8", " ", "a", "1e3"]), max_size=12).map(
+        "".join
+    ),
+)
+
+
+@given(st_h.sampled_from([p for p in url_state.PARAMS if p.kind != "model"]), _NUMBERISH)
+@hypothesis_settings(max_examples=400, deadline=None)
+def test_any_value_is_parsed_into_range_or_ignored_with_a_reason(param, raw):
+    """Whatever a link holds, each setting is parsed into its control's range (with a note when clamped or cut) or
+    ignored with a reason: never an exception of another kind, never a value the page's control cannot hold."""
+    try:
+        value, note = url_state.parse(param, raw, LIMITS)
+    except url_state._Ignored as ignored:
+        assert str(ignored).startswith(f"`{param.name}` ignored: ")
+        return
+    assert note is None or isinstance(note, str) and note
+    if param.kind in ("int", "float"):
+        low, high = url_state._bound(param.low, LIMITS), url_state._bound(param.high, LIMITS)
+        assert isinstance(value, int if param.kind == "int" else float) and low <= value <= high
+    elif param.kind == "bool":
+        assert isinstance(value, bool)
+    elif param.kind == "text":
+        assert isinstance(value, str) and len(value) <= url_state.MAX_PROMPT_CHARS and raw.startswith(value)
+    elif param.kind == "choice":
+        assert value in param.options
+    elif param.kind == "heads":  # (layer, head) pairs of the model
+        assert all(0 <= layer < LIMITS.n_layers and 0 <= head < LIMITS.n_heads for layer, head in value)
+    elif param.kind == "edges":  # (query, key) pairs inside the prompt, a key before its query
+        assert all(0 <= key < query < LIMITS.n_tokens for query, key in value)
+    elif param.kind == "layers":
+        assert all(0 <= layer < LIMITS.n_layers for layer in value)
+    else:
+        assert param.kind == "token" and value == raw
