@@ -326,6 +326,23 @@ def test_a_step_loaded_from_disk_leaves_the_compiler_unimported(step_cache, tmp_
     assert list(temporary.iterdir()) == []
 
 
+def test_a_package_is_unpacked_once_beside_it_and_a_half_unpacked_folder_is_replaced(tmp_path):
+    import zipfile
+
+    package = tmp_path / "step.pt2"
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr("step/data/aotinductor/model/a.txt", "a")
+    stale = tmp_path / "unpacked.tmp999999"  # a process killed while unpacking
+    (stale / "step").mkdir(parents=True)
+    folder = decode_step_module.unpack(package)
+    assert folder == decode_step_module.unpacked(package) == tmp_path / "unpacked"
+    assert (folder / "step/data/aotinductor/model/a.txt").read_text() == "a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step.pt2", "unpacked"]
+    (folder / "step/data/aotinductor/model/a.txt").write_text("kept")
+    assert decode_step_module.unpack(package) == folder  # once: an unpacked folder is used as it is
+    assert (folder / "step/data/aotinductor/model/a.txt").read_text() == "kept"
+
+
 def test_background_compile_serves_eagerly_until_ready(step_cache, monkeypatch):
     engine = eager_engine("llama", "float32")
     eager_logits = engine.decode_step(5, engine.new_cache(4))

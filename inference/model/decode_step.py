@@ -106,8 +106,9 @@ def unpack(path: Path) -> Path:
 
     folder = unpacked(path)
     if not folder.exists():
+        for stale in folder.parent.glob(f"{folder.name}.tmp*"):  # a killed process's half-unpacked folder
+            shutil.rmtree(stale, ignore_errors=True)
         staging = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
         with zipfile.ZipFile(path) as archive:
             archive.extractall(staging)
         staging.rename(folder)
