@@ -92,8 +92,7 @@ except SpeculationError as error:
     st.error(f"Cannot speculate with these settings: {fmt.clause(error)}. Nothing was run; your settings are kept.")
     st.stop()
 params = dataclasses.replace(settings.params, max_new_tokens=int(new_tokens)).canonical()
-bos = client.tokenizer.bos_token
-tail, part = prompt_tail(list(view.ids), spec.MAX_PROMPT_TOKENS, bos[0] if bos else None)
+tail, part = prompt_tail(list(view.ids), spec.MAX_PROMPT_TOKENS, client.tokenizer.bos_token)
 ids = tuple(tail)
 if len(ids) < len(view.ids):
     st.warning(

@@ -10,16 +10,17 @@ from hypothesis import strategies as st_h
 from ui.common.prompt_tail import prompt_tail
 
 BOS = 2
+START = (BOS, "<bos>")  # the tokenizer's ``bos_token``
 prompts = st_h.lists(st_h.integers(0, 50), min_size=1, max_size=300)
 
 
-@given(prompts, st_h.integers(2, 200), st_h.sampled_from([None, BOS]))
+@given(prompts, st_h.integers(2, 200), st_h.sampled_from([None, START]))
 def test_the_tail_fits_keeps_the_end_and_says_which_part(ids, limit, start):
     tail, words = prompt_tail(ids, limit, start)
     assert len(tail) == min(len(ids), limit)
     if len(ids) <= limit:
         assert tail == ids and words == f"all {len(ids):,} of its tokens"
-    elif start is not None and ids[0] == start:  # the BOS, then the last limit - 1 tokens
+    elif start is not None and ids[0] == BOS:  # the BOS, then the last limit - 1 tokens
         assert tail == [ids[0]] + ids[-(limit - 1) :] and words == f"its first token and its last {limit - 1:,}"
     else:
         assert tail == ids[-limit:] and words == f"its last {limit:,}"
@@ -27,13 +28,13 @@ def test_the_tail_fits_keeps_the_end_and_says_which_part(ids, limit, start):
 
 
 def test_a_first_token_that_is_not_the_bos_is_not_kept():
-    assert prompt_tail([7, 1, 2, 3, 4], 3, BOS) == ([2, 3, 4], "its last 3")
-    assert prompt_tail([BOS, 1, 2, 3, 4], 3, BOS) == ([BOS, 3, 4], "its first token and its last 2")
+    assert prompt_tail([7, 1, 2, 3, 4], 3, START) == ([2, 3, 4], "its last 3")
+    assert prompt_tail([BOS, 1, 2, 3, 4], 3, START) == ([BOS, 3, 4], "its first token and its last 2")
 
 
 def test_a_tail_of_one_token_is_refused():
     with pytest.raises(ValueError, match="at least 2"):
-        prompt_tail([BOS, 1, 2], 1, BOS)
+        prompt_tail([BOS, 1, 2], 1, START)
 
 
 class _Stop(Exception):
@@ -48,7 +49,7 @@ class _Client:
         self.traced: list[list[int]] = []
 
         class Tokenizer:
-            bos_token = (BOS, "<bos>")
+            bos_token = START
 
         self.tokenizer = Tokenizer()
 

@@ -172,7 +172,7 @@ class Tokenizer:
         raw = self.raw_tokens(self.encode(" the", special_tokens=False))
         return raw[0][0] if raw and raw[0] else " "
 
-    @property
+    @cached_property
     def bos_token(self) -> tuple[int, str] | None:
         """The token the tokenizer puts before every text (id, text), or ``None`` when it adds none."""
         with_special = self.encode("a")

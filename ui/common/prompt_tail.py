@@ -8,14 +8,14 @@ its last position's distribution moves much further from the whole prompt's than
 from __future__ import annotations
 
 
-def prompt_tail(ids: list[int], limit: int, start: int | None) -> tuple[list[int], str]:
+def prompt_tail(ids: list[int], limit: int, bos: tuple[int, str] | None) -> tuple[list[int], str]:
     """At most ``limit`` (>= 2) of ``ids``, and which ones in words: all of them when they fit ("all 12 of its
-    tokens"), else their last ones ("its last 128"), after ``ids[0]`` where that is ``start``, the token the tokenizer
-    puts before every text (None: it puts none) ("its first token and its last 127")."""
+    tokens"), else their last ones ("its last 128"), after ``ids[0]`` where that is ``bos``, the token the tokenizer
+    puts before every text (its ``bos_token``, (id, text); None: it puts none) ("its first token and its last 127")."""
     if limit < 2:
         raise ValueError(f"a prompt's tail needs room for at least 2 tokens, got {limit}")
     if len(ids) <= limit:
         return list(ids), f"all {len(ids):,} of its tokens"
-    if start is not None and ids[0] == start:
+    if bos is not None and ids[0] == bos[0]:
         return [ids[0], *ids[len(ids) - (limit - 1) :]], f"its first token and its last {limit - 1:,}"
     return list(ids[len(ids) - limit :]), f"its last {limit:,}"

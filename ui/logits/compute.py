@@ -201,8 +201,7 @@ def traced_prompt(model: str, prompt: str, chat: bool, max_positions: int = 16) 
     the walk."""
     client = client_for(model)
     all_ids = client.encode_prompt(prompt, chat=chat)
-    bos = client.tokenizer.bos_token
-    ids, part = prompt_tail(all_ids, MAX_TRACED_TOKENS, bos[0] if bos else None)
+    ids, part = prompt_tail(all_ids, MAX_TRACED_TOKENS, client.tokenizer.bos_token)
     traced = client.trace(ids, max(0, len(ids) - max_positions))
     return PromptTrace(
         lens=lens_view(model, traced.lens, ids),

@@ -64,8 +64,7 @@ def overview(model: str, prompt: str, chat: bool) -> Overview:
     """One traced forward of the prompt (its last ``MAX_TOKENS`` tokens), read out for the picture."""
     client = client_for(model)
     all_ids = client.encode_prompt(prompt, chat=chat)
-    bos = client.tokenizer.bos_token
-    ids, part = prompt_tail(all_ids, MAX_TOKENS, bos[0] if bos else None)
+    ids, part = prompt_tail(all_ids, MAX_TOKENS, client.tokenizer.bos_token)
     traced = client.last_position(ids)
     layer = _block_to_draw(traced.attention_last)
     first = max(0, len(ids) - SHOWN_TOKENS)
